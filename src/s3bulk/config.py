@@ -1,0 +1,119 @@
+"""AWS settings from the standard environment and profiles, through botocore's credential chain.
+
+Settings travel to worker processes; credentials never do: each process resolves them itself from
+the same environment (env vars, profiles, SSO, IMDS), so no secret crosses a pipe or a journal.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import Any
+
+import botocore.session
+from botocore.credentials import ReadOnlyCredentials
+
+from s3bulk.errors import UsageError, register_secret
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    profile: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    verify_ssl: bool = True
+    anonymous: bool = False
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        profile: str | None = None,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        verify_ssl: bool = True,
+        anonymous: bool = False,
+    ) -> AwsSettings:
+        endpoint = (
+            endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
+        if endpoint and not endpoint.startswith(("http://", "https://")):
+            raise UsageError(f"endpoint URL {endpoint!r} must start with http:// or https://")
+        return cls(
+            profile=profile or os.environ.get("AWS_PROFILE") or None,
+            region=region,
+            endpoint_url=endpoint.rstrip("/") if endpoint else None,
+            verify_ssl=verify_ssl,
+            anonymous=anonymous,
+        )
+
+    def with_endpoint(self, endpoint_url: str) -> AwsSettings:
+        return replace(self, endpoint_url=endpoint_url)
+
+    @cached_property
+    def _session(self) -> botocore.session.Session:
+        try:
+            return botocore.session.Session(profile=self.profile)
+        except Exception as exc:  # botocore raises ProfileNotFound and friends
+            raise UsageError(f"cannot load AWS profile {self.profile!r}: {exc}") from None
+
+    @cached_property
+    def resolved_region(self) -> str:
+        region = self.region or self._session.get_config_variable("region")
+        return region or "us-east-1"
+
+    @cached_property
+    def resolved_endpoint(self) -> str:
+        if self.endpoint_url:
+            return self.endpoint_url
+        configured = self._session.get_config_variable("endpoint_url")
+        if configured:
+            return str(configured).rstrip("/")
+        return f"https://s3.{self.resolved_region}.amazonaws.com"
+
+    @property
+    def path_style(self) -> bool:
+        """Custom endpoints (MinIO, on-premise) get path-style URLs; AWS gets virtual hosts."""
+        return not self.resolved_endpoint.endswith(".amazonaws.com")
+
+    @cached_property
+    def _credentials(self) -> Any:
+        try:
+            credentials = self._session.get_credentials()
+        except Exception as exc:
+            raise UsageError(f"cannot load AWS credentials: {exc}") from None
+        if credentials is None:
+            raise UsageError(
+                "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or AWS_PROFILE, or pass --no-sign-request for public buckets"
+            )
+        return credentials
+
+    def credentials(self) -> ReadOnlyCredentials | None:
+        """Current credentials (refreshed by botocore when they expire); None when anonymous."""
+        if self.anonymous:
+            return None
+        frozen = self._credentials.get_frozen_credentials()
+        register_secret(frozen.secret_key)
+        register_secret(frozen.token)
+        return frozen
+
+    def credential_expiry(self) -> datetime | None:
+        expiry = getattr(self._credentials, "_expiry_time", None)
+        if isinstance(expiry, datetime):
+            return expiry.astimezone(timezone.utc)
+        return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle only the plain settings: sessions and credentials are rebuilt per process."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)

@@ -1,0 +1,80 @@
+"""Parse the few S3 XML answers the signed client needs (ListObjectsV2, errors, multipart)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import NamedTuple
+from urllib.parse import unquote_plus
+
+
+class ObjectInfo(NamedTuple):
+    """One listed object: what a listing already tells, so no HEAD is needed later."""
+
+    key: str
+    size: int
+    last_modified: str  # ISO 8601 as the service sent it; parsed only when printed
+    etag: str
+
+
+class ListPage(NamedTuple):
+    objects: list[ObjectInfo]
+    common_prefixes: list[str]
+    is_truncated: bool
+    next_token: str | None
+
+
+def _ns(root: ET.Element) -> str:
+    return root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+
+
+def parse_list_objects_v2(body: bytes) -> ListPage:
+    """Parse a ListObjectsV2 page requested with encoding-type=url (keys arrive URL-encoded so
+    that any byte, even ones XML 1.0 cannot carry, survives)."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    url_encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
+    decode = unquote_plus if url_encoded else str
+    objects = [
+        ObjectInfo(
+            decode(contents.findtext(f"{ns}Key") or ""),
+            int(contents.findtext(f"{ns}Size") or 0),
+            contents.findtext(f"{ns}LastModified") or "",
+            (contents.findtext(f"{ns}ETag") or "").strip('"'),
+        )
+        for contents in root.iter(f"{ns}Contents")
+    ]
+    prefixes = [
+        decode(element.findtext(f"{ns}Prefix") or "") for element in root.iter(f"{ns}CommonPrefixes")
+    ]
+    truncated = (root.findtext(f"{ns}IsTruncated") or "false").lower() == "true"
+    token = root.findtext(f"{ns}NextContinuationToken")
+    return ListPage(objects, prefixes, truncated, token)
+
+
+def parse_error(body: bytes) -> tuple[str, str]:
+    """(code, message) of an S3 <Error> document; empty strings when the body is not one."""
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        return "", ""
+    if not root.tag.endswith("Error"):
+        return "", ""
+    ns = _ns(root)
+    return root.findtext(f"{ns}Code") or "", root.findtext(f"{ns}Message") or ""
+
+
+def find_text(body: bytes, tag: str) -> str:
+    """The text of the first element named `tag` (namespace-agnostic)."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    if root.tag == f"{ns}{tag}":
+        return root.text or ""
+    return root.findtext(f".//{ns}{tag}") or ""
+
+
+def complete_multipart_body(etags: list[str]) -> bytes:
+    parts = "".join(
+        f"<Part><PartNumber>{number}</PartNumber><ETag>{etag}</ETag></Part>"
+        for number, etag in enumerate(etags, start=1)
+    )
+    return f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{parts}</CompleteMultipartUpload>'.encode()

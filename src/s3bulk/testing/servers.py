@@ -1,0 +1,197 @@
+"""Start and stop real S3-speaking servers on free loopback ports.
+
+MinIO is the S3 peer (real semantics); moto's server stands in only where nothing real exists
+locally (S3 Vectors) or where a permissive peer is needed (keys with ``..`` segments, which MinIO
+refuses to store). Both are plain subprocesses: `stop()` always kills them, and the context
+manager form guarantees it even when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+ROOT_USER = "s3bulk-test"
+ROOT_PASSWORD = "s3bulk-test-secret-key"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (the server binding it may still race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def find_tool(name: str) -> Path:
+    """The binary built by scripts/build-tools.sh, or one on PATH, or a clear error."""
+    override = os.environ.get(f"S3BULK_{name.upper()}_BIN")
+    candidates = [Path(override)] if override else []
+    candidates.append(REPO_ROOT / ".tools" / "bin" / name)
+    on_path = shutil.which(name)
+    if on_path:
+        candidates.append(Path(on_path))
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(f"{name} not found: run scripts/build-tools.sh (or set S3BULK_{name.upper()}_BIN)")
+
+
+class Server:
+    """A subprocess serving HTTP on 127.0.0.1:port, ready once `health_path` answers."""
+
+    health_path = "/"
+    access_key = ROOT_USER
+    secret_key = ROOT_PASSWORD
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def start(self, timeout: float = 60.0) -> Server:
+        for _attempt in range(3):  # a port taken between free_port() and bind: pick another
+            self.port = free_port()
+            self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")
+            self.process = subprocess.Popen(
+                self.command(),
+                env=self.environment(),
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            if self._wait_ready(timeout):
+                return self
+            self.stop()
+        raise RuntimeError(f"{type(self).__name__} did not start:\n{self.log_tail()}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.endpoint + self.health_path, timeout=2) as reply:
+                    if reply.status < 500:
+                        return True
+            except urllib.error.HTTPError as err:
+                if err.code < 500:
+                    return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self._log is None:
+            return ""
+        self._log.flush()
+        text = Path(self._log.name).read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(timeout=10)
+        self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def client_env(self) -> dict[str, str]:
+        """The standard AWS variables a client needs to talk to this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class MinioServer(Server):
+    """MinIO in single-drive mode over a throwaway data directory."""
+
+    health_path = "/minio/health/ready"
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        super().__init__()
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-minio-"))
+
+    def command(self) -> list[str]:
+        return [
+            str(find_tool("minio")),
+            "server",
+            str(self.data_dir),
+            "--address",
+            f"127.0.0.1:{self.port}",
+            "--quiet",
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            MINIO_ROOT_USER=self.access_key,
+            MINIO_ROOT_PASSWORD=self.secret_key,
+            MINIO_BROWSER="off",
+            MINIO_UPDATE="off",
+            MINIO_CI_CD="1",  # skip the root-disk check: test data lives on the root disk
+        )
+        return env
+
+    def stop(self) -> None:
+        super().stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
+class MotoServer(Server):
+    """moto's standalone server: a permissive S3 (and S3 Vectors) protocol peer."""
+
+    access_key = "testing"
+    secret_key = "testing-secret"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    @property
+    def health_path(self) -> str:  # type: ignore[override]
+        return "/moto-api/"
