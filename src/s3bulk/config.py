@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -107,7 +107,7 @@ class AwsSettings:
     def credential_expiry(self) -> datetime | None:
         expiry = getattr(self._credentials, "_expiry_time", None)
         if isinstance(expiry, datetime):
-            return expiry.astimezone(timezone.utc)
+            return expiry.astimezone(UTC)
         return None
 
     def __getstate__(self) -> dict[str, Any]:

@@ -121,8 +121,10 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     status_match = _STATUS_IN_TEXT.search(text)
     if status_match:
         status = int(status_match.group(1))
-        return S3Error(status, "", "", what) if status != 404 else ItemError(
-            f"{prefix}not found (404)", retryable=False
+        return (
+            S3Error(status, "", "", what)
+            if status != 404
+            else ItemError(f"{prefix}not found (404)", retryable=False)
         )
     first_line = text.splitlines()[0] if text else name
     return ItemError(f"{prefix}{first_line}", retryable=False)

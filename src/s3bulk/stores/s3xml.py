@@ -43,9 +43,7 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
         )
         for contents in root.iter(f"{ns}Contents")
     ]
-    prefixes = [
-        decode(element.findtext(f"{ns}Prefix") or "") for element in root.iter(f"{ns}CommonPrefixes")
-    ]
+    prefixes = [decode(element.findtext(f"{ns}Prefix") or "") for element in root.iter(f"{ns}CommonPrefixes")]
     truncated = (root.findtext(f"{ns}IsTruncated") or "false").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken")
     return ListPage(objects, prefixes, truncated, token)

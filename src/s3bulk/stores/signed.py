@@ -110,7 +110,7 @@ class SignedClient:
                 payload = await response.read()
                 status = response.status
                 reply_headers = dict(response.headers)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             raise ItemError(f"{what or kind}: {type(exc).__name__}: {exc}", retryable=True) from None
         if status >= 300:
             code, message = s3xml.parse_error(payload)
@@ -173,7 +173,9 @@ class SignedClient:
         part_size = max(part_size, MIN_PART, math.ceil(size / MAX_PARTS))
         _, _, body = await self.request("PUT", "POST", dst_bucket, dst_key, params={"uploads": ""}, what=what)
         upload_id = s3xml.find_text(body, "UploadId")
-        ranges = [(start, min(start + part_size, size) - 1) for start in range(0, size, part_size)] or [(0, -1)]
+        ranges = [(start, min(start + part_size, size) - 1) for start in range(0, size, part_size)] or [
+            (0, -1)
+        ]
         semaphore = asyncio.Semaphore(concurrency)
         source = f"/{src_bucket}/{_quote_key(src_key)}"
 

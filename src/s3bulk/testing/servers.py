@@ -44,7 +44,9 @@ def find_tool(name: str) -> Path:
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise FileNotFoundError(f"{name} not found: run scripts/build-tools.sh (or set S3BULK_{name.upper()}_BIN)")
+    raise FileNotFoundError(
+        f"{name} not found: run scripts/build-tools.sh (or set S3BULK_{name.upper()}_BIN)"
+    )
 
 
 class Server:

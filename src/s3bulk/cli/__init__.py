@@ -1,0 +1,58 @@
+"""The `s3bulk` command. Thin: parse options, call the API, print. No logic lives here."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from s3bulk.cli import cp, ls
+from s3bulk.errors import S3BulkError
+
+app = typer.Typer(
+    name="s3bulk",
+    help="Bulk work on S3 that saturates the service, not the Python interpreter.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command(name="ls")(ls.ls_command)
+app.command(name="cp")(cp.cp_command)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (0 only when every object succeeded)."""
+    try:
+        result = app(args=argv, prog_name="s3bulk", standalone_mode=False)
+        return int(result or 0)
+    except S3BulkError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        sys.stderr.write(f"error: {exc.format_message()} (see s3bulk {' '.join(sys.argv[1:2])} --help)\n")
+        return exc.exit_code
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        return 130
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def main() -> None:
+    """Entry point. Exits with os._exit after flushing: a native runtime's threads can abort a
+    normal interpreter shutdown after all work is done (ARCHITECTURE.md, known hazards), and the
+    exit code must reflect the job, never that."""
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError):
+            pass
+    os._exit(code)

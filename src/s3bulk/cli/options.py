@@ -1,0 +1,49 @@
+"""Options shared by commands, and parsing of human sizes like 8MiB."""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from s3bulk.config import AwsSettings
+from s3bulk.errors import UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(text: str, option: str) -> int:
+    match = _SIZE.match(text)
+    if not match:
+        raise UsageError(f"{option}: cannot read size {text!r}: use e.g. 8MiB, 64MB or 1048576")
+    number, unit, binary = match.groups()
+    base = 1024 if binary or unit == "" else 1000
+    return int(float(number) * base ** _POWERS[unit.lower()])
+
+
+EndpointOption = typer.Option(None, "--endpoint-url", help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS).")
+ProfileOption = typer.Option(None, "--profile", help="AWS profile (default: AWS_PROFILE).")
+RegionOption = typer.Option(None, "--region", help="AWS region (default: AWS_REGION or the profile's).")
+NoVerifyOption = typer.Option(False, "--no-verify-ssl", help="Do not verify TLS certificates (unsafe).")
+NoSignOption = typer.Option(False, "--no-sign-request", help="Anonymous access to public buckets.")
+
+
+def settings_from(
+    endpoint_url: str | None,
+    profile: str | None,
+    region: str | None,
+    no_verify_ssl: bool,
+    no_sign_request: bool,
+) -> AwsSettings:
+    if no_verify_ssl:
+        import sys
+
+        sys.stderr.write("warning: TLS certificate verification is off (--no-verify-ssl)\n")
+    return AwsSettings.from_env(
+        profile=profile,
+        region=region,
+        endpoint_url=endpoint_url,
+        verify_ssl=not no_verify_ssl,
+        anonymous=no_sign_request,
+    )

@@ -1,0 +1,220 @@
+"""The hybrid engine: one process per core, each an asyncio loop with its own clients.
+
+Processes give every core its own interpreter (payload building, signing and parsing are CPU work
+under a GIL); asyncio in each gives many requests in flight per process without a thread each.
+The driver never touches object data: it hands out descriptors on request (pull-based, so a fast
+worker simply asks more often), takes split ranges back from workers that found big ones, and
+merges progress. Workers start from a forkserver, never by forking a parent whose native runtime
+threads (obstore's Tokio) would not survive the fork.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import multiprocessing
+import os
+import resource
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from s3bulk.engine.job import Job
+from s3bulk.engine.worker import EngineOptions, worker_main
+from s3bulk.report import Failure, Report, WorkerStats
+
+MAX_QUEUED_DESCRIPTORS = 64
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["s3bulk.engine.worker", "s3bulk.transfers"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+class _Worker:
+    def __init__(self, index: int, conn: Connection, process: multiprocessing.process.BaseProcess) -> None:
+        self.index = index
+        self.conn = conn
+        self.process = process
+        self.credit = 0
+        self.assigned: dict[int, Any] = {}
+        self.done = False
+
+
+class HybridEngine:
+    name = "hybrid"
+
+    def __init__(self, workers: int | None = None, options: EngineOptions | None = None) -> None:
+        self.workers = workers or default_workers()
+        self.options = options or EngineOptions()
+
+    async def run(
+        self,
+        job: Job,
+        report: Report,
+        on_progress: Callable[[Report], None] | None = None,
+        on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> Report:
+        started = time.perf_counter()
+        cpu_before = _cpu_seconds()
+        loop = asyncio.get_running_loop()
+        context = _context()
+        queue: collections.deque[tuple[int, Any]] = collections.deque()
+        next_id = 0
+        outstanding = 0  # descriptors handed out or queued, not yet finished
+        source_done = False
+        wake = asyncio.Event()
+        all_done = asyncio.Event()
+        crashes: list[str] = []
+        workers: list[_Worker] = []
+
+        def enqueue(descriptor: Any, front: bool = False) -> None:
+            nonlocal next_id, outstanding
+            next_id += 1
+            outstanding += 1
+            (queue.appendleft if front else queue.append)((next_id, descriptor))
+
+        def split_allowed() -> bool:
+            return len(queue) < self.workers * 2
+
+        def dispatch() -> None:
+            for worker in workers:
+                while worker.credit > 0 and queue and not worker.done:
+                    descriptor_id, descriptor = queue.popleft()
+                    worker.credit -= 1
+                    worker.assigned[descriptor_id] = descriptor
+                    worker.conn.send(("work", descriptor_id, descriptor, split_allowed()))
+            wake.set()
+            if source_done and outstanding == 0:
+                all_done.set()
+
+        def lost(worker: _Worker, why: str) -> None:
+            nonlocal outstanding
+            if worker.done:
+                return
+            worker.done = True
+            loop.remove_reader(worker.conn.fileno())
+            if not all_done.is_set():
+                crashes.append(f"worker {worker.index} died: {why}")
+                for descriptor_id, descriptor in worker.assigned.items():  # give its work to others
+                    outstanding -= 1
+                    enqueue(descriptor, front=True)
+                worker.assigned.clear()
+                if all(w.done for w in workers):
+                    for failed_id, descriptor in list(queue):
+                        report.failures.append(Failure(str(descriptor), "", "no worker left to run it"))
+                        report.objects_failed += 1
+                        del failed_id
+                    queue.clear()
+                    outstanding = 0
+                    all_done.set()
+            dispatch()
+
+        def handle(worker: _Worker, message: tuple[Any, ...]) -> None:
+            nonlocal outstanding
+            kind = message[0]
+            if kind == "progress":
+                delta: WorkerStats = message[1]
+                report.add(delta)
+                if delta.records and on_records is not None:
+                    on_records(delta.records)
+            elif kind == "want":
+                worker.credit += message[1]
+            elif kind == "split":
+                for descriptor in reversed(message[1]):
+                    enqueue(descriptor, front=True)
+            elif kind == "finished":
+                worker.assigned.pop(message[1], None)
+                outstanding -= 1
+            elif kind == "crash":
+                crashes.append(f"worker {worker.index}: {message[1]}")
+            elif kind == "done":
+                worker.done = True
+                loop.remove_reader(worker.conn.fileno())
+                finished_workers.set()
+            dispatch()
+
+        def reader(worker: _Worker) -> Callable[[], None]:
+            def on_readable() -> None:
+                try:
+                    while not worker.done and worker.conn.poll():
+                        handle(worker, worker.conn.recv())
+                except (EOFError, OSError) as exc:
+                    lost(worker, type(exc).__name__)
+
+            return on_readable
+
+        finished_workers = asyncio.Event()
+        for index in range(self.workers):
+            parent_conn, child_conn = context.Pipe(duplex=True)
+            process = context.Process(
+                target=worker_main, args=(child_conn, job, self.options, index), daemon=True
+            )
+            process.start()
+            child_conn.close()
+            worker = _Worker(index, parent_conn, process)
+            workers.append(worker)
+            loop.add_reader(parent_conn.fileno(), reader(worker))
+
+        async def feed() -> None:
+            nonlocal source_done
+            async for descriptor in job.partitions():
+                enqueue(descriptor)
+                dispatch()
+                while len(queue) >= MAX_QUEUED_DESCRIPTORS:  # bounded: wait for workers to drain it
+                    wake.clear()
+                    await wake.wait()
+            source_done = True
+            dispatch()
+
+        async def tick() -> None:
+            while on_progress is not None:
+                report.wall_seconds = time.perf_counter() - started
+                on_progress(report)
+                await asyncio.sleep(0.1)
+
+        feeder = asyncio.create_task(feed())
+        ticker = asyncio.create_task(tick())
+        try:
+            await asyncio.wait([feeder, asyncio.create_task(all_done.wait())], return_when="FIRST_EXCEPTION")
+            feeder.result()
+            await all_done.wait()
+            for worker in workers:
+                if not worker.done:
+                    worker.conn.send(("stop",))
+            while not all(worker.done for worker in workers):
+                finished_workers.clear()
+                await asyncio.wait_for(finished_workers.wait(), timeout=60)
+        finally:
+            ticker.cancel()
+            feeder.cancel()
+            for worker in workers:
+                if not worker.done:
+                    loop.remove_reader(worker.conn.fileno())
+                    worker.process.terminate()
+                worker.process.join(timeout=10)
+                worker.conn.close()
+        for crash in crashes:
+            report.failures.append(Failure("", "", crash))
+        report.wall_seconds = time.perf_counter() - started
+        report.cpu_seconds = _cpu_seconds() - cpu_before
+        report.engine = self.name
+        report.workers = self.workers
+        if on_progress is not None:
+            on_progress(report)
+        return report
+
+
+def _cpu_seconds() -> float:
+    """CPU of this process and its finished children (the workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -1,0 +1,180 @@
+"""One worker process: an asyncio loop (uvloop) running a job's items with bounded concurrency.
+
+Pull-based and bounded everywhere: the worker asks the driver for descriptors only when it can
+take more, a descriptor's items flow through a queue of fixed size, and a fixed number of
+consumers run them. Memory therefore depends on the in-flight limit, never on the object count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from s3bulk.engine.job import Job, WorkerContext
+from s3bulk.engine.retry import RetryPolicy, with_retries
+from s3bulk.errors import ItemError, classify
+from s3bulk.report import Failure
+
+PROGRESS_INTERVAL = 0.1
+DESCRIPTOR_PREFETCH = 2
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    concurrency: int = 64
+    retry: RetryPolicy = RetryPolicy()
+    record_items: bool = False  # send one record per item (for --json output)
+
+
+class WorkerRuntime:
+    """Runs descriptors sent by the driver; reports progress and final stats back."""
+
+    def __init__(self, job: Job, options: EngineOptions, ctx: WorkerContext, send: Any) -> None:
+        self.job = job
+        self.options = options
+        self.ctx = ctx
+        self.send = send
+        self.items: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(maxsize=options.concurrency * 2)
+        self.open_items: dict[int, int] = {}  # descriptor id -> items not yet finished
+        self.expanded: set[int] = set()  # descriptors whose expansion is complete
+        self.split_allowed = False
+
+    async def expand(self, descriptor_id: int, descriptor: Any) -> None:
+        stats = self.ctx.stats
+        self.open_items[descriptor_id] = 0
+        try:
+            async for batch in self.job.expand(descriptor, self.ctx):
+                for item in batch:
+                    self.open_items[descriptor_id] += 1
+                    start = time.perf_counter()
+                    await self.items.put((descriptor_id, item))
+                    stats.stage_seconds["wait"] += time.perf_counter() - start
+        except Exception as exc:  # a listing that cannot go on: the whole descriptor failed
+            error = classify(exc)
+            stats.objects_failed += 1
+            stats.failures.append(Failure(str(descriptor), "", str(error)))
+        self.expanded.add(descriptor_id)
+        self.send(("want", 1))
+        self._maybe_finished(descriptor_id)
+
+    def _maybe_finished(self, descriptor_id: int) -> None:
+        if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:
+            del self.open_items[descriptor_id]
+            self.expanded.discard(descriptor_id)
+            self.send(("finished", descriptor_id))
+
+    async def consume(self) -> None:
+        stats = self.ctx.stats
+        policy = self.options.retry
+
+        def count_retry(_error: ItemError) -> None:
+            stats.retries += 1
+
+        while (entry := await self.items.get()) is not None:
+            descriptor_id, item = entry
+            source, destination, size = self.job.describe(item)
+            start = time.perf_counter()
+            try:
+                moved = await with_retries(
+                    lambda item=item: self.job.run(item, self.ctx), policy, what=source, on_retry=count_retry
+                )
+                stats.objects_done += 1
+                stats.bytes_done += moved
+                if self.options.record_items:
+                    stats.records.append({"source": source, "destination": destination, "size": size})
+            except ItemError as error:
+                stats.objects_failed += 1
+                stats.failures.append(Failure(source, destination, str(error)))
+            except Exception as exc:  # a bug must not lose the item silently
+                stats.objects_failed += 1
+                stats.failures.append(Failure(source, destination, f"internal error: {exc!r}"))
+            stats.stage_seconds["request"] += time.perf_counter() - start
+            self.open_items[descriptor_id] -= 1
+            self._maybe_finished(descriptor_id)
+
+    async def report_progress(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL)
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.ctx.stats.is_empty():
+            self.send(("progress", self.ctx.stats.take()))
+
+
+async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[Any] = asyncio.Queue()
+
+    def receive() -> None:
+        try:
+            while conn.poll():
+                inbox.put_nowait(conn.recv())
+        except (EOFError, OSError):
+            inbox.put_nowait(("stop",))
+
+    loop.add_reader(conn.fileno(), receive)
+    ctx = WorkerContext(worker_id)
+    runtime = WorkerRuntime(job, options, ctx, conn.send)
+    ctx.split = lambda descriptors: conn.send(("split", descriptors))
+    ctx.want_split = lambda: runtime.split_allowed
+    await job.open(ctx)
+    consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
+    reporter = asyncio.create_task(runtime.report_progress())
+    expanders: set[asyncio.Task[None]] = set()
+    conn.send(("want", DESCRIPTOR_PREFETCH))
+    while True:
+        message = await inbox.get()
+        if message[0] == "work":
+            _, descriptor_id, descriptor, split_allowed = message
+            runtime.split_allowed = split_allowed
+            task = asyncio.create_task(runtime.expand(descriptor_id, descriptor))
+            expanders.add(task)
+            task.add_done_callback(expanders.discard)
+        elif message[0] == "split-allowed":
+            runtime.split_allowed = message[1]
+        elif message[0] == "stop":
+            break
+    for task in expanders:
+        task.cancel()
+    for _ in consumers:
+        await runtime.items.put(None)
+    await asyncio.gather(*consumers, return_exceptions=True)
+    reporter.cancel()
+    await job.close(ctx)
+    runtime.flush()
+    loop.remove_reader(conn.fileno())
+    conn.send(("done",))
+
+
+def worker_main(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
+    """Process entry point. Leaves with os._exit: obstore's runtime threads can abort a normal
+    interpreter shutdown (see ARCHITECTURE.md, known hazards), and the driver already has every
+    result by then."""
+    code = 0
+    try:
+        try:
+            import uvloop
+
+            uvloop.run(_serve(conn, job, options, worker_id))
+        except ImportError:
+            asyncio.run(_serve(conn, job, options, worker_id))
+    except BaseException as exc:
+        code = 1
+        try:
+            conn.send(("crash", f"{type(exc).__name__}: {exc}"))
+        except Exception:
+            pass
+    finally:
+        try:
+            conn.close()
+        except Exception:
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

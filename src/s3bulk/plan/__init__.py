@@ -1,0 +1,1 @@
+"""Plans: filters and key mapping between a source listing and a destination."""

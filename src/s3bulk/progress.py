@@ -1,0 +1,71 @@
+"""Live progress on a terminal and the final summary, for people and (with --json) machines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import orjson
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from s3bulk.report import Report, human_bytes
+
+
+def _rate_line(report: Report) -> str:
+    seconds = max(report.wall_seconds, 1e-9)
+    line = (
+        f"{report.objects_done:,}/{report.objects_total:,} objects  "
+        f"{human_bytes(report.bytes_done)}/{human_bytes(report.bytes_total)}  "
+        f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(report.bytes_done / seconds)}/s"
+    )
+    remaining = report.bytes_total - report.bytes_done
+    rate = report.bytes_done / seconds
+    if rate > 0 and remaining > 0:
+        line += f"  ETA {remaining / rate:,.0f}s"
+    line += f"  retries {report.retries}  failed {report.objects_failed}"
+    return line
+
+
+class LiveProgress:
+    """A one-line live display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.console = Console(stderr=True)
+        self.live: Live | None = None
+        self.enabled = enabled and self.console.is_terminal
+
+    def __enter__(self) -> LiveProgress:
+        if self.enabled:
+            self.live = Live(Text(""), console=self.console, refresh_per_second=8, transient=True)
+            self.live.__enter__()
+        return self
+
+    def update(self, report: Report) -> None:
+        if self.live is not None:
+            self.live.update(Text(f"{report.command}: {_rate_line(report)}"))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+
+def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+    verb = "would copy" if report.dry_run else "done"
+    seconds = report.wall_seconds
+    out.write(
+        f"{report.command} {verb}: {report.objects_done:,} objects, {human_bytes(report.bytes_done)} "
+        f"in {seconds:.2f}s ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s); "
+        f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, {report.retries:,} retries\n"
+    )
+    if report.requests:
+        requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
+        out.write(f"requests: {requests}; CPU {report.cpu_seconds:.2f}s on {report.workers} worker(s)\n")
+    for failure in report.failures:
+        arrow = f" -> {failure.destination}" if failure.destination else ""
+        err.write(f"failed: {failure.source}{arrow}: {failure.reason}\n")
+
+
+def json_line(data: Any, out: TextIO = sys.stdout) -> None:
+    out.write(orjson.dumps(data).decode() + "\n")

@@ -1,0 +1,116 @@
+"""What a job did: counts, bytes, requests by kind, time per stage, and every failure with its
+reason. Workers keep `WorkerStats`; the driver merges their deltas into one `Report`."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STAGES = ("list", "wait", "request")
+
+
+@dataclass
+class Failure:
+    source: str
+    destination: str
+    reason: str
+
+
+@dataclass
+class WorkerStats:
+    """Counters a worker accumulates and ships to the driver as deltas."""
+
+    objects_listed: int = 0
+    bytes_listed: int = 0
+    objects_done: int = 0
+    bytes_done: int = 0
+    objects_failed: int = 0
+    objects_skipped: int = 0
+    retries: int = 0
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
+    failures: list[Failure] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def take(self) -> WorkerStats:
+        """Return the counts since the last call and reset them. Containers are cleared in place,
+        so clients holding a reference to `requests` keep counting into the live object."""
+        delta = WorkerStats()
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, int | float):
+                setattr(delta, name, value)
+                setattr(self, name, type(value)())
+            else:
+                setattr(delta, name, value.copy())
+                value.clear()
+        return delta
+
+    def is_empty(self) -> bool:
+        return self == WorkerStats()
+
+
+@dataclass
+class Report:
+    """The result of a job, returned by the Python API and printed by the CLI."""
+
+    command: str
+    source: str = ""
+    destination: str = ""
+    engine: str = ""
+    workers: int = 0
+    dry_run: bool = False
+    objects_total: int = 0
+    bytes_total: int = 0
+    objects_done: int = 0
+    bytes_done: int = 0
+    objects_failed: int = 0
+    objects_skipped: int = 0
+    retries: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.objects_failed == 0
+
+    @property
+    def objects_per_second(self) -> float:
+        return self.objects_done / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def gigabits_per_second(self) -> float:
+        return self.bytes_done * 8 / 1e9 / self.wall_seconds if self.wall_seconds else 0.0
+
+    def add(self, delta: WorkerStats) -> None:
+        self.objects_total += delta.objects_listed
+        self.bytes_total += delta.bytes_listed
+        self.objects_done += delta.objects_done
+        self.bytes_done += delta.bytes_done
+        self.objects_failed += delta.objects_failed
+        self.objects_skipped += delta.objects_skipped
+        self.retries += delta.retries
+        for kind, count in delta.requests.items():
+            self.requests[kind] = self.requests.get(kind, 0) + count
+        for stage, seconds in delta.stage_seconds.items():
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
+        self.failures.extend(delta.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["objects_per_second"] = round(self.objects_per_second, 1)
+        data["gigabits_per_second"] = round(self.gigabits_per_second, 3)
+        return data
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"

@@ -1,0 +1,366 @@
+"""`cp`: upload (local → S3), download (S3 → local) and server-side copy (S3 → S3) as one Job.
+
+source → plan → engine → store: the driver turns the source into descriptors (key ranges of a
+listing, batches of local paths); workers list their range or take their batch, map each key to
+its destination (refusing keys that would escape a local destination), and move the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import obstore
+
+from s3bulk.config import AwsSettings
+from s3bulk.engine.job import WorkerContext
+from s3bulk.errors import ItemError, UsageError
+from s3bulk.plan.filters import Filters
+from s3bulk.report import Failure
+from s3bulk.sources.listing import KeyRange, iter_range
+from s3bulk.sources.local import walk
+from s3bulk.stores.objects import obstore_can_address, s3_store
+from s3bulk.stores.s3xml import ObjectInfo
+from s3bulk.stores.signed import SignedClient
+from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_target, relative_key
+
+MiB = 1024**2
+GiB = 1024**3
+LOCAL_BATCH = 256
+
+Direction = Literal["upload", "download", "copy"]
+
+
+class TransferItem(NamedTuple):
+    source: str  # key or local path
+    destination: str  # key or local path
+    size: int
+
+
+@dataclass(frozen=True)
+class LocalBatch:
+    """A work descriptor: local files (paths relative to `root`) to upload."""
+
+    root: str
+    entries: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.entries)} files under {self.root}"
+
+
+@dataclass(frozen=True)
+class SingleObject:
+    key: str
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    filters: Filters = field(default_factory=Filters)
+    dry_run: bool = False
+    part_size: int = 8 * MiB
+    multipart_threshold: int = 64 * MiB
+    copy_multipart_threshold: int = 5 * GiB
+    part_concurrency: int = 8
+    concurrency: int = 64
+
+
+def direction_of(source: Location, destination: Location) -> Direction:
+    if isinstance(source, LocalLocation) and isinstance(destination, S3Location):
+        return "upload"
+    if isinstance(source, S3Location) and isinstance(destination, LocalLocation):
+        return "download"
+    if isinstance(source, S3Location) and isinstance(destination, S3Location):
+        return "copy"
+    raise UsageError("both locations are local: s3bulk copies to, from or within S3 (use cp/rsync)")
+
+
+@dataclass
+class CopyJob:
+    source: Location
+    destination: Location
+    settings: AwsSettings
+    options: CopyOptions = field(default_factory=CopyOptions)
+    direction: Direction = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.direction = direction_of(self.source, self.destination)
+        self._client: SignedClient | None = None
+        self._stores: dict[str, Any] = {}
+        if isinstance(self.source, LocalLocation):
+            path = self.source.path
+            if not path.exists():
+                raise UsageError(f"local source {str(path)!r} does not exist")
+            if self.source.trailing_slash and not path.is_dir():
+                raise UsageError(f"local source {str(path)!r} is not a directory (drop the trailing '/')")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None
+        state["_stores"] = {}
+        return state
+
+    # ---- driver side -------------------------------------------------------------------------
+    async def partitions(self) -> AsyncIterator[Any]:
+        source = self.source
+        if isinstance(source, S3Location):
+            yield KeyRange() if source.is_prefix else SingleObject(source.key)
+            return
+        path = source.path
+        if path.is_file():
+            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size),))
+            return
+        root = str(path) if source.trailing_slash else str(path.parent)
+        top = "" if source.trailing_slash else path.name
+        batch: list[tuple[str, int]] = []
+        for entry in walk(str(path)):
+            relative = f"{top}/{entry.relative}" if top else entry.relative
+            batch.append((relative, -1 if entry.problem else entry.size))
+            if entry.problem:
+                batch[-1] = (f"{relative}\x00{entry.problem}", -1)
+            if len(batch) >= LOCAL_BATCH:
+                yield LocalBatch(root, tuple(batch))
+                batch = []
+                await asyncio.sleep(0)
+        if batch:
+            yield LocalBatch(root, tuple(batch))
+
+    # ---- worker side -------------------------------------------------------------------------
+    async def open(self, ctx: WorkerContext) -> None:
+        self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
+        self._client.requests = ctx.stats.requests
+
+    async def close(self, ctx: WorkerContext) -> None:
+        if self._client is not None:
+            await self._client.close()
+        self._stores.clear()
+
+    def _store(self, bucket: str) -> Any:
+        store = self._stores.get(bucket)
+        if store is None:
+            store = self._stores[bucket] = s3_store(
+                self.settings, bucket, max_connections=self.options.concurrency * 2
+            )
+        return store
+
+    def describe(self, item: TransferItem) -> tuple[str, str, int]:
+        return self._source_url(item.source), self._destination_url(item.destination), item.size
+
+    def _source_url(self, source: str) -> str:
+        if isinstance(self.source, S3Location):
+            return f"s3://{self.source.bucket}/{source}"
+        return source
+
+    def _destination_url(self, destination: str) -> str:
+        if isinstance(self.destination, S3Location):
+            return f"s3://{self.destination.bucket}/{destination}"
+        return destination
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[TransferItem]]:
+        stats = ctx.stats
+        if isinstance(descriptor, LocalBatch):
+            items = []
+            for relative, size in descriptor.entries:
+                if size < 0:
+                    relative, _, problem = relative.partition("\x00")
+                    stats.objects_skipped += 1
+                    stats.failures.append(
+                        Failure(os.path.join(descriptor.root, relative), "", f"skipped: {problem}")
+                    )
+                    continue
+                if not self.options.filters.accepts(relative):
+                    continue
+                item = self._upload_item(descriptor.root, relative, size)
+                stats.objects_listed += 1
+                stats.bytes_listed += size
+                items.append(item)
+            yield items
+            return
+        assert isinstance(self.source, S3Location) and self._client is not None
+        if isinstance(descriptor, SingleObject):
+            page = await self._client.list_objects_v2(self.source.bucket, descriptor.key, max_keys=1)
+            found = [info for info in page.objects if info.key == descriptor.key]
+            if not found:
+                raise ItemError(
+                    f"no such object: s3://{self.source.bucket}/{descriptor.key} "
+                    "(to copy everything under a prefix, end the URL with '/')",
+                    retryable=False,
+                )
+            yield self._map_objects(found, ctx)
+            return
+        async for objects in iter_range(
+            self._client,
+            self.source.bucket,
+            self.source.key,
+            descriptor,
+            on_split=ctx.split,
+            want_split=ctx.want_split,
+        ):
+            yield self._map_objects(objects, ctx)
+
+    def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
+        destination = self.destination
+        assert isinstance(destination, S3Location)
+        if destination.is_prefix:
+            key = destination.key + relative
+        else:  # an exact key: only meaningful for a single file
+            key = destination.key
+        return TransferItem(os.path.join(root, relative), key, size)
+
+    def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+        stats = ctx.stats
+        source = self.source
+        destination = self.destination
+        assert isinstance(source, S3Location)
+        single = not source.is_prefix
+        filters = self.options.filters
+        items = []
+        for info in objects:
+            relative = basename(info.key) if single else relative_key(info.key, source.key)
+            if filters and not filters.accepts(relative):
+                continue
+            if isinstance(destination, LocalLocation):
+                if info.key.endswith("/"):  # a "directory marker" object: nothing to write
+                    stats.objects_skipped += 1
+                    continue
+                root = destination.path
+                if single and not destination.is_prefix:
+                    target = str(root)
+                else:
+                    try:
+                        target = str(local_target(root, relative))
+                    except ValueError as exc:
+                        stats.objects_failed += 1
+                        stats.failures.append(
+                            Failure(f"s3://{source.bucket}/{info.key}", "", f"refused key: {exc}")
+                        )
+                        continue
+            else:
+                assert isinstance(destination, S3Location)
+                target = (
+                    destination.key if single and not destination.is_prefix else destination.key + relative
+                )
+                if single and destination.is_prefix:
+                    target = destination.key + basename(info.key)
+            stats.objects_listed += 1
+            stats.bytes_listed += info.size
+            items.append(TransferItem(info.key, target, info.size))
+        return items
+
+    async def run(self, item: TransferItem, ctx: WorkerContext) -> int:
+        if self.options.dry_run:
+            return item.size
+        if self.direction == "download":
+            return await self._download(item, ctx)
+        if self.direction == "upload":
+            return await self._upload(item, ctx)
+        return await self._copy(item, ctx)
+
+    async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
+        assert isinstance(self.source, S3Location) and self._client is not None
+        requests = ctx.stats.requests
+        bucket = self.source.bucket
+        target = Path(item.destination)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.parent / f".{target.name[:200]}.{uuid.uuid4().hex[:12]}.s3bulk-part"
+        try:
+            if not obstore_can_address(item.source):
+                data = await self._client.get_object(bucket, item.source)
+                temporary.write_bytes(data)
+                written = len(data)
+            elif item.size > self.options.multipart_threshold:
+                written = await self._ranged_download(item, temporary, ctx)
+            else:
+                requests["GET"] += 1
+                result = await obstore.get_async(self._store(bucket), item.source)
+                data = await result.bytes_async()
+                with open(temporary, "wb") as handle:
+                    handle.write(data)
+                written = len(data)
+            if written != item.size:
+                raise ItemError(
+                    f"short read: got {written} of {item.size} bytes (object changed or connection cut)",
+                    retryable=True,
+                )
+            os.replace(temporary, target)
+        finally:
+            if temporary.exists():
+                temporary.unlink()
+        return written
+
+    async def _ranged_download(self, item: TransferItem, temporary: Path, ctx: WorkerContext) -> int:
+        assert isinstance(self.source, S3Location)
+        store = self._store(self.source.bucket)
+        part = self.options.part_size
+        semaphore = asyncio.Semaphore(self.options.part_concurrency)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+
+            async def fetch(start: int) -> int:
+                end = min(start + part, item.size)
+                async with semaphore:
+                    ctx.stats.requests["GET"] += 1
+                    data = await obstore.get_range_async(store, item.source, start=start, end=end)
+                return os.pwrite(descriptor, memoryview(data), start)
+
+            sizes = await asyncio.gather(*(fetch(start) for start in range(0, item.size, part)))
+        finally:
+            os.close(descriptor)
+        return sum(sizes)
+
+    async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
+        assert isinstance(self.destination, S3Location) and self._client is not None
+        bucket = self.destination.bucket
+        requests = ctx.stats.requests
+        path = Path(item.source)
+        size = path.stat().st_size  # the file may have changed since the walk
+        if not os.access(path, os.R_OK):
+            raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
+        if not obstore_can_address(item.destination):
+            await self._client.put_object(bucket, item.destination, path.read_bytes())
+            return size
+        multipart = size > self.options.multipart_threshold
+        parts = -(-size // self.options.part_size) if multipart else 0
+        requests["PUT"] += parts + 2 if multipart else 1
+        await obstore.put_async(
+            self._store(bucket),
+            item.destination,
+            path,
+            use_multipart=multipart,
+            chunk_size=self.options.part_size,
+            max_concurrency=self.options.part_concurrency,
+        )
+        return size
+
+    async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:
+        source = self.source
+        destination = self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        assert self._client is not None
+        if item.size > self.options.copy_multipart_threshold:
+            await self._client.multipart_copy(
+                source.bucket,
+                item.source,
+                item.size,
+                destination.bucket,
+                item.destination,
+                part_size=self.options.part_size,
+                concurrency=self.options.part_concurrency,
+            )
+        elif (
+            source.bucket == destination.bucket
+            and obstore_can_address(item.source)
+            and obstore_can_address(item.destination)
+        ):
+            ctx.stats.requests["COPY"] += 1
+            await obstore.copy_async(self._store(source.bucket), item.source, item.destination)
+        else:
+            await self._client.copy_object(source.bucket, item.source, destination.bucket, item.destination)
+        return item.size
