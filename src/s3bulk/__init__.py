@@ -1,15 +1,30 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
 The public surface is small: `ls`/`ls_async`, `copy`/`copy_async`, and the `Report` they return.
+Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
 """
 
-from s3bulk.api import Listing, copy, copy_async, ls, ls_async
-from s3bulk.config import AwsSettings
-from s3bulk.errors import ItemError, S3BulkError, UsageError
-from s3bulk.report import Failure, Report
-from s3bulk.stores.s3xml import ObjectInfo
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "AwsSettings": "s3bulk.config",
+    "Failure": "s3bulk.report",
+    "ItemError": "s3bulk.errors",
+    "Listing": "s3bulk.api",
+    "ObjectInfo": "s3bulk.stores.s3xml",
+    "Report": "s3bulk.report",
+    "S3BulkError": "s3bulk.errors",
+    "UsageError": "s3bulk.errors",
+    "copy": "s3bulk.api",
+    "copy_async": "s3bulk.api",
+    "ls": "s3bulk.api",
+    "ls_async": "s3bulk.api",
+}
 
 __all__ = [
     "AwsSettings",
@@ -25,3 +40,17 @@ __all__ = [
     "ls",
     "ls_async",
 ]
+
+if TYPE_CHECKING:
+    from s3bulk.api import Listing, copy, copy_async, ls, ls_async
+    from s3bulk.config import AwsSettings
+    from s3bulk.errors import ItemError, S3BulkError, UsageError
+    from s3bulk.report import Failure, Report
+    from s3bulk.stores.s3xml import ObjectInfo
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 's3bulk' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -7,6 +7,7 @@ assert report.ok, report.failures
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from s3bulk.engine.worker import EngineOptions
 from s3bulk.errors import UsageError
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Report
-from s3bulk.sources.listing import list_prefix, list_sequential
+from s3bulk.sources.listing import list_prefix, list_sequential, partitioning_pays
 from s3bulk.stores.s3xml import ObjectInfo
 from s3bulk.stores.signed import SignedClient
 from s3bulk.transfers import CopyJob, CopyOptions
@@ -38,25 +39,30 @@ async def ls_async(
     *,
     recursive: bool = True,
     concurrency: int = 16,
+    partitioned: bool | None = None,
     settings: AwsSettings | None = None,
     report: Report | None = None,
 ) -> AsyncIterator[ObjectInfo | str]:
-    """Stream the objects under an s3:// prefix in key order (recursive: many ranges listed in
-    parallel), or one level of objects and sub-prefixes (str) when not recursive."""
+    """Stream the objects under an s3:// prefix in key order (recursive: many key ranges listed
+    in parallel unless `partitioned` is False or, by default, the endpoint is on loopback), or one
+    level of objects and sub-prefixes (str) when not recursive."""
     location = parse_s3(url)
     settings = settings or AwsSettings.from_env()
+    if partitioned is None:
+        partitioned = partitioning_pays(settings.resolved_endpoint)
     report = report if report is not None else Report("ls", source=url)
     client = SignedClient(settings, max_connections=concurrency)
     started = time.perf_counter()
     try:
-        if recursive:
+        if recursive and partitioned:
             async for objects in list_prefix(client, location.bucket, location.key, concurrency=concurrency):
                 report.objects_done += len(objects)
                 report.bytes_done += sum(info.size for info in objects)
                 for info in objects:
                     yield info
         else:
-            async for page in list_sequential(client, location.bucket, location.key, delimiter="/"):
+            delimiter = None if recursive else "/"
+            async for page in list_sequential(client, location.bucket, location.key, delimiter=delimiter):
                 for prefix in page.common_prefixes:
                     yield prefix
                 report.objects_done += len(page.objects)
@@ -102,6 +108,7 @@ async def copy_async(
     multipart_threshold: int = 64 * 1024**2,
     copy_multipart_threshold: int = 5 * 1024**3,
     max_attempts: int = 6,
+    partitioned_listing: bool | None = None,
     settings: AwsSettings | None = None,
     on_progress: Callable[[Report], None] | None = None,
     on_records: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -125,6 +132,9 @@ async def copy_async(
     )
     settings = settings or AwsSettings.from_env()
     settings.credentials()  # fail fast, before any process starts, when there are none
+    if partitioned_listing is None:
+        partitioned_listing = partitioning_pays(settings.resolved_endpoint)
+    options = dataclasses.replace(options, partitioned_listing=partitioned_listing)
     job = CopyJob(source_location, destination_location, settings, options)
     engine = HybridEngine(
         workers,

@@ -10,12 +10,12 @@ import os
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
-
-import botocore.session
-from botocore.credentials import ReadOnlyCredentials
+from typing import TYPE_CHECKING, Any
 
 from s3bulk.errors import UsageError, register_secret
+
+if TYPE_CHECKING:
+    from botocore.credentials import ReadOnlyCredentials
 
 
 @dataclass(frozen=True)
@@ -57,22 +57,37 @@ class AwsSettings:
         return replace(self, endpoint_url=endpoint_url)
 
     @cached_property
-    def _session(self) -> botocore.session.Session:
+    def _session(self) -> Any:
+        import botocore.session  # ~0.5 s of imports: only paid when profiles or config files matter
+
         try:
             return botocore.session.Session(profile=self.profile)
         except Exception as exc:  # botocore raises ProfileNotFound and friends
             raise UsageError(f"cannot load AWS profile {self.profile!r}: {exc}") from None
 
     @cached_property
+    def _env_only(self) -> bool:
+        """True when the environment alone settles credentials and region. botocore's chain
+        would pick the same values (environment variables come first in it), so the session,
+        and its import time, can be skipped."""
+        env = os.environ
+        has_keys = bool(env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"))
+        has_region = bool(self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"))
+        return has_keys and has_region and not self.profile
+
+    @cached_property
     def resolved_region(self) -> str:
-        region = self.region or self._session.get_config_variable("region")
+        env_region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if self.region or self._env_only:
+            return self.region or env_region or "us-east-1"
+        region = self._session.get_config_variable("region")
         return region or "us-east-1"
 
     @cached_property
     def resolved_endpoint(self) -> str:
         if self.endpoint_url:
             return self.endpoint_url
-        configured = self._session.get_config_variable("endpoint_url")
+        configured = None if self._env_only else self._session.get_config_variable("endpoint_url")
         if configured:
             return str(configured).rstrip("/")
         return f"https://s3.{self.resolved_region}.amazonaws.com"
@@ -84,6 +99,13 @@ class AwsSettings:
 
     @cached_property
     def _credentials(self) -> Any:
+        if self._env_only:
+            from botocore.credentials import Credentials
+
+            env = os.environ
+            return Credentials(
+                env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"), "env"
+            )
         try:
             credentials = self._session.get_credentials()
         except Exception as exc:

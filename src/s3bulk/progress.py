@@ -6,9 +6,6 @@ import sys
 from typing import Any, TextIO
 
 import orjson
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from s3bulk.report import Report, human_bytes
 
@@ -32,19 +29,23 @@ class LiveProgress:
     """A one-line live display on stderr, only when stderr is a terminal."""
 
     def __init__(self, enabled: bool) -> None:
-        self.console = Console(stderr=True)
-        self.live: Live | None = None
-        self.enabled = enabled and self.console.is_terminal
+        self.live: Any = None
+        self.enabled = enabled and sys.stderr.isatty()
 
     def __enter__(self) -> LiveProgress:
-        if self.enabled:
-            self.live = Live(Text(""), console=self.console, refresh_per_second=8, transient=True)
+        if self.enabled:  # rich is imported only for terminals: it costs ~0.1 s of start-up
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            self._text = Text
+            self.live = Live(Text(""), console=Console(stderr=True), refresh_per_second=8, transient=True)
             self.live.__enter__()
         return self
 
     def update(self, report: Report) -> None:
         if self.live is not None:
-            self.live.update(Text(f"{report.command}: {_rate_line(report)}"))
+            self.live.update(self._text(f"{report.command}: {_rate_line(report)}"))
 
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:

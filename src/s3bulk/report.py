@@ -28,6 +28,7 @@ class WorkerStats:
     objects_failed: int = 0
     objects_skipped: int = 0
     retries: int = 0
+    cpu_seconds: float = 0.0
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
     failures: list[Failure] = field(default_factory=list)
@@ -94,6 +95,7 @@ class Report:
         self.objects_failed += delta.objects_failed
         self.objects_skipped += delta.objects_skipped
         self.retries += delta.retries
+        self.cpu_seconds += delta.cpu_seconds
         for kind, count in delta.requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + count
         for stage, seconds in delta.stage_seconds.items():

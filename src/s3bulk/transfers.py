@@ -8,8 +8,8 @@ its destination (refusing keys that would escape a local destination), and move 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_tar
 MiB = 1024**2
 GiB = 1024**3
 LOCAL_BATCH = 256
+STREAM_CHUNK = 256 * 1024
 
 Direction = Literal["upload", "download", "copy"]
 
@@ -54,6 +55,19 @@ class LocalBatch:
 
 
 @dataclass(frozen=True)
+class ObjectBatch:
+    """A work descriptor: one listed page (keys and sizes), handed from the worker that listed it
+    to an idle one, so work spreads across processes even when the key space cannot be split."""
+
+    objects: tuple[ObjectInfo, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.objects)} listed objects from {self.objects[0].key}" if self.objects else "no objects"
+        )
+
+
+@dataclass(frozen=True)
 class SingleObject:
     key: str
 
@@ -70,6 +84,7 @@ class CopyOptions:
     copy_multipart_threshold: int = 5 * GiB
     part_concurrency: int = 8
     concurrency: int = 64
+    partitioned_listing: bool = True
 
 
 def direction_of(source: Location, destination: Location) -> Direction:
@@ -94,6 +109,8 @@ class CopyJob:
         self.direction = direction_of(self.source, self.destination)
         self._client: SignedClient | None = None
         self._stores: dict[str, Any] = {}
+        self._made_dirs: set[str] = set()
+        self._temp_counter = 0
         if isinstance(self.source, LocalLocation):
             path = self.source.path
             if not path.exists():
@@ -105,6 +122,7 @@ class CopyJob:
         state = dict(self.__dict__)
         state["_client"] = None
         state["_stores"] = {}
+        state["_made_dirs"] = set()
         return state
 
     # ---- driver side -------------------------------------------------------------------------
@@ -184,6 +202,9 @@ class CopyJob:
             yield items
             return
         assert isinstance(self.source, S3Location) and self._client is not None
+        if isinstance(descriptor, ObjectBatch):
+            yield self._map_objects(list(descriptor.objects), ctx)
+            return
         if isinstance(descriptor, SingleObject):
             page = await self._client.list_objects_v2(self.source.bucket, descriptor.key, max_keys=1)
             found = [info for info in page.objects if info.key == descriptor.key]
@@ -200,10 +221,13 @@ class CopyJob:
             self.source.bucket,
             self.source.key,
             descriptor,
-            on_split=ctx.split,
+            on_split=ctx.split if self.options.partitioned_listing else None,
             want_split=ctx.want_split,
         ):
-            yield self._map_objects(objects, ctx)
+            if ctx.want_split():  # other workers are short of work: hand them this page
+                ctx.split([ObjectBatch(tuple(objects))])
+            else:
+                yield self._map_objects(objects, ctx)
 
     def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
         destination = self.destination
@@ -263,39 +287,56 @@ class CopyJob:
             return await self._upload(item, ctx)
         return await self._copy(item, ctx)
 
+    def _make_parent(self, target: str) -> str:
+        parent = os.path.dirname(target)
+        if parent not in self._made_dirs:
+            os.makedirs(parent, exist_ok=True)
+            if len(self._made_dirs) > 100_000:
+                self._made_dirs.clear()
+            self._made_dirs.add(parent)
+        return parent
+
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
+        """GET into a temporary file beside the target, check the size, then rename: a target
+        file is either absent or complete, never half-written."""
         assert isinstance(self.source, S3Location) and self._client is not None
-        requests = ctx.stats.requests
         bucket = self.source.bucket
-        target = Path(item.destination)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.parent / f".{target.name[:200]}.{uuid.uuid4().hex[:12]}.s3bulk-part"
+        target = item.destination
+        parent = self._make_parent(target)
+        self._temp_counter += 1
+        name = os.path.basename(target)[:200]
+        temporary = os.path.join(parent, f".{name}.{os.getpid()}-{self._temp_counter}.s3bulk-part")
+        renamed = False
         try:
             if not obstore_can_address(item.source):
                 data = await self._client.get_object(bucket, item.source)
-                temporary.write_bytes(data)
-                written = len(data)
+                written = _write_file(temporary, data)
             elif item.size > self.options.multipart_threshold:
                 written = await self._ranged_download(item, temporary, ctx)
             else:
-                requests["GET"] += 1
+                ctx.stats.requests["GET"] += 1
                 result = await obstore.get_async(self._store(bucket), item.source)
-                data = await result.bytes_async()
-                with open(temporary, "wb") as handle:
-                    handle.write(data)
-                written = len(data)
+                if item.size <= STREAM_CHUNK:
+                    written = _write_file(temporary, await result.bytes_async())
+                else:  # streamed: memory per download stays at one chunk
+                    written = 0
+                    with open(temporary, "wb") as handle:
+                        async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                            written += handle.write(chunk)
             if written != item.size:
                 raise ItemError(
                     f"short read: got {written} of {item.size} bytes (object changed or connection cut)",
                     retryable=True,
                 )
             os.replace(temporary, target)
+            renamed = True
         finally:
-            if temporary.exists():
-                temporary.unlink()
+            if not renamed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
         return written
 
-    async def _ranged_download(self, item: TransferItem, temporary: Path, ctx: WorkerContext) -> int:
+    async def _ranged_download(self, item: TransferItem, temporary: str, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
         store = self._store(self.source.bucket)
         part = self.options.part_size
@@ -364,3 +405,8 @@ class CopyJob:
         else:
             await self._client.copy_object(source.bucket, item.source, destination.bucket, item.destination)
         return item.size
+
+
+def _write_file(path: str, data: bytes | memoryview) -> int:
+    with open(path, "wb") as handle:
+        return handle.write(data)

@@ -16,6 +16,7 @@ from s3bulk.cli.options import (
     ProfileOption,
     RegionOption,
     parse_size,
+    parse_switch,
     settings_from,
 )
 from s3bulk.progress import LiveProgress, json_line, print_summary
@@ -36,6 +37,9 @@ def cp_command(
     multipart_threshold: str = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this."),
     copy_multipart_threshold: str = typer.Option(
         "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
+    ),
+    list_ranges: str = typer.Option(
+        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
     ),
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
@@ -67,6 +71,7 @@ def cp_command(
                 part_size=parse_size(part_size, "--part-size"),
                 multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
                 copy_multipart_threshold=parse_size(copy_multipart_threshold, "--copy-multipart-threshold"),
+                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                 settings=settings,
                 on_progress=progress.update,
                 on_records=print_records if (as_json or dry_run) else None,

@@ -15,6 +15,7 @@ from s3bulk.cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    parse_switch,
     settings_from,
 )
 from s3bulk.progress import json_line
@@ -37,6 +38,9 @@ def ls_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
     concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
+    list_ranges: str = typer.Option(
+        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+    ),
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
@@ -52,7 +56,12 @@ def ls_command(
     async def run() -> None:
         lines: list[str] = []
         async for entry in ls_async(
-            url, recursive=recursive, concurrency=concurrency, settings=settings, report=report
+            url,
+            recursive=recursive,
+            concurrency=concurrency,
+            partitioned=parse_switch(list_ranges, "--list-ranges"),
+            settings=settings,
+            report=report,
         ):
             if as_json:
                 if isinstance(entry, str):

@@ -22,6 +22,14 @@ def parse_size(text: str, option: str) -> int:
     return int(float(number) * base ** _POWERS[unit.lower()])
 
 
+def parse_switch(text: str, option: str) -> bool | None:
+    """auto -> None (decide from the situation), on -> True, off -> False."""
+    value = text.strip().lower()
+    if value in ("auto", "on", "off"):
+        return {"auto": None, "on": True, "off": False}[value]
+    raise UsageError(f"{option}: expected auto, on or off, not {text!r}")
+
+
 EndpointOption = typer.Option(None, "--endpoint-url", help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS).")
 ProfileOption = typer.Option(None, "--profile", help="AWS profile (default: AWS_PROFILE).")
 RegionOption = typer.Option(None, "--region", help="AWS region (default: AWS_REGION or the profile's).")

@@ -4,8 +4,8 @@ Processes give every core its own interpreter (payload building, signing and par
 under a GIL); asyncio in each gives many requests in flight per process without a thread each.
 The driver never touches object data: it hands out descriptors on request (pull-based, so a fast
 worker simply asks more often), takes split ranges back from workers that found big ones, and
-merges progress. Workers start from a forkserver, never by forking a parent whose native runtime
-threads (obstore's Tokio) would not survive the fork.
+merges progress. Workers are forked only from a single-threaded parent, never from one whose native
+runtime threads (obstore's Tokio) would not survive the fork; otherwise a forkserver starts them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,20 @@ from s3bulk.report import Failure, Report, WorkerStats
 MAX_QUEUED_DESCRIPTORS = 64
 
 
+def _single_threaded() -> bool:
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def _context() -> multiprocessing.context.BaseContext:
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    """fork when this process has one OS thread (then nothing can be lost in the fork, and workers
+    inherit imports for free); otherwise a forkserver, whose clean process forks the workers."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and _single_threaded():
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["s3bulk.engine.worker", "s3bulk.transfers"])
         return context
@@ -83,15 +95,25 @@ class HybridEngine:
             (queue.appendleft if front else queue.append)((next_id, descriptor))
 
         def split_allowed() -> bool:
-            return len(queue) < self.workers * 2
+            """Workers hand work back (split ranges, listed pages) only while the queue is short,
+            so the queue, and the driver's memory, stay bounded."""
+            return len(queue) < self.workers
+
+        allowed_now = True
 
         def dispatch() -> None:
+            nonlocal allowed_now
             for worker in workers:
                 while worker.credit > 0 and queue and not worker.done:
                     descriptor_id, descriptor = queue.popleft()
                     worker.credit -= 1
                     worker.assigned[descriptor_id] = descriptor
                     worker.conn.send(("work", descriptor_id, descriptor, split_allowed()))
+            if split_allowed() != allowed_now:
+                allowed_now = not allowed_now
+                for worker in workers:
+                    if not worker.done:
+                        worker.conn.send(("split-allowed", allowed_now))
             wake.set()
             if source_done and outstanding == 0:
                 all_done.set()
@@ -205,7 +227,7 @@ class HybridEngine:
         for crash in crashes:
             report.failures.append(Failure("", "", crash))
         report.wall_seconds = time.perf_counter() - started
-        report.cpu_seconds = _cpu_seconds() - cpu_before
+        report.cpu_seconds += _cpu_seconds() - cpu_before  # the driver's own; workers report theirs
         report.engine = self.name
         report.workers = self.workers
         if on_progress is not None:
@@ -214,7 +236,5 @@ class HybridEngine:
 
 
 def _cpu_seconds() -> float:
-    """CPU of this process and its finished children (the workers)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -147,6 +148,8 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
     await asyncio.gather(*consumers, return_exceptions=True)
     reporter.cancel()
     await job.close(ctx)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()
     loop.remove_reader(conn.fileno())
     conn.send(("done",))
@@ -157,6 +160,7 @@ def worker_main(conn: Connection, job: Job, options: EngineOptions, worker_id: i
     interpreter shutdown (see ARCHITECTURE.md, known hazards), and the driver already has every
     result by then."""
     code = 0
+    asyncio.events._set_running_loop(None)  # forked from inside the driver's running loop
     try:
         try:
             import uvloop

@@ -27,8 +27,28 @@ from dataclasses import dataclass
 from s3bulk.stores.s3xml import ListPage, ObjectInfo
 from s3bulk.stores.signed import SignedClient
 
+import ipaddress
+from urllib.parse import urlsplit
+
 MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48
+
+
+def partitioning_pays(endpoint: str) -> bool:
+    """Whether parallel key ranges are worth their cost against this endpoint.
+
+    Ranges overlap round trips; they pay wherever there is latency to hide (every real network).
+    Against a loopback server there is none, the server shares our cores, and some servers
+    (MinIO) restart a directory walk for every StartAfter, so each extra range is pure extra work:
+    measured here, 20,000 keys listed in 1.77 s over ranges vs 1.17 s sequentially.
+    """
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
 
 
 @dataclass(frozen=True)
