@@ -1,0 +1,85 @@
+"""Engine behaviour users rely on: retries that back off and give up on final errors, work spread
+over processes, and exit codes that reflect the job even across many back-to-back runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli
+
+import s3bulk
+from s3bulk.engine.retry import RetryPolicy, with_retries
+from s3bulk.errors import ItemError, S3Error, classify
+
+
+def test_full_jitter_stays_under_the_cap() -> None:
+    policy = RetryPolicy(base_seconds=0.1, cap_seconds=2.0)
+    delays = [policy.delay(attempt) for attempt in range(1, 12) for _ in range(50)]
+    assert all(0 <= delay <= 2.0 for delay in delays)
+    assert max(delays) > 1.0  # grows towards the cap
+
+
+def test_retryable_errors_are_retried_then_succeed() -> None:
+    attempts = []
+
+    async def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise S3Error(503, "SlowDown", "reduce your request rate")
+        return "ok"
+
+    retries: list[ItemError] = []
+    policy = RetryPolicy(base_seconds=0.001)
+    assert asyncio.run(with_retries(flaky, policy, on_retry=retries.append)) == "ok"
+    assert len(attempts) == 3 and len(retries) == 2
+
+
+def test_final_errors_are_not_retried() -> None:
+    attempts = []
+
+    async def denied() -> None:
+        attempts.append(1)
+        raise S3Error(403, "AccessDenied", "no")
+
+    with pytest.raises(S3Error, match="AccessDenied"):
+        asyncio.run(with_retries(denied, RetryPolicy(base_seconds=0.001)))
+    assert len(attempts) == 1
+
+
+def test_classification_of_common_failures() -> None:
+    assert classify(ConnectionResetError("reset by peer")).retryable
+    assert classify(TimeoutError("timed out")).retryable
+    assert not classify(FileNotFoundError(2, "No such file", "/x")).retryable
+    answer = "Server returned non-2xx status code: 503 Service Unavailable: <Code>SlowDown</Code>"
+    assert classify(RuntimeError(answer)).retryable
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_work_spreads_over_worker_processes(minio: Endpoint, aws_env: dict, tmp_path: Path, workers: int) -> None:
+    bucket = new_bucket(minio)
+    files = {f"d{i % 7}/f{i:05d}": i.to_bytes(4, "big") for i in range(3000)}
+    make_tree(tmp_path / "src", files)
+    up = s3bulk.copy(f"{tmp_path}/src/", f"s3://{bucket}/", workers=workers, concurrency=16)
+    assert up.ok and up.objects_done == 3000 and up.workers == workers
+    down = s3bulk.copy(f"s3://{bucket}/", f"{tmp_path}/out/", workers=workers, concurrency=16)
+    assert down.ok and down.objects_done == 3000
+    assert down.requests["LIST"] >= 3  # three pages of 1,000
+    assert all((tmp_path / "out" / key).read_bytes() == data for key, data in files.items())
+    assert len(bucket_digests(minio, bucket)) == 3000
+
+
+def test_fifty_back_to_back_cli_runs_all_exit_zero(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    """obstore's runtime can abort at interpreter shutdown; the exit code must not show it."""
+    (tmp_path / "one.txt").write_bytes(b"1")
+    codes = []
+    for index in range(50):
+        direction = (
+            ["cp", str(tmp_path / "one.txt"), f"s3://{bucket}/k{index}"]
+            if index % 2 == 0
+            else ["cp", f"s3://{bucket}/k{index - 1}", f"{tmp_path}/back{index}"]
+        )
+        result = run_cli(minio.env, *direction)
+        codes.append((result.returncode, result.stderr[-200:]))
+    assert [code for code, _ in codes] == [0] * 50, [c for c in codes if c[0] != 0]
