@@ -70,7 +70,9 @@ def test_large_objects_use_parts_and_stay_identical(
     etag = minio.client().head_object(Bucket=bucket, Key="big.bin")["ETag"]
     assert etag.endswith('-3"')  # stored as a 3-part multipart object
 
-    copied = s3bulk.copy(f"s3://{bucket}/big.bin", f"s3://{bucket}/copy.bin", copy_multipart_threshold=6 * 1024**2)
+    copied = s3bulk.copy(
+        f"s3://{bucket}/big.bin", f"s3://{bucket}/copy.bin", copy_multipart_threshold=6 * 1024**2, **options
+    )
     assert copied.ok and copied.requests["COPY"] == 3  # UploadPartCopy for each part
     down = s3bulk.copy(f"s3://{bucket}/copy.bin", f"{tmp_path}/back.bin", **options)
     assert down.ok and down.requests["GET"] == 3  # three ranged GETs

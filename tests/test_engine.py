@@ -57,7 +57,9 @@ def test_classification_of_common_failures() -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_work_spreads_over_worker_processes(minio: Endpoint, aws_env: dict, tmp_path: Path, workers: int) -> None:
+def test_work_spreads_over_worker_processes(
+    minio: Endpoint, aws_env: dict, tmp_path: Path, workers: int
+) -> None:
     bucket = new_bucket(minio)
     files = {f"d{i % 7}/f{i:05d}": i.to_bytes(4, "big") for i in range(3000)}
     make_tree(tmp_path / "src", files)
@@ -83,3 +85,41 @@ def test_fifty_back_to_back_cli_runs_all_exit_zero(minio: Endpoint, bucket: str,
         result = run_cli(minio.env, *direction)
         codes.append((result.returncode, result.stderr[-200:]))
     assert [code for code, _ in codes] == [0] * 50, [c for c in codes if c[0] != 0]
+
+
+def test_a_killed_worker_loses_nothing_and_fails_the_job(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """SIGKILL one worker mid-upload: its descriptors go to the other worker, every object still
+    arrives intact, and the exit code says something went wrong."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    files = {f"d{i % 5}/f{i:05d}": i.to_bytes(4, "big") * 64 for i in range(4000)}
+    make_tree(tmp_path / "src", files)
+    command = [sys.executable, "-m", "s3bulk", "cp", "--workers", "2", "--concurrency", "4"]
+    process = subprocess.Popen(
+        [*command, f"{tmp_path}/src/", f"s3://{bucket}/"],
+        env=minio.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = minio.client()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the job is under way, then kill a worker
+        listed = client.list_objects_v2(Bucket=bucket, MaxKeys=200).get("KeyCount", 0)
+        children = psutil.Process(process.pid).children()
+        if listed >= 200 and children:
+            children[0].send_signal(signal.SIGKILL)
+            break
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1, stderr
+    assert "died" in stderr
+    stored = bucket_digests(minio, bucket)
+    assert len(stored) == 4000
+    assert stored == {key: __import__("hashlib").sha256(data).hexdigest() for key, data in files.items()}

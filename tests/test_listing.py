@@ -87,7 +87,9 @@ def test_ls_prints_like_aws_s3_ls(minio: Endpoint, bucket: str) -> None:
 
 def test_ls_recursive_json_and_summary(minio: Endpoint, bucket: str) -> None:
     put_empty(minio, bucket, [f"p/{i:04d}" for i in range(1234)])
-    result = run_cli(minio.env, "ls", "-r", "--json", "--summarize", "--list-ranges", "on", f"s3://{bucket}/p/")
+    result = run_cli(
+        minio.env, "ls", "-r", "--json", "--summarize", "--list-ranges", "on", f"s3://{bucket}/p/"
+    )
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["key"] for r in records[:-1]] == [f"p/{i:04d}" for i in range(1234)]

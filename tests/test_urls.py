@@ -74,7 +74,13 @@ def test_relative_key_strips_the_listed_prefix() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("8MiB", 8 * 1024**2), ("64MB", 64 * 10**6), ("5GiB", 5 * 1024**3), ("1048576", 1048576), ("1.5KiB", 1536)],
+    [
+        ("8MiB", 8 * 1024**2),
+        ("64MB", 64 * 10**6),
+        ("5GiB", 5 * 1024**3),
+        ("1048576", 1048576),
+        ("1.5KiB", 1536),
+    ],
 )
 def test_sizes(text: str, value: int) -> None:
     assert parse_size(text, "--part-size") == value

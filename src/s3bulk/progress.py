@@ -64,6 +64,9 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
         requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
         out.write(f"requests: {requests}; CPU {report.cpu_seconds:.2f}s on {report.workers} worker(s)\n")
     for failure in report.failures:
+        if not failure.source:  # a job-level problem (a worker crash), not one object
+            err.write(f"error: {failure.reason}\n")
+            continue
         arrow = f" -> {failure.destination}" if failure.destination else ""
         err.write(f"failed: {failure.source}{arrow}: {failure.reason}\n")
 

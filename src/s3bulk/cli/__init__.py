@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from s3bulk.cli import cp, ls
@@ -30,14 +29,16 @@ def run(argv: list[str] | None = None) -> int:
     except S3BulkError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return exc.exit_code
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.ClickException as exc:
-        sys.stderr.write(f"error: {exc.format_message()} (see s3bulk {' '.join(sys.argv[1:2])} --help)\n")
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("aborted\n")
         return 130
+    except typer.TyperException as exc:  # typer's (vendored click) usage errors: unknown flags etc.
+        message = getattr(exc, "format_message", lambda: str(exc))()
+        command = " ".join(arg for arg in (argv or sys.argv[1:])[:1] if not arg.startswith("-"))
+        sys.stderr.write(f"error: {message} (see: s3bulk {command} --help)\n".replace("  ", " "))
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130

@@ -15,16 +15,18 @@ import collections
 import multiprocessing
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from s3bulk.engine.job import Job
-from s3bulk.engine.worker import EngineOptions, worker_main
+from s3bulk.engine.worker import EngineOptions, watch_pipe, worker_main
 from s3bulk.report import Failure, Report, WorkerStats
 
 MAX_QUEUED_DESCRIPTORS = 64
+DEBUG = bool(os.environ.get("S3BULK_DEBUG"))
 
 
 def _single_threaded() -> bool:
@@ -100,20 +102,27 @@ class HybridEngine:
             return len(queue) < self.workers
 
         allowed_now = True
+        broken: list[_Worker] = []
+
+        def send(worker: _Worker, message: tuple[Any, ...]) -> None:
+            try:
+                worker.conn.send(message)
+            except (OSError, ValueError):  # it died: its reader sees EOF and hands its work on
+                broken.append(worker)
 
         def dispatch() -> None:
             nonlocal allowed_now
             for worker in workers:
-                while worker.credit > 0 and queue and not worker.done:
+                while worker.credit > 0 and queue and not worker.done and worker not in broken:
                     descriptor_id, descriptor = queue.popleft()
                     worker.credit -= 1
                     worker.assigned[descriptor_id] = descriptor
-                    worker.conn.send(("work", descriptor_id, descriptor, split_allowed()))
+                    send(worker, ("work", descriptor_id, descriptor, split_allowed()))
             if split_allowed() != allowed_now:
                 allowed_now = not allowed_now
                 for worker in workers:
                     if not worker.done:
-                        worker.conn.send(("split-allowed", allowed_now))
+                        send(worker, ("split-allowed", allowed_now))
             wake.set()
             if source_done and outstanding == 0:
                 all_done.set()
@@ -124,17 +133,17 @@ class HybridEngine:
                 return
             worker.done = True
             loop.remove_reader(worker.conn.fileno())
+            finished_workers.set()
             if not all_done.is_set():
-                crashes.append(f"worker {worker.index} died: {why}")
-                for descriptor_id, descriptor in worker.assigned.items():  # give its work to others
+                crashes.append(f"worker {worker.index} died unexpectedly ({why})")
+                for descriptor in worker.assigned.values():
                     outstanding -= 1
                     enqueue(descriptor, front=True)
                 worker.assigned.clear()
                 if all(w.done for w in workers):
-                    for failed_id, descriptor in list(queue):
+                    for _, descriptor in queue:
                         report.failures.append(Failure(str(descriptor), "", "no worker left to run it"))
                         report.objects_failed += 1
-                        del failed_id
                     queue.clear()
                     outstanding = 0
                     all_done.set()
@@ -184,7 +193,7 @@ class HybridEngine:
             child_conn.close()
             worker = _Worker(index, parent_conn, process)
             workers.append(worker)
-            loop.add_reader(parent_conn.fileno(), reader(worker))
+            watch_pipe(loop, parent_conn, reader(worker))
 
         async def feed() -> None:
             nonlocal source_done
@@ -198,10 +207,25 @@ class HybridEngine:
             dispatch()
 
         async def tick() -> None:
-            while on_progress is not None:
-                report.wall_seconds = time.perf_counter() - started
-                on_progress(report)
-                await asyncio.sleep(0.1)
+            """Progress for the display, and a watchdog: a worker process that is gone counts as
+            lost even if its pipe never reported EOF."""
+            while True:
+                for _ in range(10):
+                    if on_progress is not None:
+                        report.wall_seconds = time.perf_counter() - started
+                        on_progress(report)
+                    await asyncio.sleep(0.1)
+                if DEBUG:
+                    states = [(w.index, w.done, w.credit, len(w.assigned)) for w in workers]
+                    print(
+                        f"s3bulk engine: queue={len(queue)} outstanding={outstanding} "
+                        f"source_done={source_done} workers={states}",
+                        file=sys.stderr,
+                    )
+                for worker in workers:
+                    if not worker.done and not worker.process.is_alive():
+                        reader(worker)()  # take any last messages first
+                        lost(worker, f"exit code {worker.process.exitcode}")
 
         feeder = asyncio.create_task(feed())
         ticker = asyncio.create_task(tick())
@@ -211,7 +235,7 @@ class HybridEngine:
             await all_done.wait()
             for worker in workers:
                 if not worker.done:
-                    worker.conn.send(("stop",))
+                    send(worker, ("stop",))
             while not all(worker.done for worker in workers):
                 finished_workers.clear()
                 await asyncio.wait_for(finished_workers.wait(), timeout=60)
@@ -224,8 +248,9 @@ class HybridEngine:
                     worker.process.terminate()
                 worker.process.join(timeout=10)
                 worker.conn.close()
-        for crash in crashes:
+        for crash in crashes:  # a crash fails the job even if others redid the work: say so
             report.failures.append(Failure("", "", crash))
+            report.objects_failed += 1
         report.wall_seconds = time.perf_counter() - started
         report.cpu_seconds += _cpu_seconds() - cpu_before  # the driver's own; workers report theirs
         report.engine = self.name

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
+import threading
 import resource
 import sys
 import time
@@ -108,6 +110,42 @@ class WorkerRuntime:
             self.send(("progress", self.ctx.stats.take()))
 
 
+def watch_pipe(loop: asyncio.AbstractEventLoop, conn: Connection, callback: Any) -> None:
+    """Call `callback` when the pipe has data, keeping the pipe in blocking mode.
+
+    uvloop (libuv's uv_poll_init) switches a watched fd to non-blocking; a message that arrives in
+    pieces would then fail recv() with EAGAIN, and a sender thread's send() likewise. The loop only
+    polls this fd, it never reads it, so blocking mode is safe to restore.
+    """
+    loop.add_reader(conn.fileno(), callback)
+    os.set_blocking(conn.fileno(), True)
+
+
+class _Sender:
+    """Sends to the driver from a thread. The event loop must never block on a full pipe: the
+    driver may itself be blocked sending this worker a page, and only this loop drains that."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="s3bulk-sender", daemon=True)
+        self.thread.start()
+
+    def __call__(self, message: Any) -> None:
+        self.outbox.put(message)
+
+    def _run(self) -> None:
+        while (message := self.outbox.get()) is not None:
+            try:
+                self.conn.send(message)
+            except (OSError, ValueError):
+                return
+
+    def close(self) -> None:
+        self.outbox.put(None)
+        self.thread.join()
+
+
 async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -116,19 +154,32 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
         try:
             while conn.poll():
                 inbox.put_nowait(conn.recv())
-        except (EOFError, OSError):
+        except (EOFError, OSError) as exc:
+            if os.environ.get("S3BULK_DEBUG"):
+                print(f"worker {worker_id}: pipe closed: {exc!r}", file=sys.stderr)
             inbox.put_nowait(("stop",))
 
-    loop.add_reader(conn.fileno(), receive)
+    watch_pipe(loop, conn, receive)
+    send = _Sender(conn)
+    try:
+        await _run_worker(inbox, send, job, options, worker_id)
+    finally:
+        loop.remove_reader(conn.fileno())
+        send.close()
+
+
+async def _run_worker(
+    inbox: asyncio.Queue[Any], send: _Sender, job: Job, options: EngineOptions, worker_id: int
+) -> None:
     ctx = WorkerContext(worker_id)
-    runtime = WorkerRuntime(job, options, ctx, conn.send)
-    ctx.split = lambda descriptors: conn.send(("split", descriptors))
+    runtime = WorkerRuntime(job, options, ctx, send)
+    ctx.split = lambda descriptors: send(("split", descriptors))
     ctx.want_split = lambda: runtime.split_allowed
     await job.open(ctx)
     consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
     reporter = asyncio.create_task(runtime.report_progress())
     expanders: set[asyncio.Task[None]] = set()
-    conn.send(("want", DESCRIPTOR_PREFETCH))
+    send(("want", DESCRIPTOR_PREFETCH))
     while True:
         message = await inbox.get()
         if message[0] == "work":
@@ -151,8 +202,7 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()
-    loop.remove_reader(conn.fileno())
-    conn.send(("done",))
+    send(("done",))
 
 
 def worker_main(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
