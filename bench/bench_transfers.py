@@ -126,7 +126,8 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     print()
     print(
-        "| workload | objects | s5cmd s | s3bulk s | s3bulk / s5cmd throughput | s5cmd RSS MiB | s3bulk RSS MiB | RSS ratio |"
+        "| workload | objects | s5cmd s | s3bulk s | s3bulk / s5cmd throughput "
+        "| s5cmd RSS MiB | s3bulk RSS MiB | RSS ratio |"
     )
     print("|---|---|---|---|---|---|---|---|")
     summary = []

@@ -7,6 +7,7 @@ For a single process (s5cmd) PSS and RSS are the same thing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -42,10 +43,8 @@ def _tree_rss(process: psutil.Process) -> int:
     except psutil.NoSuchProcess:
         return 0
     for member in members:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             total += member.memory_full_info().pss
-        except psutil.NoSuchProcess:
-            pass
     return total
 
 

@@ -117,7 +117,7 @@ def test_a_killed_worker_loses_nothing_and_fails_the_job(
         if listed >= 200 and children:
             children[0].send_signal(signal.SIGKILL)
             break
-    stdout, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=300)
     assert process.returncode == 1, stderr
     assert "died" in stderr
     stored = bucket_digests(minio, bucket)

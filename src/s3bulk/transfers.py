@@ -232,10 +232,7 @@ class CopyJob:
     def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
         destination = self.destination
         assert isinstance(destination, S3Location)
-        if destination.is_prefix:
-            key = destination.key + relative
-        else:  # an exact key: only meaningful for a single file
-            key = destination.key
+        key = destination.key + relative if destination.is_prefix else destination.key
         return TransferItem(os.path.join(root, relative), key, size)
 
     def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -35,7 +36,7 @@ def run(argv: list[str] | None = None) -> int:
         sys.stderr.write("aborted\n")
         return 130
     except typer.TyperException as exc:  # typer's (vendored click) usage errors: unknown flags etc.
-        message = getattr(exc, "format_message", lambda: str(exc))()
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         command = " ".join(arg for arg in (argv or sys.argv[1:])[:1] if not arg.startswith("-"))
         sys.stderr.write(f"error: {message} (see: s3bulk {command} --help)\n".replace("  ", " "))
         return int(getattr(exc, "exit_code", 2))
@@ -52,8 +53,6 @@ def main() -> None:
     exit code must reflect the job, never that."""
     code = run()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             stream.flush()
-        except (BrokenPipeError, OSError):
-            pass
     os._exit(code)

@@ -8,13 +8,14 @@ consumers run them. Memory therefore depends on the in-flight limit, never on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
-import threading
 import resource
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -30,7 +31,7 @@ DESCRIPTOR_PREFETCH = 2
 @dataclass(frozen=True)
 class EngineOptions:
     concurrency: int = 64
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     record_items: bool = False  # send one record per item (for --json output)
 
 
@@ -220,15 +221,11 @@ def worker_main(conn: Connection, job: Job, options: EngineOptions, worker_id: i
             asyncio.run(_serve(conn, job, options, worker_id))
     except BaseException as exc:
         code = 1
-        try:
+        with contextlib.suppress(Exception):
             conn.send(("crash", f"{type(exc).__name__}: {exc}"))
-        except Exception:
-            pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             conn.close()
-        except Exception:
-            pass
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import ipaddress
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from s3bulk.stores.s3xml import ListPage, ObjectInfo
 from s3bulk.stores.signed import SignedClient
-
-import ipaddress
-from urllib.parse import urlsplit
 
 MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48

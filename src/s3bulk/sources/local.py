@@ -1,6 +1,7 @@
 """Walk a local directory as a stream of (relative path, size) entries, lazily.
 
-Entries are sorted by name within each directory (depth first), so a run is repeatable. Symbolic links are not followed: a link may point outside the tree or loop; they are reported as
+Entries are sorted by name within each directory (depth first), so a run is repeatable.
+Symbolic links are not followed: a link may point outside the tree or loop; they are reported as
 skipped instead.
 """
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -208,12 +209,10 @@ class SignedClient:
             )
             _raise_if_error_body(reply, what)
         except BaseException:
-            try:
+            with contextlib.suppress(Exception):  # the original failure is the one to report
                 await self.request(
                     "DELETE", "DELETE", dst_bucket, dst_key, params={"uploadId": upload_id}, what=what
                 )
-            except Exception:
-                pass  # the original failure is the one to report
             raise
 
 

@@ -8,6 +8,7 @@ manager form guarantees it even when a test fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -74,7 +75,8 @@ class Server:
     def start(self, timeout: float = 60.0) -> Server:
         for _attempt in range(3):  # a port taken between free_port() and bind: pick another
             self.port = free_port()
-            self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")
+            # the log lives as long as the server, so no context manager
+            self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")  # noqa: SIM115
             self.process = subprocess.Popen(
                 self.command(),
                 env=self.environment(),
@@ -119,10 +121,8 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGTERM)
                 self.process.wait(timeout=10)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self.process.wait(timeout=10)
         self.process = None
         if self._log is not None:
