@@ -43,7 +43,7 @@ def digests(root: Path) -> dict[str, str]:
 
 
 def main() -> int:
-    console = Console()
+    console = Console(width=max(Console().width, 110))
     work = Path(tempfile.mkdtemp(prefix="s3bulk-demo-"))
     rows: list[tuple[str, Report]] = []
     try:
@@ -87,7 +87,7 @@ def main() -> int:
                 human_bytes(report.bytes_done),
                 f"{report.wall_seconds:.2f}",
                 f"{report.objects_per_second:,.0f}",
-                f"{report.gigabits_per_second:.2f}",
+                "-" if report.command == "ls" else f"{report.gigabits_per_second:.2f}",
                 requests,
                 str(report.objects_failed),
             )
