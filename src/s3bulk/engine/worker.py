@@ -81,22 +81,21 @@ class WorkerRuntime:
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item = entry
-            source, destination, size = self.job.describe(item)
             start = time.perf_counter()
             try:
                 moved = await with_retries(
-                    lambda item=item: self.job.run(item, self.ctx), policy, what=source, on_retry=count_retry
+                    lambda item=item: self.job.run(item, self.ctx), policy, on_retry=count_retry
                 )
                 stats.objects_done += 1
                 stats.bytes_done += moved
                 if self.options.record_items:
+                    source, destination, size = self.job.describe(item)
                     stats.records.append({"source": source, "destination": destination, "size": size})
-            except ItemError as error:
+            except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
+                source, destination, _ = self.job.describe(item)
+                reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
                 stats.objects_failed += 1
-                stats.failures.append(Failure(source, destination, str(error)))
-            except Exception as exc:  # a bug must not lose the item silently
-                stats.objects_failed += 1
-                stats.failures.append(Failure(source, destination, f"internal error: {exc!r}"))
+                stats.failures.append(Failure(source, destination, reason))
             stats.stage_seconds["request"] += time.perf_counter() - start
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
