@@ -123,3 +123,28 @@ def test_a_killed_worker_loses_nothing_and_fails_the_job(
     stored = bucket_digests(minio, bucket)
     assert len(stored) == 4000
     assert stored == {key: __import__("hashlib").sha256(data).hexdigest() for key, data in files.items()}
+
+
+def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone() -> None:
+    from s3bulk.engine.budget import ByteBudget
+
+    budget = ByteBudget(10)
+    peak = 0
+    running: list[int] = []
+
+    async def item(cost: int) -> None:
+        nonlocal peak
+        held = await budget.acquire(cost)
+        running.append(cost)
+        peak = max(peak, budget.used)
+        if cost > 10:
+            assert running == [cost]  # an oversized item runs with nothing else in flight
+        await asyncio.sleep(0.001)
+        running.remove(cost)
+        await budget.release(held)
+
+    async def main() -> None:
+        await asyncio.gather(*(item(cost) for cost in [4, 4, 4, 25, 3, 3, 3, 3, 9, 0]))
+
+    asyncio.run(main())
+    assert peak <= 10 and budget.used == 0

@@ -104,6 +104,7 @@ async def copy_async(
     dry_run: bool = False,
     workers: int | None = None,
     concurrency: int = 64,
+    max_in_flight_bytes: int = 16 * 1024**2,
     part_size: int = 8 * 1024**2,
     multipart_threshold: int = 64 * 1024**2,
     copy_multipart_threshold: int = 5 * 1024**3,
@@ -140,6 +141,7 @@ async def copy_async(
         workers,
         EngineOptions(
             concurrency=concurrency,
+            max_in_flight_bytes=max_in_flight_bytes,
             retry=RetryPolicy(max_attempts=max_attempts),
             record_items=on_records is not None,
         ),

@@ -168,6 +168,13 @@ class CopyJob:
             )
         return store
 
+    def cost(self, item: TransferItem) -> int:
+        if self.options.dry_run or self.direction == "copy":  # server-side: no bytes pass through us
+            return 0
+        if item.size > self.options.multipart_threshold:
+            return self.options.part_size * self.options.part_concurrency
+        return item.size
+
     def describe(self, item: TransferItem) -> tuple[str, str, int]:
         return self._source_url(item.source), self._destination_url(item.destination), item.size
 

@@ -33,6 +33,9 @@ def cp_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON line per object and a summary line."),
     workers: int | None = typer.Option(None, "--workers", help="Worker processes (default: one per core)."),
     concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per worker."),
+    max_in_flight: str = typer.Option(
+        "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
+    ),
     part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
     multipart_threshold: str = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this."),
     copy_multipart_threshold: str = typer.Option(
@@ -68,6 +71,7 @@ def cp_command(
                 dry_run=dry_run,
                 workers=workers,
                 concurrency=concurrency,
+                max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
                 part_size=parse_size(part_size, "--part-size"),
                 multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
                 copy_multipart_threshold=parse_size(copy_multipart_threshold, "--copy-multipart-threshold"),

@@ -44,6 +44,10 @@ class Job(Protocol):
         """Worker side: do one item; return bytes moved; raise ItemError on failure."""
         ...
 
+    def cost(self, item: Any) -> int:
+        """Bytes this item holds in memory while it runs (0 when bytes never pass through us)."""
+        ...
+
     def describe(self, item: Any) -> tuple[str, str, int]:
         """(source, destination, size) for reports and failure lists."""
         ...

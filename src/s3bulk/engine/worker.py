@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from s3bulk.engine.budget import ByteBudget
 from s3bulk.engine.job import Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, classify
@@ -31,6 +32,7 @@ DESCRIPTOR_PREFETCH = 2
 @dataclass(frozen=True)
 class EngineOptions:
     concurrency: int = 64
+    max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     record_items: bool = False  # send one record per item (for --json output)
 
@@ -47,6 +49,7 @@ class WorkerRuntime:
         self.open_items: dict[int, int] = {}  # descriptor id -> items not yet finished
         self.expanded: set[int] = set()  # descriptors whose expansion is complete
         self.split_allowed = False
+        self.budget = ByteBudget(options.max_in_flight_bytes)
 
     async def expand(self, descriptor_id: int, descriptor: Any) -> None:
         stats = self.ctx.stats
@@ -82,6 +85,9 @@ class WorkerRuntime:
         while (entry := await self.items.get()) is not None:
             descriptor_id, item = entry
             start = time.perf_counter()
+            held = await self.budget.acquire(self.job.cost(item))
+            acquired = time.perf_counter()
+            stats.stage_seconds["wait"] += acquired - start
             try:
                 moved = await with_retries(
                     lambda item=item: self.job.run(item, self.ctx), policy, on_retry=count_retry
@@ -96,7 +102,9 @@ class WorkerRuntime:
                 reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
                 stats.objects_failed += 1
                 stats.failures.append(Failure(source, destination, reason))
-            stats.stage_seconds["request"] += time.perf_counter() - start
+            finally:
+                await self.budget.release(held)
+            stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
 
