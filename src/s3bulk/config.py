@@ -7,7 +7,7 @@ the same environment (env vars, profiles, SSO, IMDS), so no secret crosses a pip
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -52,9 +52,6 @@ class AwsSettings:
             verify_ssl=verify_ssl,
             anonymous=anonymous,
         )
-
-    def with_endpoint(self, endpoint_url: str) -> AwsSettings:
-        return replace(self, endpoint_url=endpoint_url)
 
     @cached_property
     def _session(self) -> Any:

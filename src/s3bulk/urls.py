@@ -31,12 +31,6 @@ class S3Location:
     def url(self) -> str:
         return f"s3://{self.bucket}/{self.key}"
 
-    def as_prefix(self) -> S3Location:
-        return self if self.is_prefix else S3Location(self.bucket, self.key + "/")
-
-    def join(self, relative: str) -> S3Location:
-        return S3Location(self.bucket, self.as_prefix().key + relative)
-
     def __str__(self) -> str:
         return self.url
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from obstore.store import LocalStore, S3Store
+from obstore.store import S3Store
 
 from s3bulk.config import AwsSettings
 
@@ -56,10 +56,6 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
         retry_config={"max_retries": 0},
         credential_provider=None if settings.anonymous else BotocoreCredentials(settings),  # type: ignore[arg-type]
     )
-
-
-def local_store(root: str) -> LocalStore:
-    return LocalStore(root, mkdir=True)
 
 
 def obstore_can_address(key: str) -> bool:
