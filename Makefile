@@ -1,14 +1,12 @@
 # s3bulk: every target sets itself up (uv, the Python environment, the pinned MinIO build).
 SHELL := /bin/bash
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV := python3 -m uv
 PY := .venv/bin/python
 
 .PHONY: setup tools demo test bench lint clean
 
-$(UV):
-	python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
-
-.venv/.synced: pyproject.toml uv.lock | $(UV)
+.venv/.synced: pyproject.toml uv.lock
+	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
 	touch $@
 

@@ -3,6 +3,8 @@
 # versions, into .tools/bin (ignored by git). A binary already there is kept, so only the first
 # run on a machine pays the ~3 minute MinIO build.
 set -euo pipefail
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "Go is needed to build MinIO: install it (https://go.dev/dl)" >&2; exit 1; }
 
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 TOOLS_DIR="${S3BULK_TOOLS_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.tools}"
