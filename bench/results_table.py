@@ -11,8 +11,10 @@ path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "out" 
 data = json.loads(path.read_text())
 runs = data["runs"]
 print(f"{data['date']} UTC, {data['runs_per_tool']} runs per tool, interleaved, order alternating.\n")
-print("| workload | objects | s5cmd s (median, range) | s3bulk s (median, range) | throughput s3bulk/s5cmd "
-      "| s5cmd MiB | s3bulk MiB | memory ratio |")
+print(
+    "| workload | objects | s5cmd s (median, range) | s3bulk s (median, range) | throughput s3bulk/s5cmd "
+    "| s5cmd MiB | s3bulk MiB | memory ratio |"
+)
 print("|---|---|---|---|---|---|---|---|")
 for row in data["summary"]:
     name = row["workload"]
@@ -24,5 +26,7 @@ for row in data["summary"]:
         values = times(tool)
         return f"{statistics.median(values):.2f} ({min(values):.1f}-{max(values):.1f})"
 
-    print(f"| {name} | {row['objects']:,} | {span('s5cmd')} | {span('s3bulk')} | **{row['ratio']:.2f}x** "
-          f"| {row['s5cmd_rss']:.0f} | {row['s3bulk_rss']:.0f} | {row['s3bulk_rss'] / row['s5cmd_rss']:.2f} |")
+    print(
+        f"| {name} | {row['objects']:,} | {span('s5cmd')} | {span('s3bulk')} | **{row['ratio']:.2f}x** "
+        f"| {row['s5cmd_rss']:.0f} | {row['s3bulk_rss']:.0f} | {row['s3bulk_rss'] / row['s5cmd_rss']:.2f} |"
+    )
