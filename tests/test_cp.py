@@ -213,3 +213,15 @@ def test_unreadable_local_file_fails_alone(minio: Endpoint, bucket: str, source_
     assert result.returncode == 1, result.stderr
     assert "locked.txt" in result.stderr and "ermission denied" in result.stderr
     assert set(bucket_digests(minio, bucket, "u/")) == set(FILES)
+
+
+def test_symlinks_are_skipped_and_reported_not_followed(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"must not be uploaded")
+    source = make_tree(tmp_path / "src", {"real.txt": b"real"})
+    (source / "link.txt").symlink_to(outside)
+    result = run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/s/")
+    assert result.returncode == 0, result.stderr
+    assert "skipped: " in result.stderr and "link.txt: symbolic link not followed" in result.stderr
+    assert "1 skipped" in result.stdout
+    assert set(bucket_digests(minio, bucket, "s/")) == {"real.txt"}

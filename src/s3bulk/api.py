@@ -7,7 +7,6 @@ assert report.ok, report.failures
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -123,6 +122,10 @@ async def copy_async(
         raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
     source_location = parse_location(source)
     destination_location = parse_location(destination)
+    settings = settings or AwsSettings.from_env()
+    settings.credentials()  # fail fast, before any process starts, when there are none
+    if partitioned_listing is None:
+        partitioned_listing = partitioning_pays(settings.resolved_endpoint)
     options = CopyOptions(
         filters=Filters(tuple(include), tuple(exclude)),
         dry_run=dry_run,
@@ -130,12 +133,8 @@ async def copy_async(
         multipart_threshold=multipart_threshold,
         copy_multipart_threshold=copy_multipart_threshold,
         concurrency=concurrency,
+        partitioned_listing=partitioned_listing,
     )
-    settings = settings or AwsSettings.from_env()
-    settings.credentials()  # fail fast, before any process starts, when there are none
-    if partitioned_listing is None:
-        partitioned_listing = partitioning_pays(settings.resolved_endpoint)
-    options = dataclasses.replace(options, partitioned_listing=partitioned_listing)
     job = CopyJob(source_location, destination_location, settings, options)
     engine = HybridEngine(
         workers,

@@ -11,17 +11,18 @@ from s3bulk.report import Report, human_bytes
 
 
 def _rate_line(report: Report) -> str:
+    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA)."""
     seconds = max(report.wall_seconds, 1e-9)
+    rate = report.bytes_done / seconds
     line = (
-        f"{report.objects_done:,}/{report.objects_total:,} objects  "
+        f"{report.objects_done:,}/{report.objects_total:,} obj  "
         f"{human_bytes(report.bytes_done)}/{human_bytes(report.bytes_total)}  "
-        f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(report.bytes_done / seconds)}/s"
+        f"retries {report.retries}  failed {report.objects_failed}  "
+        f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(rate)}/s"
     )
     remaining = report.bytes_total - report.bytes_done
-    rate = report.bytes_done / seconds
     if rate > 0 and remaining > 0:
         line += f"  ETA {remaining / rate:,.0f}s"
-    line += f"  retries {report.retries}  failed {report.objects_failed}"
     return line
 
 
@@ -68,7 +69,8 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
             err.write(f"error: {failure.reason}\n")
             continue
         arrow = f" -> {failure.destination}" if failure.destination else ""
-        err.write(f"failed: {failure.source}{arrow}: {failure.reason}\n")
+        label = "skipped" if failure.skipped else "failed"
+        err.write(f"{label}: {failure.source}{arrow}: {failure.reason}\n")
 
 
 def json_line(data: Any, out: TextIO = sys.stdout) -> None:

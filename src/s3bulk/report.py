@@ -15,6 +15,7 @@ class Failure:
     source: str
     destination: str
     reason: str
+    skipped: bool = False  # left out on purpose (a symlink, say): reported, but not a failure
 
 
 @dataclass

@@ -48,7 +48,7 @@ class LocalBatch:
     """A work descriptor: local files (paths relative to `root`) to upload."""
 
     root: str
-    entries: tuple[tuple[str, int], ...]
+    entries: tuple[tuple[str, int, str], ...]  # (relative path, size, problem or "")
 
     def __str__(self) -> str:
         return f"{len(self.entries)} files under {self.root}"
@@ -133,16 +133,14 @@ class CopyJob:
             return
         path = source.path
         if path.is_file():
-            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size),))
+            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, ""),))
             return
         root = str(path) if source.trailing_slash else str(path.parent)
         top = "" if source.trailing_slash else path.name
-        batch: list[tuple[str, int]] = []
+        batch: list[tuple[str, int, str]] = []
         for entry in walk(str(path)):
             relative = f"{top}/{entry.relative}" if top else entry.relative
-            batch.append((relative, -1 if entry.problem else entry.size))
-            if entry.problem:
-                batch[-1] = (f"{relative}\x00{entry.problem}", -1)
+            batch.append((relative, entry.size, entry.problem))
             if len(batch) >= LOCAL_BATCH:
                 yield LocalBatch(root, tuple(batch))
                 batch = []
@@ -192,13 +190,11 @@ class CopyJob:
         stats = ctx.stats
         if isinstance(descriptor, LocalBatch):
             items = []
-            for relative, size in descriptor.entries:
-                if size < 0:
-                    relative, _, problem = relative.partition("\x00")
+            for relative, size, problem in descriptor.entries:
+                if problem:
                     stats.objects_skipped += 1
-                    stats.failures.append(
-                        Failure(os.path.join(descriptor.root, relative), "", f"skipped: {problem}")
-                    )
+                    path = os.path.join(descriptor.root, relative)
+                    stats.failures.append(Failure(path, "", problem, skipped=True))
                     continue
                 if not self.options.filters.accepts(relative):
                     continue

@@ -83,7 +83,8 @@ def cp_command(
         )
     if as_json:
         for failure in report.failures:
-            json_line({"status": "failed", **failure.__dict__}, out)
+            status = "skipped" if failure.skipped else "failed"
+            json_line({"status": status, **failure.__dict__}, out)
         json_line({"summary": report.to_dict() | {"failures": len(report.failures)}}, out)
     else:
         print_summary(report)
