@@ -225,3 +225,13 @@ def test_symlinks_are_skipped_and_reported_not_followed(minio: Endpoint, bucket:
     assert "skipped: " in result.stderr and "link.txt: symbolic link not followed" in result.stderr
     assert "1 skipped" in result.stdout
     assert set(bucket_digests(minio, bucket, "s/")) == {"real.txt"}
+
+
+def test_many_objects_to_a_destination_without_slash_land_below_it(
+    minio: Endpoint, aws_env: dict[str, str], source_tree: Path
+) -> None:
+    bucket = new_bucket(minio)
+    assert s3bulk.copy(f"{source_tree}/", f"s3://{bucket}/up").ok
+    assert s3bulk.copy(f"s3://{bucket}/up/", f"s3://{bucket}/copied").ok
+    assert bucket_digests(minio, bucket, "up/") == tree_digests(source_tree)
+    assert bucket_digests(minio, bucket, "copied/") == tree_digests(source_tree)

@@ -111,6 +111,7 @@ class CopyJob:
         self._stores: dict[str, Any] = {}
         self._made_dirs: set[str] = set()
         self._temp_counter = 0
+        self._many = self._source_is_many()
         if isinstance(self.source, LocalLocation):
             path = self.source.path
             if not path.exists():
@@ -232,11 +233,23 @@ class CopyJob:
             else:
                 yield self._map_objects(objects, ctx)
 
-    def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
+    def _source_is_many(self) -> bool:
+        source = self.source
+        return source.is_prefix if isinstance(source, S3Location) else source.path.is_dir()
+
+    def _destination_key(self, relative: str) -> str:
+        """Where `relative` lands in S3. Many objects always go below the destination as a
+        prefix, with or without its trailing '/': they can never collapse onto one key."""
         destination = self.destination
         assert isinstance(destination, S3Location)
-        key = destination.key + relative if destination.is_prefix else destination.key
-        return TransferItem(os.path.join(root, relative), key, size)
+        if destination.is_prefix:
+            return destination.key + relative
+        if self._many:
+            return f"{destination.key}/{relative}"
+        return destination.key
+
+    def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
+        return TransferItem(os.path.join(root, relative), self._destination_key(relative), size)
 
     def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
         stats = ctx.stats
@@ -267,12 +280,7 @@ class CopyJob:
                         )
                         continue
             else:
-                assert isinstance(destination, S3Location)
-                target = (
-                    destination.key if single and not destination.is_prefix else destination.key + relative
-                )
-                if single and destination.is_prefix:
-                    target = destination.key + basename(info.key)
+                target = self._destination_key(relative)
             stats.objects_listed += 1
             stats.bytes_listed += info.size
             items.append(TransferItem(info.key, target, info.size))
