@@ -7,8 +7,6 @@ import collections
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STAGES = ("list", "wait", "request")
-
 
 @dataclass
 class Failure:
