@@ -43,6 +43,14 @@ class Endpoint:
         )
 
 
+@pytest.fixture(autouse=True)
+def job_journals(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Journals go to a fresh directory per test, never the user's state directory."""
+    directory = tmp_path_factory.mktemp("jobs")
+    monkeypatch.setenv("S3BULK_STATE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture(scope="session")
 def minio() -> Iterator[Endpoint]:
     with MinioServer() as server:

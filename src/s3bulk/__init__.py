@@ -1,6 +1,7 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
-The public surface is small: `ls`/`ls_async`, `copy`/`copy_async`, and the `Report` they return.
+The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`
+(each with an `_async` twin), `list_jobs`, and the `Report` they return.
 Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
 """
 
@@ -24,6 +25,17 @@ _EXPORTS = {
     "copy_async": "s3bulk.api",
     "ls": "s3bulk.api",
     "ls_async": "s3bulk.api",
+    "move": "s3bulk.api",
+    "move_async": "s3bulk.api",
+    "sync": "s3bulk.api",
+    "sync_async": "s3bulk.api",
+    "remove": "s3bulk.api",
+    "remove_async": "s3bulk.api",
+    "resume": "s3bulk.api",
+    "resume_async": "s3bulk.api",
+    "retry_failed": "s3bulk.api",
+    "retry_failed_async": "s3bulk.api",
+    "list_jobs": "s3bulk.journal",
 }
 
 __all__ = [
@@ -37,14 +49,42 @@ __all__ = [
     "UsageError",
     "copy",
     "copy_async",
+    "list_jobs",
     "ls",
     "ls_async",
+    "move",
+    "move_async",
+    "remove",
+    "remove_async",
+    "resume",
+    "resume_async",
+    "retry_failed",
+    "retry_failed_async",
+    "sync",
+    "sync_async",
 ]
 
 if TYPE_CHECKING:
-    from s3bulk.api import Listing, copy, copy_async, ls, ls_async
+    from s3bulk.api import (
+        Listing,
+        copy,
+        copy_async,
+        ls,
+        ls_async,
+        move,
+        move_async,
+        remove,
+        remove_async,
+        resume,
+        resume_async,
+        retry_failed,
+        retry_failed_async,
+        sync,
+        sync_async,
+    )
     from s3bulk.config import AwsSettings
     from s3bulk.errors import ItemError, S3BulkError, UsageError
+    from s3bulk.journal import list_jobs
     from s3bulk.report import Failure, Report
     from s3bulk.stores.s3xml import ObjectInfo
 

@@ -13,17 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from s3bulk.config import AwsSettings
-from s3bulk.engine.hybrid import HybridEngine
-from s3bulk.engine.retry import RetryPolicy
-from s3bulk.engine.worker import EngineOptions
-from s3bulk.errors import UsageError
-from s3bulk.plan.filters import Filters
 from s3bulk.report import Report
+from s3bulk.runner import continue_job, execute
 from s3bulk.sources.listing import list_prefix, list_sequential, partitioning_pays
 from s3bulk.stores.s3xml import ObjectInfo
 from s3bulk.stores.signed import SignedClient
-from s3bulk.transfers import CopyJob, CopyOptions
-from s3bulk.urls import parse_location, parse_s3
+from s3bulk.urls import parse_s3
+
+MiB = 1024**2
 
 
 @dataclass
@@ -94,6 +91,26 @@ def ls(
     return listing
 
 
+Progress = Callable[[Report], None] | None
+Records = Callable[[list[dict[str, Any]]], None] | None
+
+
+def _engine_args(
+    workers: int | None,
+    concurrency: int,
+    max_in_flight_bytes: int,
+    max_memory: int | None,
+    max_attempts: int,
+) -> dict[str, Any]:
+    return {
+        "workers": workers,
+        "concurrency": concurrency,
+        "max_in_flight_bytes": max_in_flight_bytes,
+        "max_memory": max_memory,
+        "max_attempts": max_attempts,
+    }
+
+
 async def copy_async(
     source: str,
     destination: str,
@@ -103,52 +120,154 @@ async def copy_async(
     dry_run: bool = False,
     workers: int | None = None,
     concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * 1024**2,
-    part_size: int = 8 * 1024**2,
-    multipart_threshold: int = 64 * 1024**2,
+    max_in_flight_bytes: int = 16 * MiB,
+    max_memory: int | None = None,
+    part_size: int = 8 * MiB,
+    multipart_threshold: int = 64 * MiB,
     copy_multipart_threshold: int = 5 * 1024**3,
     max_attempts: int = 6,
     partitioned_listing: bool | None = None,
+    journal: bool = True,
     settings: AwsSettings | None = None,
-    on_progress: Callable[[Report], None] | None = None,
-    on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+    _command: str = "cp",
 ) -> Report:
     """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
 
-    A trailing '/' on the source means everything under that prefix or directory."""
-    if concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
-    if part_size < 5 * 1024**2:
-        raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
-    source_location = parse_location(source)
-    destination_location = parse_location(destination)
-    settings = settings or AwsSettings.from_env()
-    settings.credentials()  # fail fast, before any process starts, when there are none
-    if partitioned_listing is None:
-        partitioned_listing = partitioning_pays(settings.resolved_endpoint)
-    options = CopyOptions(
-        filters=Filters(tuple(include), tuple(exclude)),
-        dry_run=dry_run,
-        part_size=part_size,
-        multipart_threshold=multipart_threshold,
-        copy_multipart_threshold=copy_multipart_threshold,
-        concurrency=concurrency,
-        partitioned_listing=partitioned_listing,
+    A trailing '/' on the source means everything under that prefix or directory. The job is
+    journaled (see `resume_async`) unless `journal` is False or it is a dry run."""
+    args = {
+        "source": source,
+        "destination": destination,
+        "include": list(include),
+        "exclude": list(exclude),
+        "dry_run": dry_run,
+        "part_size": part_size,
+        "multipart_threshold": multipart_threshold,
+        "copy_multipart_threshold": copy_multipart_threshold,
+        "partitioned_listing": partitioned_listing,
+        **_engine_args(workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
+    }
+    return await execute(
+        _command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
     )
-    job = CopyJob(source_location, destination_location, settings, options)
-    engine = HybridEngine(
-        workers,
-        EngineOptions(
-            concurrency=concurrency,
-            max_in_flight_bytes=max_in_flight_bytes,
-            retry=RetryPolicy(max_attempts=max_attempts),
-            record_items=on_records is not None,
-        ),
+
+
+async def move_async(source: str, destination: str, **options: Any) -> Report:
+    """Copy, then delete each source whose copy succeeded (a failed copy keeps its source)."""
+    return await copy_async(source, destination, _command="mv", **options)
+
+
+async def sync_async(
+    source: str,
+    destination: str,
+    *,
+    mode: str = "mtime",
+    delete: bool = False,
+    include: tuple[str, ...] | list[str] = (),
+    exclude: tuple[str, ...] | list[str] = (),
+    dry_run: bool = False,
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 16 * MiB,
+    max_memory: int | None = None,
+    part_size: int = 8 * MiB,
+    multipart_threshold: int = 64 * MiB,
+    copy_multipart_threshold: int = 5 * 1024**3,
+    max_attempts: int = 6,
+    partitioned_listing: bool | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Make `destination` hold what `source` holds (both are prefixes/directories). `mode` is
+    "mtime" (size or newer source), "size" or "checksum"; `delete` removes what the source lacks."""
+    args = {
+        "source": source,
+        "destination": destination,
+        "mode": mode,
+        "delete": delete,
+        "include": list(include),
+        "exclude": list(exclude),
+        "dry_run": dry_run,
+        "part_size": part_size,
+        "multipart_threshold": multipart_threshold,
+        "copy_multipart_threshold": copy_multipart_threshold,
+        "partitioned_listing": partitioned_listing,
+        **_engine_args(workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
+    }
+    return await execute(
+        "sync", args, settings, journal=journal, on_progress=on_progress, on_records=on_records
     )
-    report = Report(job.direction, source=source, destination=destination, dry_run=dry_run)
-    return await engine.run(job, report, on_progress=on_progress, on_records=on_records)
+
+
+async def remove_async(
+    target: str,
+    *,
+    include: tuple[str, ...] | list[str] = (),
+    exclude: tuple[str, ...] | list[str] = (),
+    dry_run: bool = False,
+    workers: int | None = None,
+    concurrency: int = 16,
+    max_attempts: int = 6,
+    partitioned_listing: bool | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
+    1,000 keys per DeleteObjects request."""
+    args = {
+        "target": target,
+        "include": list(include),
+        "exclude": list(exclude),
+        "dry_run": dry_run,
+        "partitioned_listing": partitioned_listing,
+        **_engine_args(workers, concurrency, 0, None, max_attempts),
+    }
+    return await execute(
+        "rm", args, settings, journal=journal, on_progress=on_progress, on_records=on_records
+    )
+
+
+async def resume_async(job_id: str, **options: Any) -> Report:
+    """Continue a journaled job (killed, interrupted or failed), skipping every finished item."""
+    return await continue_job(job_id, "resume", **options)
+
+
+async def retry_failed_async(job_id: str, **options: Any) -> Report:
+    """Run only the items (and listings) that failed in a journaled job."""
+    return await continue_job(job_id, "retry-failed", **options)
 
 
 def copy(source: str, destination: str, **options: Any) -> Report:
     """Synchronous twin of `copy_async`."""
     return asyncio.run(copy_async(source, destination, **options))
+
+
+def move(source: str, destination: str, **options: Any) -> Report:
+    """Synchronous twin of `move_async`."""
+    return asyncio.run(move_async(source, destination, **options))
+
+
+def sync(source: str, destination: str, **options: Any) -> Report:
+    """Synchronous twin of `sync_async`."""
+    return asyncio.run(sync_async(source, destination, **options))
+
+
+def remove(target: str, **options: Any) -> Report:
+    """Synchronous twin of `remove_async`."""
+    return asyncio.run(remove_async(target, **options))
+
+
+def resume(job_id: str, **options: Any) -> Report:
+    """Synchronous twin of `resume_async`."""
+    return asyncio.run(resume_async(job_id, **options))
+
+
+def retry_failed(job_id: str, **options: Any) -> Report:
+    """Synchronous twin of `retry_failed_async`."""
+    return asyncio.run(retry_failed_async(job_id, **options))

@@ -7,6 +7,8 @@ import collections
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from s3bulk.pricing import request_cost
+
 
 @dataclass
 class Failure:
@@ -14,6 +16,8 @@ class Failure:
     destination: str
     reason: str
     skipped: bool = False  # left out on purpose (a symlink, say): reported, but not a failure
+    item_id: str = ""  # the journal's name for the item ("" for job-level problems)
+    size: int = 0
 
 
 @dataclass
@@ -26,12 +30,17 @@ class WorkerStats:
     bytes_done: int = 0
     objects_failed: int = 0
     objects_skipped: int = 0
+    objects_already_done: int = 0  # finished by an earlier run of the job (journal)
+    objects_unchanged: int = 0  # sync: already identical at the destination
+    objects_deleted: int = 0  # sync --delete, mv sources
     retries: int = 0
     cpu_seconds: float = 0.0
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
     failures: list[Failure] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    done_ids: list[tuple[str, int]] = field(default_factory=list)  # (item id, size) for the journal
+    failed_descriptors: list[tuple[Any, str]] = field(default_factory=list)  # whole listings that failed
 
     def take(self) -> WorkerStats:
         """Return the counts since the last call and reset them. Containers are cleared in place,
@@ -67,7 +76,11 @@ class Report:
     bytes_done: int = 0
     objects_failed: int = 0
     objects_skipped: int = 0
+    objects_already_done: int = 0
+    objects_unchanged: int = 0
+    objects_deleted: int = 0
     retries: int = 0
+    job_id: str = ""
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     requests: dict[str, int] = field(default_factory=dict)
@@ -77,6 +90,11 @@ class Report:
     @property
     def ok(self) -> bool:
         return self.objects_failed == 0
+
+    @property
+    def request_cost(self) -> float:
+        """Dollars these requests would cost at S3 Standard list prices (see s3bulk.pricing)."""
+        return request_cost(self.requests)
 
     @property
     def objects_per_second(self) -> float:
@@ -93,6 +111,9 @@ class Report:
         self.bytes_done += delta.bytes_done
         self.objects_failed += delta.objects_failed
         self.objects_skipped += delta.objects_skipped
+        self.objects_already_done += delta.objects_already_done
+        self.objects_unchanged += delta.objects_unchanged
+        self.objects_deleted += delta.objects_deleted
         self.retries += delta.retries
         self.cpu_seconds += delta.cpu_seconds
         for kind, count in delta.requests.items():
@@ -106,6 +127,7 @@ class Report:
         data["ok"] = self.ok
         data["objects_per_second"] = round(self.objects_per_second, 1)
         data["gigabits_per_second"] = round(self.gigabits_per_second, 3)
+        data["request_cost_usd"] = round(self.request_cost, 6)
         return data
 
 

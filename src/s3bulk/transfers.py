@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -21,11 +21,12 @@ from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
 from s3bulk.errors import ItemError, UsageError
 from s3bulk.plan.filters import Filters
-from s3bulk.report import Failure
+from s3bulk.removal import BatchDeleter
+from s3bulk.report import Failure, WorkerStats
 from s3bulk.sources.listing import KeyRange, iter_range
 from s3bulk.sources.local import walk
 from s3bulk.stores.objects import obstore_can_address, s3_store
-from s3bulk.stores.s3xml import ObjectInfo
+from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk.stores.signed import SignedClient
 from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_target, relative_key
 
@@ -33,6 +34,7 @@ MiB = 1024**2
 GiB = 1024**3
 LOCAL_BATCH = 256
 STREAM_CHUNK = 256 * 1024
+PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
 
 Direction = Literal["upload", "download", "copy"]
 
@@ -41,6 +43,7 @@ class TransferItem(NamedTuple):
     source: str  # key or local path
     destination: str  # key or local path
     size: int
+    mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class CopyOptions:
     part_concurrency: int = 8
     concurrency: int = 64
     partitioned_listing: bool = True
+    delete_source: bool = False  # mv: delete each source once its copy succeeded
 
 
 def direction_of(source: Location, destination: Location) -> Direction:
@@ -111,23 +115,28 @@ class CopyJob:
         self._stores: dict[str, Any] = {}
         self._made_dirs: set[str] = set()
         self._temp_counter = 0
+        self._deleter: BatchDeleter | None = None
         self._many = self._source_is_many()
+        self._local_root = ""
         if isinstance(self.source, LocalLocation):
             path = self.source.path
             if not path.exists():
                 raise UsageError(f"local source {str(path)!r} does not exist")
             if self.source.trailing_slash and not path.is_dir():
                 raise UsageError(f"local source {str(path)!r} is not a directory (drop the trailing '/')")
+            # items are named relative to this: a directory's contents, or the directory itself
+            self._local_root = str(path if self.source.trailing_slash else path.parent)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
+        state["_deleter"] = None
         state["_stores"] = {}
         state["_made_dirs"] = set()
         return state
 
     # ---- driver side -------------------------------------------------------------------------
-    async def partitions(self) -> AsyncIterator[Any]:
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         source = self.source
         if isinstance(source, S3Location):
             yield KeyRange() if source.is_prefix else SingleObject(source.key)
@@ -136,7 +145,7 @@ class CopyJob:
         if path.is_file():
             yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, ""),))
             return
-        root = str(path) if source.trailing_slash else str(path.parent)
+        root = self._local_root
         top = "" if source.trailing_slash else path.name
         batch: list[tuple[str, int, str]] = []
         for entry in walk(str(path)):
@@ -149,10 +158,29 @@ class CopyJob:
         if batch:
             yield LocalBatch(root, tuple(batch))
 
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            if isinstance(self.source, S3Location):
+                yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch))
+            else:
+                yield LocalBatch(self._local_root, tuple((item_id, size, "") for item_id, size in batch))
+
+    def item_id(self, item: TransferItem) -> str:
+        """The source key, or for uploads the path relative to the walked root."""
+        if self._local_root:
+            return item.source[len(self._local_root) :].lstrip("/")
+        return item.source
+
     # ---- worker side -------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
         self._client.requests = ctx.stats.requests
+        if self.options.delete_source and isinstance(self.source, S3Location):
+
+            def count_retry(_error: ItemError) -> None:
+                ctx.stats.retries += 1
+
+            self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, count_retry)
 
     async def close(self, ctx: WorkerContext) -> None:
         if self._client is not None:
@@ -199,10 +227,10 @@ class CopyJob:
                     continue
                 if not self.options.filters.accepts(relative):
                     continue
-                item = self._upload_item(descriptor.root, relative, size)
-                stats.objects_listed += 1
-                stats.bytes_listed += size
-                items.append(item)
+                items.append(self._upload_item(descriptor.root, relative, size))
+            items = ctx.drop_done(items, self.item_id)
+            stats.objects_listed += len(items)
+            stats.bytes_listed += sum(item.size for item in items)
             yield items
             return
         assert isinstance(self.source, S3Location) and self._client is not None
@@ -281,19 +309,36 @@ class CopyJob:
                         continue
             else:
                 target = self._destination_key(relative)
-            stats.objects_listed += 1
-            stats.bytes_listed += info.size
-            items.append(TransferItem(info.key, target, info.size))
+            items.append(TransferItem(info.key, target, info.size, epoch_seconds(info.last_modified)))
+        items = ctx.drop_done(items, self.item_id)
+        stats.objects_listed += len(items)
+        stats.bytes_listed += sum(item.size for item in items)
         return items
 
     async def run(self, item: TransferItem, ctx: WorkerContext) -> int:
         if self.options.dry_run:
             return item.size
         if self.direction == "download":
-            return await self._download(item, ctx)
-        if self.direction == "upload":
-            return await self._upload(item, ctx)
-        return await self._copy(item, ctx)
+            moved = await self._download(item, ctx)
+        elif self.direction == "upload":
+            moved = await self._upload(item, ctx)
+        else:
+            moved = await self._copy(item, ctx)
+        if self.options.delete_source:
+            await self._delete_source(item, ctx)
+        return moved
+
+    async def _delete_source(self, item: TransferItem, ctx: WorkerContext) -> None:
+        """mv: runs only after the copy succeeded, so a failed copy never loses its source."""
+        try:
+            if self._deleter is not None:
+                await self._deleter.delete(item.source)
+            else:
+                os.unlink(item.source)
+        except (ItemError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
+        ctx.stats.objects_deleted += 1
 
     def _make_parent(self, target: str) -> str:
         parent = os.path.dirname(target)
@@ -313,7 +358,7 @@ class CopyJob:
         parent = self._make_parent(target)
         self._temp_counter += 1
         name = os.path.basename(target)[:200]
-        temporary = os.path.join(parent, f".{name}.{os.getpid()}-{self._temp_counter}.s3bulk-part")
+        temporary = os.path.join(parent, f".{name}.{os.getpid()}-{self._temp_counter}{PART_SUFFIX}")
         renamed = False
         try:
             if not obstore_can_address(item.source):
@@ -336,6 +381,8 @@ class CopyJob:
                     f"short read: got {written} of {item.size} bytes (object changed or connection cut)",
                     retryable=True,
                 )
+            if item.mtime:
+                os.utime(temporary, (item.mtime, item.mtime))
             os.replace(temporary, target)
             renamed = True
         finally:

@@ -17,12 +17,13 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
 from s3bulk.engine.job import Job
 from s3bulk.engine.worker import EngineOptions, watch_pipe, worker_main
+from s3bulk.journal import Journal
 from s3bulk.report import Failure, Report, WorkerStats
 
 MAX_QUEUED_DESCRIPTORS = 64
@@ -76,7 +77,11 @@ class HybridEngine:
         report: Report,
         on_progress: Callable[[Report], None] | None = None,
         on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+        journal: Journal | None = None,
+        retry_rows: Iterator[list[tuple[str, int]]] | None = None,
     ) -> Report:
+        """Run `job` to the end. With `retry_rows` (from a journal), only those failed items and
+        the journal's failed descriptors are run, instead of the job's whole source."""
         started = time.perf_counter()
         cpu_before = _cpu_seconds()
         loop = asyncio.get_running_loop()
@@ -141,9 +146,14 @@ class HybridEngine:
                     enqueue(descriptor, front=True)
                 worker.assigned.clear()
                 if all(w.done for w in workers):
+                    lost_work = WorkerStats()
                     for _, descriptor in queue:
-                        report.failures.append(Failure(str(descriptor), "", "no worker left to run it"))
-                        report.objects_failed += 1
+                        lost_work.failures.append(Failure(str(descriptor), "", "no worker left to run it"))
+                        lost_work.failed_descriptors.append((descriptor, "no worker left to run it"))
+                        lost_work.objects_failed += 1
+                    report.add(lost_work)
+                    if journal is not None:
+                        journal.record(lost_work)
                     queue.clear()
                     outstanding = 0
                     all_done.set()
@@ -155,6 +165,8 @@ class HybridEngine:
             if kind == "progress":
                 delta: WorkerStats = message[1]
                 report.add(delta)
+                if journal is not None:
+                    journal.record(delta)
                 if delta.records and on_records is not None:
                     on_records(delta.records)
             elif kind == "want":
@@ -195,9 +207,27 @@ class HybridEngine:
             workers.append(worker)
             watch_pipe(loop, parent_conn, reader(worker))
 
+        driver_stats = WorkerStats()
+
+        async def descriptors() -> AsyncIterator[Any]:
+            if retry_rows is None:
+                async for descriptor in job.partitions(driver_stats):
+                    yield descriptor
+                return
+            assert journal is not None
+            for descriptor in journal.take_failed_descriptors():
+                yield descriptor
+            for descriptor in job.retry_partitions(retry_rows):
+                yield descriptor
+                await asyncio.sleep(0)
+
+        def merge_driver_stats() -> None:
+            if not driver_stats.is_empty():
+                report.add(driver_stats.take())
+
         async def feed() -> None:
             nonlocal source_done
-            async for descriptor in job.partitions():
+            async for descriptor in descriptors():
                 enqueue(descriptor)
                 dispatch()
                 while len(queue) >= MAX_QUEUED_DESCRIPTORS:  # bounded: wait for workers to drain it
@@ -211,6 +241,9 @@ class HybridEngine:
             lost even if its pipe never reported EOF."""
             while True:
                 for _ in range(10):
+                    merge_driver_stats()
+                    if journal is not None:
+                        journal.flush()
                     if on_progress is not None:
                         report.wall_seconds = time.perf_counter() - started
                         on_progress(report)
@@ -248,6 +281,9 @@ class HybridEngine:
                     worker.process.terminate()
                 worker.process.join(timeout=10)
                 worker.conn.close()
+        merge_driver_stats()
+        if journal is not None:
+            journal.flush()
         for crash in crashes:  # a crash fails the job even if others redid the work: say so
             report.failures.append(Failure("", "", crash))
             report.objects_failed += 1

@@ -8,11 +8,20 @@ only by execution strategy.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from s3bulk.report import WorkerStats
+from s3bulk.engine.retry import RetryPolicy
+from s3bulk.report import Failure, WorkerStats
+
+
+class BatchOutcome(NamedTuple):
+    """What one batch item did member by member (a DeleteObjects of up to 1,000 keys reports
+    each key's fate); a single item's `run` returns just its byte count instead."""
+
+    done: list[tuple[str, int, str]]  # (item id, bytes, source URL for --json records)
+    failures: list[Failure]
 
 
 @dataclass
@@ -23,13 +32,31 @@ class WorkerContext:
     stats: WorkerStats = field(default_factory=WorkerStats)
     split: Callable[[list[Any]], None] = lambda descriptors: None
     want_split: Callable[[], bool] = lambda: False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    journaling: bool = False  # record item ids for the journal
+    done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
+
+    def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
+        """Leave out items an earlier run of this job finished (resume), counting them."""
+        if not items:
+            return items
+        done = self.done_before([item_id(item) for item in items])
+        if not done:
+            return items
+        self.stats.objects_already_done += len(done)
+        return [item for item in items if item_id(item) not in done]
 
 
 class Job(Protocol):
     """A bulk job. Instances are pickled to worker processes, so keep them to plain settings."""
 
-    def partitions(self) -> AsyncIterator[Any]:
-        """Driver side: the initial descriptors (streamed, so huge sources stay bounded)."""
+    def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        """Driver side: the initial descriptors (streamed, so huge sources stay bounded). Work the
+        driver itself does (sync's listings and diff) is counted in `stats`."""
+        ...
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        """Driver side: descriptors that redo exactly these failed items, (item id, size) each."""
         ...
 
     async def open(self, ctx: WorkerContext) -> None:
@@ -40,8 +67,12 @@ class Job(Protocol):
         """Worker side: the items of one descriptor, in batches (e.g. one listing page)."""
         ...
 
-    async def run(self, item: Any, ctx: WorkerContext) -> int:
-        """Worker side: do one item; return bytes moved; raise ItemError on failure."""
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        """Worker side: do one item; return bytes moved (or a batch's outcome); raise ItemError."""
+        ...
+
+    def item_id(self, item: Any) -> str:
+        """The item's stable name in the journal (the source key or relative path)."""
         ...
 
     def cost(self, item: Any) -> int:

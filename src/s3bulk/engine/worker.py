@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from s3bulk.engine.budget import ByteBudget
-from s3bulk.engine.job import Job, WorkerContext
+from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, classify
 from s3bulk.report import Failure
@@ -35,6 +35,8 @@ class EngineOptions:
     max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     record_items: bool = False  # send one record per item (for --json output)
+    journal_path: str | None = None  # set: record item ids for the driver's journal
+    skip_done: bool = False  # resume: leave out items the journal has as done
 
 
 class WorkerRuntime:
@@ -65,6 +67,8 @@ class WorkerRuntime:
             error = classify(exc)
             stats.objects_failed += 1
             stats.failures.append(Failure(str(descriptor), "", str(error)))
+            if self.options.journal_path:
+                stats.failed_descriptors.append((descriptor, str(error)))
         self.expanded.add(descriptor_id)
         self.send(("want", 1))
         self._maybe_finished(descriptor_id)
@@ -89,24 +93,45 @@ class WorkerRuntime:
             acquired = time.perf_counter()
             stats.stage_seconds["wait"] += acquired - start
             try:
-                moved = await with_retries(
+                result = await with_retries(
                     lambda item=item: self.job.run(item, self.ctx), policy, on_retry=count_retry
                 )
-                stats.objects_done += 1
-                stats.bytes_done += moved
-                if self.options.record_items:
-                    source, destination, size = self.job.describe(item)
-                    stats.records.append({"source": source, "destination": destination, "size": size})
+                if isinstance(result, BatchOutcome):
+                    self._count_batch(result)
+                else:
+                    self._count_done(item, result)
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
-                source, destination, _ = self.job.describe(item)
+                source, destination, size = self.job.describe(item)
                 reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
                 stats.objects_failed += 1
-                stats.failures.append(Failure(source, destination, reason))
+                item_id = self.job.item_id(item) if self.options.journal_path else ""
+                stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
             finally:
                 await self.budget.release(held)
             stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
+
+    def _count_done(self, item: Any, moved: int) -> None:
+        stats = self.ctx.stats
+        stats.objects_done += 1
+        stats.bytes_done += moved
+        if self.options.journal_path:
+            stats.done_ids.append((self.job.item_id(item), moved))
+        if self.options.record_items:
+            source, destination, size = self.job.describe(item)
+            stats.records.append({"source": source, "destination": destination, "size": size})
+
+    def _count_batch(self, outcome: BatchOutcome) -> None:
+        stats = self.ctx.stats
+        stats.objects_done += len(outcome.done)
+        stats.bytes_done += sum(size for _, size, _ in outcome.done)
+        stats.objects_failed += len(outcome.failures)
+        stats.failures.extend(outcome.failures)
+        if self.options.journal_path:
+            stats.done_ids.extend((item_id, size) for item_id, size, _ in outcome.done)
+        if self.options.record_items:
+            stats.records.extend({"source": url, "size": size} for _, size, url in outcome.done)
 
     async def report_progress(self) -> None:
         while True:
@@ -179,7 +204,13 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
 async def _run_worker(
     inbox: asyncio.Queue[Any], send: _Sender, job: Job, options: EngineOptions, worker_id: int
 ) -> None:
-    ctx = WorkerContext(worker_id)
+    ctx = WorkerContext(worker_id, retry=options.retry, journaling=bool(options.journal_path))
+    reader = None
+    if options.journal_path and options.skip_done:
+        from s3bulk.journal import JournalReader
+
+        reader = JournalReader(options.journal_path)
+        ctx.done_before = reader.done
     runtime = WorkerRuntime(job, options, ctx, send)
     ctx.split = lambda descriptors: send(("split", descriptors))
     ctx.want_split = lambda: runtime.split_allowed
@@ -207,6 +238,8 @@ async def _run_worker(
     await asyncio.gather(*consumers, return_exceptions=True)
     reporter.cancel()
     await job.close(ctx)
+    if reader is not None:
+        reader.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
+from datetime import datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
+from xml.sax.saxutils import escape
+
+# Characters XML 1.0 cannot carry at all, escaped or not: keys holding them cannot be named in a
+# DeleteObjects body and are deleted one request each.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 class ObjectInfo(NamedTuple):
@@ -49,6 +56,13 @@ def parse_list_objects_v2(body: bytes) -> ListPage:
     return ListPage(objects, prefixes, truncated, token)
 
 
+def epoch_seconds(last_modified: str) -> float:
+    """Seconds since the epoch from a listing's ISO 8601 time ('' when unknown gives 0)."""
+    if not last_modified:
+        return 0.0
+    return datetime.fromisoformat(last_modified.replace("Z", "+00:00")).timestamp()
+
+
 def parse_error(body: bytes) -> tuple[str, str]:
     """(code, message) of an S3 <Error> document; empty strings when the body is not one."""
     try:
@@ -76,3 +90,29 @@ def complete_multipart_body(etags: list[str]) -> bytes:
         for number, etag in enumerate(etags, start=1)
     )
     return f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{parts}</CompleteMultipartUpload>'.encode()
+
+
+def xml_safe(key: str) -> bool:
+    return _NOT_XML.search(key) is None
+
+
+def delete_objects_body(keys: list[str]) -> bytes:
+    """A quiet DeleteObjects request: the answer lists only the keys that failed."""
+    objects = "".join(f"<Object><Key>{escape(key)}</Key></Object>" for key in keys)
+    return f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>{objects}</Delete>'.encode()
+
+
+def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
+    """(key, code, message) for each key a DeleteObjects answer reports as not deleted."""
+    if not body.strip():
+        return []
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    return [
+        (
+            error.findtext(f"{ns}Key") or "",
+            error.findtext(f"{ns}Code") or "",
+            error.findtext(f"{ns}Message") or "",
+        )
+        for error in root.iter(f"{ns}Error")
+    ]

@@ -10,8 +10,10 @@ cost the seed articles measured, so we only borrow its signer and credential cha
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
+import hashlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -150,6 +152,27 @@ class SignedClient:
 
     async def put_object(self, bucket: str, key: str, body: bytes) -> None:
         await self.request("PUT", "PUT", bucket, key, body=body, what=f"put s3://{bucket}/{key}")
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        await self.request("DELETE", "DELETE", bucket, key, what=f"delete s3://{bucket}/{key}")
+
+    async def delete_objects(self, bucket: str, keys: list[str]) -> list[tuple[str, str, str]]:
+        """Delete up to 1,000 keys in one request; returns (key, code, message) of those that failed."""
+        body = s3xml.delete_objects_body(keys)
+        headers = {
+            "Content-Type": "application/xml",
+            "Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode(),
+        }
+        _, _, reply = await self.request(
+            "DELETE",
+            "POST",
+            bucket,
+            params={"delete": ""},
+            headers=headers,
+            body=body,
+            what=f"delete {len(keys)} keys in s3://{bucket}",
+        )
+        return s3xml.parse_delete_errors(reply)
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
         what = f"copy s3://{src_bucket}/{src_key}"

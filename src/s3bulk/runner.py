@@ -1,0 +1,211 @@
+"""Run a command's job end to end: build it from its spec, pick the engine, keep the journal.
+
+Every command is a spec, a plain JSON-able dict of what the user asked for, so the same code runs
+a fresh job, resumes one from its journal (`--resume JOB`: skip what is done) and reruns only its
+failures (`--retry-failed JOB`). Credentials are never part of a spec; each run resolves them
+from the environment like any other run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from s3bulk.config import AwsSettings
+from s3bulk.engine.hybrid import HybridEngine, default_workers
+from s3bulk.engine.job import Job
+from s3bulk.engine.retry import RetryPolicy
+from s3bulk.engine.worker import EngineOptions
+from s3bulk.errors import UsageError
+from s3bulk.journal import Journal
+from s3bulk.plan.filters import Filters
+from s3bulk.report import Report
+from s3bulk.sources.listing import partitioning_pays
+from s3bulk.urls import S3Location, parse_location, parse_s3
+
+Mode = Literal["run", "resume", "retry-failed"]
+MiB = 1024**2
+
+# What one worker process and the driver cost before any object data moves (PSS, measured with
+# bench/bench_memory.py on this project's reference machine; see bench/RESULTS.md).
+DRIVER_BASE_BYTES = 40 * MiB
+WORKER_BASE_BYTES = 40 * MiB
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    workers: int
+    max_in_flight_bytes: int
+
+
+def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int) -> MemoryPlan:
+    """Fit the job under `max_memory` (parts, bodies, queues and the interpreters themselves):
+    fewer worker processes first, then a smaller in-flight byte budget per worker."""
+    floor = DRIVER_BASE_BYTES + WORKER_BASE_BYTES + 1 * MiB
+    if max_memory < floor:
+        raise UsageError(
+            f"--max-memory {max_memory // MiB} MiB is below the {floor // MiB} MiB one worker needs: "
+            "raise it (the interpreter and its clients need that much before any data moves)"
+        )
+    wanted = workers or default_workers()
+    usable = max_memory - DRIVER_BASE_BYTES
+    fitting = max(1, min(wanted, usable // (WORKER_BASE_BYTES + 4 * MiB)))
+    if workers and fitting < workers:
+        raise UsageError(
+            f"--workers {workers} does not fit in --max-memory {max_memory // MiB} MiB "
+            f"(each worker needs about {WORKER_BASE_BYTES // MiB} MiB): use --workers {fitting}"
+        )
+    per_worker = (usable - fitting * WORKER_BASE_BYTES) // fitting // 2  # bodies are copied once
+    return MemoryPlan(fitting, max(1 * MiB, min(max_in_flight_bytes, per_worker)))
+
+
+def settings_spec(settings: AwsSettings) -> dict[str, Any]:
+    """What a resumed run needs to reach the same store: never any credential."""
+    return {
+        "profile": settings.profile,
+        "region": settings.region,
+        "endpoint_url": settings.resolved_endpoint if settings.endpoint_url else None,
+        "verify_ssl": settings.verify_ssl,
+        "anonymous": settings.anonymous,
+    }
+
+
+def settings_from_spec(spec: dict[str, Any]) -> AwsSettings:
+    return AwsSettings.from_env(**spec)
+
+
+def _listing(args: dict[str, Any], settings: AwsSettings) -> bool:
+    chosen = args.get("partitioned_listing")
+    return partitioning_pays(settings.resolved_endpoint) if chosen is None else bool(chosen)
+
+
+def _filters(args: dict[str, Any]) -> Filters:
+    return Filters(tuple(args.get("include", ())), tuple(args.get("exclude", ())))
+
+
+def build_job(command: str, args: dict[str, Any], settings: AwsSettings) -> Job:
+    from s3bulk.transfers import CopyJob, CopyOptions
+
+    if args.get("concurrency", 1) < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if command == "rm":
+        from s3bulk.removal import RemoveJob, RemoveOptions, check_remove_target
+
+        target = parse_s3(args["target"])
+        check_remove_target(args["target"], target)
+        options = RemoveOptions(
+            _filters(args), args.get("dry_run", False), args["concurrency"], _listing(args, settings)
+        )
+        return RemoveJob(target, settings, options)
+    if args.get("part_size", 8 * MiB) < 5 * MiB:
+        raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
+    copy_options = CopyOptions(
+        filters=_filters(args),
+        dry_run=args.get("dry_run", False),
+        part_size=args["part_size"],
+        multipart_threshold=args["multipart_threshold"],
+        copy_multipart_threshold=args["copy_multipart_threshold"],
+        concurrency=args["concurrency"],
+        partitioned_listing=_listing(args, settings),
+        delete_source=command == "mv",
+    )
+    source, destination = parse_location(args["source"]), parse_location(args["destination"])
+    if command == "sync":
+        from s3bulk.sync import SyncJob
+
+        if args.get("mode", "mtime") not in ("mtime", "size", "checksum"):
+            raise UsageError(f"unknown sync mode {args['mode']!r}: use mtime, size or checksum")
+        return SyncJob(source, destination, settings, copy_options, mode=args["mode"], delete=args["delete"])
+    if command == "mv" and isinstance(source, S3Location) and source == destination:
+        raise UsageError("mv: source and destination are the same: nothing would move")
+    return CopyJob(source, destination, settings, copy_options)
+
+
+async def execute(
+    command: str,
+    args: dict[str, Any],
+    settings: AwsSettings | None = None,
+    *,
+    journal: Journal | bool = True,
+    mode: Mode = "run",
+    on_progress: Callable[[Report], None] | None = None,
+    on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> Report:
+    """Run one command. `journal=True` starts a new journal (not for dry runs); a Journal
+    continues an existing job in `mode`."""
+    settings = settings or AwsSettings.from_env()
+    settings.credentials()  # fail fast, before any process starts, when there are none
+    job = build_job(command, args, settings)
+    workers = args.get("workers")
+    in_flight = args.get("max_in_flight_bytes", 16 * MiB)
+    if args.get("max_memory"):
+        plan = plan_memory(int(args["max_memory"]), workers, in_flight)
+        workers, in_flight = plan.workers, plan.max_in_flight_bytes
+    handle: Journal | None = None
+    if isinstance(journal, Journal):
+        handle = journal
+    elif journal and not args.get("dry_run"):
+        handle = Journal.create(command, {"args": args, "settings": settings_spec(settings)})
+    engine = HybridEngine(
+        workers,
+        EngineOptions(
+            concurrency=args["concurrency"],
+            max_in_flight_bytes=in_flight,
+            retry=RetryPolicy(max_attempts=args.get("max_attempts", 6)),
+            record_items=on_records is not None,
+            journal_path=str(handle.path) if handle else None,
+            skip_done=mode != "run",
+        ),
+    )
+    source = args.get("source", args.get("target", ""))
+    report = Report(
+        _verb(command, job),
+        source=source,
+        destination=args.get("destination", ""),
+        dry_run=args.get("dry_run", False),
+    )
+    if handle is None:
+        return await engine.run(job, report, on_progress=on_progress, on_records=on_records)
+    report.job_id = handle.job_id
+    handle.begin_run(mode)
+    finished = False
+    try:
+        rows = handle.failed_items() if mode == "retry-failed" else None
+        await engine.run(job, report, on_progress, on_records, journal=handle, retry_rows=rows)
+        finished = True
+    finally:
+        handle.end_run(report, interrupted=not finished)
+        handle.close()
+    return report
+
+
+def _verb(command: str, job: Job) -> str:
+    direction = getattr(job, "direction", "")
+    if command == "cp":
+        return direction
+    return f"{command} ({direction})" if direction else command
+
+
+async def continue_job(
+    job_id: str,
+    mode: Mode,
+    *,
+    expect_command: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    on_progress: Callable[[Report], None] | None = None,
+    on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> Report:
+    """Resume a job, or rerun its failures, from its journal."""
+    journal = Journal.open(job_id)
+    command = journal.command
+    if expect_command and command != expect_command:
+        journal.close()
+        flag = "--resume" if mode == "resume" else "--retry-failed"
+        raise UsageError(f"job {job_id} is a '{command}' job: run s3bulk {command} {flag} {job_id}")
+    spec = journal.spec
+    args = dict(spec["args"]) | {k: v for k, v in (overrides or {}).items() if v is not None}
+    settings = settings_from_spec(spec["settings"])
+    return await execute(
+        command, args, settings, journal=journal, mode=mode, on_progress=on_progress, on_records=on_records
+    )

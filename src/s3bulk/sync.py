@@ -1,0 +1,302 @@
+"""`sync SRC DST`: make DST hold what SRC holds, transferring only what differs.
+
+source → plan → engine → store: the driver lists both sides in key order, merge-joins them
+(`plan.diff`) and streams batches of actions (copy, check-then-copy, delete) to the workers,
+which run them with `cp`'s operations. Listings, the diff and the transfers overlap, and memory
+stays flat in the object count (a page per side plus a bounded queue of action batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from s3bulk.engine.job import BatchOutcome, WorkerContext
+from s3bulk.plan.diff import Entry, SyncMode, decide, etag_matches_file, merge_join
+from s3bulk.removal import DeleteBatch, run_delete_batch
+from s3bulk.report import Failure, WorkerStats
+from s3bulk.sources.listing import list_prefix, list_sequential
+from s3bulk.sources.local import walk
+from s3bulk.stores.s3xml import epoch_seconds
+from s3bulk.stores.signed import SignedClient
+from s3bulk.transfers import PART_SUFFIX, CopyJob, TransferItem
+from s3bulk.urls import LocalLocation, Location, S3Location, local_target
+
+ACTIONS_PER_BATCH = 1000
+DELETE_PREFIX = "delete:"
+
+
+class CheckItem(NamedTuple):
+    """Copy `transfer` unless the local side's MD5 already matches `etag` (checksum mode)."""
+
+    transfer: TransferItem
+    etag: str
+
+
+class LocalDelete(NamedTuple):
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class SyncBatch:
+    """A descriptor: actions the driver's diff decided, plus what it found needs nothing."""
+
+    items: tuple[Any, ...] = ()
+    unchanged: int = 0
+    problems: tuple[Failure, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{len(self.items)} sync actions"
+
+
+def as_directory(location: Location) -> Location:
+    """sync always works on prefixes and directories, with or without the trailing '/'."""
+    if isinstance(location, S3Location):
+        key = location.key
+        return S3Location(location.bucket, key if not key or key.endswith("/") else key + "/")
+    return LocalLocation(location.path, trailing_slash=True)
+
+
+@dataclass
+class SyncJob(CopyJob):
+    mode: SyncMode = "mtime"
+    delete: bool = False
+    concurrency_listing: int = 16
+
+    def __post_init__(self) -> None:
+        self.source = as_directory(self.source)
+        self.destination = as_directory(self.destination)
+        super().__post_init__()
+        self._local_side = self.direction != "copy"
+
+    # ---- driver side: list both sides, diff, emit actions ------------------------------------
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        client = SignedClient(self.settings, max_connections=self.concurrency_listing * 2)
+        client.requests = stats.requests
+        try:
+            pairs = merge_join(
+                _prefetch(self._entries(self.source, client, is_source=True)),
+                _prefetch(self._entries(self.destination, client, is_source=False)),
+            )
+            async for chunk in pairs:
+                batch = self._plan(chunk)
+                if batch.items or batch.unchanged or batch.problems:
+                    yield batch
+        finally:
+            await client.close()
+
+    async def _entries(
+        self, location: Location, client: SignedClient, is_source: bool
+    ) -> AsyncIterator[list[Entry]]:
+        filters = self.options.filters
+        if isinstance(location, LocalLocation):
+            page: list[Entry] = []
+            root = str(location.path)
+            if not is_source and not location.path.exists():
+                return
+            for entry in walk(root):
+                if entry.relative.endswith(PART_SUFFIX) and not is_source:
+                    continue  # our own in-flight (or killed) download, not part of the tree
+                if filters and not filters.accepts(entry.relative):
+                    continue
+                if entry.problem:
+                    if is_source:  # reported as skipped; a destination oddity is left alone
+                        page.append(Entry(entry.relative, -1, 0.0, entry.problem, ""))
+                    continue
+                page.append(
+                    Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
+                )
+                if len(page) >= 1000:
+                    yield page
+                    page = []
+                    await asyncio.sleep(0)
+            if page:
+                yield page
+            return
+        prefix = location.key
+        skip_markers = self._local_side  # "dir/" marker objects have no file counterpart
+        if self.options.partitioned_listing:
+            pages = list_prefix(client, location.bucket, prefix, concurrency=self.concurrency_listing)
+        else:
+            pages = (page.objects async for page in list_sequential(client, location.bucket, prefix))
+        async for objects in pages:
+            entries = []
+            for info in objects:
+                relative = info.key[len(prefix) :]
+                if (skip_markers and info.key.endswith("/")) or (filters and not filters.accepts(relative)):
+                    continue
+                entries.append(
+                    Entry(relative, info.size, epoch_seconds(info.last_modified), info.etag, info.key)
+                )
+            yield entries
+
+    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> SyncBatch:
+        items: list[Any] = []
+        deletes: list[tuple[str, int]] = []
+        problems: list[Failure] = []
+        unchanged = 0
+        for source, destination in chunk:
+            if source is None:
+                assert destination is not None
+                if self.delete:
+                    deletes.append((destination.name, destination.size))
+                continue
+            if source.size < 0:  # a local source entry that cannot be uploaded (symlink, ...)
+                problems.append(
+                    Failure(os.path.join(str(self.source), source.relative), "", source.etag, skipped=True)
+                )
+                continue
+            decision = decide(source, destination, self.mode, self._local_side)
+            if decision == "same":
+                unchanged += 1
+                continue
+            try:
+                transfer = self._transfer(source.relative, source.size, source.mtime)
+            except ValueError as exc:
+                problems.append(Failure(source.name, "", f"refused key: {exc}"))
+                continue
+            if decision == "check":
+                etag = source.etag or (destination.etag if destination else "")
+                items.append(CheckItem(transfer, etag))
+            else:
+                items.append(transfer)
+        items.extend(self._delete_items(deletes))
+        return SyncBatch(tuple(items), unchanged, tuple(problems))
+
+    def _transfer(self, relative: str, size: int, mtime: float) -> TransferItem:
+        source, destination = self.source, self.destination
+        if isinstance(source, S3Location):
+            name = source.key + relative
+        else:
+            name = os.path.join(str(source.path), relative)
+        if isinstance(destination, S3Location):
+            target = destination.key + relative
+        else:
+            target = str(local_target(destination.path, relative))
+        return TransferItem(name, target, size, mtime)
+
+    def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
+        if not deletes:
+            return []
+        if isinstance(self.destination, S3Location):
+            return [DeleteBatch(self.destination.bucket, tuple(deletes))]
+        return [LocalDelete(path, size) for path, size in deletes]
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            items: list[Any] = []
+            deletes = []
+            for item_id, size in batch:
+                if item_id.startswith(DELETE_PREFIX):
+                    deletes.append((item_id[len(DELETE_PREFIX) :], size))
+                else:
+                    items.append(self._transfer(item_id, size, 0.0))
+            items.extend(self._delete_items(deletes))
+            yield SyncBatch(tuple(items))
+
+    # ---- worker side --------------------------------------------------------------------------
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
+        stats = ctx.stats
+        assert isinstance(descriptor, SyncBatch)
+        stats.objects_unchanged += descriptor.unchanged
+        for problem in descriptor.problems:
+            stats.failures.append(problem)
+            if problem.skipped:
+                stats.objects_skipped += 1
+            else:
+                stats.objects_failed += 1
+        items = ctx.drop_done(list(descriptor.items), self.item_id)
+        for item in items:
+            if isinstance(item, DeleteBatch):
+                stats.objects_listed += len(item.keys)
+            elif isinstance(item, LocalDelete):
+                stats.objects_listed += 1
+            else:
+                stats.objects_listed += 1
+                stats.bytes_listed += self._transfer_of(item).size
+        yield items
+
+    @staticmethod
+    def _transfer_of(item: Any) -> TransferItem:
+        return item.transfer if isinstance(item, CheckItem) else item
+
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        if isinstance(item, DeleteBatch):
+            assert self._client is not None
+            outcome = await run_delete_batch(self._client, item, ctx, self.options.dry_run)
+            ctx.stats.objects_deleted += len(outcome.done)
+            return BatchOutcome(
+                [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
+                [replace(failure, item_id=DELETE_PREFIX + failure.item_id) for failure in outcome.failures],
+            )
+        if isinstance(item, LocalDelete):
+            if not self.options.dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(item.path)
+            ctx.stats.objects_deleted += 1
+            return 0
+        if isinstance(item, CheckItem):
+            transfer = item.transfer
+            local = transfer.source if self.direction == "upload" else transfer.destination
+            same = await asyncio.to_thread(
+                etag_matches_file, local, item.etag, transfer.size, self.options.part_size
+            )
+            if same:  # nothing to do after all: it leaves the totals instead of counting as done
+                ctx.stats.objects_unchanged += 1
+                ctx.stats.objects_listed -= 1
+                ctx.stats.bytes_listed -= transfer.size
+                return BatchOutcome([], [])
+            item = transfer
+        return await super().run(item, ctx)
+
+    def cost(self, item: Any) -> int:
+        if isinstance(item, DeleteBatch | LocalDelete):
+            return 0
+        return super().cost(self._transfer_of(item))
+
+    def describe(self, item: Any) -> tuple[str, str, int]:
+        if isinstance(item, DeleteBatch):
+            return f"s3://{item.bucket}/{item.keys[0][0]}", "", 0
+        if isinstance(item, LocalDelete):
+            return item.path, "", item.size
+        return super().describe(self._transfer_of(item))
+
+    def item_id(self, item: Any) -> str:
+        if isinstance(item, DeleteBatch):
+            return DELETE_PREFIX + item.keys[0][0]
+        if isinstance(item, LocalDelete):
+            return DELETE_PREFIX + item.path
+        transfer = self._transfer_of(item)
+        if isinstance(self.source, S3Location):
+            return transfer.source[len(self.source.key) :]
+        return transfer.source[len(str(self.source.path)) :].lstrip("/")
+
+
+async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncIterator[list[Entry]]:
+    """List one side ahead of the merge, so both sides' round trips overlap."""
+    queue: asyncio.Queue[list[Entry] | BaseException | None] = asyncio.Queue(maxsize=depth)
+
+    async def fill() -> None:
+        try:
+            async for page in pages:
+                await queue.put(page)
+        except BaseException as exc:
+            await queue.put(exc)
+            return
+        await queue.put(None)
+
+    task = asyncio.create_task(fill())
+    try:
+        while (page := await queue.get()) is not None:
+            if isinstance(page, BaseException):
+                raise page
+            yield page
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
