@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from s3bulk.pricing import PRICE_SOURCE
 from s3bulk.report import Report, human_bytes
 
 
@@ -54,16 +55,33 @@ class LiveProgress:
 
 
 def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
-    verb = "would copy" if report.dry_run else "done"
+    verb = "would do" if report.dry_run else "done"
     seconds = report.wall_seconds
+    extras = [
+        f"{count:,} {label}"
+        for count, label in (
+            (report.objects_unchanged, "unchanged"),
+            (report.objects_already_done, "already done earlier"),
+            (report.objects_deleted, "deleted"),
+        )
+        if count
+    ]
     out.write(
         f"{report.command} {verb}: {report.objects_done:,} objects, {human_bytes(report.bytes_done)} "
         f"in {seconds:.2f}s ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s); "
-        f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, {report.retries:,} retries\n"
+        + "".join(f"{extra}, " for extra in extras)
+        + f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, "
+        + f"{report.retries:,} retries\n"
     )
     if report.requests:
         requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
-        out.write(f"requests: {requests}; CPU {report.cpu_seconds:.2f}s on {report.workers} worker(s)\n")
+        out.write(
+            f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE}); "
+            f"CPU {report.cpu_seconds:.2f}s on {report.workers} worker(s)\n"
+        )
+    if report.job_id:
+        hint = f"; rerun failures: --retry-failed {report.job_id}" if report.objects_failed else ""
+        out.write(f"job {report.job_id}{hint}\n")
     for failure in report.failures:
         if not failure.source:  # a job-level problem (a worker crash), not one object
             err.write(f"error: {failure.reason}\n")
@@ -71,6 +89,10 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
         arrow = f" -> {failure.destination}" if failure.destination else ""
         label = "skipped" if failure.skipped else "failed"
         err.write(f"{label}: {failure.source}{arrow}: {failure.reason}\n")
+
+
+def _dollars(amount: float) -> str:
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.6f}".rstrip("0").rstrip(".")
 
 
 def json_line(data: Any, out: TextIO = sys.stdout) -> None:

@@ -20,7 +20,7 @@ from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, S3Error, UsageError
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Failure, WorkerStats
-from s3bulk.sources.listing import KeyRange, iter_range
+from s3bulk.sources.listing import KeyRange, SingleObject, iter_range
 from s3bulk.stores.s3xml import xml_safe
 from s3bulk.stores.signed import SignedClient
 from s3bulk.urls import S3Location, relative_key
@@ -218,7 +218,7 @@ class RemoveJob:
         return not self.pattern and not self.target.is_prefix
 
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        yield KeyRange()
+        yield SingleObject(self.target.key) if self.single else KeyRange()
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:
@@ -239,11 +239,12 @@ class RemoveJob:
             return
         bucket = self.target.bucket
         found = 0
+        key_range = KeyRange() if isinstance(descriptor, SingleObject) else descriptor
         async for objects in iter_range(
             self._client,
             bucket,
             self.prefix,
-            descriptor,
+            key_range,
             on_split=ctx.split if self.options.partitioned_listing and not self.single else None,
             want_split=ctx.want_split,
         ):

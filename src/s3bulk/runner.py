@@ -8,6 +8,7 @@ from the environment like any other run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -112,7 +113,7 @@ def build_job(command: str, args: dict[str, Any], settings: AwsSettings) -> Job:
     )
     source, destination = parse_location(args["source"]), parse_location(args["destination"])
     if command == "sync":
-        from s3bulk.sync import SyncJob
+        from s3bulk.syncing import SyncJob
 
         if args.get("mode", "mtime") not in ("mtime", "size", "checksum"):
             raise UsageError(f"unknown sync mode {args['mode']!r}: use mtime, size or checksum")
@@ -146,7 +147,8 @@ async def execute(
     if isinstance(journal, Journal):
         handle = journal
     elif journal and not args.get("dry_run"):
-        handle = Journal.create(command, {"args": args, "settings": settings_spec(settings)})
+        spec_args = {name: _absolute(value) if name in LOCATIONS else value for name, value in args.items()}
+        handle = Journal.create(command, {"args": spec_args, "settings": settings_spec(settings)})
     engine = HybridEngine(
         workers,
         EngineOptions(
@@ -178,6 +180,17 @@ async def execute(
         handle.end_run(report, interrupted=not finished)
         handle.close()
     return report
+
+
+LOCATIONS = ("source", "destination")
+
+
+def _absolute(location: str) -> str:
+    """Local paths are journaled absolute, so a job resumes the same from any directory."""
+    if "://" in location:
+        return location
+    absolute = os.path.abspath(os.path.expanduser(location))
+    return absolute + "/" if location.endswith("/") and absolute != "/" else absolute
 
 
 def _verb(command: str, job: Job) -> str:

@@ -23,7 +23,7 @@ from s3bulk.errors import ItemError, UsageError
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
-from s3bulk.sources.listing import KeyRange, iter_range
+from s3bulk.sources.listing import KeyRange, SingleObject, iter_range
 from s3bulk.sources.local import walk
 from s3bulk.stores.objects import obstore_can_address, s3_store
 from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
@@ -68,14 +68,6 @@ class ObjectBatch:
         return (
             f"{len(self.objects)} listed objects from {self.objects[0].key}" if self.objects else "no objects"
         )
-
-
-@dataclass(frozen=True)
-class SingleObject:
-    key: str
-
-    def __str__(self) -> str:
-        return self.key
 
 
 @dataclass(frozen=True)

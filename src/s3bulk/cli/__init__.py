@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from s3bulk.cli import cp, ls
+from s3bulk.cli import cp, jobs, ls, rm, sync
 from s3bulk.errors import S3BulkError
 
 app = typer.Typer(
@@ -17,9 +17,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command(name="ls")(ls.ls_command)
 app.command(name="cp")(cp.cp_command)
+app.command(name="mv")(cp.mv_command)
+app.command(name="sync")(sync.sync_command)
+app.command(name="rm")(rm.rm_command)
+app.command(name="jobs")(jobs.jobs_command)
 
 
 def run(argv: list[str] | None = None) -> int:

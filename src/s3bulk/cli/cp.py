@@ -1,91 +1,121 @@
-"""`s3bulk cp SRC DST`: upload, download or server-side copy; a trailing '/' means a prefix."""
+"""`s3bulk cp SRC DST` and `s3bulk mv SRC DST`: upload, download or server-side copy (mv then
+deletes each source whose copy succeeded); a trailing '/' means a prefix."""
 
 from __future__ import annotations
 
-import asyncio
-import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
 from s3bulk.api import copy_async
+from s3bulk.cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    MaxMemoryOption,
+    ResumeOption,
+    RetryFailedOption,
+    continuation,
+    run_job,
+)
 from s3bulk.cli.options import (
     EndpointOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    parse_optional_size,
     parse_size,
     parse_switch,
     settings_from,
 )
-from s3bulk.progress import LiveProgress, json_line, print_summary
+
+SourceArgument = typer.Argument(
+    None, help="s3://bucket/key, s3://bucket/prefix/, a file or a directory.", show_default=False
+)
+DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local path.", show_default=False)
 
 
-def cp_command(
-    source: str = typer.Argument(..., help="s3://bucket/key, s3://bucket/prefix/, a file or a directory."),
-    destination: str = typer.Argument(..., help="s3://bucket/prefix/ or a local path."),
-    include: list[str] = typer.Option([], "--include", help="Only keys matching this glob (repeatable)."),
-    exclude: list[str] = typer.Option(
-        [], "--exclude", help="Leave out keys matching this glob (repeatable)."
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be copied; copy nothing."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON line per object and a summary line."),
-    workers: int | None = typer.Option(None, "--workers", help="Worker processes (default: one per core)."),
-    concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per worker."),
-    max_in_flight: str = typer.Option(
-        "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
-    ),
-    part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
-    multipart_threshold: str = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this."),
-    copy_multipart_threshold: str = typer.Option(
-        "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
-    ),
-    list_ranges: str = typer.Option(
-        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
-    ),
-    endpoint_url: str | None = EndpointOption,
-    profile: str | None = ProfileOption,
-    region: str | None = RegionOption,
-    no_verify_ssl: bool = NoVerifyOption,
-    no_sign_request: bool = NoSignOption,
-) -> int:
-    """Copy objects between local paths and S3, many in flight across all cores."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
-    out = sys.stdout
-
-    def print_records(records: list[dict[str, Any]]) -> None:
-        for record in records:
-            if as_json:
-                json_line({"status": "ok", "dry_run": dry_run, **record}, out)
-            else:
-                out.write(f"(dryrun) cp {record['source']} {record['destination']}\n")
-
-    with LiveProgress(enabled=not as_json) as progress:
-        report = asyncio.run(
-            copy_async(
-                source,
-                destination,
-                include=include,
-                exclude=exclude,
-                dry_run=dry_run,
-                workers=workers,
-                concurrency=concurrency,
-                max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
-                part_size=parse_size(part_size, "--part-size"),
-                multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
-                copy_multipart_threshold=parse_size(copy_multipart_threshold, "--copy-multipart-threshold"),
-                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
-                settings=settings,
-                on_progress=progress.update,
-                on_records=print_records if (as_json or dry_run) else None,
-            )
+def make_copy_command(command: str) -> Callable[..., int]:
+    def copy_command(
+        source: str | None = SourceArgument,
+        destination: str | None = DestinationArgument,
+        include: list[str] = typer.Option([], "--include", help="Only keys matching this glob (repeatable)."),
+        exclude: list[str] = typer.Option(
+            [], "--exclude", help="Leave out keys matching this glob (repeatable)."
+        ),
+        dry_run: bool = DryRunOption,
+        as_json: bool = JsonOption,
+        workers: int | None = typer.Option(
+            None, "--workers", help="Worker processes (default: one per core)."
+        ),
+        concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per worker."),
+        max_in_flight: str = typer.Option(
+            "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
+        ),
+        max_memory: str | None = MaxMemoryOption,
+        part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
+        multipart_threshold: str = typer.Option(
+            "64MiB", "--multipart-threshold", help="Use parts above this."
+        ),
+        copy_multipart_threshold: str = typer.Option(
+            "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
+        ),
+        list_ranges: str = typer.Option(
+            "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+        ),
+        resume: str | None = ResumeOption,
+        retry_failed: str | None = RetryFailedOption,
+        endpoint_url: str | None = EndpointOption,
+        profile: str | None = ProfileOption,
+        region: str | None = RegionOption,
+        no_verify_ssl: bool = NoVerifyOption,
+        no_sign_request: bool = NoSignOption,
+    ) -> int:
+        memory = parse_optional_size(max_memory, "--max-memory")
+        start = continuation(
+            command,
+            resume,
+            retry_failed,
+            [source, destination],
+            {"workers": workers, "max_memory": memory},
         )
-    if as_json:
-        for failure in report.failures:
-            status = "skipped" if failure.skipped else "failed"
-            json_line({"status": status, **failure.__dict__}, out)
-        json_line({"summary": report.to_dict() | {"failures": len(report.failures)}}, out)
-    else:
-        print_summary(report)
-    return 0 if report.ok else 1
+        if start is None:
+            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+            assert source is not None and destination is not None
+
+            def start(on_progress: Any, on_records: Any) -> Any:
+                return copy_async(
+                    source,
+                    destination,
+                    include=include,
+                    exclude=exclude,
+                    dry_run=dry_run,
+                    workers=workers,
+                    concurrency=concurrency,
+                    max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
+                    max_memory=memory,
+                    part_size=parse_size(part_size, "--part-size"),
+                    multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
+                    copy_multipart_threshold=parse_size(
+                        copy_multipart_threshold, "--copy-multipart-threshold"
+                    ),
+                    partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                    settings=settings,
+                    on_progress=on_progress,
+                    on_records=on_records,
+                    _command=command,
+                )
+
+        return run_job(start, verb=command, as_json=as_json, dry_run=dry_run)
+
+    copy_command.__doc__ = (
+        "Copy objects between local paths and S3, many in flight across all cores."
+        if command == "cp"
+        else "Move objects: copy, then delete each source whose copy succeeded."
+    )
+    return copy_command
+
+
+cp_command = make_copy_command("cp")
+mv_command = make_copy_command("mv")

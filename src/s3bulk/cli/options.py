@@ -22,6 +22,10 @@ def parse_size(text: str, option: str) -> int:
     return int(float(number) * base ** _POWERS[unit.lower()])
 
 
+def parse_optional_size(text: str | None, option: str) -> int | None:
+    return None if text is None else parse_size(text, option)
+
+
 def parse_switch(text: str, option: str) -> bool | None:
     """auto -> None (decide from the situation), on -> True, off -> False."""
     value = text.strip().lower()

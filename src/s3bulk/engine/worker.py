@@ -190,7 +190,7 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
         except (EOFError, OSError) as exc:
             if os.environ.get("S3BULK_DEBUG"):
                 print(f"worker {worker_id}: pipe closed: {exc!r}", file=sys.stderr)
-            inbox.put_nowait(("stop",))
+            inbox.put_nowait(("driver-gone",))
 
     watch_pipe(loop, conn, receive)
     send = _Sender(conn)
@@ -231,6 +231,14 @@ async def _run_worker(
             runtime.split_allowed = message[1]
         elif message[0] == "stop":
             break
+        elif message[0] == "driver-gone":
+            # The driver was killed: stop at once rather than finish work nobody will record.
+            # Cancelling runs each item's cleanup (a download's temporary file is removed); the
+            # journal has only what the driver confirmed, so a resume redoes the rest.
+            for task in [*expanders, *consumers, reporter]:
+                task.cancel()
+            await asyncio.gather(*expanders, *consumers, reporter, return_exceptions=True)
+            return
     for task in expanders:
         task.cancel()
     for _ in consumers:

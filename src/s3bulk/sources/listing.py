@@ -61,6 +61,16 @@ class KeyRange:
         return f"({self.after or ''!r}, {self.upto or '∞'!r}]"
 
 
+@dataclass(frozen=True)
+class SingleObject:
+    """A descriptor naming one key (no trailing '/'): listed with MaxKeys=1 to learn its size."""
+
+    key: str
+
+    def __str__(self) -> str:
+        return self.key
+
+
 SplitHook = Callable[[list[KeyRange]], None]
 
 

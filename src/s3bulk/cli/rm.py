@@ -1,0 +1,63 @@
+"""`s3bulk rm TARGET`: delete an object, a prefix (ending in '/') or the keys a glob matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from s3bulk.api import remove_async
+from s3bulk.cli.jobrun import DryRunOption, JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
+from s3bulk.cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    parse_switch,
+    settings_from,
+)
+
+
+def rm_command(
+    target: str | None = typer.Argument(
+        None, help="s3://bucket/key, s3://bucket/prefix/ or s3://bucket/logs/*.gz", show_default=False
+    ),
+    include: list[str] = typer.Option([], "--include", help="Only keys matching this glob (repeatable)."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Keep keys matching this glob (repeatable)."),
+    dry_run: bool = DryRunOption,
+    as_json: bool = JsonOption,
+    workers: int | None = typer.Option(None, "--workers", help="Worker processes (default: one per core)."),
+    concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
+    list_ranges: str = typer.Option(
+        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+    ),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Delete objects, 1,000 keys per request, several requests in flight."""
+    start = continuation("rm", resume, retry_failed, [target], {"workers": workers})
+    if start is None:
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        assert target is not None
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return remove_async(
+                target,
+                include=include,
+                exclude=exclude,
+                dry_run=dry_run,
+                workers=workers,
+                concurrency=concurrency,
+                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                settings=settings,
+                on_progress=on_progress,
+                on_records=on_records,
+            )
+
+    return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run)

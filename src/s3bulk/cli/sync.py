@@ -1,0 +1,99 @@
+"""`s3bulk sync SRC DST`: copy only what differs; `--delete` also removes what SRC lacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from s3bulk.api import sync_async
+from s3bulk.cli.cp import DestinationArgument, SourceArgument
+from s3bulk.cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    MaxMemoryOption,
+    ResumeOption,
+    RetryFailedOption,
+    continuation,
+    run_job,
+)
+from s3bulk.cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    parse_optional_size,
+    parse_size,
+    parse_switch,
+    settings_from,
+)
+from s3bulk.errors import UsageError
+
+
+def sync_command(
+    source: str | None = SourceArgument,
+    destination: str | None = DestinationArgument,
+    size_only: bool = typer.Option(False, "--size-only", help="Compare sizes only."),
+    checksum: bool = typer.Option(
+        False, "--checksum", help="Compare contents (MD5/ETag) when sizes match, not modification times."
+    ),
+    delete: bool = typer.Option(False, "--delete", help="Delete destination objects missing at the source."),
+    include: list[str] = typer.Option([], "--include", help="Only names matching this glob (repeatable)."),
+    exclude: list[str] = typer.Option(
+        [], "--exclude", help="Leave out names matching this glob (repeatable)."
+    ),
+    dry_run: bool = DryRunOption,
+    as_json: bool = JsonOption,
+    workers: int | None = typer.Option(None, "--workers", help="Worker processes (default: one per core)."),
+    concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per worker."),
+    max_in_flight: str = typer.Option(
+        "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
+    ),
+    max_memory: str | None = MaxMemoryOption,
+    part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
+    multipart_threshold: str = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this."),
+    list_ranges: str = typer.Option(
+        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+    ),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
+    if size_only and checksum:
+        raise UsageError("--size-only and --checksum exclude each other: pick one")
+    memory = parse_optional_size(max_memory, "--max-memory")
+    start = continuation(
+        "sync", resume, retry_failed, [source, destination], {"workers": workers, "max_memory": memory}
+    )
+    if start is None:
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        assert source is not None and destination is not None
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return sync_async(
+                source,
+                destination,
+                mode="size" if size_only else "checksum" if checksum else "mtime",
+                delete=delete,
+                include=include,
+                exclude=exclude,
+                dry_run=dry_run,
+                workers=workers,
+                concurrency=concurrency,
+                max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
+                max_memory=memory,
+                part_size=parse_size(part_size, "--part-size"),
+                multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
+                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                settings=settings,
+                on_progress=on_progress,
+                on_records=on_records,
+            )
+
+    return run_job(start, verb="cp", as_json=as_json, dry_run=dry_run)
