@@ -198,8 +198,15 @@ class HybridEngine:
         finished_workers = asyncio.Event()
         for index in range(self.workers):
             parent_conn, child_conn = context.Pipe(duplex=True)
+            # A forked child inherits the driver's ends of every pipe made so far, its own
+            # included; it must close them, or no worker would ever see EOF if the driver died.
+            inherited = (
+                tuple(w.conn.fileno() for w in workers) + (parent_conn.fileno(),)
+                if context.get_start_method() == "fork"
+                else ()
+            )
             process = context.Process(
-                target=worker_main, args=(child_conn, job, self.options, index), daemon=True
+                target=worker_main, args=(child_conn, job, self.options, index, inherited), daemon=True
             )
             process.start()
             child_conn.close()

@@ -254,10 +254,15 @@ async def _run_worker(
     send(("done",))
 
 
-def worker_main(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
+def worker_main(
+    conn: Connection, job: Job, options: EngineOptions, worker_id: int, inherited_fds: tuple[int, ...] = ()
+) -> None:
     """Process entry point. Leaves with os._exit: obstore's runtime threads can abort a normal
     interpreter shutdown (see ARCHITECTURE.md, known hazards), and the driver already has every
-    result by then."""
+    result by then. `inherited_fds` are the driver's pipe ends a fork copied into this process."""
+    for descriptor in inherited_fds:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
     code = 0
     asyncio.events._set_running_loop(None)  # forked from inside the driver's running loop
     try:
