@@ -23,3 +23,15 @@ build() {  # build NAME MODULE@VERSION
 }
 
 build minio "github.com/minio/minio@$MINIO_VERSION"
+
+# Peers for `make bench` only (not needed by the tests): rclone from its Go module, and the AWS
+# CLI in its own virtual environment (its botocore pin must not touch s3bulk's).
+if [[ "${1:-}" == "--bench" ]]; then
+  build rclone "github.com/rclone/rclone@v1.71.2"
+  if [[ ! -x "$TOOLS_DIR/awscli/bin/aws" ]]; then
+    echo "installing the AWS CLI into $TOOLS_DIR/awscli (first time only)..." >&2
+    python3 -m uv venv --quiet "$TOOLS_DIR/awscli"
+    python3 -m uv pip install --quiet --python "$TOOLS_DIR/awscli/bin/python" "awscli==1.42.*"
+  fi
+fi
+

@@ -82,6 +82,7 @@ class SyncJob(CopyJob):
             pairs = merge_join(
                 _prefetch(self._entries(self.source, client, is_source=True)),
                 _prefetch(self._entries(self.destination, client, is_source=False)),
+                chunk=ACTIONS_PER_BATCH,
             )
             async for chunk in pairs:
                 batch = self._plan(chunk)

@@ -26,7 +26,8 @@ from s3bulk.engine.worker import EngineOptions, watch_pipe, worker_main
 from s3bulk.journal import Journal
 from s3bulk.report import Failure, Report, WorkerStats
 
-MAX_QUEUED_DESCRIPTORS = 64
+QUEUED_DESCRIPTORS_PER_WORKER = 4  # enough to keep pull-based workers fed, few enough that
+# the driver's memory does not grow with the source (a sync batch carries up to 1,000 actions)
 DEBUG = bool(os.environ.get("S3BULK_DEBUG"))
 
 
@@ -201,7 +202,7 @@ class HybridEngine:
             # A forked child inherits the driver's ends of every pipe made so far, its own
             # included; it must close them, or no worker would ever see EOF if the driver died.
             inherited = (
-                tuple(w.conn.fileno() for w in workers) + (parent_conn.fileno(),)
+                (*(w.conn.fileno() for w in workers), parent_conn.fileno())
                 if context.get_start_method() == "fork"
                 else ()
             )
@@ -232,12 +233,14 @@ class HybridEngine:
             if not driver_stats.is_empty():
                 report.add(driver_stats.take())
 
+        queue_bound = max(8, QUEUED_DESCRIPTORS_PER_WORKER * self.workers)
+
         async def feed() -> None:
             nonlocal source_done
             async for descriptor in descriptors():
                 enqueue(descriptor)
                 dispatch()
-                while len(queue) >= MAX_QUEUED_DESCRIPTORS:  # bounded: wait for workers to drain it
+                while len(queue) >= queue_bound:  # bounded: wait for workers to drain it
                     wake.clear()
                     await wake.wait()
             source_done = True

@@ -152,8 +152,9 @@ class MinioServer(Server):
 
     health_path = "/minio/health/ready"
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+    def __init__(self, data_dir: Path | None = None, public_metrics: bool = False) -> None:
         super().__init__()
+        self.public_metrics = public_metrics  # benchmarks count every tool's requests server-side
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-minio-"))
 
@@ -179,6 +180,8 @@ class MinioServer(Server):
             # competes for the same two cores and disk as the clients being measured
             MINIO_SCANNER_SPEED="slowest",
         )
+        if self.public_metrics:
+            env["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"
         return env
 
     def stop(self) -> None:
