@@ -22,7 +22,9 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: setup
+	scripts/build-tools.sh --bench
 	$(PY) bench/bench_transfers.py --runs 3
+	$(PY) bench/bench_sync.py --runs 3
 
 lint: .venv/.synced
 	.venv/bin/ruff check .

@@ -33,6 +33,8 @@ def test_rm_2500_keys_in_three_requests(minio: Endpoint, aws_env: dict, tmp_path
     summary = lines[-1]["summary"]
     assert summary["objects_done"] == 2500 and summary["objects_failed"] == 0
     assert summary["requests"]["DELETE"] == 3  # 1,000 + 1,000 + 500 keys
+    listed = summary["requests"]["LIST"]
+    assert summary["request_cost_usd"] == round(listed * 0.005 / 1000, 6)  # DELETE is free, LIST is not
     assert len(lines) == 2501 and lines[0]["source"].startswith(f"s3://{bucket}/many/k")
     assert list(bucket_digests(minio, bucket)) == ["manyother.txt"]
 
@@ -108,3 +110,16 @@ def test_mv_keeps_sources_whose_copy_failed(minio: Endpoint, aws_env: dict, tmp_
     broken = run_cli(minio.env, "mv", f"s3://{bucket}/s/", "s3://no-such-bucket-here/x/")
     assert broken.returncode == 1 and "NoSuchBucket" in broken.stderr
     assert bucket_digests(minio, bucket) == {"s/b.txt": sha256(b"b")}
+
+
+def test_max_memory_fits_the_job_or_says_what_it_needs(minio: Endpoint, aws_env: dict, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    source = make_tree(tmp_path / "src", {f"f{i:03d}.txt": b"x" * i for i in range(50)})
+    report = s3bulk.copy(f"{source}/", f"s3://{bucket}/m/", max_memory=128 * 1000**2)
+    assert report.ok and report.objects_done == 50, report.failures
+    assert report.workers == 1  # two interpreters (driver + one worker) is what fits in 128 MB
+
+    too_small = run_cli(minio.env, "cp", "--max-memory", "50MB", f"{source}/", f"s3://{bucket}/n/")
+    assert too_small.returncode == 2
+    assert "--max-memory 47 MiB is below the 81 MiB one worker needs" in too_small.stderr
+    assert bucket_digests(minio, bucket, "n/") == {}

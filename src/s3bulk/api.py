@@ -132,6 +132,7 @@ async def copy_async(
     on_progress: Progress = None,
     on_records: Records = None,
     _command: str = "cp",
+    _extra: dict[str, Any] | None = None,
 ) -> Report:
     """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
 
@@ -148,6 +149,7 @@ async def copy_async(
         "copy_multipart_threshold": copy_multipart_threshold,
         "partitioned_listing": partitioned_listing,
         **_engine_args(workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
+        **(_extra or {}),
     }
     return await execute(
         _command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
@@ -160,46 +162,13 @@ async def move_async(source: str, destination: str, **options: Any) -> Report:
 
 
 async def sync_async(
-    source: str,
-    destination: str,
-    *,
-    mode: str = "mtime",
-    delete: bool = False,
-    include: tuple[str, ...] | list[str] = (),
-    exclude: tuple[str, ...] | list[str] = (),
-    dry_run: bool = False,
-    workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * MiB,
-    max_memory: int | None = None,
-    part_size: int = 8 * MiB,
-    multipart_threshold: int = 64 * MiB,
-    copy_multipart_threshold: int = 5 * 1024**3,
-    max_attempts: int = 6,
-    partitioned_listing: bool | None = None,
-    journal: bool = True,
-    settings: AwsSettings | None = None,
-    on_progress: Progress = None,
-    on_records: Records = None,
+    source: str, destination: str, *, mode: str = "mtime", delete: bool = False, **options: Any
 ) -> Report:
-    """Make `destination` hold what `source` holds (both are prefixes/directories). `mode` is
-    "mtime" (size or newer source), "size" or "checksum"; `delete` removes what the source lacks."""
-    args = {
-        "source": source,
-        "destination": destination,
-        "mode": mode,
-        "delete": delete,
-        "include": list(include),
-        "exclude": list(exclude),
-        "dry_run": dry_run,
-        "part_size": part_size,
-        "multipart_threshold": multipart_threshold,
-        "copy_multipart_threshold": copy_multipart_threshold,
-        "partitioned_listing": partitioned_listing,
-        **_engine_args(workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
-    }
-    return await execute(
-        "sync", args, settings, journal=journal, on_progress=on_progress, on_records=on_records
+    """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
+    what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
+    `delete` removes what the source lacks. Every other option is `copy_async`'s."""
+    return await copy_async(
+        source, destination, _command="sync", _extra={"mode": mode, "delete": delete}, **options
     )
 
 

@@ -19,11 +19,19 @@ from s3bulk.cli.jobrun import (
     run_job,
 )
 from s3bulk.cli.options import (
+    ConcurrencyOption,
     EndpointOption,
+    ExcludeOption,
+    IncludeOption,
+    ListRangesOption,
+    MaxInFlightOption,
+    MultipartThresholdOption,
     NoSignOption,
     NoVerifyOption,
+    PartSizeOption,
     ProfileOption,
     RegionOption,
+    WorkersOption,
     parse_optional_size,
     parse_size,
     parse_switch,
@@ -40,30 +48,20 @@ def make_copy_command(command: str) -> Callable[..., int]:
     def copy_command(
         source: str | None = SourceArgument,
         destination: str | None = DestinationArgument,
-        include: list[str] = typer.Option([], "--include", help="Only keys matching this glob (repeatable)."),
-        exclude: list[str] = typer.Option(
-            [], "--exclude", help="Leave out keys matching this glob (repeatable)."
-        ),
+        include: list[str] = IncludeOption,
+        exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         as_json: bool = JsonOption,
-        workers: int | None = typer.Option(
-            None, "--workers", help="Worker processes (default: one per core)."
-        ),
-        concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per worker."),
-        max_in_flight: str = typer.Option(
-            "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
-        ),
+        workers: int | None = WorkersOption,
+        concurrency: int = ConcurrencyOption,
+        max_in_flight: str = MaxInFlightOption,
         max_memory: str | None = MaxMemoryOption,
-        part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
-        multipart_threshold: str = typer.Option(
-            "64MiB", "--multipart-threshold", help="Use parts above this."
-        ),
+        part_size: str = PartSizeOption,
+        multipart_threshold: str = MultipartThresholdOption,
         copy_multipart_threshold: str = typer.Option(
             "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
         ),
-        list_ranges: str = typer.Option(
-            "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
-        ),
+        list_ranges: str = ListRangesOption,
         resume: str | None = ResumeOption,
         retry_failed: str | None = RetryFailedOption,
         endpoint_url: str | None = EndpointOption,

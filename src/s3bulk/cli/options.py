@@ -59,3 +59,17 @@ def settings_from(
         verify_ssl=not no_verify_ssl,
         anonymous=no_sign_request,
     )
+
+
+IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
+ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
+WorkersOption = typer.Option(None, "--workers", help="Worker processes (default: one per core).")
+ConcurrencyOption = typer.Option(64, "--concurrency", help="Requests in flight per worker.")
+MaxInFlightOption = typer.Option(
+    "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
+)
+PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
+MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
+ListRangesOption = typer.Option(
+    "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+)

@@ -10,10 +10,14 @@ from s3bulk.api import remove_async
 from s3bulk.cli.jobrun import DryRunOption, JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
 from s3bulk.cli.options import (
     EndpointOption,
+    ExcludeOption,
+    IncludeOption,
+    ListRangesOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    WorkersOption,
     parse_switch,
     settings_from,
 )
@@ -23,15 +27,13 @@ def rm_command(
     target: str | None = typer.Argument(
         None, help="s3://bucket/key, s3://bucket/prefix/ or s3://bucket/logs/*.gz", show_default=False
     ),
-    include: list[str] = typer.Option([], "--include", help="Only keys matching this glob (repeatable)."),
-    exclude: list[str] = typer.Option([], "--exclude", help="Keep keys matching this glob (repeatable)."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
-    workers: int | None = typer.Option(None, "--workers", help="Worker processes (default: one per core)."),
+    workers: int | None = WorkersOption,
     concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
-    list_ranges: str = typer.Option(
-        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
-    ),
+    list_ranges: str = ListRangesOption,
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
     endpoint_url: str | None = EndpointOption,
