@@ -46,11 +46,11 @@ def _kill_midway(command: list[str], env: dict[str, str], journals: Path, after:
     assert not alive, "worker processes outlived their killed driver"
 
 
-def test_resume_after_sigkill_finishes_exactly(
-    minio: Endpoint, tmp_path: Path, job_journals: Path
-) -> None:
+def test_resume_after_sigkill_finishes_exactly(minio: Endpoint, tmp_path: Path, job_journals: Path) -> None:
     count = 1500
-    source = make_tree(tmp_path / "src", {f"d{i % 7}/f{i:05d}.txt": f"file {i}\n".encode() for i in range(count)})
+    source = make_tree(
+        tmp_path / "src", {f"d{i % 7}/f{i:05d}.txt": f"file {i}\n".encode() for i in range(count)}
+    )
     bucket = new_bucket(minio)
     env = minio.env
     command = [*S3BULK, "cp", "--workers", "2", "--concurrency", "8", f"{source}/", f"s3://{bucket}/up/"]

@@ -112,7 +112,9 @@ def test_mv_keeps_sources_whose_copy_failed(minio: Endpoint, aws_env: dict, tmp_
     assert bucket_digests(minio, bucket) == {"s/b.txt": sha256(b"b")}
 
 
-def test_max_memory_fits_the_job_or_says_what_it_needs(minio: Endpoint, aws_env: dict, tmp_path: Path) -> None:
+def test_max_memory_fits_the_job_or_says_what_it_needs(
+    minio: Endpoint, aws_env: dict, tmp_path: Path
+) -> None:
     bucket = new_bucket(minio)
     source = make_tree(tmp_path / "src", {f"f{i:03d}.txt": b"x" * i for i in range(50)})
     report = s3bulk.copy(f"{source}/", f"s3://{bucket}/m/", max_memory=128 * 1000**2)
