@@ -86,6 +86,7 @@ class Journal:
         self._done: list[tuple[str, int, int]] = []
         self._failed: list[tuple[str, int, str, int]] = []
         self._descriptors: list[tuple[int, bytes, str]] = []
+        self._retrying: list[int] = []
 
     # ---- opening -----------------------------------------------------------------------------
     @classmethod
@@ -168,6 +169,10 @@ class Journal:
             for key, value in report.to_dict().items()
             if key not in ("failures", "stage_seconds", "requests")
         }
+        if not interrupted:
+            self._db.executemany(
+                "UPDATE failed_descriptors SET retried = 1 WHERE seq = ?", [(seq,) for seq in self._retrying]
+            )
         self._db.execute(
             "UPDATE runs SET ended = ?, status = ?, summary = ? WHERE run = ?",
             (time.time(), status, orjson.dumps(summary).decode(), self.run),
@@ -192,9 +197,10 @@ class Journal:
             after = rows[-1][0]
 
     def take_failed_descriptors(self) -> list[Any]:
-        """Descriptors whose listing failed, marked as retried (a new failure records them again)."""
+        """Descriptors whose listing failed, to run again. They count as retried only once this
+        run ends (a run killed first offers them again; a new failure records them anew)."""
         rows = self._db.execute("SELECT seq, descriptor FROM failed_descriptors WHERE retried = 0").fetchall()
-        self._db.execute("UPDATE failed_descriptors SET retried = 1 WHERE retried = 0")
+        self._retrying = [seq for seq, _ in rows]
         return [pickle.loads(blob) for _, blob in rows]
 
     def counts(self) -> dict[str, int]:
