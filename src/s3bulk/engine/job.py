@@ -33,7 +33,6 @@ class WorkerContext:
     split: Callable[[list[Any]], None] = lambda descriptors: None
     want_split: Callable[[], bool] = lambda: False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    journaling: bool = False  # record item ids for the journal
     done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
 
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:

@@ -204,7 +204,7 @@ async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: 
 async def _run_worker(
     inbox: asyncio.Queue[Any], send: _Sender, job: Job, options: EngineOptions, worker_id: int
 ) -> None:
-    ctx = WorkerContext(worker_id, retry=options.retry, journaling=bool(options.journal_path))
+    ctx = WorkerContext(worker_id, retry=options.retry)
     reader = None
     if options.journal_path and options.skip_done:
         from s3bulk.journal import JournalReader
