@@ -203,10 +203,6 @@ class Journal:
         self._retrying = [seq for seq, _ in rows]
         return [pickle.loads(blob) for _, blob in rows]
 
-    def counts(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT state, count(*) FROM items GROUP BY state").fetchall()
-        return {str(state): int(count) for state, count in rows}
-
 
 class JournalReader:
     """A worker's read-only view: which of these items did an earlier run finish?"""

@@ -20,8 +20,8 @@ from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, S3Error, UsageError
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Failure, WorkerStats
-from s3bulk.sources.listing import KeyRange, SingleObject, iter_range
-from s3bulk.stores.s3xml import xml_safe
+from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
+from s3bulk.stores.s3xml import ObjectInfo, xml_safe
 from s3bulk.stores.signed import SignedClient
 from s3bulk.urls import S3Location, relative_key
 
@@ -162,11 +162,10 @@ async def run_delete_batch(
 ) -> BatchOutcome:
     """Delete a batch and say key by key what happened; never raises for a key's failure."""
 
-    def count_retry(_error: ItemError) -> None:
-        ctx.stats.retries += 1
-
     sizes = dict(batch.keys)
-    failed = {} if dry_run else await delete_keys(client, batch.bucket, list(sizes), ctx.retry, count_retry)
+    failed: dict[str, str] = {}
+    if not dry_run:
+        failed = await delete_keys(client, batch.bucket, list(sizes), ctx.retry, ctx.count_retry)
     url = f"s3://{batch.bucket}/"
     done = [(key, size, url + key) for key, size in batch.keys if key not in failed]
     failures = [
@@ -238,34 +237,30 @@ class RemoveJob:
             yield [descriptor]
             return
         bucket = self.target.bucket
-        found = 0
-        key_range = KeyRange() if isinstance(descriptor, SingleObject) else descriptor
+        if isinstance(descriptor, SingleObject):
+            found = await find_object(self._client, bucket, descriptor.key)
+            yield self._batch([found], ctx)
+            return
         async for objects in iter_range(
             self._client,
             bucket,
             self.prefix,
-            key_range,
-            on_split=ctx.split if self.options.partitioned_listing and not self.single else None,
+            descriptor,
+            on_split=ctx.split if self.options.partitioned_listing else None,
             want_split=ctx.want_split,
         ):
-            keys = [(info.key, info.size) for info in objects if self._wanted(info.key)]
-            found += len(keys)
-            keys = ctx.drop_done(keys, lambda entry: entry[0])
-            ctx.stats.objects_listed += len(keys)
-            ctx.stats.bytes_listed += sum(size for _, size in keys)
-            if keys:
-                yield [DeleteBatch(bucket, tuple(keys))]
-            if self.single:
-                break
-        if self.single and not found:
-            raise ItemError(
-                f"no such object: s3://{bucket}/{self.target.key} (for a prefix, end it with '/')",
-                retryable=False,
-            )
+            batch = self._batch([info for info in objects if self._wanted(info.key)], ctx)
+            if batch:
+                yield batch
+
+    def _batch(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[DeleteBatch]:
+        """One DeleteBatch of the keys an earlier run did not delete yet (empty: none left)."""
+        keys = ctx.drop_done([(info.key, info.size) for info in objects], lambda entry: entry[0])
+        ctx.stats.objects_listed += len(keys)
+        ctx.stats.bytes_listed += sum(size for _, size in keys)
+        return [DeleteBatch(self.target.bucket, tuple(keys))] if keys else []
 
     def _wanted(self, key: str) -> bool:
-        if self.single:
-            return key == self.target.key
         if not self._key_filter.accepts(key):
             return False
         filters = self.options.filters

@@ -60,6 +60,11 @@ class WorkerStats:
         return self == WorkerStats()
 
 
+# What a worker's counts are called in the report; every other number has the same name in both.
+_REPORT_NAME = {"objects_listed": "objects_total", "bytes_listed": "bytes_total"}
+_SUMMED = [name for name, spec in WorkerStats.__dataclass_fields__.items() if spec.type in ("int", "float")]
+
+
 @dataclass
 class Report:
     """The result of a job, returned by the Python API and printed by the CLI."""
@@ -105,17 +110,9 @@ class Report:
         return self.bytes_done * 8 / 1e9 / self.wall_seconds if self.wall_seconds else 0.0
 
     def add(self, delta: WorkerStats) -> None:
-        self.objects_total += delta.objects_listed
-        self.bytes_total += delta.bytes_listed
-        self.objects_done += delta.objects_done
-        self.bytes_done += delta.bytes_done
-        self.objects_failed += delta.objects_failed
-        self.objects_skipped += delta.objects_skipped
-        self.objects_already_done += delta.objects_already_done
-        self.objects_unchanged += delta.objects_unchanged
-        self.objects_deleted += delta.objects_deleted
-        self.retries += delta.retries
-        self.cpu_seconds += delta.cpu_seconds
+        for name in _SUMMED:
+            mine = _REPORT_NAME.get(name, name)
+            setattr(self, mine, getattr(self, mine) + getattr(delta, name))
         for kind, count in delta.requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + count
         for stage, seconds in delta.stage_seconds.items():

@@ -28,8 +28,8 @@ from s3bulk.urls import S3Location, parse_location, parse_s3
 Mode = Literal["run", "resume", "retry-failed"]
 MiB = 1024**2
 
-# What one worker process and the driver cost before any object data moves (PSS, measured with
-# bench/bench_memory.py on this project's reference machine; see bench/RESULTS.md).
+# What the driver and one worker process cost before any object data moves: together they peak
+# at 78-79 MiB (sum of PSS) on a server-side copy (bench/RESULTS.md, the Lambda case).
 DRIVER_BASE_BYTES = 40 * MiB
 WORKER_BASE_BYTES = 40 * MiB
 
@@ -70,10 +70,6 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         "verify_ssl": settings.verify_ssl,
         "anonymous": settings.anonymous,
     }
-
-
-def settings_from_spec(spec: dict[str, Any]) -> AwsSettings:
-    return AwsSettings.from_env(**spec)
 
 
 def _listing(args: dict[str, Any], settings: AwsSettings) -> bool:
@@ -218,7 +214,7 @@ async def continue_job(
         raise UsageError(f"job {job_id} is a '{command}' job: run s3bulk {command} {flag} {job_id}")
     spec = journal.spec
     args = dict(spec["args"]) | {k: v for k, v in (overrides or {}).items() if v is not None}
-    settings = settings_from_spec(spec["settings"])
+    settings = AwsSettings.from_env(**spec["settings"])
     return await execute(
         command, args, settings, journal=journal, mode=mode, on_progress=on_progress, on_records=on_records
     )

@@ -27,6 +27,7 @@ from s3bulk.transfers import PART_SUFFIX, CopyJob, TransferItem
 from s3bulk.urls import LocalLocation, Location, S3Location, local_target
 
 ACTIONS_PER_BATCH = 1000
+LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
 DELETE_PREFIX = "delete:"
 
 
@@ -66,7 +67,6 @@ def as_directory(location: Location) -> Location:
 class SyncJob(CopyJob):
     mode: SyncMode = "mtime"
     delete: bool = False
-    concurrency_listing: int = 16
 
     def __post_init__(self) -> None:
         self.source = as_directory(self.source)
@@ -76,7 +76,7 @@ class SyncJob(CopyJob):
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        client = SignedClient(self.settings, max_connections=self.concurrency_listing * 2)
+        client = SignedClient(self.settings, max_connections=LISTING_CONCURRENCY * 2)
         client.requests = stats.requests
         try:
             pairs = merge_join(
@@ -107,7 +107,7 @@ class SyncJob(CopyJob):
                     continue
                 if entry.problem:
                     if is_source:  # reported as skipped; a destination oddity is left alone
-                        page.append(Entry(entry.relative, -1, 0.0, entry.problem, ""))
+                        page.append(Entry(entry.relative, 0, 0.0, "", "", entry.problem))
                     continue
                 page.append(
                     Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
@@ -122,7 +122,7 @@ class SyncJob(CopyJob):
         prefix = location.key
         skip_markers = self._local_side  # "dir/" marker objects have no file counterpart
         if self.options.partitioned_listing:
-            pages = list_prefix(client, location.bucket, prefix, concurrency=self.concurrency_listing)
+            pages = list_prefix(client, location.bucket, prefix, concurrency=LISTING_CONCURRENCY)
         else:
             pages = (page.objects async for page in list_sequential(client, location.bucket, prefix))
         async for objects in pages:
@@ -147,10 +147,9 @@ class SyncJob(CopyJob):
                 if self.delete:
                     deletes.append((destination.name, destination.size))
                 continue
-            if source.size < 0:  # a local source entry that cannot be uploaded (symlink, ...)
-                problems.append(
-                    Failure(os.path.join(str(self.source), source.relative), "", source.etag, skipped=True)
-                )
+            if source.problem:
+                path = os.path.join(str(self.source), source.relative)
+                problems.append(Failure(path, "", source.problem, skipped=True))
                 continue
             decision = decide(source, destination, self.mode, self._local_side)
             if decision == "same":
@@ -213,12 +212,8 @@ class SyncJob(CopyJob):
                 stats.objects_failed += 1
         items = ctx.drop_done(list(descriptor.items), self.item_id)
         for item in items:
-            if isinstance(item, DeleteBatch):
-                stats.objects_listed += len(item.keys)
-            elif isinstance(item, LocalDelete):
-                stats.objects_listed += 1
-            else:
-                stats.objects_listed += 1
+            stats.objects_listed += len(item.keys) if isinstance(item, DeleteBatch) else 1
+            if not isinstance(item, DeleteBatch | LocalDelete):
                 stats.bytes_listed += self._transfer_of(item).size
         yield items
 

@@ -23,7 +23,7 @@ from s3bulk.errors import ItemError, UsageError
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
-from s3bulk.sources.listing import KeyRange, SingleObject, iter_range
+from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk.sources.local import walk
 from s3bulk.stores.objects import obstore_can_address, s3_store
 from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
@@ -168,11 +168,7 @@ class CopyJob:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
         self._client.requests = ctx.stats.requests
         if self.options.delete_source and isinstance(self.source, S3Location):
-
-            def count_retry(_error: ItemError) -> None:
-                ctx.stats.retries += 1
-
-            self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, count_retry)
+            self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, ctx.count_retry)
 
     async def close(self, ctx: WorkerContext) -> None:
         if self._client is not None:
@@ -230,15 +226,8 @@ class CopyJob:
             yield self._map_objects(list(descriptor.objects), ctx)
             return
         if isinstance(descriptor, SingleObject):
-            page = await self._client.list_objects_v2(self.source.bucket, descriptor.key, max_keys=1)
-            found = [info for info in page.objects if info.key == descriptor.key]
-            if not found:
-                raise ItemError(
-                    f"no such object: s3://{self.source.bucket}/{descriptor.key} "
-                    "(to copy everything under a prefix, end the URL with '/')",
-                    retryable=False,
-                )
-            yield self._map_objects(found, ctx)
+            found = await find_object(self._client, self.source.bucket, descriptor.key)
+            yield self._map_objects([found], ctx)
             return
         async for objects in iter_range(
             self._client,

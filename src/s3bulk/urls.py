@@ -7,6 +7,7 @@ key to a local file is where hostile keys are stopped: nothing may land outside 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -115,10 +116,15 @@ def safe_relative_path(relative_key: str) -> PurePosixPath:
 def local_target(root: Path, relative_key: str) -> Path:
     """Join a key under a destination directory, refusing anything that would land outside it."""
     target = root.joinpath(*safe_relative_path(relative_key).parts)
-    resolved_root = root.resolve()
-    if not target.resolve().is_relative_to(resolved_root):  # a symlinked directory in the way
+    if not target.resolve().is_relative_to(_resolved(root)):  # a symlinked directory in the way
         raise ValueError("key resolves outside the destination directory")
     return target
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(root: Path) -> Path:
+    """A destination root resolves the same for the whole job: resolve it once, not per object."""
+    return root.resolve()
 
 
 def relative_key(key: str, prefix: str) -> str:

@@ -35,6 +35,10 @@ class WorkerContext:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
 
+    def count_retry(self, _error: Exception) -> None:
+        """The `on_retry` hook for `with_retries`: every retry shows in the report."""
+        self.stats.retries += 1
+
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
         """Leave out items an earlier run of this job finished (resume), counting them."""
         if not items:

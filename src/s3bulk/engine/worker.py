@@ -83,9 +83,6 @@ class WorkerRuntime:
         stats = self.ctx.stats
         policy = self.options.retry
 
-        def count_retry(_error: ItemError) -> None:
-            stats.retries += 1
-
         while (entry := await self.items.get()) is not None:
             descriptor_id, item = entry
             start = time.perf_counter()
@@ -94,7 +91,7 @@ class WorkerRuntime:
             stats.stage_seconds["wait"] += acquired - start
             try:
                 result = await with_retries(
-                    lambda item=item: self.job.run(item, self.ctx), policy, on_retry=count_retry
+                    lambda item=item: self.job.run(item, self.ctx), policy, on_retry=self.ctx.count_retry
                 )
                 if isinstance(result, BatchOutcome):
                     self._count_batch(result)

@@ -37,6 +37,7 @@ class Entry(NamedTuple):
     mtime: float  # seconds since the epoch
     etag: str  # "" for local files
     name: str  # the full key or local path
+    problem: str = ""  # a local source entry that cannot be uploaded (symlink, unreadable, ...)
 
 
 class ListingOrderError(S3BulkError):

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from s3bulk.errors import ItemError
 from s3bulk.stores.s3xml import ListPage, ObjectInfo
 from s3bulk.stores.signed import SignedClient
 
@@ -69,6 +70,18 @@ class SingleObject:
 
     def __str__(self) -> str:
         return self.key
+
+
+async def find_object(client: SignedClient, bucket: str, key: str) -> ObjectInfo:
+    """One object's listing entry (size, time, ETag) from a MaxKeys=1 listing, which costs what a
+    HEAD costs and needs no other permission than the listing does. ItemError if it is absent."""
+    page = await client.list_objects_v2(bucket, key, max_keys=1)
+    if page.objects and page.objects[0].key == key:
+        return page.objects[0]
+    raise ItemError(
+        f"no such object: s3://{bucket}/{key} (for everything under a prefix, end the URL with '/')",
+        retryable=False,
+    )
 
 
 SplitHook = Callable[[list[KeyRange]], None]
