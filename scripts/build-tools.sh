@@ -11,18 +11,24 @@ TOOLS_DIR="${S3BULK_TOOLS_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.tools}"
 BIN_DIR="$TOOLS_DIR/bin"
 mkdir -p "$BIN_DIR"
 
-build() {  # build NAME MODULE@VERSION
+build() {  # build NAME MODULE/PACKAGE@VERSION (the binary is renamed NAME if go names it otherwise)
   local name=$1 module=$2
   local stamp="$BIN_DIR/.$name.version"
   if [[ -x "$BIN_DIR/$name" && -f "$stamp" && "$(cat "$stamp")" == "$module" ]]; then
     return 0
   fi
   echo "building $name from $module (first time only)..." >&2
+  local package=${module%@*}
+  local built=${package##*/}
   GOBIN="$BIN_DIR" GOFLAGS="-trimpath" CGO_ENABLED=0 go install "$module"
+  [[ "$built" == "$name" ]] || mv -f "$BIN_DIR/$built" "$BIN_DIR/$name"
   echo "$module" > "$stamp"
 }
 
 build minio "github.com/minio/minio@$MINIO_VERSION"
+# toxiproxy puts real latency, resets and bandwidth caps between s3bulk and MinIO (`bench --rtt`,
+# the fault tests): this kernel has no sch_netem, so tc netem is not available everywhere.
+build toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0"
 
 # Peers for `make bench` only (not needed by the tests): rclone from its Go module, and the AWS
 # CLI in its own virtual environment (its botocore pin must not touch s3bulk's).

@@ -96,6 +96,7 @@ Records = Callable[[list[dict[str, Any]]], None] | None
 
 
 def _engine_args(
+    engine: str,
     workers: int | None,
     concurrency: int,
     max_in_flight_bytes: int,
@@ -103,6 +104,7 @@ def _engine_args(
     max_attempts: int,
 ) -> dict[str, Any]:
     return {
+        "engine": engine,
         "workers": workers,
         "concurrency": concurrency,
         "max_in_flight_bytes": max_in_flight_bytes,
@@ -118,6 +120,7 @@ async def copy_async(
     include: tuple[str, ...] | list[str] = (),
     exclude: tuple[str, ...] | list[str] = (),
     dry_run: bool = False,
+    engine: str = "hybrid",
     workers: int | None = None,
     concurrency: int = 64,
     max_in_flight_bytes: int = 16 * MiB,
@@ -137,7 +140,8 @@ async def copy_async(
     """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
 
     A trailing '/' on the source means everything under that prefix or directory. The job is
-    journaled (see `resume_async`) unless `journal` is False or it is a dry run."""
+    journaled (see `resume_async`) unless `journal` is False or it is a dry run. `engine` is one
+    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto); see engine/strategies.py."""
     args = {
         "source": source,
         "destination": destination,
@@ -148,7 +152,7 @@ async def copy_async(
         "multipart_threshold": multipart_threshold,
         "copy_multipart_threshold": copy_multipart_threshold,
         "partitioned_listing": partitioned_listing,
-        **_engine_args(workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
+        **_engine_args(engine, workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
         **(_extra or {}),
     }
     return await execute(
@@ -178,6 +182,7 @@ async def remove_async(
     include: tuple[str, ...] | list[str] = (),
     exclude: tuple[str, ...] | list[str] = (),
     dry_run: bool = False,
+    engine: str = "hybrid",
     workers: int | None = None,
     concurrency: int = 16,
     max_attempts: int = 6,
@@ -195,7 +200,7 @@ async def remove_async(
         "exclude": list(exclude),
         "dry_run": dry_run,
         "partitioned_listing": partitioned_listing,
-        **_engine_args(workers, concurrency, 0, None, max_attempts),
+        **_engine_args(engine, workers, concurrency, 0, None, max_attempts),
     }
     return await execute(
         "rm", args, settings, journal=journal, on_progress=on_progress, on_records=on_records

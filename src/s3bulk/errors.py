@@ -43,6 +43,8 @@ class UsageError(S3BulkError):
 class ItemError(S3BulkError):
     """One object failed; `retryable` says whether trying again may help."""
 
+    throttled = False  # the service asked us to slow down (adaptive concurrency backs off)
+
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -65,9 +67,14 @@ class S3Error(ItemError):
         }
     )
 
+    THROTTLE_CODES = frozenset(
+        {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable"}
+    )
+
     def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
         self.status = status
         self.code = code
+        self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
         hint = _HINTS.get(code, "")
         text = f"{what}: " if what else ""

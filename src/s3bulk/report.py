@@ -34,6 +34,8 @@ class WorkerStats:
     objects_unchanged: int = 0  # sync: already identical at the destination
     objects_deleted: int = 0  # sync --delete, mv sources
     retries: int = 0
+    throttles: int = 0  # retries the service caused by saying "slow down" (429, 503 SlowDown)
+    concurrency: int = 0  # change in this worker's in-flight limit (the report sums them)
     cpu_seconds: float = 0.0
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -85,9 +87,13 @@ class Report:
     objects_unchanged: int = 0
     objects_deleted: int = 0
     retries: int = 0
+    throttles: int = 0
+    concurrency: int = 0  # requests allowed in flight across all workers, now
+    concurrency_peak: int = 0
     job_id: str = ""
     wall_seconds: float = 0.0
-    cpu_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # every process of the job
+    driver_cpu: dict[str, float] = field(default_factory=dict)  # the main process's, by activity
     requests: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
@@ -118,6 +124,7 @@ class Report:
         for stage, seconds in delta.stage_seconds.items():
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
         self.failures.extend(delta.failures)
+        self.concurrency_peak = max(self.concurrency_peak, self.concurrency)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -8,15 +8,17 @@ from the environment like any other run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from s3bulk.config import AwsSettings
-from s3bulk.engine.hybrid import HybridEngine, default_workers
+from s3bulk.engine.driver import Engine
 from s3bulk.engine.job import Job
 from s3bulk.engine.retry import RetryPolicy
+from s3bulk.engine.strategies import DEFAULT_ENGINE, Strategy, choose, cores
 from s3bulk.engine.worker import EngineOptions
 from s3bulk.errors import UsageError
 from s3bulk.journal import Journal
@@ -49,7 +51,7 @@ def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int) 
             f"--max-memory {max_memory // MiB} MiB is below the {floor // MiB} MiB one worker needs: "
             "raise it (the interpreter and its clients need that much before any data moves)"
         )
-    wanted = workers or default_workers()
+    wanted = workers or cores()
     usable = max_memory - DRIVER_BASE_BYTES
     fitting = max(1, min(wanted, usable // (WORKER_BASE_BYTES + 4 * MiB)))
     if workers and fitting < workers:
@@ -134,21 +136,16 @@ async def execute(
     settings = settings or AwsSettings.from_env()
     settings.credentials()  # fail fast, before any process starts, when there are none
     job = build_job(command, args, settings)
-    workers = args.get("workers")
-    in_flight = args.get("max_in_flight_bytes", 16 * MiB)
-    if args.get("max_memory"):
-        plan = plan_memory(int(args["max_memory"]), workers, in_flight)
-        workers, in_flight = plan.workers, plan.max_in_flight_bytes
+    strategy, in_flight = _strategy(args)
     handle: Journal | None = None
     if isinstance(journal, Journal):
         handle = journal
     elif journal and not args.get("dry_run"):
         spec_args = {name: _absolute(value) if name in LOCATIONS else value for name, value in args.items()}
         handle = Journal.create(command, {"args": spec_args, "settings": settings_spec(settings)})
-    engine = HybridEngine(
-        workers,
+    engine = Engine(
+        strategy,
         EngineOptions(
-            concurrency=args["concurrency"],
             max_in_flight_bytes=in_flight,
             retry=RetryPolicy(max_attempts=args.get("max_attempts", 6)),
             record_items=on_records is not None,
@@ -179,6 +176,20 @@ async def execute(
 
 
 LOCATIONS = ("source", "destination")
+
+
+def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
+    """The engine's strategy and per-worker byte budget, fitted under --max-memory if given:
+    worker processes are cut first; threads cost little, so for them only the budget shrinks."""
+    strategy = choose(args.get("engine") or DEFAULT_ENGINE, args.get("workers"), args["concurrency"])
+    in_flight = args.get("max_in_flight_bytes", 16 * MiB)
+    if args.get("max_memory"):
+        asked = 1 if strategy.in_process else args.get("workers")
+        plan = plan_memory(int(args["max_memory"]), asked, in_flight)
+        in_flight = plan.max_in_flight_bytes
+        if not strategy.in_process:
+            strategy = dataclasses.replace(strategy, workers=min(strategy.workers, plan.workers))
+    return strategy, in_flight
 
 
 def _absolute(location: str) -> str:

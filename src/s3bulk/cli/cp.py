@@ -21,6 +21,7 @@ from s3bulk.cli.jobrun import (
 from s3bulk.cli.options import (
     ConcurrencyOption,
     EndpointOption,
+    EngineOption,
     ExcludeOption,
     IncludeOption,
     ListRangesOption,
@@ -37,6 +38,7 @@ from s3bulk.cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk.engine.strategies import DEFAULT_ENGINE
 
 SourceArgument = typer.Argument(
     None, help="s3://bucket/key, s3://bucket/prefix/, a file or a directory.", show_default=False
@@ -52,6 +54,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         as_json: bool = JsonOption,
+        engine: str | None = EngineOption,
         workers: int | None = WorkersOption,
         concurrency: int = ConcurrencyOption,
         max_in_flight: str = MaxInFlightOption,
@@ -76,7 +79,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
             resume,
             retry_failed,
             [source, destination],
-            {"workers": workers, "max_memory": memory},
+            {"engine": engine, "workers": workers, "max_memory": memory},
         )
         if start is None:
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
@@ -89,6 +92,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     include=include,
                     exclude=exclude,
                     dry_run=dry_run,
+                    engine=engine or DEFAULT_ENGINE,
                     workers=workers,
                     concurrency=concurrency,
                     max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),

@@ -63,8 +63,19 @@ def settings_from(
 
 IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
 ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
-WorkersOption = typer.Option(None, "--workers", help="Worker processes (default: one per core).")
-ConcurrencyOption = typer.Option(64, "--concurrency", help="Requests in flight per worker.")
+EngineOption = typer.Option(
+    None,
+    "--engine",
+    help="serial, threads, async, processes, hybrid (the default: processes x asyncio) or auto "
+    "(hybrid with an adaptive in-flight limit).",
+    show_default=False,
+)
+WorkersOption = typer.Option(
+    None, "--workers", help="Worker processes, or threads for --engine threads (default: per core)."
+)
+ConcurrencyOption = typer.Option(
+    64, "--concurrency", help="Requests in flight per worker (async, hybrid; auto: a quarter of its ceiling)."
+)
 MaxInFlightOption = typer.Option(
     "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
 )

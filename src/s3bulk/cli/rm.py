@@ -10,6 +10,7 @@ from s3bulk.api import remove_async
 from s3bulk.cli.jobrun import DryRunOption, JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
 from s3bulk.cli.options import (
     EndpointOption,
+    EngineOption,
     ExcludeOption,
     IncludeOption,
     ListRangesOption,
@@ -21,6 +22,7 @@ from s3bulk.cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk.engine.strategies import DEFAULT_ENGINE
 
 
 def rm_command(
@@ -31,6 +33,7 @@ def rm_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
+    engine: str | None = EngineOption,
     workers: int | None = WorkersOption,
     concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
     list_ranges: str = ListRangesOption,
@@ -43,7 +46,7 @@ def rm_command(
     no_sign_request: bool = NoSignOption,
 ) -> int:
     """Delete objects, 1,000 keys per request, several requests in flight."""
-    start = continuation("rm", resume, retry_failed, [target], {"workers": workers})
+    start = continuation("rm", resume, retry_failed, [target], {"engine": engine, "workers": workers})
     if start is None:
         settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
         assert target is not None
@@ -54,6 +57,7 @@ def rm_command(
                 include=include,
                 exclude=exclude,
                 dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
                 workers=workers,
                 concurrency=concurrency,
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),

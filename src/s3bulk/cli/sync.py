@@ -20,6 +20,7 @@ from s3bulk.cli.jobrun import (
 from s3bulk.cli.options import (
     ConcurrencyOption,
     EndpointOption,
+    EngineOption,
     ExcludeOption,
     IncludeOption,
     ListRangesOption,
@@ -36,6 +37,7 @@ from s3bulk.cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk.engine.strategies import DEFAULT_ENGINE
 from s3bulk.errors import UsageError
 
 
@@ -51,6 +53,7 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
+    engine: str | None = EngineOption,
     workers: int | None = WorkersOption,
     concurrency: int = ConcurrencyOption,
     max_in_flight: str = MaxInFlightOption,
@@ -71,7 +74,11 @@ def sync_command(
         raise UsageError("--size-only and --checksum exclude each other: pick one")
     memory = parse_optional_size(max_memory, "--max-memory")
     start = continuation(
-        "sync", resume, retry_failed, [source, destination], {"workers": workers, "max_memory": memory}
+        "sync",
+        resume,
+        retry_failed,
+        [source, destination],
+        {"engine": engine, "workers": workers, "max_memory": memory},
     )
     if start is None:
         settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
@@ -86,6 +93,7 @@ def sync_command(
                 include=include,
                 exclude=exclude,
                 dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
                 workers=workers,
                 concurrency=concurrency,
                 max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),

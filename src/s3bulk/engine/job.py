@@ -34,10 +34,15 @@ class WorkerContext:
     want_split: Callable[[], bool] = lambda: False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
+    on_throttle: Callable[[], None] = lambda: None  # the adaptive in-flight limit backs off
 
-    def count_retry(self, _error: Exception) -> None:
-        """The `on_retry` hook for `with_retries`: every retry shows in the report."""
+    def count_retry(self, error: Exception) -> None:
+        """The `on_retry` hook for `with_retries`: every retry shows in the report, and a service
+        that says "slow down" gets fewer requests at once."""
         self.stats.retries += 1
+        if getattr(error, "throttled", False):
+            self.stats.throttles += 1
+            self.on_throttle()
 
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
         """Leave out items an earlier run of this job finished (resume), counting them."""

@@ -1,8 +1,10 @@
-"""One worker process: an asyncio loop (uvloop) running a job's items with bounded concurrency.
+"""One worker: an asyncio loop (uvloop) running a job's items with bounded concurrency.
 
-Pull-based and bounded everywhere: the worker asks the driver for descriptors only when it can
-take more, a descriptor's items flow through a queue of fixed size, and a fixed number of
-consumers run them. Memory therefore depends on the in-flight limit, never on the object count.
+A worker is a process (processes, hybrid, auto engines) or a thread of the main process (serial,
+threads, async engines); both speak the same pipe protocol to the driver. Pull-based and bounded
+everywhere: the worker asks the driver for descriptors only when it can take more, a
+descriptor's items flow through a queue of fixed size, and a fixed number of consumers run them.
+Memory therefore depends on the in-flight limit, never on the object count.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pickle
 import queue
 import resource
 import sys
 import threading
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from s3bulk.engine.adaptive import AdaptiveLimit
 from s3bulk.engine.budget import ByteBudget
 from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
@@ -31,7 +36,9 @@ DESCRIPTOR_PREFETCH = 2
 
 @dataclass(frozen=True)
 class EngineOptions:
-    concurrency: int = 64
+    concurrency: int = 64  # requests in flight per worker (with `adaptive`, the ceiling)
+    adaptive: bool = False  # find the in-flight limit by AIMD (engine "auto")
+    in_process: bool = False  # workers are threads of the driver's process
     max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     record_items: bool = False  # send one record per item (for --json output)
@@ -52,12 +59,27 @@ class WorkerRuntime:
         self.expanded: set[int] = set()  # descriptors whose expansion is complete
         self.split_allowed = False
         self.budget = ByteBudget(options.max_in_flight_bytes)
+        self.limit: AdaptiveLimit | None = None
+        if options.adaptive:
+            self.limit = AdaptiveLimit(options.concurrency, on_change=self._limit_changed)
+            ctx.on_throttle = self.limit.throttled
+        ctx.stats.concurrency += self.limit.limit if self.limit else options.concurrency
+
+    def _limit_changed(self, old: int, new: int) -> None:
+        self.ctx.stats.concurrency += new - old
 
     async def expand(self, descriptor_id: int, descriptor: Any) -> None:
         stats = self.ctx.stats
         self.open_items[descriptor_id] = 0
         try:
-            async for batch in self.job.expand(descriptor, self.ctx):
+            batches = aiter(self.job.expand(descriptor, self.ctx))
+            while True:
+                asked = time.perf_counter()
+                try:
+                    batch = await anext(batches)
+                except StopAsyncIteration:
+                    break
+                stats.stage_seconds["list"] += time.perf_counter() - asked
                 for item in batch:
                     self.open_items[descriptor_id] += 1
                     start = time.perf_counter()
@@ -87,8 +109,11 @@ class WorkerRuntime:
             descriptor_id, item = entry
             start = time.perf_counter()
             held = await self.budget.acquire(self.job.cost(item))
+            if self.limit is not None:
+                await self.limit.acquire()
             acquired = time.perf_counter()
             stats.stage_seconds["wait"] += acquired - start
+            moved = 0
             try:
                 result = await with_retries(
                     lambda item=item: self.job.run(item, self.ctx), policy, on_retry=self.ctx.count_retry
@@ -96,6 +121,7 @@ class WorkerRuntime:
                 if isinstance(result, BatchOutcome):
                     self._count_batch(result)
                 else:
+                    moved = result
                     self._count_done(item, result)
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
                 source, destination, size = self.job.describe(item)
@@ -105,6 +131,8 @@ class WorkerRuntime:
                 stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
             finally:
                 await self.budget.release(held)
+                if self.limit is not None:
+                    await self.limit.release(time.perf_counter() - acquired, moved)
             stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
@@ -245,7 +273,8 @@ async def _run_worker(
     await job.close(ctx)
     if reader is not None:
         reader.close()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # a thread worker counts its own thread; the driver counts the rest of the shared process
+    usage = resource.getrusage(resource.RUSAGE_THREAD if options.in_process else resource.RUSAGE_SELF)
     ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()
     send(("done",))
@@ -263,12 +292,7 @@ def worker_main(
     code = 0
     asyncio.events._set_running_loop(None)  # forked from inside the driver's running loop
     try:
-        try:
-            import uvloop
-
-            uvloop.run(_serve(conn, job, options, worker_id))
-        except ImportError:
-            asyncio.run(_serve(conn, job, options, worker_id))
+        run_loop(_serve(conn, job, options, worker_id))
     except BaseException as exc:
         code = 1
         with contextlib.suppress(Exception):
@@ -279,3 +303,27 @@ def worker_main(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` in a fresh event loop of this thread: uvloop where it is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
+
+
+def thread_main(conn: Connection, pickled_job: bytes, options: EngineOptions, worker_id: int) -> None:
+    """Thread entry point. The job arrives pickled, as it would to a process, so each thread
+    builds its own clients and shares no state with the others."""
+    try:
+        run_loop(_serve(conn, pickle.loads(pickled_job), options, worker_id))
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            conn.send(("crash", f"{type(exc).__name__}: {exc}"))
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()

@@ -1,18 +1,17 @@
-"""The hybrid engine: one process per core, each an asyncio loop with its own clients.
+"""The driver: runs a job on a pool of workers (processes or threads) and merges what they report.
 
-Processes give every core its own interpreter (payload building, signing and parsing are CPU work
-under a GIL); asyncio in each gives many requests in flight per process without a thread each.
 The driver never touches object data: it hands out descriptors on request (pull-based, so a fast
 worker simply asks more often), takes split ranges back from workers that found big ones, and
-merges progress. Workers are forked only from a single-threaded parent, never from one whose native
-runtime threads (obstore's Tokio) would not survive the fork; otherwise a forkserver starts them.
+merges progress into the report and the journal. Which workers, how many and how many requests
+each keeps in flight is the strategy (`strategies.py`); this loop is the same for all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import multiprocessing
+import contextlib
+import dataclasses
 import os
 import resource
 import sys
@@ -22,7 +21,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from s3bulk.engine.job import Job
-from s3bulk.engine.worker import EngineOptions, watch_pipe, worker_main
+from s3bulk.engine.launch import ProcessLauncher, ThreadLauncher, WorkerHandle
+from s3bulk.engine.strategies import Strategy, choose
+from s3bulk.engine.worker import EngineOptions, watch_pipe
 from s3bulk.journal import Journal
 from s3bulk.report import Failure, Report, WorkerStats
 
@@ -31,32 +32,25 @@ QUEUED_DESCRIPTORS_PER_WORKER = 4  # enough to keep pull-based workers fed, few 
 DEBUG = bool(os.environ.get("S3BULK_DEBUG"))
 
 
-def _single_threaded() -> bool:
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
+class DriverClock:
+    """CPU seconds of the driver's thread by activity, so the report can say where the main
+    process spent its time (merging results, the journal, the display; the rest is listing,
+    planning and the event loop itself)."""
 
+    def __init__(self) -> None:
+        self.seconds: collections.Counter[str] = collections.Counter()
 
-def _context() -> multiprocessing.context.BaseContext:
-    """fork when this process has one OS thread (then nothing can be lost in the fork, and workers
-    inherit imports for free); otherwise a forkserver, whose clean process forks the workers."""
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and _single_threaded():
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["s3bulk.engine.worker", "s3bulk.transfers"])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    @contextlib.contextmanager
+    def measure(self, activity: str) -> Iterator[None]:
+        start = time.thread_time()
+        try:
+            yield
+        finally:
+            self.seconds[activity] += time.thread_time() - start
 
 
 class _Worker:
-    def __init__(self, index: int, conn: Connection, process: multiprocessing.process.BaseProcess) -> None:
+    def __init__(self, index: int, conn: Connection, process: WorkerHandle) -> None:
         self.index = index
         self.conn = conn
         self.process = process
@@ -65,12 +59,22 @@ class _Worker:
         self.done = False
 
 
-class HybridEngine:
-    name = "hybrid"
+class Engine:
+    """Runs jobs with one strategy; `Engine("hybrid")` is the default."""
 
-    def __init__(self, workers: int | None = None, options: EngineOptions | None = None) -> None:
-        self.workers = workers or default_workers()
-        self.options = options or EngineOptions()
+    def __init__(self, strategy: Strategy | str = "hybrid", options: EngineOptions | None = None) -> None:
+        options = options or EngineOptions()
+        if isinstance(strategy, str):
+            strategy = choose(strategy, None, options.concurrency)
+        self.strategy = strategy
+        self.name = strategy.name
+        self.workers = strategy.workers
+        self.options = dataclasses.replace(
+            options,
+            concurrency=strategy.concurrency,
+            adaptive=strategy.adaptive,
+            in_process=strategy.in_process,
+        )
 
     async def run(
         self,
@@ -85,8 +89,9 @@ class HybridEngine:
         the journal's failed descriptors are run, instead of the job's whole source."""
         started = time.perf_counter()
         cpu_before = _cpu_seconds()
+        clock = DriverClock()
         loop = asyncio.get_running_loop()
-        context = _context()
+        launcher = ThreadLauncher() if self.strategy.in_process else ProcessLauncher()
         queue: collections.deque[tuple[int, Any]] = collections.deque()
         next_id = 0
         outstanding = 0  # descriptors handed out or queued, not yet finished
@@ -167,7 +172,8 @@ class HybridEngine:
                 delta: WorkerStats = message[1]
                 report.add(delta)
                 if journal is not None:
-                    journal.record(delta)
+                    with clock.measure("journal"):
+                        journal.record(delta)
                 if delta.records and on_records is not None:
                     on_records(delta.records)
             elif kind == "want":
@@ -189,8 +195,9 @@ class HybridEngine:
         def reader(worker: _Worker) -> Callable[[], None]:
             def on_readable() -> None:
                 try:
-                    while not worker.done and worker.conn.poll():
-                        handle(worker, worker.conn.recv())
+                    with clock.measure("merge"):
+                        while not worker.done and worker.conn.poll():
+                            handle(worker, worker.conn.recv())
                 except (EOFError, OSError) as exc:
                     lost(worker, type(exc).__name__)
 
@@ -198,19 +205,9 @@ class HybridEngine:
 
         finished_workers = asyncio.Event()
         for index in range(self.workers):
-            parent_conn, child_conn = context.Pipe(duplex=True)
-            # A forked child inherits the driver's ends of every pipe made so far, its own
-            # included; it must close them, or no worker would ever see EOF if the driver died.
-            inherited = (
-                (*(w.conn.fileno() for w in workers), parent_conn.fileno())
-                if context.get_start_method() == "fork"
-                else ()
-            )
-            process = context.Process(
-                target=worker_main, args=(child_conn, job, self.options, index, inherited), daemon=True
-            )
-            process.start()
-            child_conn.close()
+            parent_conn, child_conn = launcher.pipe()
+            driver_fds = (*(w.conn.fileno() for w in workers), parent_conn.fileno())
+            process = launcher.start(index, child_conn, job, self.options, driver_fds)
             worker = _Worker(index, parent_conn, process)
             workers.append(worker)
             watch_pipe(loop, parent_conn, reader(worker))
@@ -253,10 +250,12 @@ class HybridEngine:
                 for _ in range(10):
                     merge_driver_stats()
                     if journal is not None:
-                        journal.flush()
+                        with clock.measure("journal"):
+                            journal.flush()
                     if on_progress is not None:
                         report.wall_seconds = time.perf_counter() - started
-                        on_progress(report)
+                        with clock.measure("display"):
+                            on_progress(report)
                     await asyncio.sleep(0.1)
                 if DEBUG:
                     states = [(w.index, w.done, w.credit, len(w.assigned)) for w in workers]
@@ -289,21 +288,34 @@ class HybridEngine:
                 if not worker.done:
                     loop.remove_reader(worker.conn.fileno())
                     worker.process.terminate()
+                worker.conn.close()  # a thread worker sees EOF and stops
+            for worker in workers:
                 worker.process.join(timeout=10)
-                worker.conn.close()
         merge_driver_stats()
         if journal is not None:
-            journal.flush()
+            with clock.measure("journal"):
+                journal.flush()
         for crash in crashes:  # a crash fails the job even if others redid the work: say so
             report.failures.append(Failure("", "", crash))
             report.objects_failed += 1
         report.wall_seconds = time.perf_counter() - started
-        report.cpu_seconds += _cpu_seconds() - cpu_before  # the driver's own; workers report theirs
+        own = _cpu_seconds() - cpu_before
+        if self.strategy.in_process:  # worker threads already reported their share of it
+            own = max(0.0, own - report.cpu_seconds)
+        report.cpu_seconds += own
+        report.driver_cpu = _driver_breakdown(own, clock)
         report.engine = self.name
         report.workers = self.workers
         if on_progress is not None:
             on_progress(report)
         return report
+
+
+def _driver_breakdown(own: float, clock: DriverClock) -> dict[str, float]:
+    measured = {activity: round(seconds, 3) for activity, seconds in clock.seconds.items()}
+    measured["source"] = round(max(0.0, own - sum(clock.seconds.values())), 3)
+    measured["total"] = round(own, 3)
+    return measured
 
 
 def _cpu_seconds() -> float:

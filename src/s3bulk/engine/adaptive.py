@@ -1,0 +1,113 @@
+"""An in-flight limit that finds the service's knee by itself (AIMD), for `--engine auto`.
+
+A fixed `--concurrency` is either too low (a far-away service needs many requests in flight to
+hide its round trip) or too high (a throttling service answers 503 SlowDown, and queueing only
+adds latency). The limit starts small and, while every slot is busy, doubles as long as
+throughput doubles with it ("slow start"), then grows by an eighth per window while throughput
+still grows. It is cut in half when the service throttles (429, 503 SlowDown), and by a quarter
+when latency blows up (median over twice the best seen) without any gain in throughput: that
+is requests queueing at the server, not work getting done (it also takes back most of slow
+start's last doubling once that doubling bought nothing). Without a congestion signal the limit
+is held, and probed upward again from time to time, since the service's capacity can change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+
+WINDOW_SECONDS = 0.5
+MIN_SAMPLES = 8  # completions before a window's rate means anything
+PROBE_AFTER_HOLDS = 6
+
+
+class AdaptiveLimit:
+    def __init__(
+        self,
+        ceiling: int,
+        start: int = 8,
+        on_change: Callable[[int, int], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ceiling = max(1, ceiling)
+        self.limit = max(1, min(start, self.ceiling))
+        self.in_flight = 0
+        self.on_change = on_change  # (old, new): the report shows the limit as it moves
+        self.decreases = 0
+        self._clock = clock
+        self._changed = asyncio.Condition()
+        self._slow_start = True
+        self._holds = 0
+        self._best_latency = float("inf")
+        self._best_rate = 0.0
+        self._previous_rate = 0.0
+        self._new_window()
+
+    def _new_window(self) -> None:
+        self._window_start = self._clock()
+        self._completed = 0
+        self._bytes = 0
+        self._latencies: list[float] = []
+        self._throttled = False
+        self._saturated = self.in_flight >= self.limit
+
+    async def acquire(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            if self.in_flight >= self.limit:
+                self._saturated = True
+
+    async def release(self, latency: float, moved: int = 0) -> None:
+        self.in_flight -= 1
+        self._completed += 1
+        self._bytes += moved
+        self._latencies.append(latency)
+        self._maybe_adjust()
+        async with self._changed:
+            self._changed.notify_all()
+
+    def throttled(self) -> None:
+        """The service said slow down: cut at once, not at the end of the window."""
+        if not self._throttled:
+            self._throttled = True
+            self._set(max(1, self.limit // 2))
+            self._slow_start = False
+
+    def _maybe_adjust(self) -> None:
+        elapsed = self._clock() - self._window_start
+        if elapsed < WINDOW_SECONDS or (self._completed < MIN_SAMPLES and elapsed < 4 * WINDOW_SECONDS):
+            return
+        rate = (self._bytes or self._completed) / elapsed
+        latency = statistics.median(self._latencies)
+        grew = rate > self._previous_rate * (1.10 if self._slow_start else 1.02)
+        if self._throttled:
+            pass  # already cut when it happened
+        elif latency > 2 * self._best_latency and rate <= self._best_rate * 1.02:
+            self._set(max(1, self.limit * 3 // 4))
+            self._slow_start = False
+        elif self._saturated and (grew or self._previous_rate == 0):
+            self._set(self.limit * 2 if self._slow_start else self.limit + max(1, self.limit // 8))
+            self._holds = 0
+        elif self._saturated:
+            self._slow_start = False
+            self._holds += 1
+            if self._holds >= PROBE_AFTER_HOLDS:  # capacity may have changed: look again
+                self._set(self.limit + max(1, self.limit // 8))
+                self._holds = 0
+        self._best_latency = min(self._best_latency, latency)
+        self._best_rate = max(self._best_rate, rate)
+        self._previous_rate = rate
+        self._new_window()
+
+    def _set(self, new: int) -> None:
+        new = max(1, min(new, self.ceiling))
+        if new == self.limit:
+            return
+        if new < self.limit:
+            self.decreases += 1
+        old, self.limit = self.limit, new
+        if self.on_change is not None:
+            self.on_change(old, new)

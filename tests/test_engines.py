@@ -1,0 +1,195 @@
+"""Every `--engine` runs the same job to the same result; memory stays bounded whatever the item
+count; the adaptive in-flight limit grows to the service's knee and backs off when throttled."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, tree_digests
+
+import s3bulk
+from s3bulk.engine import ENGINES, Engine, WorkerContext
+from s3bulk.engine.adaptive import WINDOW_SECONDS, AdaptiveLimit
+from s3bulk.engine.worker import EngineOptions
+from s3bulk.report import Report, WorkerStats
+
+MiB = 1024**2
+FILES = {f"p{i % 4}/f{i:04d}.bin": os.urandom(i % 5000) for i in range(240)} | {
+    "big/multipart.bin": os.urandom(6 * MiB + 123)
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_gives_identical_results(
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, engine: str
+) -> None:
+    source = make_tree(tmp_path / "src", FILES)
+    expected = tree_digests(source)
+    bucket = new_bucket(minio)
+    options: dict[str, Any] = {"engine": engine, "multipart_threshold": 5 * MiB, "part_size": 5 * MiB}
+
+    up = s3bulk.copy(f"{source}/", f"s3://{bucket}/up/", **options)
+    copied = s3bulk.copy(f"s3://{bucket}/up/", f"s3://{bucket}/copy/", **options)
+    down = s3bulk.copy(f"s3://{bucket}/copy/", f"{tmp_path}/down/", **options)
+    (source / "p0/f0000.bin").write_bytes(b"changed")
+    synced = s3bulk.sync(f"{source}/", f"s3://{bucket}/up/", **options)
+
+    for report in (up, copied, down, synced):
+        assert report.ok, (engine, report.failures)
+        assert report.engine == engine
+    total = sum(map(len, FILES.values()))
+    assert (up.objects_done, up.bytes_done) == (len(FILES), total)
+    assert (copied.objects_done, copied.bytes_done) == (len(FILES), total)
+    assert (down.objects_done, down.bytes_done) == (len(FILES), total)
+    assert (synced.objects_done, synced.objects_unchanged) == (1, len(FILES) - 1)
+    assert bucket_digests(minio, bucket, "copy/") == expected
+    assert tree_digests(tmp_path / "down") == expected
+    assert up.requests == {"PUT": len(FILES) - 1 + 4}  # the 6 MiB file: create, 2 parts, complete
+    assert copied.requests == {"LIST": 1, "COPY": len(FILES)}
+    assert set(up.stage_seconds) >= {"list", "wait", "request"}
+    assert up.cpu_seconds > 0 and up.driver_cpu["total"] <= up.cpu_seconds
+
+
+def test_engine_choice_and_its_misuse_on_the_command_line(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    make_tree(tmp_path / "src", {"a": b"1", "b/c": b"2"})
+    result = run_cli(minio.env, "cp", "--engine", "threads", "--workers", "3", "--json", f"{tmp_path}/src/", f"s3://{bucket}/")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])["summary"]
+    assert (summary["engine"], summary["workers"], summary["objects_done"]) == ("threads", 3, 2)
+
+    bad = run_cli(minio.env, "cp", "--engine", "warp", f"{tmp_path}/src/", f"s3://{bucket}/")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "error: unknown engine 'warp': use one of serial, threads, async, processes, hybrid, auto"
+    )
+    one = run_cli(minio.env, "cp", "--engine", "async", "--workers", "4", f"{tmp_path}/src/", f"s3://{bucket}/")
+    assert one.returncode == 2 and "--workers does not apply to --engine async" in one.stderr
+
+
+# ---- bounded memory: a job of 10,000 items whose items we can count while they are alive -------
+
+LIVE = {"items": 0, "peak_items": 0, "payload": 0, "peak_payload": 0}
+LOCK = threading.Lock()
+PAYLOAD = 64 * 1024
+
+
+class CountedItem:
+    def __init__(self, number: int) -> None:
+        self.number = number
+        with LOCK:
+            LIVE["items"] += 1
+            LIVE["peak_items"] = max(LIVE["peak_items"], LIVE["items"])
+
+    def __del__(self) -> None:
+        with LOCK:
+            LIVE["items"] -= 1
+
+
+class ManyItemsJob:
+    """100 pages of 100 items, like a listing; each item holds 64 KiB while it runs."""
+
+    pages, per_page = 100, 100
+
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        for page in range(self.pages):
+            yield page
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        return iter(())
+
+    async def open(self, ctx: WorkerContext) -> None:
+        pass
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
+        yield [CountedItem(descriptor * self.per_page + n) for n in range(self.per_page)]
+
+    async def run(self, item: CountedItem, ctx: WorkerContext) -> int:
+        payload = bytearray(PAYLOAD)
+        with LOCK:
+            LIVE["payload"] += len(payload)
+            LIVE["peak_payload"] = max(LIVE["peak_payload"], LIVE["payload"])
+        await asyncio.sleep(0)
+        with LOCK:
+            LIVE["payload"] -= len(payload)
+        return len(payload)
+
+    def item_id(self, item: CountedItem) -> str:
+        return str(item.number)
+
+    def cost(self, item: CountedItem) -> int:
+        return PAYLOAD
+
+    def describe(self, item: CountedItem) -> tuple[str, str, int]:
+        return str(item.number), "", PAYLOAD
+
+    async def close(self, ctx: WorkerContext) -> None:
+        pass
+
+
+def test_async_engine_holds_a_bounded_number_of_items_among_10000() -> None:
+    concurrency = 16
+    engine = Engine("async", EngineOptions(concurrency=concurrency, max_in_flight_bytes=64 * MiB))
+    report = asyncio.run(engine.run(ManyItemsJob(), Report("synthetic")))  # type: ignore[arg-type]
+    assert report.ok and report.objects_done == 10_000 and report.bytes_done == 10_000 * PAYLOAD
+    # at most two pages being expanded, the item queue (2 x concurrency) and the items in flight
+    bound = 2 * ManyItemsJob.per_page + 3 * concurrency
+    assert LIVE["items"] == 0
+    assert LIVE["peak_items"] <= bound, LIVE
+    assert LIVE["peak_payload"] <= concurrency * PAYLOAD, LIVE
+
+
+# ---- AIMD, on a modelled service whose throughput stops growing at a knee ----------------------
+
+
+class ModelledService:
+    """Throughput grows with requests in flight up to `knee`, then stays flat while latency grows
+    (requests queue at the server); the clock is simulated, so nothing depends on timing."""
+
+    def __init__(self, knee: int) -> None:
+        self.knee = knee
+        self.now = 0.0
+        self.throttling = False
+
+    def clock(self) -> float:
+        return self.now
+
+    async def run_windows(self, limit: AdaptiveLimit, windows: int) -> list[int]:
+        """Complete requests at the modelled rate with every slot kept busy; the limit at the
+        end of each window."""
+        seen = []
+        for _ in range(windows):
+            end = self.now + WINDOW_SECONDS
+            while self.now < end:
+                while limit.in_flight < limit.limit:
+                    await limit.acquire()
+                self.now += WINDOW_SECONDS / (10 * min(limit.limit, self.knee))
+                if self.throttling:
+                    limit.throttled()
+                await limit.release(0.01 * max(1.0, limit.limit / self.knee))
+            seen.append(limit.limit)
+        return seen
+
+
+def test_adaptive_limit_grows_to_the_knee_and_no_further() -> None:
+    service = ModelledService(knee=100)
+    limit = AdaptiveLimit(ceiling=1024, start=8, clock=service.clock)
+    seen = asyncio.run(service.run_windows(limit, 40))
+    assert seen[0] == 16 and max(seen[:5]) >= 100  # slow start doubles while throughput doubles
+    assert all(100 <= value <= 256 for value in seen[-20:]), seen  # settles near the knee
+    assert max(seen) < 1024
+
+
+def test_adaptive_limit_halves_when_throttled() -> None:
+    service = ModelledService(knee=64)
+    limit = AdaptiveLimit(ceiling=256, start=8, clock=service.clock)
+    before = asyncio.run(service.run_windows(limit, 10))[-1]
+    service.throttling = True
+    after = asyncio.run(service.run_windows(limit, 1))[-1]
+    assert before >= 64 and after <= before // 2 and limit.decreases >= 1
