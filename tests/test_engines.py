@@ -57,9 +57,21 @@ def test_every_engine_gives_identical_results(
     assert up.cpu_seconds > 0 and up.driver_cpu["total"] <= up.cpu_seconds
 
 
-def test_engine_choice_and_its_misuse_on_the_command_line(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+def test_engine_choice_and_its_misuse_on_the_command_line(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
     make_tree(tmp_path / "src", {"a": b"1", "b/c": b"2"})
-    result = run_cli(minio.env, "cp", "--engine", "threads", "--workers", "3", "--json", f"{tmp_path}/src/", f"s3://{bucket}/")
+    result = run_cli(
+        minio.env,
+        "cp",
+        "--engine",
+        "threads",
+        "--workers",
+        "3",
+        "--json",
+        f"{tmp_path}/src/",
+        f"s3://{bucket}/",
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.splitlines()[-1])["summary"]
     assert (summary["engine"], summary["workers"], summary["objects_done"]) == ("threads", 3, 2)
@@ -69,7 +81,9 @@ def test_engine_choice_and_its_misuse_on_the_command_line(minio: Endpoint, bucke
     assert bad.stderr.strip() == (
         "error: unknown engine 'warp': use one of serial, threads, async, processes, hybrid, auto"
     )
-    one = run_cli(minio.env, "cp", "--engine", "async", "--workers", "4", f"{tmp_path}/src/", f"s3://{bucket}/")
+    one = run_cli(
+        minio.env, "cp", "--engine", "async", "--workers", "4", f"{tmp_path}/src/", f"s3://{bucket}/"
+    )
     assert one.returncode == 2 and "--workers does not apply to --engine async" in one.stderr
 
 

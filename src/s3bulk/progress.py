@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from s3bulk.diagnosis import describe_cpu, per_item_ms, verdict
 from s3bulk.pricing import PRICE_SOURCE
 from s3bulk.report import Report, human_bytes
 
@@ -75,10 +76,14 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
     )
     if report.requests:
         requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
+        out.write(f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE})\n")
+    if report.engine and (report.objects_done or report.objects_failed):
+        stages = ", ".join(f"{stage} {ms:.2f}" for stage, ms in per_item_ms(report).items())
         out.write(
-            f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE}); "
-            f"CPU {report.cpu_seconds:.2f}s on {report.workers} worker(s)\n"
+            f"engine {report.engine}: {report.workers} worker(s), "
+            f"up to {report.concurrency_peak:,} in flight; ms per item: {stages}; {describe_cpu(report)}\n"
         )
+        out.write(f"where the time went: {verdict(report)}\n")
     if report.job_id:
         hint = f"; rerun failures: --retry-failed {report.job_id}" if report.objects_failed else ""
         out.write(f"job {report.job_id}{hint}\n")

@@ -225,7 +225,7 @@ class RemoveJob:
 
     async def open(self, ctx: WorkerContext) -> None:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
-        self._client.requests = ctx.stats.requests
+        self._client.count_into(ctx.stats)
 
     async def close(self, ctx: WorkerContext) -> None:
         if self._client is not None:

@@ -4,6 +4,9 @@ reason. Workers keep `WorkerStats`; the driver merges their deltas into one `Rep
 from __future__ import annotations
 
 import collections
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,6 +63,15 @@ class WorkerStats:
 
     def is_empty(self) -> bool:
         return self == WorkerStats()
+
+    @contextlib.contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the wall time of a synchronous step (planning, building a request) to a stage."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_seconds[stage] += time.perf_counter() - start
 
 
 # What a worker's counts are called in the report; every other number has the same name in both.
@@ -132,6 +144,10 @@ class Report:
         data["objects_per_second"] = round(self.objects_per_second, 1)
         data["gigabits_per_second"] = round(self.gigabits_per_second, 3)
         data["request_cost_usd"] = round(self.request_cost, 6)
+        from s3bulk.diagnosis import per_item_ms, verdict  # interpretation lives there
+
+        data["ms_per_item"] = {stage: round(ms, 3) for stage, ms in per_item_ms(self).items()}
+        data["verdict"] = verdict(self)
         return data
 
 

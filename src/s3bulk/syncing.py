@@ -77,7 +77,7 @@ class SyncJob(CopyJob):
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         client = SignedClient(self.settings, max_connections=LISTING_CONCURRENCY * 2)
-        client.requests = stats.requests
+        client.count_into(stats)
         try:
             pairs = merge_join(
                 _prefetch(self._entries(self.source, client, is_source=True)),
@@ -85,7 +85,8 @@ class SyncJob(CopyJob):
                 chunk=ACTIONS_PER_BATCH,
             )
             async for chunk in pairs:
-                batch = self._plan(chunk)
+                with stats.timed("plan"):
+                    batch = self._plan(chunk)
                 if batch.items or batch.unchanged or batch.problems:
                     yield batch
         finally:

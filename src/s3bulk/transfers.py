@@ -166,7 +166,7 @@ class CopyJob:
     # ---- worker side -------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
-        self._client.requests = ctx.stats.requests
+        self._client.count_into(ctx.stats)
         if self.options.delete_source and isinstance(self.source, S3Location):
             self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, ctx.count_retry)
 
@@ -261,6 +261,10 @@ class CopyJob:
         return TransferItem(os.path.join(root, relative), self._destination_key(relative), size)
 
     def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+        with ctx.stats.timed("plan"):
+            return self._plan_objects(objects, ctx)
+
+    def _plan_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
         stats = ctx.stats
         source = self.source
         destination = self.destination

@@ -234,7 +234,15 @@ class Engine:
 
         async def feed() -> None:
             nonlocal source_done
-            async for descriptor in descriptors():
+            source = aiter(descriptors())
+            while True:
+                asked, planned = time.perf_counter(), driver_stats.stage_seconds["plan"]
+                try:
+                    descriptor = await anext(source)
+                except StopAsyncIteration:
+                    break
+                planning = driver_stats.stage_seconds["plan"] - planned
+                driver_stats.stage_seconds["list"] += time.perf_counter() - asked - planning
                 enqueue(descriptor)
                 dispatch()
                 while len(queue) >= queue_bound:  # bounded: wait for workers to drain it

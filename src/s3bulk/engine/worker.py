@@ -74,12 +74,13 @@ class WorkerRuntime:
         try:
             batches = aiter(self.job.expand(descriptor, self.ctx))
             while True:
-                asked = time.perf_counter()
+                asked, planned = time.perf_counter(), stats.stage_seconds["plan"]
                 try:
                     batch = await anext(batches)
                 except StopAsyncIteration:
                     break
-                stats.stage_seconds["list"] += time.perf_counter() - asked
+                planning = stats.stage_seconds["plan"] - planned  # counted as plan, not list
+                stats.stage_seconds["list"] += time.perf_counter() - asked - planning
                 for item in batch:
                     self.open_items[descriptor_id] += 1
                     start = time.perf_counter()

@@ -15,6 +15,7 @@ import collections
 import contextlib
 import hashlib
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -51,9 +52,15 @@ class SignedClient:
         self.settings = settings
         self.max_connections = max_connections
         self.requests: collections.Counter[str] = collections.Counter()
+        self.stage_seconds: collections.Counter[str] = collections.Counter()  # "build": signing
         self._session: aiohttp.ClientSession | None = None
         self._endpoint = settings.resolved_endpoint
         self._region = settings.resolved_region
+
+    def count_into(self, stats: Any) -> None:
+        """Count requests and signing time straight into a worker's stats (WorkerStats)."""
+        self.requests = stats.requests
+        self.stage_seconds = stats.stage_seconds
 
     async def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -103,7 +110,9 @@ class SignedClient:
         url = self.url(bucket, key)
         if params:
             url += "?" + _query(params)
+        began = time.perf_counter()
         signed = self._sign(method, url, dict(headers or {}), body)
+        self.stage_seconds["build"] += time.perf_counter() - began
         session = await self._http()
         self.requests[kind] += 1
         try:
