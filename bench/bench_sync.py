@@ -32,7 +32,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from harness import Results, clean_env, measure
+from s3bulk.benchmark.measure import Results, clean_env, measure
 
 from s3bulk.testing import MinioServer
 

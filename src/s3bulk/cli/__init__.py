@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from s3bulk.cli import cp, jobs, ls, rm, sync
+from s3bulk.cli import bench, cp, jobs, ls, rm, sync
 from s3bulk.errors import S3BulkError
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app.command(name="mv")(cp.mv_command)
 app.command(name="sync")(sync.sync_command)
 app.command(name="rm")(rm.rm_command)
 app.command(name="jobs")(jobs.jobs_command)
+app.command(name="bench")(bench.bench_command)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -74,6 +74,7 @@ class Engine:
             concurrency=strategy.concurrency,
             adaptive=strategy.adaptive,
             in_process=strategy.in_process,
+            workers=strategy.workers,
         )
 
     async def run(

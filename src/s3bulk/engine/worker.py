@@ -18,7 +18,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -39,11 +39,22 @@ class EngineOptions:
     concurrency: int = 64  # requests in flight per worker (with `adaptive`, the ceiling)
     adaptive: bool = False  # find the in-flight limit by AIMD (engine "auto")
     in_process: bool = False  # workers are threads of the driver's process
+    workers: int = 1  # how many workers share the job (work is handed over only if several)
     max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     record_items: bool = False  # send one record per item (for --json output)
     journal_path: str | None = None  # set: record item ids for the driver's journal
     skip_done: bool = False  # resume: leave out items the journal has as done
+
+
+@dataclass(frozen=True)
+class ItemBatch:
+    """Items a busy worker handed over for idle ones: already planned, so they run as they are."""
+
+    items: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.items)} handed-over items"
 
 
 class WorkerRuntime:
@@ -72,7 +83,7 @@ class WorkerRuntime:
         stats = self.ctx.stats
         self.open_items[descriptor_id] = 0
         try:
-            batches = aiter(self.job.expand(descriptor, self.ctx))
+            batches = aiter(self._batches(descriptor))
             while True:
                 asked, planned = time.perf_counter(), stats.stage_seconds["plan"]
                 try:
@@ -95,6 +106,24 @@ class WorkerRuntime:
         self.expanded.add(descriptor_id)
         self.send(("want", 1))
         self._maybe_finished(descriptor_id)
+
+    async def _batches(self, descriptor: Any) -> AsyncIterator[list[Any]]:
+        if isinstance(descriptor, ItemBatch):
+            yield list(descriptor.items)
+            return
+        async for batch in self.job.expand(descriptor, self.ctx):
+            yield self._share(batch)
+
+    def _share(self, batch: list[Any]) -> list[Any]:
+        """Keep what this worker can start soon and hand the rest, in chunks, to idle workers:
+        a page of 1,000 keys (or a directory batch) must not sit behind one worker's few slots
+        while the others have nothing to do."""
+        keep = 2 * (self.limit.limit if self.limit else self.options.concurrency)
+        if self.options.workers < 2 or not self.split_allowed or len(batch) <= keep:
+            return batch
+        rest = batch[keep:]
+        self.send(("split", [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]))
+        return batch[:keep]
 
     def _maybe_finished(self, descriptor_id: int) -> None:
         if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:

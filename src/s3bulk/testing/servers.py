@@ -56,6 +56,8 @@ class Server:
     health_path = "/"
     access_key = ROOT_USER
     secret_key = ROOT_PASSWORD
+    host = "127.0.0.1"  # or an address inside a network namespace we created
+    wrapper: tuple[str, ...] = ()  # e.g. ("ip", "netns", "exec", NAME) to start it in there
 
     def __init__(self) -> None:
         self.port = 0
@@ -64,7 +66,7 @@ class Server:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -78,7 +80,7 @@ class Server:
             # the log lives as long as the server, so no context manager
             self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")  # noqa: SIM115
             self.process = subprocess.Popen(
-                self.command(),
+                [*self.wrapper, *self.command()],
                 env=self.environment(),
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -164,7 +166,7 @@ class MinioServer(Server):
             "server",
             str(self.data_dir),
             "--address",
-            f"127.0.0.1:{self.port}",
+            f"{self.host}:{self.port}",
             "--quiet",
         ]
 
