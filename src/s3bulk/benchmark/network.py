@@ -134,6 +134,13 @@ class DelayedMinio:
         self.method = "loopback"
 
     def start(self) -> DelayedMinio:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # a half-started setup leaves no server or namespace behind
+            raise
+
+    def _start(self) -> DelayedMinio:
         if self.rtt_ms > 0 and netem_available():
             self.method = "netem"
             self.namespace = NetemNamespace(self.rtt_ms).start()

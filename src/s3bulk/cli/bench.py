@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import signal
+import sys
 from pathlib import Path
 
 import typer
@@ -64,6 +66,8 @@ def bench_command(
         chart,
     )
     bench = Bench(spec, say=lambda line: print(line, flush=True))
+    # a killed bench must still stop its servers: SIGTERM unwinds like Ctrl-C does
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     bench.run()
     print(format_table(bench.table(), bench.networks))
     bench.save()

@@ -66,8 +66,10 @@ class AdaptiveLimit:
         self._bytes += moved
         self._latencies.append(latency)
         self._maybe_adjust()
-        async with self._changed:
-            self._changed.notify_all()
+        free = self.limit - self.in_flight
+        if free > 0:  # wake only as many waiters as may start: hundreds wait at a low limit
+            async with self._changed:
+                self._changed.notify(free)
 
     def throttled(self) -> None:
         """The service said slow down: cut at once, not at the end of the window."""

@@ -8,8 +8,8 @@
 | async     | 1 thread, one event loop | --concurrency        | many requests, one core             |
 | processes | one process per core     | 1                    | ProcessPoolExecutor's shape         |
 | hybrid    | one process per core     | --concurrency        | every core, many requests each      |
-| auto      | one process per core     | AIMD, up to 4x       | hybrid that finds the service's     |
-|           |                          | --concurrency        | knee itself and backs off on 503s   |
+| auto      | one process per core     | AIMD: starts at      | hybrid that finds the service's     |
+|           |                          | --concurrency, 1-4x  | knee itself and backs off on 503s   |
 
 Every engine runs the same Job through the same worker loop, journal and report; only the number
 and kind of workers and the in-flight limit differ, so their results are identical and their

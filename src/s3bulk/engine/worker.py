@@ -27,6 +27,7 @@ from s3bulk.engine.adaptive import AdaptiveLimit
 from s3bulk.engine.budget import ByteBudget
 from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
+from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk.errors import ItemError, classify
 from s3bulk.report import Failure
 
@@ -72,7 +73,9 @@ class WorkerRuntime:
         self.budget = ByteBudget(options.max_in_flight_bytes)
         self.limit: AdaptiveLimit | None = None
         if options.adaptive:
-            self.limit = AdaptiveLimit(options.concurrency, on_change=self._limit_changed)
+            # start where hybrid runs (--concurrency), then move: up to 4x, or down when throttled
+            start = max(8, options.concurrency // AUTO_CEILING_FACTOR)
+            self.limit = AdaptiveLimit(options.concurrency, start, on_change=self._limit_changed)
             ctx.on_throttle = self.limit.throttled
         ctx.stats.concurrency += self.limit.limit if self.limit else options.concurrency
 
@@ -92,11 +95,15 @@ class WorkerRuntime:
                     break
                 planning = stats.stage_seconds["plan"] - planned  # counted as plan, not list
                 stats.stage_seconds["list"] += time.perf_counter() - asked - planning
-                for item in batch:
+                end = len(batch)
+                index = 0
+                while index < end:
+                    end = self._hand_over(batch, index, end)
                     self.open_items[descriptor_id] += 1
                     start = time.perf_counter()
-                    await self.items.put((descriptor_id, item))
+                    await self.items.put((descriptor_id, batch[index]))
                     stats.stage_seconds["wait"] += time.perf_counter() - start
+                    index += 1
         except Exception as exc:  # a listing that cannot go on: the whole descriptor failed
             error = classify(exc)
             stats.objects_failed += 1
@@ -112,18 +119,20 @@ class WorkerRuntime:
             yield list(descriptor.items)
             return
         async for batch in self.job.expand(descriptor, self.ctx):
-            yield self._share(batch)
+            yield batch
 
-    def _share(self, batch: list[Any]) -> list[Any]:
-        """Keep what this worker can start soon and hand the rest, in chunks, to idle workers:
-        a page of 1,000 keys (or a directory batch) must not sit behind one worker's few slots
-        while the others have nothing to do."""
+    def _hand_over(self, batch: list[Any], index: int, end: int) -> int:
+        """Before queueing batch[index], hand what this worker cannot start soon to idle workers
+        (in chunks, through the driver) and return the new end of this worker's share. A page of
+        1,000 keys must not sit behind one worker's few slots while others have nothing to do.
+        Only while the driver's queue is short: the expander still waits for its own share, so
+        listing never runs ahead of the work."""
         keep = 2 * (self.limit.limit if self.limit else self.options.concurrency)
-        if self.options.workers < 2 or not self.split_allowed or len(batch) <= keep:
-            return batch
-        rest = batch[keep:]
+        if self.options.workers < 2 or not self.split_allowed or end - index <= keep:
+            return end
+        rest = batch[index + keep : end]
         self.send(("split", [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]))
-        return batch[:keep]
+        return index + keep
 
     def _maybe_finished(self, descriptor_id: int) -> None:
         if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:
