@@ -25,6 +25,7 @@ bench: setup
 	scripts/build-tools.sh --bench
 	$(PY) bench/bench_transfers.py --runs 3
 	$(PY) bench/bench_sync.py --runs 3
+	bench/bench_engines.sh
 
 lint: .venv/.synced
 	.venv/bin/ruff check .

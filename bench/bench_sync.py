@@ -33,7 +33,6 @@ from collections import Counter
 from pathlib import Path
 
 from s3bulk.benchmark.measure import Results, clean_env, measure
-
 from s3bulk.testing import MinioServer
 
 ROOT = Path(__file__).resolve().parent

@@ -1,7 +1,7 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
-The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`
-(each with an `_async` twin), `list_jobs`, and the `Report` they return.
+The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`,
+`doctor` (each with an `_async` twin), `list_jobs`, `ENGINES`, and the `Report` they return.
 Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
 """
 
@@ -36,10 +36,16 @@ _EXPORTS = {
     "retry_failed": "s3bulk.api",
     "retry_failed_async": "s3bulk.api",
     "list_jobs": "s3bulk.journal",
+    "ENGINES": "s3bulk.engine.strategies",
+    "Diagnosis": "s3bulk.doctor",
+    "doctor": "s3bulk.doctor",
+    "doctor_async": "s3bulk.doctor",
 }
 
 __all__ = [
+    "ENGINES",
     "AwsSettings",
+    "Diagnosis",
     "Failure",
     "ItemError",
     "Listing",
@@ -49,6 +55,8 @@ __all__ = [
     "UsageError",
     "copy",
     "copy_async",
+    "doctor",
+    "doctor_async",
     "list_jobs",
     "ls",
     "ls_async",
@@ -83,6 +91,8 @@ if TYPE_CHECKING:
         sync_async,
     )
     from s3bulk.config import AwsSettings
+    from s3bulk.doctor import Diagnosis, doctor, doctor_async
+    from s3bulk.engine.strategies import ENGINES
     from s3bulk.errors import ItemError, S3BulkError, UsageError
     from s3bulk.journal import list_jobs
     from s3bulk.report import Failure, Report

@@ -67,7 +67,15 @@ class Diagnosis:
         return asdict(self)
 
 
-async def diagnose(url: str, settings: AwsSettings | None = None, max_concurrency: int = 256) -> Diagnosis:
+def doctor(url: str, settings: AwsSettings | None = None, max_concurrency: int = 256) -> Diagnosis:
+    """Synchronous twin of `doctor_async`."""
+    return asyncio.run(doctor_async(url, settings, max_concurrency))
+
+
+async def doctor_async(
+    url: str, settings: AwsSettings | None = None, max_concurrency: int = 256
+) -> Diagnosis:
+    """Probe `url` (s3://bucket/prefix/) and recommend an engine and concurrency for it."""
     settings = settings or AwsSettings.from_env()
     settings.credentials()
     location = parse_s3(url)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import typer
 
 from s3bulk.cli.options import (
@@ -29,10 +27,10 @@ def doctor_command(
 ) -> int:
     """Measure round trip, CPU per request and the concurrency where throughput stops growing;
     recommend --engine and --concurrency for bulk jobs on this location."""
-    from s3bulk.doctor import diagnose, render
+    from s3bulk.doctor import doctor, render
 
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
-    result = asyncio.run(diagnose(url, settings, max_concurrency))
+    result = doctor(url, settings, max_concurrency)
     if as_json:
         json_line(result.to_dict())
     else:
