@@ -13,5 +13,5 @@ $S3BULK bench download --objects 2000 --size 1MiB --runs "$RUNS" --rtt 0,20ms \
   --strategies s5cmd,rclone,boto3-threads,hybrid,auto \
   --output bench/out/download.json --chart bench/download.png
 $S3BULK bench list --objects 100000 --runs "$RUNS" --rtt 0,20ms \
-  --strategies paginator,sequential,partitioned,s5cmd \
+  --strategies paginator,sequential,partitioned \
   --output bench/out/list.json --chart bench/list.png

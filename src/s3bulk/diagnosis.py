@@ -55,7 +55,7 @@ def verdict(report: Report, available: int | None = None) -> str:
             f"client-bound: the job kept {share:.0%} of {available} core(s) busy; "
             "more cores (or fewer interpreters sharing them) would speed it up"
         )
-    if ms["wait"] >= 0.5 * (ms["request"] + ms["build"]):
+    if ms["wait"] >= 0.5 * (ms["request"] + ms["build"]) and report.engine != "auto":
         fix = (
             "--engine hybrid or auto keep many in flight per worker"
             if report.concurrency_peak <= report.workers

@@ -2,13 +2,14 @@
 
 A fixed `--concurrency` is either too low (a far-away service needs many requests in flight to
 hide its round trip) or too high (a throttling service answers 503 SlowDown, and queueing only
-adds latency). The limit starts small and, while every slot is busy, doubles as long as
-throughput doubles with it ("slow start"), then grows by an eighth per window while throughput
-still grows. It is cut in half when the service throttles (429, 503 SlowDown), and by a quarter
-when latency blows up (median over twice the best seen) without any gain in throughput: that
-is requests queueing at the server, not work getting done (it also takes back most of slow
-start's last doubling once that doubling bought nothing). Without a congestion signal the limit
-is held, and probed upward again from time to time, since the service's capacity can change.
+adds latency). The limit starts at --concurrency; after a warm-up window (connections, the
+first listing), while every slot is busy, it doubles as long as throughput grows by a quarter
+with it ("slow start"), then grows by an eighth per window while throughput still grows. It is
+cut in half when the service throttles (429, 503 SlowDown), and by a quarter when latency blows
+up (median over twice the best seen) without any gain in throughput: that is requests queueing
+at the server, not work getting done. Slow start's last doubling, if it bought nothing, is
+mostly taken back (to 1.25x the limit before it). Without a congestion signal the limit is held, and probed
+upward again from time to time, since the service's capacity can change.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable
 WINDOW_SECONDS = 0.5
 MIN_SAMPLES = 8  # completions before a window's rate means anything
 PROBE_AFTER_HOLDS = 6
+SLOW_START_GAIN = 1.25  # doubling what is in flight must bring this much more, or the knee is near
 
 
 class AdaptiveLimit:
@@ -43,6 +45,8 @@ class AdaptiveLimit:
         self._best_latency = float("inf")
         self._best_rate = 0.0
         self._previous_rate = 0.0
+        self._warming_up = True
+        self._raised = False
         self._new_window()
 
     def _new_window(self) -> None:
@@ -84,14 +88,25 @@ class AdaptiveLimit:
             return
         rate = (self._bytes or self._completed) / elapsed
         latency = statistics.median(self._latencies)
-        grew = rate > self._previous_rate * (1.10 if self._slow_start else 1.02)
+        if self._warming_up:  # connections, the first listing: nothing to learn from yet
+            self._warming_up = False
+            self._previous_rate = rate
+            self._new_window()
+            return
+        grew = rate > self._previous_rate * (SLOW_START_GAIN if self._slow_start else 1.02)
+        raised, self._raised = self._raised, False  # only a raise can be judged by its gain
         if self._throttled:
             pass  # already cut when it happened
         elif latency > 2 * self._best_latency and rate <= self._best_rate * 1.02:
             self._set(max(1, self.limit * 3 // 4))
             self._slow_start = False
-        elif self._saturated and (grew or self._previous_rate == 0):
-            self._set(self.limit * 2 if self._slow_start else self.limit + max(1, self.limit // 8))
+        elif self._saturated and self._slow_start and (grew or not raised):
+            self._set(self.limit * 2)
+        elif self._saturated and self._slow_start:  # the last doubling bought nothing: undo most
+            self._set(self.limit * 5 // 8)
+            self._slow_start = False
+        elif self._saturated and grew:
+            self._set(self.limit + max(1, self.limit // 8))
             self._holds = 0
         elif self._saturated:
             self._slow_start = False
@@ -111,5 +126,6 @@ class AdaptiveLimit:
         if new < self.limit:
             self.decreases += 1
         old, self.limit = self.limit, new
+        self._raised = new > old
         if self.on_change is not None:
             self.on_change(old, new)
