@@ -43,6 +43,7 @@ class BenchSpec:
     concurrency: int | None = None
     output: Path | None = None
     chart: Path | None = None
+    max_in_flight: str | None = None
 
     def check(self) -> None:
         if self.workload not in WORKLOADS:
@@ -159,6 +160,7 @@ class Bench:
         }[workload]
         if strategy in ENGINES:
             extra = ["--concurrency", str(self.spec.concurrency)] if self.spec.concurrency else []
+            extra += ["--max-in-flight", self.spec.max_in_flight] if self.spec.max_in_flight else []
             return [_tool("s3bulk"), "cp", "--engine", strategy, *extra, "--json", src, dst], remove_target
         if strategy in LIST_STRATEGIES:
             ranges = "on" if strategy == "partitioned" else "off"

@@ -41,6 +41,7 @@ def bench_command(
     runs: int = typer.Option(3, "--runs", help="Rounds; each strategy runs once per round, interleaved."),
     rtt: str = typer.Option("0", "--rtt", help="Added round-trip time, e.g. 20ms; '0,20ms' runs both."),
     concurrency: int | None = typer.Option(None, "--concurrency", help="Passed to s3bulk's engines."),
+    max_in_flight: str | None = typer.Option(None, "--max-in-flight", help="Passed to s3bulk's engines."),
     output: Path | None = typer.Option(None, "--output", help="Write every run and the medians as JSON."),
     chart: Path | None = typer.Option(None, "--chart", help="Draw the medians into this PNG."),
 ) -> int:
@@ -64,6 +65,7 @@ def bench_command(
         concurrency,
         output,
         chart,
+        max_in_flight,
     )
     bench = Bench(spec, say=lambda line: print(line, flush=True))
     # a killed bench must still stop its servers: SIGTERM unwinds like Ctrl-C does
