@@ -62,8 +62,9 @@ def verdict(report: Report, available: int | None = None) -> str:
             else "raise --concurrency or --max-in-flight (or use --engine auto)"
         )
         return (
-            f"limited by s3bulk's own in-flight cap ({report.concurrency_peak:,}): items waited "
-            f"{ms['wait']:.1f} ms for a slot against {ms['request']:.1f} ms in flight; {fix}"
+            f"limited by s3bulk's own caps ({report.concurrency_peak:,} requests, --max-in-flight bytes "
+            f"per worker): items waited {ms['wait']:.1f} ms for a slot against {ms['request']:.1f} ms "
+            f"in flight; {fix}"
         )
     return (
         f"service-bound: requests took {ms['request']:.1f} ms each with up to {report.concurrency_peak:,} "
