@@ -34,6 +34,11 @@ MiB = 1024**2
 GiB = 1024**3
 LOCAL_BATCH = 256
 STREAM_CHUNK = 256 * 1024
+# Bodies up to this size arrive whole and are written with one call. Streaming a 1 MiB body in
+# 256 KiB chunks costs an await and a Rust-to-Python crossing per chunk; measured on 400 x 1 MiB
+# downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user CPU s. The byte budget counts
+# the whole body as the item's cost either way, so memory stays bounded.
+WHOLE_BODY_MAX = 8 * MiB
 PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
 
 Direction = Literal["upload", "download", "copy"]
@@ -354,7 +359,7 @@ class CopyJob:
             else:
                 ctx.stats.requests["GET"] += 1
                 result = await obstore.get_async(self._store(bucket), item.source)
-                if item.size <= STREAM_CHUNK:
+                if item.size <= WHOLE_BODY_MAX:
                     written = _write_file(temporary, await result.bytes_async())
                 else:  # streamed: memory per download stays at one chunk
                     written = 0
