@@ -1,0 +1,152 @@
+"""S3 Vectors wire client and payloads against moto's server (the only local S3 Vectors), and the
+row checks that keep bad vectors from ever being sent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from conftest import Endpoint
+
+from s3bulk.config import AwsSettings
+from s3bulk.errors import S3Error
+from s3bulk.stores.vectors import VectorsClient
+from s3bulk.vectors.payload import put_vectors_body
+from s3bulk.vectors.validate import check_rows
+
+
+def _settings(moto: Endpoint, monkeypatch: pytest.MonkeyPatch) -> AwsSettings:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    for name, value in moto.server.client_env().items():
+        monkeypatch.setenv(name, value)
+    return AwsSettings.from_env()
+
+
+def test_put_overwrite_and_get_back_exactly(moto: Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _settings(moto, monkeypatch)
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((600, 16)).astype(np.float32)
+    vectors[0, :3] = [1e-38, 3.4e38, -0.0]  # extremes must survive the text round trip
+    keys = [f"doc-{n:04d}" for n in range(600)]
+    metadata: list[dict[str, Any] | None] = [{"n": n, "title": f"t{n}"} for n in range(600)]
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+        client = VectorsClient(settings)
+        try:
+            await client.create_vector_bucket("emb")
+            await client.create_index("emb", "idx", 16, "cosine")
+            assert (await client.get_index("emb", "idx"))["dimension"] == 16
+            for start in (0, 500):
+                rows = slice(start, start + 500)
+                await client.put_vectors(
+                    put_vectors_body("emb", "idx", keys[rows], vectors[rows], metadata[rows])
+                )
+            first = await client.get_vectors("emb", "idx", ["doc-0000", "doc-0599"])
+            await client.put_vectors(
+                put_vectors_body("emb", "idx", ["doc-0599"], -vectors[599:600], [{"n": -1}])
+            )
+            again = await client.get_vectors("emb", "idx", ["doc-0599"])
+            return first, again, dict(client.requests)
+        finally:
+            await client.close()
+
+    first, again, requests = asyncio.run(scenario())
+    by_key = {vector["key"]: vector for vector in first}
+    for key, row in (("doc-0000", 0), ("doc-0599", 599)):
+        stored = np.array(by_key[key]["data"]["float32"], dtype=np.float32)
+        assert stored.tobytes() == vectors[row].tobytes()  # bit for bit
+        assert by_key[key]["metadata"] == metadata[row]
+    overwritten = np.array(again[0]["data"]["float32"], dtype=np.float32)
+    assert overwritten.tobytes() == (-vectors[599]).tobytes() and again[0]["metadata"] == {"n": -1}
+    assert requests["PutVectors"] == 3 and requests["GetVectors"] == 2
+
+
+def test_service_errors_are_named_and_final(moto: Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _settings(moto, monkeypatch)
+
+    async def missing() -> None:
+        client = VectorsClient(settings)
+        try:
+            await client.get_index("no-such-bucket", "idx")
+        finally:
+            await client.close()
+
+    with pytest.raises(S3Error) as caught:
+        asyncio.run(missing())
+    assert caught.value.status == 404 and caught.value.code == "NotFoundException"
+    assert not caught.value.retryable and not caught.value.throttled
+    assert str(caught.value).startswith("GetIndex: NotFoundException (404)")
+
+
+def test_throttling_answers_are_retryable_and_marked() -> None:
+    from s3bulk.stores.vectors import _error
+
+    slow = _error("PutVectors", 429, "TooManyRequestsException:", b'{"message":"Rate exceeded"}')
+    busy = _error("PutVectors", 503, "", b'{"__type":"ServiceUnavailableException","message":"later"}')
+    assert slow.retryable and slow.throttled and slow.code == "TooManyRequestsException"
+    assert busy.retryable and busy.throttled and "later" in str(busy)
+
+
+def test_payload_is_compact_and_exact() -> None:
+    vectors = np.random.default_rng(1).standard_normal((500, 1024)).astype(np.float32)
+    body = put_vectors_body("b", "i", [f"k{n}" for n in range(500)], vectors)
+    parsed = orjson.loads(body)
+    assert len(parsed["vectors"]) == 500 and parsed["vectorBucketName"] == "b"
+    back = np.array([entry["data"]["float32"] for entry in parsed["vectors"]], dtype=np.float32)
+    assert back.tobytes() == vectors.tobytes()
+    as_float64_text = len(orjson.dumps(vectors.astype(np.float64).tolist()))
+    assert len(body) < 0.6 * as_float64_text  # boto3 sends the float64 text
+
+
+def test_bad_rows_are_named_with_their_reason() -> None:
+    vectors = np.ones((8, 4), dtype=np.float32)
+    vectors[1, 2] = np.nan
+    vectors[2, 0] = np.inf
+    vectors[3] = 0.0
+    keys = ["ok", "nan", "inf", "zero", "", "ok", "x" * 1025, "meta"]
+    metadata: list[dict[str, Any] | None] = [None] * 7 + [{"blob": "y" * 3000}]
+    problems = check_rows(keys, vectors, metadata, dimension=4, metric="cosine")
+    assert problems == {
+        1: "vector has NaN or infinite values",
+        2: "vector has NaN or infinite values",
+        3: "all-zero vector: a cosine index cannot store it",
+        4: "key length 0 is outside 1-1024",
+        5: "duplicate key 'ok' in the same batch (row 0 has it too)",
+        6: "key length 1025 is outside 1-1024",
+        7: "filterable metadata is 3,011 bytes (at most 2,048); declare big keys non-filterable when "
+        "creating the index",
+    }
+    assert (
+        check_rows(
+            ["meta"],
+            vectors[:1],
+            [{"blob": "y" * 3000}],
+            dimension=4,
+            metric="cosine",
+            non_filterable=frozenset({"blob"}),
+        )
+        == {}
+    )
+    assert check_rows(["z"], np.zeros((1, 4), np.float32), None, dimension=4, metric="euclidean") == {}
+    huge = {"blob": "y" * 41_000}
+    assert (
+        "metadata is 41,011 bytes (at most 40,960)"
+        in check_rows(
+            ["m"], vectors[:1], [huge], dimension=4, metric="cosine", non_filterable=frozenset({"blob"})
+        )[0]
+    )
+    many = {f"k{n}": n for n in range(51)}
+    assert check_rows(["m"], vectors[:1], [many], dimension=4, metric="cosine")[0] == (
+        "metadata has 51 keys (at most 50)"
+    )
+    wrong = check_rows(["a", "b"], np.ones((2, 3), np.float32), None, dimension=4, metric="cosine")
+    assert wrong == {
+        0: "dimension 3 does not match the index's 4",
+        1: "dimension 3 does not match the index's 4",
+    }
