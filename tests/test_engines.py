@@ -207,3 +207,29 @@ def test_adaptive_limit_halves_when_throttled() -> None:
     service.throttling = True
     after = asyncio.run(service.run_windows(limit, 1))[-1]
     assert before >= 64 and after <= before // 2 and limit.decreases >= 1
+
+
+# ---- token buckets, on a simulated clock ------------------------------------------------------
+
+
+def test_token_bucket_keeps_the_rate_and_lets_an_oversized_batch_through() -> None:
+    from s3bulk.engine.ratelimit import TokenBucket
+
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    bucket = TokenBucket(2500, clock=lambda: now[0], sleep=sleep)
+
+    async def load(batches: int, size: int) -> None:
+        for _ in range(batches):
+            await bucket.acquire(size)
+
+    asyncio.run(load(20, 500))  # 10,000 vectors at 2,500/s, the first 2,500 from the burst
+    assert now[0] == pytest.approx(3.0)
+    asyncio.run(load(1, 6000))  # bigger than the burst: it goes, then the bucket pays it off
+    assert now[0] == pytest.approx(3.0 + 6000 / 2500)
+    asyncio.run(load(40, 100))  # the debt is paid: 4,000 more take 1.6 s at the rate
+    assert now[0] == pytest.approx(5.4 + 4000 / 2500)
+    assert bucket.waited == pytest.approx(now[0])  # never idle: every simulated second was a wait
