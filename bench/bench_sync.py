@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from s3bulk.benchmark.measure import Results, clean_env, measure
+from s3bulk.benchmark.suite import rclone_env
 from s3bulk.testing import MinioServer
 
 ROOT = Path(__file__).resolve().parent
@@ -81,14 +82,7 @@ def main() -> None:
         with MinioServer(data_dir=data_dir, public_metrics=True) as minio:
             env = clean_env(minio.client_env()) | {"S3BULK_STATE_DIR": str(work / "jobs")}
             endpoint = env["AWS_ENDPOINT_URL"]
-            env |= {
-                "RCLONE_CONFIG_M_TYPE": "s3",
-                "RCLONE_CONFIG_M_PROVIDER": "Minio",
-                "RCLONE_CONFIG_M_ENDPOINT": endpoint,
-                "RCLONE_CONFIG_M_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
-                "RCLONE_CONFIG_M_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
-                "RCLONE_CONFIG_M_REGION": "us-east-1",
-            }
+            env |= rclone_env(endpoint, env)  # the remote "m:"
             s5 = [S5CMD, "--endpoint-url", endpoint]
             aws = [AWS, "--endpoint-url", endpoint, "s3"]
 

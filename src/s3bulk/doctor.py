@@ -89,8 +89,9 @@ async def doctor_async(
         page = await client.list_objects_v2(bucket, prefix)
         result.list_ms = 1000 * (time.perf_counter() - started)
         result.listed_keys = len(page.objects)
-        keys = [info.key for info in page.objects if info.size > 0 and obstore_can_address(info.key)]
-        size = min(PROBE_SIZE, min((info.size for info in page.objects if info.key in set(keys)), default=0))
+        readable = [info for info in page.objects if info.size > 0 and obstore_can_address(info.key)]
+        keys = [info.key for info in readable]
+        size = min(PROBE_SIZE, min((info.size for info in readable), default=0))
         if keys:
             result.probe = f"the first {size:,} bytes of {len(keys):,} existing objects (nothing written)"
         else:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from s3bulk.pricing import request_cost
 
@@ -64,14 +64,39 @@ class WorkerStats:
     def is_empty(self) -> bool:
         return self == WorkerStats()
 
-    @contextlib.contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
+    def timed(self, stage: str) -> contextlib.AbstractContextManager[None]:
         """Add the wall time of a synchronous step (planning, building a request) to a stage."""
-        start = time.perf_counter()
+        return timed(self.stage_seconds, stage)
+
+
+@contextlib.contextmanager
+def timed(
+    seconds: collections.Counter[str], key: str, clock: Callable[[], float] = time.perf_counter
+) -> Iterator[None]:
+    """Add the time the block takes, by `clock` (wall, or time.thread_time for CPU), to seconds[key]."""
+    start = clock()
+    try:
+        yield
+    finally:
+        seconds[key] += clock() - start
+
+
+T = TypeVar("T")
+
+
+async def listed(source: AsyncIterable[T], stats: WorkerStats) -> AsyncIterator[T]:
+    """`source`, with the time spent waiting for each next element counted as "list" (the part
+    the source itself counted as "plan", mapping keys or diffing, is left out)."""
+    elements = aiter(source)
+    while True:
+        asked, planned = time.perf_counter(), stats.stage_seconds["plan"]
         try:
-            yield
-        finally:
-            self.stage_seconds[stage] += time.perf_counter() - start
+            element = await anext(elements)
+        except StopAsyncIteration:
+            return
+        planning = stats.stage_seconds["plan"] - planned
+        stats.stage_seconds["list"] += time.perf_counter() - asked - planning
+        yield element
 
 
 # What a worker's counts are called in the report; every other number has the same name in both.

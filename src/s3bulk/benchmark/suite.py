@@ -137,20 +137,21 @@ class Bench:
         )
 
     # ---- commands ------------------------------------------------------------------------------
-    def _command(self, strategy: str, env: dict[str, str], tag: str) -> tuple[list[str], Callable[[], None]]:
-        """The command line for one run, and what to clean up after it (not measured)."""
+    def _cleanup(self, tag: str, env: dict[str, str]) -> None:
+        """Remove what one run wrote (not measured; `env` should reach MinIO without added RTT)."""
+        if self.spec.workload == "download":
+            shutil.rmtree(self.work / f"out-{tag}", ignore_errors=True)
+        elif self.spec.workload in ("upload", "copy"):
+            target = f"s3://{BUCKET}/{self.spec.workload}-{tag}/"
+            subprocess.run([_tool("s3bulk"), "rm", target], env=env, capture_output=True)
+
+    def _command(self, strategy: str, env: dict[str, str], tag: str) -> list[str]:
+        """The command line for one run."""
         workload, endpoint = self.spec.workload, env["AWS_ENDPOINT_URL"]
         source = f"s3://{BUCKET}/{self.source_prefix}"
         local = self.work / f"out-{tag}"
         target_prefix = f"{workload}-{tag}/"
         target = f"s3://{BUCKET}/{target_prefix}"
-
-        def remove_target() -> None:
-            if workload == "download":
-                shutil.rmtree(local, ignore_errors=True)
-            elif workload in ("upload", "copy"):
-                subprocess.run([_tool("s3bulk"), "rm", target], env=env, capture_output=True)
-
         files = f"{self._files()}/" if workload == "upload" else ""
         src, dst = {
             "download": (source, f"{local}/"),
@@ -161,23 +162,23 @@ class Bench:
         if strategy in ENGINES:
             extra = ["--concurrency", str(self.spec.concurrency)] if self.spec.concurrency else []
             extra += ["--max-in-flight", self.spec.max_in_flight] if self.spec.max_in_flight else []
-            return [_tool("s3bulk"), "cp", "--engine", strategy, *extra, "--json", src, dst], remove_target
+            return [_tool("s3bulk"), "cp", "--engine", strategy, *extra, "--json", src, dst]
         if strategy in LIST_STRATEGIES:
             ranges = "on" if strategy == "partitioned" else "off"
-            return [_tool("s3bulk"), "ls", "-r", "--list-ranges", ranges, src], remove_target
+            return [_tool("s3bulk"), "ls", "-r", "--list-ranges", ranges, src]
         if strategy == "s5cmd":
             s5 = [_tool("s5cmd"), "--endpoint-url", endpoint]
             if workload == "list":
-                return [*s5, "ls", f"{src}*"], remove_target
-            return [*s5, "cp", f"{src}*", dst], remove_target
+                return [*s5, "ls", f"{src}*"]
+            return [*s5, "cp", f"{src}*", dst]
         if strategy == "rclone":
             rclone = [_tool("rclone"), "--transfers", "64", "--checkers", "64", "--s3-no-check-bucket"]
             remote = f"m:{BUCKET}/{self.source_prefix}"
             if workload == "list":
-                return [*rclone, "lsf", "-R", remote], remove_target
+                return [*rclone, "lsf", "-R", remote]
             rclone_src = remote if workload != "upload" else files
             rclone_dst = f"{local}/" if workload == "download" else f"m:{BUCKET}/{target_prefix}"
-            return [*rclone, "copy", rclone_src, rclone_dst], remove_target
+            return [*rclone, "copy", rclone_src, rclone_dst]
         other = {"download": f"{local}/", "upload": files, "copy": target_prefix, "list": ""}[workload]
         prefix = target_prefix if workload == "upload" else self.source_prefix
         peer = "paginator" if strategy == "paginator" else strategy
@@ -190,7 +191,7 @@ class Bench:
             BUCKET,
             prefix,
             other,
-        ], remove_target
+        ]
 
     # ---- runs ----------------------------------------------------------------------------------
     def run(self) -> list[Outcome]:
@@ -203,9 +204,7 @@ class Bench:
                         "S3BULK_STATE_DIR": str(self.work / "jobs")
                     }
                     self._prepare(direct)
-                    env = (
-                        direct | {"AWS_ENDPOINT_URL": server.endpoint} | _rclone_env(server.endpoint, direct)
-                    )
+                    env = direct | {"AWS_ENDPOINT_URL": server.endpoint} | rclone_env(server.endpoint, direct)
                     self.say(f"-- {self.spec.workload}, {self.networks[rtt]}")
                     self._rounds(rtt, server, env, direct)
         finally:
@@ -219,7 +218,7 @@ class Bench:
             shift = index % len(strategies)
             for strategy in strategies[shift:] + strategies[:shift]:
                 tag = f"{strategy}-{int(rtt)}-{index}"
-                command, _ = self._command(strategy, env, tag)
+                command = self._command(strategy, env, tag)
                 proxy_before = server.proxy_cpu_seconds()
                 run = measure(command, env, strategy, self.spec.workload, keep_stdout=True)
                 outcome = Outcome(
@@ -239,8 +238,7 @@ class Bench:
                     f"{run.peak_rss_mib:6.0f} MiB"
                     + ("" if run.returncode == 0 else f"  exit {run.returncode}")
                 )
-                _, cleanup = self._command(strategy, direct, tag)  # unmeasured: no added latency
-                cleanup()
+                self._cleanup(tag, direct)
 
     # ---- results -------------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
@@ -300,7 +298,8 @@ def _summary(stdout: str) -> dict[str, Any]:
     return {}
 
 
-def _rclone_env(endpoint: str, env: dict[str, str]) -> dict[str, str]:
+def rclone_env(endpoint: str, env: dict[str, str]) -> dict[str, str]:
+    """rclone's remote "m:" for this endpoint, set up through its environment (no config file)."""
     return {
         "RCLONE_CONFIG_M_TYPE": "s3",
         "RCLONE_CONFIG_M_PROVIDER": "Minio",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import os
 import resource
@@ -25,28 +24,11 @@ from s3bulk.engine.launch import ProcessLauncher, ThreadLauncher, WorkerHandle
 from s3bulk.engine.strategies import Strategy, choose
 from s3bulk.engine.worker import EngineOptions, watch_pipe
 from s3bulk.journal import Journal
-from s3bulk.report import Failure, Report, WorkerStats
+from s3bulk.report import Failure, Report, WorkerStats, listed, timed
 
 QUEUED_DESCRIPTORS_PER_WORKER = 4  # enough to keep pull-based workers fed, few enough that
 # the driver's memory does not grow with the source (a sync batch carries up to 1,000 actions)
 DEBUG = bool(os.environ.get("S3BULK_DEBUG"))
-
-
-class DriverClock:
-    """CPU seconds of the driver's thread by activity, so the report can say where the main
-    process spent its time (merging results, the journal, the display; the rest is listing,
-    planning and the event loop itself)."""
-
-    def __init__(self) -> None:
-        self.seconds: collections.Counter[str] = collections.Counter()
-
-    @contextlib.contextmanager
-    def measure(self, activity: str) -> Iterator[None]:
-        start = time.thread_time()
-        try:
-            yield
-        finally:
-            self.seconds[activity] += time.thread_time() - start
 
 
 class _Worker:
@@ -90,7 +72,9 @@ class Engine:
         the journal's failed descriptors are run, instead of the job's whole source."""
         started = time.perf_counter()
         cpu_before = _cpu_seconds()
-        clock = DriverClock()
+        # the driver thread's CPU by activity: merging results, journal, display (the rest is
+        # listing, planning and the event loop itself)
+        driver_cpu: collections.Counter[str] = collections.Counter()
         loop = asyncio.get_running_loop()
         launcher = ThreadLauncher() if self.strategy.in_process else ProcessLauncher()
         queue: collections.deque[tuple[int, Any]] = collections.deque()
@@ -173,7 +157,7 @@ class Engine:
                 delta: WorkerStats = message[1]
                 report.add(delta)
                 if journal is not None:
-                    with clock.measure("journal"):
+                    with timed(driver_cpu, "journal", time.thread_time):
                         journal.record(delta)
                 if delta.records and on_records is not None:
                     on_records(delta.records)
@@ -196,7 +180,7 @@ class Engine:
         def reader(worker: _Worker) -> Callable[[], None]:
             def on_readable() -> None:
                 try:
-                    with clock.measure("merge"):
+                    with timed(driver_cpu, "merge", time.thread_time):
                         while not worker.done and worker.conn.poll():
                             handle(worker, worker.conn.recv())
                 except (EOFError, OSError) as exc:
@@ -235,15 +219,7 @@ class Engine:
 
         async def feed() -> None:
             nonlocal source_done
-            source = aiter(descriptors())
-            while True:
-                asked, planned = time.perf_counter(), driver_stats.stage_seconds["plan"]
-                try:
-                    descriptor = await anext(source)
-                except StopAsyncIteration:
-                    break
-                planning = driver_stats.stage_seconds["plan"] - planned
-                driver_stats.stage_seconds["list"] += time.perf_counter() - asked - planning
+            async for descriptor in listed(descriptors(), driver_stats):
                 enqueue(descriptor)
                 dispatch()
                 while len(queue) >= queue_bound:  # bounded: wait for workers to drain it
@@ -259,11 +235,11 @@ class Engine:
                 for _ in range(10):
                     merge_driver_stats()
                     if journal is not None:
-                        with clock.measure("journal"):
+                        with timed(driver_cpu, "journal", time.thread_time):
                             journal.flush()
                     if on_progress is not None:
                         report.wall_seconds = time.perf_counter() - started
-                        with clock.measure("display"):
+                        with timed(driver_cpu, "display", time.thread_time):
                             on_progress(report)
                     await asyncio.sleep(0.1)
                 if DEBUG:
@@ -302,7 +278,7 @@ class Engine:
                 worker.process.join(timeout=10)
         merge_driver_stats()
         if journal is not None:
-            with clock.measure("journal"):
+            with timed(driver_cpu, "journal", time.thread_time):
                 journal.flush()
         for crash in crashes:  # a crash fails the job even if others redid the work: say so
             report.failures.append(Failure("", "", crash))
@@ -312,7 +288,7 @@ class Engine:
         if self.strategy.in_process:  # worker threads already reported their share of it
             own = max(0.0, own - report.cpu_seconds)
         report.cpu_seconds += own
-        report.driver_cpu = _driver_breakdown(own, clock)
+        report.driver_cpu = _driver_breakdown(own, driver_cpu)
         report.engine = self.name
         report.workers = self.workers
         if on_progress is not None:
@@ -320,9 +296,9 @@ class Engine:
         return report
 
 
-def _driver_breakdown(own: float, clock: DriverClock) -> dict[str, float]:
-    measured = {activity: round(seconds, 3) for activity, seconds in clock.seconds.items()}
-    measured["source"] = round(max(0.0, own - sum(clock.seconds.values())), 3)
+def _driver_breakdown(own: float, driver_cpu: collections.Counter[str]) -> dict[str, float]:
+    measured = {activity: round(seconds, 3) for activity, seconds in driver_cpu.items()}
+    measured["source"] = round(max(0.0, own - sum(driver_cpu.values())), 3)
     measured["total"] = round(own, 3)
     return measured
 

@@ -96,7 +96,7 @@ class ThreadLauncher:
     in_process = True
 
     def __init__(self) -> None:
-        self._pickled: dict[int, bytes] = {}
+        self._pickled = b""  # one launcher per run, so one job: pickled once for all threads
 
     def pipe(self) -> tuple[Connection, Connection]:
         return multiprocessing.Pipe(duplex=True)
@@ -104,10 +104,10 @@ class ThreadLauncher:
     def start(
         self, index: int, conn: Connection, job: Job, options: EngineOptions, driver_fds: tuple[int, ...]
     ) -> WorkerHandle:
-        pickled = self._pickled.setdefault(id(job), pickle.dumps(job))
+        self._pickled = self._pickled or pickle.dumps(job)
         thread = threading.Thread(
             target=thread_main,
-            args=(conn, pickled, options, index),
+            args=(conn, self._pickled, options, index),
             name=f"s3bulk-worker-{index}",
             daemon=True,
         )

@@ -29,7 +29,7 @@ from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk.errors import ItemError, classify
-from s3bulk.report import Failure
+from s3bulk.report import Failure, listed
 
 PROGRESS_INTERVAL = 0.1
 DESCRIPTOR_PREFETCH = 2
@@ -86,15 +86,7 @@ class WorkerRuntime:
         stats = self.ctx.stats
         self.open_items[descriptor_id] = 0
         try:
-            batches = aiter(self._batches(descriptor))
-            while True:
-                asked, planned = time.perf_counter(), stats.stage_seconds["plan"]
-                try:
-                    batch = await anext(batches)
-                except StopAsyncIteration:
-                    break
-                planning = stats.stage_seconds["plan"] - planned  # counted as plan, not list
-                stats.stage_seconds["list"] += time.perf_counter() - asked - planning
+            async for batch in listed(self._batches(descriptor), stats):
                 end = len(batch)
                 index = 0
                 while index < end:
