@@ -233,3 +233,23 @@ def test_token_bucket_keeps_the_rate_and_lets_an_oversized_batch_through() -> No
     asyncio.run(load(40, 100))  # the debt is paid: 4,000 more take 1.6 s at the rate
     assert now[0] == pytest.approx(5.4 + 4000 / 2500)
     assert bucket.waited == pytest.approx(now[0])  # never idle: every simulated second was a wait
+
+
+def test_token_bucket_halves_when_throttled_and_climbs_back() -> None:
+    from s3bulk.engine.ratelimit import TokenBucket
+
+    now = [0.0]
+    bucket = TokenBucket(1000, burst=100, clock=lambda: now[0])
+    bucket.throttled()
+    bucket.throttled()  # the same burst of refusals: one signal
+    assert bucket.rate == 500 and bucket.cuts == 1
+    now[0] += 1.5
+    bucket.throttled()
+    assert bucket.rate == pytest.approx((500 + 1.5 * 50) / 2)
+    for _ in range(10):
+        bucket.throttled()
+        now[0] += 1.0
+    assert bucket.rate >= bucket.floor == 50  # never stops altogether
+    now[0] += 30  # 30 s without a refusal: back to the ceiling, not beyond
+    bucket._refill()
+    assert bucket.rate == 1000

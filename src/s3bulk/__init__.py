@@ -1,7 +1,8 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
 The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`,
-`doctor` (each with an `_async` twin), `list_jobs`, `ENGINES`, and the `Report` they return.
+`doctor`, `put_vectors` (each with an `_async` twin), `verify_vectors`, `count_vectors`,
+`list_jobs`, `ENGINES`, and the `Report` they return.
 Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
 """
 
@@ -40,6 +41,10 @@ _EXPORTS = {
     "Diagnosis": "s3bulk.doctor",
     "doctor": "s3bulk.doctor",
     "doctor_async": "s3bulk.doctor",
+    "put_vectors": "s3bulk.api",
+    "put_vectors_async": "s3bulk.api",
+    "verify_vectors": "s3bulk.vectors.verify",
+    "count_vectors": "s3bulk.vectors.verify",
 }
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "UsageError",
     "copy",
     "copy_async",
+    "count_vectors",
     "doctor",
     "doctor_async",
     "list_jobs",
@@ -62,6 +68,8 @@ __all__ = [
     "ls_async",
     "move",
     "move_async",
+    "put_vectors",
+    "put_vectors_async",
     "remove",
     "remove_async",
     "resume",
@@ -70,6 +78,7 @@ __all__ = [
     "retry_failed_async",
     "sync",
     "sync_async",
+    "verify_vectors",
 ]
 
 if TYPE_CHECKING:
@@ -81,6 +90,8 @@ if TYPE_CHECKING:
         ls_async,
         move,
         move_async,
+        put_vectors,
+        put_vectors_async,
         remove,
         remove_async,
         resume,
@@ -97,6 +108,7 @@ if TYPE_CHECKING:
     from s3bulk.journal import list_jobs
     from s3bulk.report import Failure, Report
     from s3bulk.stores.s3xml import ObjectInfo
+    from s3bulk.vectors.verify import count_vectors, verify_vectors
 
 
 def __getattr__(name: str) -> Any:

@@ -245,3 +245,59 @@ def resume(job_id: str, **options: Any) -> Report:
 def retry_failed(job_id: str, **options: Any) -> Report:
     """Synchronous twin of `retry_failed_async`."""
     return asyncio.run(retry_failed_async(job_id, **options))
+
+
+async def put_vectors_async(
+    sources: str | list[str],
+    bucket: str,
+    index: str | list[str],
+    *,
+    format: str | None = None,
+    key_column: str = "key",
+    vector_column: str = "vector",
+    metadata_columns: tuple[str, ...] | list[str] = (),
+    keys_file: str | None = None,
+    key_template: str | None = None,
+    batch_size: int = 500,
+    vectors_per_second: float = 2500,
+    requests_per_second: float = 1000,
+    on_error: str = "abort",
+    rejects: str | None = None,
+    engine: str = "async",
+    workers: int | None = None,
+    concurrency: int = 16,
+    max_attempts: int = 8,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Load embeddings from Parquet, .npy or JSON Lines files (local or s3://) into S3 Vectors.
+
+    Each index gets `vectors_per_second` and `requests_per_second` (the service's documented
+    per-index write limits), backing off when throttled; several indexes shard the rows by key.
+    Bad rows stop the job (`on_error="abort"`) or are left out (`"skip"`); either way they are
+    listed in the rejects file. One process is the default (`engine="async"`): building a batch
+    costs ~20 ms, so it keeps well ahead of one index's limit (see s3bulk.vectors.job)."""
+    args = {
+        "sources": [sources] if isinstance(sources, str) else list(sources),
+        "bucket": bucket,
+        "indexes": [index] if isinstance(index, str) else list(index),
+        "format": format,
+        "key_column": key_column,
+        "vector_column": vector_column,
+        "metadata_columns": list(metadata_columns),
+        "keys_file": keys_file,
+        "key_template": key_template,
+        "batch_size": batch_size,
+        "vectors_per_second": vectors_per_second,
+        "requests_per_second": requests_per_second,
+        "on_error": on_error,
+        "rejects": rejects,
+        **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts),
+    }
+    return await execute("vectors-put", args, settings, journal=journal, on_progress=on_progress)
+
+
+def put_vectors(sources: str | list[str], bucket: str, index: str | list[str], **options: Any) -> Report:
+    """Synchronous twin of `put_vectors_async`."""
+    return asyncio.run(put_vectors_async(sources, bucket, index, **options))

@@ -25,6 +25,7 @@ class AwsSettings:
     endpoint_url: str | None = None
     verify_ssl: bool = True
     anonymous: bool = False
+    vectors_endpoint_url: str | None = None  # S3 Vectors (the S3 endpoint serves s3:// sources)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -36,16 +37,23 @@ class AwsSettings:
         endpoint_url: str | None = None,
         verify_ssl: bool = True,
         anonymous: bool = False,
+        vectors_endpoint_url: str | None = None,
     ) -> AwsSettings:
-        endpoint = (
-            endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
+        """Endpoints as the AWS SDKs resolve them: the explicit one, then the service's own
+        variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_S3VECTORS), then AWS_ENDPOINT_URL."""
+        env = os.environ
+        endpoint = endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
+        vectors = (
+            vectors_endpoint_url
+            or env.get("AWS_ENDPOINT_URL_S3VECTORS")
+            or env.get("AWS_ENDPOINT_URL")
             or None
         )
-        if endpoint and not endpoint.startswith(("http://", "https://")):
-            raise UsageError(f"endpoint URL {endpoint!r} must start with http:// or https://")
+        for url in (endpoint, vectors):
+            if url and not url.startswith(("http://", "https://")):
+                raise UsageError(f"endpoint URL {url!r} must start with http:// or https://")
         return cls(
+            vectors_endpoint_url=vectors.rstrip("/") if vectors else None,
             profile=profile or os.environ.get("AWS_PROFILE") or None,
             region=region,
             endpoint_url=endpoint.rstrip("/") if endpoint else None,

@@ -6,6 +6,7 @@ time); per item they read like the seeds' tables:
 - plan:    turning listings into work (key mapping, filters, the sync diff)
 - build:   building and signing requests before they are sent (CPU under the GIL)
 - wait:    an item ready but held back (queue full, byte budget, in-flight limit)
+- rate:    held back by a rate limit's token bucket (vectors: the per-index write limits)
 - request: in flight at the service, response handling included
 The seed's signal: if build time per item stays flat while request time per item rises, adding
 load only queues at the service, which is then the limit; if the CPU is busy all the time, the
@@ -17,15 +18,16 @@ from __future__ import annotations
 from s3bulk.engine.strategies import cores
 from s3bulk.report import Report
 
-STAGES = ("list", "plan", "build", "wait", "request")
+STAGES = ("list", "plan", "build", "wait", "rate", "request")
 CLIENT_BOUND_CPU_SHARE = 0.8
 
 
 def stage_seconds(report: Report) -> dict[str, float]:
-    """Seconds per stage; request time here excludes the building it contains."""
+    """Seconds per stage; request time here excludes the building and rate waits it contains.
+    Stages a job never uses (rate, for objects) are left out."""
     raw = report.stage_seconds
-    seconds = {stage: raw.get(stage, 0.0) for stage in STAGES}
-    seconds["request"] = max(0.0, seconds["request"] - seconds["build"])
+    seconds = {stage: raw.get(stage, 0.0) for stage in STAGES if stage != "rate" or stage in raw}
+    seconds["request"] = max(0.0, seconds["request"] - seconds["build"] - seconds.get("rate", 0.0))
     return seconds
 
 
@@ -49,6 +51,12 @@ def verdict(report: Report, available: int | None = None) -> str:
         return (
             f"service-bound: it asked us to slow down {report.throttles:,} times; "
             "the adaptive limit (--engine auto) backs off by itself"
+        )
+    if ms.get("rate", 0.0) >= 0.5 * ms["request"] and ms.get("rate", 0.0) > 0:
+        return (
+            f"rate-limited, as asked: each batch waited {ms['rate']:.1f} ms for the per-index write limit "
+            f"against {ms['request']:.1f} ms in flight; the client has room to spare. To go faster, shard "
+            "over more indexes (--index, repeated), or raise --vectors-per-second if your quota allows"
         )
     if share >= CLIENT_BOUND_CPU_SHARE:
         return (

@@ -40,6 +40,11 @@ class UsageError(S3BulkError):
     exit_code = 2
 
 
+class JobAborted(S3BulkError):
+    """The job must stop (`--on-error abort` met a bad row): items in flight finish, nothing new
+    starts, and the journal keeps what was done, so a run after the fix resumes from there."""
+
+
 class ItemError(S3BulkError):
     """One object failed; `retryable` says whether trying again may help."""
 

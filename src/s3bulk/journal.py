@@ -90,10 +90,12 @@ class Journal:
 
     # ---- opening -----------------------------------------------------------------------------
     @classmethod
-    def create(cls, command: str, spec: dict[str, Any], directory: Path | None = None) -> Journal:
+    def create(
+        cls, command: str, spec: dict[str, Any], directory: Path | None = None, job_id: str | None = None
+    ) -> Journal:
         directory = directory or state_dir()
         directory.mkdir(parents=True, exist_ok=True)
-        job_id = new_job_id()
+        job_id = job_id or new_job_id()
         journal = cls(directory / f"{job_id}.db", job_id)
         journal._db.execute(
             "INSERT INTO job VALUES (?, ?, ?, ?)", (job_id, command, orjson.dumps(spec).decode(), time.time())

@@ -15,6 +15,8 @@ from s3bulk.report import Report, human_bytes
 def _rate_line(report: Report) -> str:
     """Counts first, so a narrow terminal cuts the least important part (the rate and ETA)."""
     seconds = max(report.wall_seconds, 1e-9)
+    if report.command.startswith("vectors"):
+        return _vectors_line(report, seconds)
     rate = report.bytes_done / seconds
     line = (
         f"{report.objects_done:,}/{report.objects_total:,} obj  "
@@ -23,6 +25,19 @@ def _rate_line(report: Report) -> str:
         f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(rate)}/s"
     )
     remaining = report.bytes_total - report.bytes_done
+    if rate > 0 and remaining > 0:
+        line += f"  ETA {remaining / rate:,.0f}s"
+    return line
+
+
+def _vectors_line(report: Report, seconds: float) -> str:
+    rate = report.vectors_done / seconds
+    line = (
+        f"{report.vectors_done:,}/{report.objects_total:,} vectors  {rate:,.0f} vec/s  "
+        f"batches in flight {report.in_flight}  throttles {report.throttles}  "
+        f"rejected {report.vectors_rejected:,}  failed batches {report.objects_failed}"
+    )
+    remaining = report.objects_total - report.vectors_done - report.vectors_rejected
     if rate > 0 and remaining > 0:
         line += f"  ETA {remaining / rate:,.0f}s"
     return line
@@ -67,13 +82,24 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
         )
         if count
     ]
-    out.write(
-        f"{report.command} {verb}: {report.objects_done:,} objects, {human_bytes(report.bytes_done)} "
-        f"in {seconds:.2f}s ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s); "
-        + "".join(f"{extra}, " for extra in extras)
-        + f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, "
-        + f"{report.retries:,} retries\n"
-    )
+    if report.command.startswith("vectors"):
+        rate = report.vectors_done / seconds if seconds else 0.0
+        out.write(
+            f"{report.command} {verb}: {report.vectors_done:,} vectors in {report.objects_done:,} batches "
+            f"({human_bytes(report.bytes_done)} of JSON) in {seconds:.2f}s ({rate:,.0f} vectors/s); "
+            + "".join(f"{extra}, " for extra in extras)
+            + f"{report.vectors_rejected:,} rejected rows, {report.objects_failed:,} failed batches, "
+            + f"{report.retries:,} retries ({report.throttles:,} throttled)\n"
+        )
+    else:
+        out.write(
+            f"{report.command} {verb}: {report.objects_done:,} objects, {human_bytes(report.bytes_done)} "
+            f"in {seconds:.2f}s ({report.objects_per_second:,.0f} obj/s, "
+            f"{report.gigabits_per_second:.2f} Gb/s); "
+            + "".join(f"{extra}, " for extra in extras)
+            + f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, "
+            + f"{report.retries:,} retries\n"
+        )
     if report.requests:
         requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
         out.write(f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE})\n")
@@ -87,6 +113,8 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
     if report.job_id:
         hint = f"; rerun failures: --retry-failed {report.job_id}" if report.objects_failed else ""
         out.write(f"job {report.job_id}{hint}\n")
+    if report.aborted:
+        err.write(f"error: stopped: {report.aborted}\n")
     for failure in report.failures:
         if not failure.source:  # a job-level problem (a worker crash), not one object
             err.write(f"error: {failure.reason}\n")

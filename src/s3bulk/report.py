@@ -39,6 +39,9 @@ class WorkerStats:
     retries: int = 0
     throttles: int = 0  # retries the service caused by saying "slow down" (429, 503 SlowDown)
     concurrency: int = 0  # change in this worker's in-flight limit (the report sums them)
+    in_flight: int = 0  # change in items running now (the report sums them: a gauge)
+    vectors_done: int = 0  # vectors: the vectors in the batches that were stored
+    vectors_rejected: int = 0  # vectors: rows that failed the checks (--on-error skip)
     cpu_seconds: float = 0.0
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -127,6 +130,10 @@ class Report:
     throttles: int = 0
     concurrency: int = 0  # requests allowed in flight across all workers, now
     concurrency_peak: int = 0
+    in_flight: int = 0
+    vectors_done: int = 0
+    vectors_rejected: int = 0
+    aborted: str = ""  # why the job stopped early (--on-error abort), or ""
     job_id: str = ""
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0  # every process of the job
@@ -137,7 +144,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.objects_failed == 0
+        return self.objects_failed == 0 and not self.aborted
 
     @property
     def request_cost(self) -> float:

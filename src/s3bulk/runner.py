@@ -21,7 +21,7 @@ from s3bulk.engine.retry import RetryPolicy
 from s3bulk.engine.strategies import DEFAULT_ENGINE, Strategy, choose, cores
 from s3bulk.engine.worker import EngineOptions
 from s3bulk.errors import UsageError
-from s3bulk.journal import Journal
+from s3bulk.journal import Journal, new_job_id
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Report
 from s3bulk.sources.listing import partitioning_pays
@@ -69,6 +69,7 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         "profile": settings.profile,
         "region": settings.region,
         "endpoint_url": settings.resolved_endpoint if settings.endpoint_url else None,
+        "vectors_endpoint_url": settings.vectors_endpoint_url,
         "verify_ssl": settings.verify_ssl,
         "anonymous": settings.anonymous,
     }
@@ -135,14 +136,28 @@ async def execute(
     continues an existing job in `mode`."""
     settings = settings or AwsSettings.from_env()
     settings.credentials()  # fail fast, before any process starts, when there are none
-    job = build_job(command, args, settings)
     strategy, in_flight = _strategy(args)
+    new_journal = journal is True and not args.get("dry_run")
+    job_id = journal.job_id if isinstance(journal, Journal) else new_job_id() if new_journal else ""
+    if command == VECTORS_PUT:
+        from s3bulk.vectors.job import build_put_job, default_rejects_path
+
+        args = {**args, "rejects": args.get("rejects") or default_rejects_path(job_id)}
+        job: Job = await build_put_job(args, settings, strategy.workers)
+    else:
+        job = build_job(command, args, settings)
     handle: Journal | None = None
     if isinstance(journal, Journal):
         handle = journal
-    elif journal and not args.get("dry_run"):
+    elif new_journal:
         spec_args = {name: _absolute(value) if name in LOCATIONS else value for name, value in args.items()}
-        handle = Journal.create(command, {"args": spec_args, "settings": settings_spec(settings)})
+        if command == VECTORS_PUT:
+            spec_args["sources"] = [_absolute(path) for path in args["sources"]]
+            if args.get("keys_file"):
+                spec_args["keys_file"] = _absolute(args["keys_file"])
+        handle = Journal.create(
+            command, {"args": spec_args, "settings": settings_spec(settings)}, job_id=job_id
+        )
     engine = Engine(
         strategy,
         EngineOptions(
@@ -153,11 +168,13 @@ async def execute(
             skip_done=mode != "run",
         ),
     )
-    source = args.get("source", args.get("target", ""))
+    source = args.get("source", args.get("target", " ".join(args.get("sources", ()))))
     report = Report(
         _verb(command, job),
         source=source,
-        destination=args.get("destination", ""),
+        destination=args.get(
+            "destination", "/".join((args.get("bucket", ""), *args.get("indexes", ()))).strip("/")
+        ),
         dry_run=args.get("dry_run", False),
     )
     if handle is None:
@@ -175,7 +192,8 @@ async def execute(
     return report
 
 
-LOCATIONS = ("source", "destination")
+LOCATIONS = ("source", "destination", "rejects")
+VECTORS_PUT = "vectors-put"
 
 
 def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
@@ -201,6 +219,8 @@ def _absolute(location: str) -> str:
 
 
 def _verb(command: str, job: Job) -> str:
+    if command == VECTORS_PUT:
+        return "vectors put"
     direction = getattr(job, "direction", "")
     if command == "cp":
         return direction

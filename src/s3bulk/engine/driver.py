@@ -169,6 +169,8 @@ class Engine:
             elif kind == "finished":
                 worker.assigned.pop(message[1], None)
                 outstanding -= 1
+            elif kind == "abort":
+                abort(message[1])
             elif kind == "crash":
                 crashes.append(f"worker {worker.index}: {message[1]}")
             elif kind == "done":
@@ -176,6 +178,20 @@ class Engine:
                 loop.remove_reader(worker.conn.fileno())
                 finished_workers.set()
             dispatch()
+
+        def abort(reason: str) -> None:
+            """Stop handing out work; workers finish what runs and drop what waits."""
+            nonlocal outstanding, source_done
+            if report.aborted:
+                return
+            report.aborted = reason
+            outstanding -= len(queue)
+            queue.clear()
+            source_done = True
+            feeder.cancel()
+            for each in workers:
+                if not each.done:
+                    send(each, ("abort",))
 
         def reader(worker: _Worker) -> Callable[[], None]:
             def on_readable() -> None:
@@ -258,7 +274,8 @@ class Engine:
         ticker = asyncio.create_task(tick())
         try:
             await asyncio.wait([feeder, asyncio.create_task(all_done.wait())], return_when="FIRST_EXCEPTION")
-            feeder.result()
+            if not report.aborted:
+                feeder.result()
             await all_done.wait()
             for worker in workers:
                 if not worker.done:

@@ -28,7 +28,7 @@ from s3bulk.engine.budget import ByteBudget
 from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
-from s3bulk.errors import ItemError, classify
+from s3bulk.errors import ItemError, JobAborted, classify
 from s3bulk.report import Failure, listed
 
 PROGRESS_INTERVAL = 0.1
@@ -70,6 +70,7 @@ class WorkerRuntime:
         self.open_items: dict[int, int] = {}  # descriptor id -> items not yet finished
         self.expanded: set[int] = set()  # descriptors whose expansion is complete
         self.split_allowed = False
+        self.aborting = False  # the job asked to stop: run nothing new, report what is done
         self.budget = ByteBudget(options.max_in_flight_bytes)
         self.limit: AdaptiveLimit | None = None
         if options.adaptive:
@@ -87,6 +88,8 @@ class WorkerRuntime:
         self.open_items[descriptor_id] = 0
         try:
             async for batch in listed(self._batches(descriptor), stats):
+                if self.aborting:
+                    break
                 end = len(batch)
                 index = 0
                 while index < end:
@@ -96,6 +99,8 @@ class WorkerRuntime:
                     await self.items.put((descriptor_id, batch[index]))
                     stats.stage_seconds["wait"] += time.perf_counter() - start
                     index += 1
+        except JobAborted as exc:
+            self.abort(str(exc))
         except Exception as exc:  # a listing that cannot go on: the whole descriptor failed
             error = classify(exc)
             stats.objects_failed += 1
@@ -126,6 +131,11 @@ class WorkerRuntime:
         self.send(("split", [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]))
         return index + keep
 
+    def abort(self, reason: str) -> None:
+        if not self.aborting:
+            self.aborting = True
+            self.send(("abort", reason))
+
     def _maybe_finished(self, descriptor_id: int) -> None:
         if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:
             del self.open_items[descriptor_id]
@@ -138,12 +148,17 @@ class WorkerRuntime:
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item = entry
+            if self.aborting:  # not started, so not journaled: a later run does it
+                self.open_items[descriptor_id] -= 1
+                self._maybe_finished(descriptor_id)
+                continue
             start = time.perf_counter()
             held = await self.budget.acquire(self.job.cost(item))
             if self.limit is not None:
                 await self.limit.acquire()
             acquired = time.perf_counter()
             stats.stage_seconds["wait"] += acquired - start
+            stats.in_flight += 1
             moved = 0
             try:
                 result = await with_retries(
@@ -154,6 +169,8 @@ class WorkerRuntime:
                 else:
                     moved = result
                     self._count_done(item, result)
+            except JobAborted as exc:
+                self.abort(str(exc))
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
                 source, destination, size = self.job.describe(item)
                 reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
@@ -161,6 +178,7 @@ class WorkerRuntime:
                 item_id = self.job.item_id(item) if self.options.journal_path else ""
                 stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
             finally:
+                stats.in_flight -= 1
                 await self.budget.release(held)
                 if self.limit is not None:
                     await self.limit.release(time.perf_counter() - acquired, moved)
@@ -285,6 +303,8 @@ async def _run_worker(
             task.add_done_callback(expanders.discard)
         elif message[0] == "split-allowed":
             runtime.split_allowed = message[1]
+        elif message[0] == "abort":  # another worker's job asked to stop
+            runtime.aborting = True
         elif message[0] == "stop":
             break
         elif message[0] == "driver-gone":

@@ -13,7 +13,6 @@ throttling.
 from __future__ import annotations
 
 import collections
-import os
 import time
 from typing import Any
 
@@ -27,10 +26,9 @@ from s3bulk.errors import ItemError, S3Error
 
 
 def vectors_endpoint(settings: AwsSettings) -> str:
-    """--endpoint-url, else AWS_ENDPOINT_URL_S3VECTORS / AWS_ENDPOINT_URL, else AWS's regional one."""
-    explicit = settings.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3VECTORS")
-    if explicit:
-        return explicit.rstrip("/")
+    """The configured one (`AwsSettings.from_env`), else AWS's regional endpoint."""
+    if settings.vectors_endpoint_url:
+        return settings.vectors_endpoint_url
     return f"https://s3vectors.{settings.resolved_region}.api.aws"
 
 
