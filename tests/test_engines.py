@@ -245,11 +245,16 @@ def test_token_bucket_halves_when_throttled_and_climbs_back() -> None:
     assert bucket.rate == 500 and bucket.cuts == 1
     now[0] += 1.5
     bucket.throttled()
-    assert bucket.rate == pytest.approx((500 + 1.5 * 50) / 2)
+    assert bucket.rate == pytest.approx((500 + 1.5 * 20) / 2)  # climbing back 20/s each second
     for _ in range(10):
         bucket.throttled()
         now[0] += 1.0
     assert bucket.rate >= bucket.floor == 50  # never stops altogether
-    now[0] += 30  # 30 s without a refusal: back to the ceiling, not beyond
+    now[0] += 60  # a minute without a refusal: back to the ceiling, not beyond
     bucket._refill()
     assert bucket.rate == 1000
+    for _ in range(20):  # the service takes 300/s: a cut aims just under that, not at half
+        now[0] += 0.1
+        bucket.delivered(30)
+    bucket.throttled()
+    assert bucket.rate == pytest.approx(0.9 * 300, rel=0.05)

@@ -176,6 +176,7 @@ async def execute(
             "destination", "/".join((args.get("bucket", ""), *args.get("indexes", ()))).strip("/")
         ),
         dry_run=args.get("dry_run", False),
+        requests=dict(getattr(job, "preflight_requests", {})),
     )
     if handle is None:
         return await engine.run(job, report, on_progress=on_progress, on_records=on_records)

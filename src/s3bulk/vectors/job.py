@@ -16,6 +16,7 @@ hash of the key, so a re-run sends every key to the same index again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import zlib
 from collections.abc import AsyncIterator, Iterator
@@ -98,6 +99,7 @@ class PutVectorsJob:
         self.settings = settings
         self.shapes = shapes
         self.workers = workers
+        self.preflight_requests: dict[str, int] = {}  # GetIndex calls made before the engine starts
         self._client: VectorsClient | None = None
         self._limits: dict[str, tuple[TokenBucket, TokenBucket]] = {}
         self._rejects: int | None = None
@@ -261,13 +263,16 @@ class PutVectorsJob:
         await vectors_bucket.acquire(len(batch.keys))
         await requests_bucket.acquire(1)
         ctx.stats.stage_seconds["rate"] += vectors_bucket.waited + requests_bucket.waited - waited
+        sent_at = vectors_bucket.now()
         try:
             await self._client.put_vectors(body)
         except S3Error as error:
             if error.throttled:
-                vectors_bucket.throttled()
-                requests_bucket.throttled()
+                vectors_bucket.throttled(sent_at)
+                requests_bucket.throttled(sent_at)
             raise
+        vectors_bucket.delivered(len(batch.keys))
+        requests_bucket.delivered(1)
         ctx.stats.vectors_done += len(batch.keys)
         return len(body)
 
@@ -353,12 +358,22 @@ async def build_put_job(args: dict[str, Any], settings: AwsSettings, workers: in
         rejects_path=args["rejects"],
         concurrency=int(args.get("concurrency", 16)),
     )
-    shapes = await index_shapes(settings, options.bucket, indexes)
-    return PutVectorsJob(source, options, settings, shapes, workers=workers)
+    requests: collections.Counter[str] = collections.Counter()
+    shapes = await index_shapes(settings, options.bucket, indexes, requests)
+    job = PutVectorsJob(source, options, settings, shapes, workers=workers)
+    job.preflight_requests = dict(requests)
+    return job
 
 
-async def index_shapes(settings: AwsSettings, bucket: str, indexes: tuple[str, ...]) -> dict[str, IndexShape]:
+async def index_shapes(
+    settings: AwsSettings,
+    bucket: str,
+    indexes: tuple[str, ...],
+    requests: collections.Counter[str] | None = None,
+) -> dict[str, IndexShape]:
     client = VectorsClient(settings, max_connections=4)
+    if requests is not None:
+        client.requests = requests
     try:
         shapes = {}
         for index in indexes:

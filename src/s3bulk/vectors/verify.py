@@ -77,8 +77,8 @@ async def verify_vectors(
 ) -> VerifyReport:
     """Compare `sample` random rows (every row if None) of the source with what the indexes hold."""
     started = time.perf_counter()
-    shapes = await index_shapes(settings, bucket, indexes)
     report = VerifyReport()
+    shapes = await index_shapes(settings, bucket, indexes, report.requests)
     client = VectorsClient(settings, max_connections=concurrency)
     client.requests = report.requests
     calls = asyncio.Semaphore(concurrency)
