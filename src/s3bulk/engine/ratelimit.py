@@ -21,7 +21,6 @@ import collections
 import time
 from collections.abc import Awaitable, Callable
 
-
 DELIVERY_WINDOW = 2.0  # seconds of accepted requests a cut looks back on
 MAX_SLEEP_STEP = 0.1
 
