@@ -26,7 +26,7 @@ bench: setup
 	$(PY) bench/bench_transfers.py --runs 3
 	$(PY) bench/bench_sync.py --runs 3
 	bench/bench_engines.sh
-	$(PY) bench/bench_vectors.py --runs 3
+	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
 
 lint: .venv/.synced
 	.venv/bin/ruff check .

@@ -227,7 +227,7 @@ def count_vectors(endpoint: str, bucket: str, index: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--rows", type=int, default=20_000, help="vectors for the end-to-end loads")
+    parser.add_argument("--rows", type=int, default=10_000, help="vectors for the end-to-end loads")
     parser.add_argument("--batches", type=int, default=20, help="batches for the CPU comparison")
     parser.add_argument("--output", default=str(ROOT / "out" / "vectors.json"))
     args = parser.parse_args()
