@@ -1,7 +1,8 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
 The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`,
-`doctor`, `put_vectors` (each with an `_async` twin), `verify_vectors`, `count_vectors`,
+`doctor`, `put_vectors`, `gather`, `gather_to_file` (each with an `_async` twin), `verify_vectors`,
+`count_vectors`,
 `list_jobs`, `ENGINES`, and the `Report` they return.
 Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
 """
@@ -44,6 +45,10 @@ _EXPORTS = {
     "put_vectors": "s3bulk.api",
     "put_vectors_async": "s3bulk.api",
     "verify_vectors": "s3bulk.vectors.verify",
+    "gather": "s3bulk.api",
+    "gather_async": "s3bulk.api",
+    "gather_to_file": "s3bulk.api",
+    "gather_to_file_async": "s3bulk.api",
     "count_vectors": "s3bulk.vectors.verify",
 }
 
@@ -63,6 +68,10 @@ __all__ = [
     "count_vectors",
     "doctor",
     "doctor_async",
+    "gather",
+    "gather_async",
+    "gather_to_file",
+    "gather_to_file_async",
     "list_jobs",
     "ls",
     "ls_async",
@@ -86,6 +95,10 @@ if TYPE_CHECKING:
         Listing,
         copy,
         copy_async,
+        gather,
+        gather_async,
+        gather_to_file,
+        gather_to_file_async,
         ls,
         ls_async,
         move,

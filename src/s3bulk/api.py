@@ -7,10 +7,14 @@ assert report.ok, report.failures
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from s3bulk.config import AwsSettings
 from s3bulk.report import Report
@@ -301,3 +305,92 @@ async def put_vectors_async(
 def put_vectors(sources: str | list[str], bucket: str, index: str | list[str], **options: Any) -> Report:
     """Synchronous twin of `put_vectors_async`."""
     return asyncio.run(put_vectors_async(sources, bucket, index, **options))
+
+
+# ---- arrays ----------------------------------------------------------------------------------
+async def gather_to_file_async(
+    sources: str | list[str],
+    dataset: str,
+    selection: str = ":",
+    output: str = "out.npy",
+    *,
+    combine: str = "concat",
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: str | None = None,
+    engine: str = "async",
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 256 * MiB,
+    max_attempts: int = 6,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Gather `selection` of `dataset` from HDF5 files (URLs, `s3://bucket/wtk/*.h5` globs,
+    prefixes or local paths) into `output` (.npy, .csv or .parquet), via a temp file and a rename.
+
+    Files are joined along `axis` of each file's part (`combine="concat"`), or stacked on a new
+    first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
+    indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
+    from s3bulk.arrays.gather import GatherOptions, default_cache_dir, gather_into, partial_path
+    from s3bulk.arrays.output import check_tabular, output_format, publish
+
+    suffix = output_format(output)
+    options = GatherOptions(
+        combine=combine,
+        axis=axis,
+        scale=scale,
+        cache_dir=(cache_dir or default_cache_dir()) if cache else None,
+        engine=engine,
+        workers=workers,
+        concurrency=concurrency,
+        max_in_flight_bytes=max_in_flight_bytes,
+        max_attempts=max_attempts,
+    )
+    settings = settings or AwsSettings.from_env()
+    partial = partial_path(output)
+    started = time.perf_counter()
+    try:
+        gathered = await gather_into(
+            [sources] if isinstance(sources, str) else list(sources),
+            dataset,
+            selection,
+            partial,
+            settings,
+            options,
+            check_shape=lambda shape: check_tabular(suffix, shape),
+            on_progress=on_progress,
+        )
+        publish(partial, output, gathered.labels)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    report = gathered.report
+    report.destination = output
+    report.wall_seconds = time.perf_counter() - started
+    report.notes.insert(0, f"wrote {output}: shape {gathered.shape}, {gathered.dtype}")
+    return report
+
+
+def gather_to_file(
+    sources: str | list[str], dataset: str, selection: str = ":", output: str = "out.npy", **options: Any
+) -> Report:
+    """Synchronous twin of `gather_to_file_async`."""
+    return asyncio.run(gather_to_file_async(sources, dataset, selection, output, **options))
+
+
+async def gather_async(
+    sources: str | list[str], dataset: str, selection: str = ":", **options: Any
+) -> np.ndarray:
+    """`selection` of `dataset` across HDF5 files as one numpy array (options as in
+    `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
+    with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
+        path = os.path.join(directory, "result.npy")
+        await gather_to_file_async(sources, dataset, selection, path, **options)
+        return np.load(path)
+
+
+def gather(sources: str | list[str], dataset: str, selection: str = ":", **options: Any) -> np.ndarray:
+    """Synchronous twin of `gather_async`."""
+    return asyncio.run(gather_async(sources, dataset, selection, **options))

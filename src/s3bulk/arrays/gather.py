@@ -1,0 +1,359 @@
+"""`gather`: one selection out of many chunked HDF5 objects, in three waves.
+
+1. Index: every file's chunk index, from the local cache when the object's ETag still matches,
+   else through h5py over a BlockFile, the heads of all files fetched in one concurrent wave
+   first (h5py's lock serialises the rest, so what it still has to fetch is kept small).
+2. Fetch: one engine run over the ranged GETs of all files at once (GatherJob), which decodes
+   and writes into a memory-mapped .npy.
+3. Fall back: datasets s3bulk cannot read chunk by chunk (contiguous or compact layout, filters
+   other than deflate/shuffle/fletcher32) are read through h5py, and the report says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import obstore
+
+from s3bulk.arrays.decode import unsupported_filter
+from s3bulk.arrays.files import FileRef, find_files, open_store
+from s3bulk.arrays.index import CHUNKED, DatasetIndex, IndexCache, describe_dataset, look_up_chunks, open_dataset
+from s3bulk.arrays.job import FilePlacement, GatherJob
+from s3bulk.arrays.ranges import StoredChunk, coalesce
+from s3bulk.arrays.selection import AxisPick, Part, chunk_pieces, parse_selection, resolve, result_shape
+from s3bulk.config import AwsSettings
+from s3bulk.engine.driver import Engine
+from s3bulk.engine.retry import RetryPolicy
+from s3bulk.engine.strategies import choose
+from s3bulk.engine.worker import EngineOptions
+from s3bulk.errors import S3BulkError, UsageError
+from s3bulk.report import Report
+from s3bulk.stores.blockfile import BlockFile
+
+MiB = 1024**2
+METADATA = "GET (HDF5 metadata)"
+
+
+@dataclass(frozen=True)
+class GatherOptions:
+    combine: str = "concat"  # "concat": files joined along `axis` of the result; "stack": a new first axis
+    axis: int = 0
+    scale: bool = False  # divide by each file's `scale_factor` attribute (the WIND Toolkit convention)
+    cache_dir: str | None = None  # None: no index cache
+    engine: str = "async"
+    workers: int | None = None
+    concurrency: int = 64
+    max_in_flight_bytes: int = 256 * MiB
+    max_attempts: int = 6
+    block_size: int = MiB  # metadata reads
+    max_gap: int = MiB  # coalesce chunks this close
+    max_range: int = 16 * MiB
+    split_bytes: int = 16 * MiB
+
+
+@dataclass
+class FilePlan:
+    ref: FileRef
+    index: DatasetIndex
+    picks: tuple[AxisPick, ...]
+    shape: tuple[int, ...]
+    fallback: str = ""  # why h5py reads this file's part ("" when s3bulk does)
+
+
+@dataclass
+class Gathered:
+    """The result's shape and type, where it went, and how the job went."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    report: Report
+    labels: list[str] = field(default_factory=list)  # names of the last axis's entries (columns)
+
+
+# ---- wave 1: the chunk indexes ------------------------------------------------------------------
+def _satisfied(index: DatasetIndex | None, parts: tuple[Part, ...]) -> bool:
+    if index is None:
+        return False
+    if index.layout != CHUNKED:
+        return True
+    picks = resolve(parts, index.shape, index.url)
+    return not index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
+
+
+async def build_indexes(
+    files: list[FileRef], dataset: str, parts: tuple[Part, ...], settings: AwsSettings, options: GatherOptions
+) -> list[DatasetIndex]:
+    cache = IndexCache(options.cache_dir)
+    indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
+    todo = [number for number, index in enumerate(indexes) if not _satisfied(index, parts)]
+    if not todo:
+        return [index for index in indexes if index is not None]
+    stores = {root: open_store(root, settings) for root in {files[number].root for number in todo}}
+    heads = await asyncio.gather(
+        *(
+            obstore.get_range_async(
+                stores[files[n].root], files[n].key, start=0, end=min(files[n].size, options.block_size)
+            )
+            for n in todo
+        )
+    )
+
+    def read_metadata() -> None:
+        for number, head in zip(todo, heads, strict=True):
+            ref = files[number]
+            handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
+            handle.seed(0, bytes(head))
+            index = _index_one(handle, ref, dataset, parts, indexes[number])
+            index.metadata_requests = handle.requests + 1
+            index.metadata_bytes = handle.bytes_read + len(head)
+            cache.save(index)
+            indexes[number] = index
+
+    await asyncio.to_thread(read_metadata)
+    return [index for index in indexes if index is not None]
+
+
+def _index_one(
+    handle: BlockFile, ref: FileRef, dataset: str, parts: tuple[Part, ...], known: DatasetIndex | None
+) -> DatasetIndex:
+    import h5py
+
+    try:
+        h5file = h5py.File(handle, "r")
+    except OSError as exc:
+        raise UsageError(f"{ref.url} is not an HDF5 file h5py can open ({exc}): check the path") from None
+    with h5file:
+        node = open_dataset(h5file, dataset, ref.url)
+        index = known or describe_dataset(node, ref.url, ref.etag, dataset)
+        if index.layout == CHUNKED:
+            picks = resolve(parts, index.shape, ref.url)
+            look_up_chunks(node, index, index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks)))
+    return index
+
+
+# ---- the plan: where each file's part goes ----------------------------------------------------
+def plan_files(
+    files: list[FileRef], indexes: list[DatasetIndex], parts: tuple[Part, ...], options: GatherOptions
+) -> tuple[list[FilePlan], tuple[int, ...], np.dtype, str]:
+    """Each file's selection, the combined shape and type, and how files are combined."""
+    plans = []
+    for ref, index in zip(files, indexes, strict=True):
+        picks = resolve(parts, index.shape, ref.url)
+        plan = FilePlan(ref, index, picks, result_shape(picks))
+        if index.layout != CHUNKED:
+            plan.fallback = f"{index.layout} layout"
+        elif reason := unsupported_filter(index.filters):
+            plan.fallback = reason
+        if options.scale and index.scale_factor is None:
+            raise UsageError(f"{ref.url}: dataset {index.dataset} has no scale_factor attribute: drop --scale")
+        plans.append(plan)
+    dtypes = [_native(plan.index.dtype) for plan in plans]
+    dtype = np.result_type(*dtypes)
+    if options.scale:
+        dtype = np.result_type(dtype, np.float32)
+    combine = options.combine
+    if combine not in ("concat", "stack"):
+        raise UsageError(f"unknown combine {combine!r}: use concat or stack")
+    if combine == "concat" and len(plans[0].shape) == 0:
+        combine = "stack"  # single points: one value per file
+    shapes = [plan.shape for plan in plans]
+    if combine == "stack":
+        if len(set(shapes)) > 1:
+            raise UsageError(f"files give different shapes {sorted(set(shapes))}: they cannot be stacked; use concat")
+        return plans, (len(plans), *shapes[0]), dtype, combine
+    ndim = len(shapes[0])
+    axis = options.axis + ndim if options.axis < 0 else options.axis
+    if not 0 <= axis < ndim:
+        raise UsageError(f"--axis {options.axis} is out of range for {ndim}-D parts: use 0..{ndim - 1}")
+    others = {shape[:axis] + shape[axis + 1 :] for shape in shapes}
+    if len(others) > 1:
+        raise UsageError(
+            f"files give parts of shapes {sorted(set(shapes))}, which do not line up along axis {axis}: "
+            "pick another --axis or select the same extent in every file"
+        )
+    total = sum(shape[axis] for shape in shapes)
+    return plans, (*shapes[0][:axis], total, *shapes[0][axis + 1 :]), dtype, combine
+
+
+def _native(dtype_text: str) -> np.dtype:
+    try:
+        dtype = np.dtype(dtype_text)
+    except TypeError:
+        raise UsageError(f"dataset type {dtype_text} is not a plain number type: gather reads numbers") from None
+    return dtype.newbyteorder("=")
+
+
+def placements(plans: list[FilePlan], combine: str, axis: int) -> list[FilePlacement]:
+    result = []
+    offset = 0
+    for number, plan in enumerate(plans):
+        index = plan.index
+        stacked = combine == "stack"
+        result.append(
+            FilePlacement(
+                url=plan.ref.url,
+                root=plan.ref.root,
+                key=plan.ref.key,
+                dtype=index.dtype,
+                chunks=index.chunks,
+                filters=index.filters,
+                prefix=(number,) if stacked else (),
+                axis=-1 if stacked else axis,
+                offset=0 if stacked else offset,
+                divide_by=None,
+            )
+        )
+        if not stacked:
+            offset += plan.shape[axis]
+    return result
+
+
+def range_reads(plans: list[FilePlan], options: GatherOptions) -> tuple[list[Any], list[tuple[int, Any]]]:
+    """The ranged GETs of every chunked file, and the (file, piece) pairs never written (fill)."""
+    reads = []
+    unwritten = []
+    for number, plan in enumerate(plans):
+        if plan.fallback:
+            continue
+        stored = []
+        for piece in chunk_pieces(plan.picks, plan.index.chunks):
+            info = plan.index.chunk_info[piece.coord]
+            if info is None:
+                unwritten.append((number, piece))
+            else:
+                stored.append(StoredChunk(info[0], info[1], info[2], piece))
+        reads.extend(coalesce(number, stored, max_gap=options.max_gap, max_range=options.max_range))
+    return reads, unwritten
+
+
+# ---- the whole gather --------------------------------------------------------------------------
+async def gather_into(
+    sources: list[str],
+    dataset: str,
+    selection: str,
+    output_path: str,
+    settings: AwsSettings,
+    options: GatherOptions,
+    *,
+    check_shape: Callable[[tuple[int, ...]], None] | None = None,
+    on_progress: Callable[[Report], None] | None = None,
+) -> Gathered:
+    """Gather into a new .npy at `output_path` (the caller renames it into place)."""
+    parts = parse_selection(selection)
+    choose(options.engine, options.workers, options.concurrency)  # a bad engine fails before any request
+    files, listing_requests = await asyncio.to_thread(find_files, sources, settings)
+    indexes = await build_indexes(files, dataset, parts, settings, options)
+    plans, shape, dtype, combine = plan_files(files, indexes, parts, options)
+    if check_shape:
+        check_shape(shape)
+    axis = options.axis + len(plans[0].shape) if options.axis < 0 else options.axis
+    job_files = placements(plans, combine, axis)
+    if options.scale:
+        job_files = [_with_scale(each, plan) for each, plan in zip(job_files, plans, strict=True)]
+    reads, unwritten = range_reads(plans, options)
+    output = np.lib.format.open_memmap(output_path, mode="w+", dtype=dtype, shape=shape)
+    for number, piece in unwritten:
+        fill = np.asarray(plans[number].index.fill_value, dtype=dtype)
+        output[GatherJob.target(job_files[number], piece.target)] = GatherJob.scaled(job_files[number], fill)
+    output.flush()
+    del output
+    report = Report("gather", source=" ".join(sources), destination=dataset)
+    if listing_requests:
+        report.requests["LIST" if any("*" in s or s.endswith("/") for s in sources) else "HEAD"] = listing_requests
+    metadata = sum(index.metadata_requests for index in indexes)
+    report.requests[METADATA] = metadata
+    built = sum(1 for index in indexes if index.metadata_requests)
+    report.notes.append(
+        f"chunk index: {len(files) - built} of {len(files)} file(s) from the cache, {built} read "
+        f"({metadata} requests, {sum(index.metadata_bytes for index in indexes) / MiB:.1f} MiB)"
+    )
+    job = GatherJob(job_files, output_path, settings, split_bytes=options.split_bytes)
+    job.reads = reads
+    if reads:
+        strategy = choose(options.engine, options.workers, options.concurrency)
+        engine = Engine(
+            strategy,
+            EngineOptions(
+                max_in_flight_bytes=options.max_in_flight_bytes,
+                retry=RetryPolicy(max_attempts=options.max_attempts),
+            ),
+        )
+        await engine.run(job, report, on_progress=on_progress)
+    if not report.ok:
+        first = report.failures[0].reason if report.failures else report.aborted
+        raise GatherFailed(report, f"{report.objects_failed} range read(s) failed, e.g. {first}")
+    fallbacks = [(number, plan) for number, plan in enumerate(plans) if plan.fallback]
+    if fallbacks:
+        await asyncio.to_thread(_read_with_h5py, fallbacks, job_files, parts, dataset, output_path, settings, report)
+    labels = _labels(plans, combine, shape)
+    return Gathered(shape, dtype, report, labels)
+
+
+class GatherFailed(S3BulkError):
+    def __init__(self, report: Report, message: str) -> None:
+        super().__init__(f"gather failed: {message}; nothing was written")
+        self.report = report
+
+
+def _with_scale(placement: FilePlacement, plan: FilePlan) -> FilePlacement:
+    return replace(placement, divide_by=plan.index.scale_factor)
+
+
+def _read_with_h5py(
+    fallbacks: list[tuple[int, FilePlan]],
+    job_files: list[FilePlacement],
+    parts: tuple[Part, ...],
+    dataset: str,
+    output_path: str,
+    settings: AwsSettings,
+    report: Report,
+) -> None:
+    """The files s3bulk cannot read chunk by chunk, through h5py over large cached blocks."""
+    import h5py
+
+    output = np.load(output_path, mmap_mode="r+")
+    requests = 0
+    for number, plan in fallbacks:
+        ref = plan.ref
+        handle = BlockFile(open_store(ref.root, settings), ref.key, ref.size, block_size=4 * MiB)
+        try:
+            with h5py.File(handle, "r") as h5file:
+                values = open_dataset(h5file, dataset, ref.url)[parts]
+        except OSError as exc:
+            raise UsageError(
+                f"{ref.url}: h5py cannot read {dataset} ({plan.fallback}): {exc}; for a plugin filter "
+                "install hdf5plugin and import it first"
+            ) from None
+        within = tuple(slice(0, size) for size in plan.shape)
+        output[GatherJob.target(job_files[number], within)] = GatherJob.scaled(job_files[number], values)
+        requests += handle.requests
+        report.bytes_done += handle.bytes_read
+        report.notes.append(f"{ref.url}: read through h5py ({plan.fallback})")
+    output.flush()
+    report.requests["GET (h5py)"] = report.requests.get("GET (h5py)", 0) + requests
+
+
+def _labels(plans: list[FilePlan], combine: str, shape: tuple[int, ...]) -> list[str]:
+    """Column names for .csv/.parquet: the dataset's own index along the result's last axis."""
+    if not shape:
+        return []
+    kept = [(axis, pick) for axis, pick in enumerate(plans[0].picks) if not pick.dropped]
+    if len(shape) == 1 or not kept:
+        return [plans[0].index.dataset.rsplit("/", 1)[-1]]
+    _, last = kept[-1]
+    return [str(last.start + last.step * position) for position in range(shape[-1])]
+
+
+def default_cache_dir() -> str:
+    return str(IndexCache.default_directory())
+
+
+def partial_path(target: str) -> str:
+    """A temp name next to `target`, so the final rename is atomic and on the same disk."""
+    directory, name = os.path.split(os.path.abspath(target))
+    return os.path.join(directory, f".{name}.{os.getpid()}.partial.npy")
