@@ -45,9 +45,10 @@ class Endpoint:
 
 @pytest.fixture(autouse=True)
 def job_journals(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Journals go to a fresh directory per test, never the user's state directory."""
+    """Journals and caches go to fresh directories per test, never the user's."""
     directory = tmp_path_factory.mktemp("jobs")
     monkeypatch.setenv("S3BULK_STATE_DIR", str(directory))
+    monkeypatch.setenv("S3BULK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))  # gather's index cache
     return directory
 
 

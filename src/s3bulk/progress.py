@@ -92,14 +92,17 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
             + f"{report.retries:,} retries ({report.throttles:,} throttled)\n"
         )
     else:
+        noun = "range reads" if report.command == "gather" else "objects"
         out.write(
-            f"{report.command} {verb}: {report.objects_done:,} objects, {human_bytes(report.bytes_done)} "
+            f"{report.command} {verb}: {report.objects_done:,} {noun}, {human_bytes(report.bytes_done)} "
             f"in {seconds:.2f}s ({report.objects_per_second:,.0f} obj/s, "
             f"{report.gigabits_per_second:.2f} Gb/s); "
             + "".join(f"{extra}, " for extra in extras)
             + f"{report.objects_failed:,} failed, {report.objects_skipped:,} skipped, "
             + f"{report.retries:,} retries\n"
         )
+    for note in report.notes:
+        out.write(f"{note}\n")
     if report.requests:
         requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
         out.write(f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE})\n")

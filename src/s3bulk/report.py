@@ -141,7 +141,9 @@ class Report:
     requests: dict[str, int] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the user should know (gather: index cache, fallbacks)
+    notes: list[str] = field(
+        default_factory=list
+    )  # what the user should know (gather: index cache, fallbacks)
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,14 @@ import obstore
 
 from s3bulk.arrays.decode import unsupported_filter
 from s3bulk.arrays.files import FileRef, find_files, open_store
-from s3bulk.arrays.index import CHUNKED, DatasetIndex, IndexCache, describe_dataset, look_up_chunks, open_dataset
+from s3bulk.arrays.index import (
+    CHUNKED,
+    DatasetIndex,
+    IndexCache,
+    describe_dataset,
+    look_up_chunks,
+    open_dataset,
+)
 from s3bulk.arrays.job import FilePlacement, GatherJob
 from s3bulk.arrays.ranges import StoredChunk, coalesce
 from s3bulk.arrays.selection import AxisPick, Part, chunk_pieces, parse_selection, resolve, result_shape
@@ -132,7 +139,9 @@ def _index_one(
         index = known or describe_dataset(node, ref.url, ref.etag, dataset)
         if index.layout == CHUNKED:
             picks = resolve(parts, index.shape, ref.url)
-            look_up_chunks(node, index, index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks)))
+            look_up_chunks(
+                node, index, index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
+            )
     return index
 
 
@@ -150,7 +159,9 @@ def plan_files(
         elif reason := unsupported_filter(index.filters):
             plan.fallback = reason
         if options.scale and index.scale_factor is None:
-            raise UsageError(f"{ref.url}: dataset {index.dataset} has no scale_factor attribute: drop --scale")
+            raise UsageError(
+                f"{ref.url}: dataset {index.dataset} has no scale_factor attribute: drop --scale"
+            )
         plans.append(plan)
     dtypes = [_native(plan.index.dtype) for plan in plans]
     dtype = np.result_type(*dtypes)
@@ -164,7 +175,9 @@ def plan_files(
     shapes = [plan.shape for plan in plans]
     if combine == "stack":
         if len(set(shapes)) > 1:
-            raise UsageError(f"files give different shapes {sorted(set(shapes))}: they cannot be stacked; use concat")
+            raise UsageError(
+                f"files give different shapes {sorted(set(shapes))}: they cannot be stacked; use concat"
+            )
         return plans, (len(plans), *shapes[0]), dtype, combine
     ndim = len(shapes[0])
     axis = options.axis + ndim if options.axis < 0 else options.axis
@@ -184,7 +197,9 @@ def _native(dtype_text: str) -> np.dtype:
     try:
         dtype = np.dtype(dtype_text)
     except TypeError:
-        raise UsageError(f"dataset type {dtype_text} is not a plain number type: gather reads numbers") from None
+        raise UsageError(
+            f"dataset type {dtype_text} is not a plain number type: gather reads numbers"
+        ) from None
     return dtype.newbyteorder("=")
 
 
@@ -264,7 +279,9 @@ async def gather_into(
     del output
     report = Report("gather", source=" ".join(sources), destination=dataset)
     if listing_requests:
-        report.requests["LIST" if any("*" in s or s.endswith("/") for s in sources) else "HEAD"] = listing_requests
+        report.requests["LIST" if any("*" in s or s.endswith("/") for s in sources) else "HEAD"] = (
+            listing_requests
+        )
     metadata = sum(index.metadata_requests for index in indexes)
     report.requests[METADATA] = metadata
     built = sum(1 for index in indexes if index.metadata_requests)
@@ -289,7 +306,9 @@ async def gather_into(
         raise GatherFailed(report, f"{report.objects_failed} range read(s) failed, e.g. {first}")
     fallbacks = [(number, plan) for number, plan in enumerate(plans) if plan.fallback]
     if fallbacks:
-        await asyncio.to_thread(_read_with_h5py, fallbacks, job_files, parts, dataset, output_path, settings, report)
+        await asyncio.to_thread(
+            _read_with_h5py, fallbacks, job_files, parts, dataset, output_path, settings, report
+        )
     labels = _labels(plans, combine, shape)
     return Gathered(shape, dtype, report, labels)
 

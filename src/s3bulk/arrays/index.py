@@ -36,7 +36,9 @@ class DatasetIndex:
     dtype: str  # numpy dtype string, byte order included ('<u2', '>f4')
     layout: str
     chunks: tuple[int, ...] = ()
-    filters: list[tuple[int, int, tuple[int, ...], str]] = field(default_factory=list)  # (id, flags, values, name)
+    filters: list[tuple[int, int, tuple[int, ...], str]] = field(
+        default_factory=list
+    )  # (id, flags, values, name)
     fill_value: Any = 0
     scale_factor: float | None = None
     chunk_info: dict[tuple[int, ...], ChunkInfo] = field(default_factory=dict)
@@ -112,7 +114,9 @@ def describe_dataset(node: Any, url: str, etag: str, dataset: str) -> DatasetInd
     if layout == CHUNKED:
         for number in range(plist.get_nfilters()):
             filter_id, flags, values, name = plist.get_filter(number)
-            filters.append((int(filter_id), int(flags), tuple(int(v) for v in values), name.decode(errors="replace")))
+            filters.append(
+                (int(filter_id), int(flags), tuple(int(v) for v in values), name.decode(errors="replace"))
+            )
     fill = np.zeros(1, dtype=node.dtype) if node.dtype.kind in "biuf" else None
     if fill is not None:
         plist.get_fill_value(fill)

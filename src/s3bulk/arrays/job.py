@@ -112,7 +112,9 @@ class GatherJob:
         ctx.stats.stage_seconds["transfer"] += time.perf_counter() - started
         data = memoryview(fetched[0]) if len(fetched) == 1 else memoryview(b"".join(fetched))
         if len(data) != item.size:
-            raise ItemError(f"{placement.url}: got {len(data)} bytes of {item.size}: retrying", retryable=True)
+            raise ItemError(
+                f"{placement.url}: got {len(data)} bytes of {item.size}: retrying", retryable=True
+            )
         decoding = time.perf_counter()
         await asyncio.get_running_loop().run_in_executor(self._pool, self._place, item, data)
         ctx.stats.stage_seconds["decode"] += time.perf_counter() - decoding

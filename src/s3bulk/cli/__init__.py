@@ -8,7 +8,7 @@ import sys
 
 import typer
 
-from s3bulk.cli import bench, cp, doctor, jobs, ls, rm, sync, vectors
+from s3bulk.cli import bench, cp, doctor, gather, jobs, ls, rm, sync, vectors
 from s3bulk.errors import S3BulkError
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command(name="rm")(rm.rm_command)
 app.command(name="jobs")(jobs.jobs_command)
 app.command(name="bench")(bench.bench_command)
 app.command(name="doctor")(doctor.doctor_command)
+app.command(name="gather")(gather.gather_command)
 app.add_typer(vectors.app, name="vectors")
 
 

@@ -93,7 +93,9 @@ def write_file(path: str | os.PathLike[str], spec: WtkSpec, file_number: int = 0
     return path
 
 
-def write_files(directory: str | os.PathLike[str], count: int, spec: WtkSpec, processes: int = 0) -> list[Path]:
+def write_files(
+    directory: str | os.PathLike[str], count: int, spec: WtkSpec, processes: int = 0
+) -> list[Path]:
     """`count` files named wtk_2007.h5, wtk_2008.h5, ...; written in parallel processes."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -106,7 +108,9 @@ def write_files(directory: str | os.PathLike[str], count: int, spec: WtkSpec, pr
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out_dir")
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--times", type=int, default=8760)
