@@ -12,17 +12,19 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from s3bulk.config import AwsSettings
 from s3bulk.report import Report
-from s3bulk.runner import continue_job, execute
-from s3bulk.sources.listing import list_prefix, list_sequential, partitioning_pays
-from s3bulk.stores.s3xml import ObjectInfo
-from s3bulk.stores.signed import SignedClient
 from s3bulk.urls import parse_s3
+
+if TYPE_CHECKING:
+    from s3bulk.stores.s3xml import ObjectInfo
+
+# The engine, the signed client and their HTTP stack are imported where used: every CLI command
+# imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp.
 
 MiB = 1024**2
 
@@ -46,6 +48,9 @@ async def ls_async(
     """Stream the objects under an s3:// prefix in key order (recursive: many key ranges listed
     in parallel unless `partitioned` is False or, by default, the endpoint is on loopback), or one
     level of objects and sub-prefixes (str) when not recursive."""
+    from s3bulk.sources.listing import list_prefix, list_sequential, partitioning_pays
+    from s3bulk.stores.signed import SignedClient
+
     location = parse_s3(url)
     settings = settings or AwsSettings.from_env()
     if partitioned is None:
@@ -159,6 +164,8 @@ async def copy_async(
         **_engine_args(engine, workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
         **(_extra or {}),
     }
+    from s3bulk.runner import execute
+
     return await execute(
         _command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
     )
@@ -206,6 +213,8 @@ async def remove_async(
         "partitioned_listing": partitioned_listing,
         **_engine_args(engine, workers, concurrency, 0, None, max_attempts),
     }
+    from s3bulk.runner import execute
+
     return await execute(
         "rm", args, settings, journal=journal, on_progress=on_progress, on_records=on_records
     )
@@ -213,11 +222,15 @@ async def remove_async(
 
 async def resume_async(job_id: str, **options: Any) -> Report:
     """Continue a journaled job (killed, interrupted or failed), skipping every finished item."""
+    from s3bulk.runner import continue_job
+
     return await continue_job(job_id, "resume", **options)
 
 
 async def retry_failed_async(job_id: str, **options: Any) -> Report:
     """Run only the items (and listings) that failed in a journaled job."""
+    from s3bulk.runner import continue_job
+
     return await continue_job(job_id, "retry-failed", **options)
 
 
@@ -299,6 +312,8 @@ async def put_vectors_async(
         "rejects": rejects,
         **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts),
     }
+    from s3bulk.runner import execute
+
     return await execute("vectors-put", args, settings, journal=journal, on_progress=on_progress)
 
 

@@ -15,11 +15,12 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
-import obstore
 
+from s3bulk.arrays.btree import HEADER_BYTES, find_root, needed_children, node_size, parse_node
 from s3bulk.arrays.decode import unsupported_filter
 from s3bulk.arrays.files import FileRef, find_files, open_store
 from s3bulk.arrays.index import (
@@ -92,57 +93,104 @@ def _satisfied(index: DatasetIndex | None, parts: tuple[Part, ...]) -> bool:
     return not index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
 
 
+@dataclass
+class _Reading:
+    """One file whose index is being read: its cached blocks and what h5py has told us so far."""
+
+    ref: FileRef
+    handle: BlockFile
+    index: DatasetIndex | None
+    coords: list[tuple[int, ...]] = field(default_factory=list)  # chunks still to look up
+    root: int | None = None  # the chunk B-tree's root node, when the dry run found it
+
+
 async def build_indexes(
     files: list[FileRef], dataset: str, parts: tuple[Part, ...], settings: AwsSettings, options: GatherOptions
 ) -> list[DatasetIndex]:
+    """Each file's index: cached, or read in waves that serve every file at once (the heads, then
+    one wave per B-tree level), so h5py's serial lookups find their blocks already fetched."""
     cache = IndexCache(options.cache_dir)
     indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
     todo = [number for number, index in enumerate(indexes) if not _satisfied(index, parts)]
     if not todo:
         return [index for index in indexes if index is not None]
     stores = {root: open_store(root, settings) for root in {files[number].root for number in todo}}
-    heads = await asyncio.gather(
-        *(
-            obstore.get_range_async(
-                stores[files[n].root], files[n].key, start=0, end=min(files[n].size, options.block_size)
-            )
-            for n in todo
-        )
-    )
-
-    def read_metadata() -> None:
-        for number, head in zip(todo, heads, strict=True):
-            ref = files[number]
-            handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
-            handle.seed(0, bytes(head))
-            index = _index_one(handle, ref, dataset, parts, indexes[number])
-            index.metadata_requests = handle.requests + 1
-            index.metadata_bytes = handle.bytes_read + len(head)
-            cache.save(index)
-            indexes[number] = index
-
-    await asyncio.to_thread(read_metadata)
+    reading = []
+    for number in todo:
+        ref = files[number]
+        handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
+        reading.append(_Reading(ref, handle, indexes[number]))
+    await asyncio.gather(*(each.handle.prefetch([(0, options.block_size)]) for each in reading))
+    await asyncio.to_thread(_describe_all, reading, dataset, parts)
+    await _prefetch_trees(reading)
+    await asyncio.to_thread(_look_up_all, reading, dataset)
+    for number, each in zip(todo, reading, strict=True):
+        assert each.index is not None
+        each.index.metadata_requests = each.handle.requests
+        each.index.metadata_bytes = each.handle.bytes_read
+        cache.save(each.index)
+        indexes[number] = each.index
     return [index for index in indexes if index is not None]
 
 
-def _index_one(
-    handle: BlockFile, ref: FileRef, dataset: str, parts: tuple[Part, ...], known: DatasetIndex | None
-) -> DatasetIndex:
+def _open(each: _Reading, dataset: str) -> tuple[Any, Any]:
     import h5py
 
     try:
-        h5file = h5py.File(handle, "r")
+        h5file = h5py.File(each.handle, "r")
     except OSError as exc:
-        raise UsageError(f"{ref.url} is not an HDF5 file h5py can open ({exc}): check the path") from None
-    with h5file:
-        node = open_dataset(h5file, dataset, ref.url)
-        index = known or describe_dataset(node, ref.url, ref.etag, dataset)
-        if index.layout == CHUNKED:
-            picks = resolve(parts, index.shape, ref.url)
-            look_up_chunks(
-                node, index, index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
-            )
-    return index
+        url = each.ref.url
+        raise UsageError(f"{url} is not an HDF5 file h5py can open ({exc}): check the path") from None
+    return h5file, open_dataset(h5file, dataset, each.ref.url)
+
+
+def _describe_all(reading: list[_Reading], dataset: str, parts: tuple[Part, ...]) -> None:
+    """Shape, type and filters of each file's dataset; the chunks to look up; the B-tree's root."""
+    for each in reading:
+        h5file, node = _open(each, dataset)
+        with h5file:
+            each.index = each.index or describe_dataset(node, each.ref.url, each.ref.etag, dataset)
+            if each.index.layout != CHUNKED:
+                continue
+            picks = resolve(parts, each.index.shape, each.ref.url)
+            each.coords = each.index.missing(piece.coord for piece in chunk_pieces(picks, each.index.chunks))
+            if each.coords:
+                each.root = find_root(each.handle, partial(node.id.get_chunk_info_by_coord, each.coords[0]))
+
+
+async def _prefetch_trees(reading: list[_Reading]) -> None:
+    """Fetch, level by level and for all files at once, the B-tree nodes the lookups will read."""
+    keys = {id(each): sorted((*coord, 0) for coord in each.coords) for each in reading}
+    frontier = [(each, each.root) for each in reading if each.root is not None]
+    while frontier:
+        await _prefetch_wave([(each, address, HEADER_BYTES) for each, address in frontier])
+        sizes = [
+            node_size(each.handle.cached(at, HEADER_BYTES), len(each.coords[0])) for each, at in frontier
+        ]
+        await _prefetch_wave([(each, at, size) for (each, at), size in zip(frontier, sizes, strict=True)])
+        deeper = []
+        for (each, address), size in zip(frontier, sizes, strict=True):
+            node = parse_node(each.handle.cached(address, size), len(each.coords[0]))
+            if node is not None and node.level > 0:
+                deeper.extend((each, child) for child in needed_children(node, keys[id(each)]))
+        frontier = deeper
+
+
+async def _prefetch_wave(wanted: list[tuple[_Reading, int, int]]) -> None:
+    by_file: dict[int, tuple[_Reading, list[tuple[int, int]]]] = {}
+    for each, offset, length in wanted:
+        by_file.setdefault(id(each), (each, []))[1].append((offset, length))
+    await asyncio.gather(*(each.handle.prefetch(ranges) for each, ranges in by_file.values()))
+
+
+def _look_up_all(reading: list[_Reading], dataset: str) -> None:
+    for each in reading:
+        if not each.coords:
+            continue
+        h5file, node = _open(each, dataset)
+        with h5file:
+            assert each.index is not None
+            look_up_chunks(node, each.index, each.coords)
 
 
 # ---- the plan: where each file's part goes ----------------------------------------------------

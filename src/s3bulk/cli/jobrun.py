@@ -13,7 +13,6 @@ import typer
 from s3bulk.errors import UsageError
 from s3bulk.progress import LiveProgress, json_line, print_summary
 from s3bulk.report import Report
-from s3bulk.runner import continue_job
 
 ResumeOption = typer.Option(None, "--resume", help="Continue job JOB (see 's3bulk jobs') where it stopped.")
 RetryFailedOption = typer.Option(None, "--retry-failed", help="Run only the items job JOB failed.")
@@ -51,6 +50,8 @@ def continuation(
     def start(
         on_progress: Callable[[Report], None], on_records: Callable[[list[dict[str, Any]]], None] | None
     ) -> Coroutine[Any, Any, Report]:
+        from s3bulk.runner import continue_job  # the engine loads only when a job runs
+
         return continue_job(
             job_id,
             mode,

@@ -9,6 +9,7 @@ requests and bytes, so a report can say how much metadata reading cost.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import OrderedDict
 from typing import Any
@@ -31,6 +32,25 @@ class BlockFile(io.RawIOBase):
         self.position = 0
         self.requests = 0
         self.bytes_read = 0
+        self.reads: list[tuple[int, int]] | None = None  # set to a list: record (offset, length) of reads
+        self.offline = False  # a read that misses the cache fails instead of fetching (a dry run)
+
+    def missing(self, offset: int, length: int) -> list[int]:
+        """Blocks not cached among those holding [offset, offset + length)."""
+        last = min(offset + length, self.size) - 1
+        return [
+            b for b in range(offset // self.block_size, last // self.block_size + 1) if b not in self.blocks
+        ]
+
+    def cached(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset + length) clipped to the file, all from cached blocks."""
+        saved, self.position = self.position, offset
+        buffer = bytearray(max(0, min(length, self.size - offset)))
+        try:
+            self.readinto(buffer)
+        finally:
+            self.position = saved
+        return bytes(buffer)
 
     def seed(self, offset: int, data: bytes) -> None:
         """Keep bytes fetched elsewhere (a prefetch wave): whole blocks only."""
@@ -58,6 +78,27 @@ class BlockFile(io.RawIOBase):
             offset = block * self.block_size - start
             self._keep(block, data[offset : offset + self.block_size])
 
+    async def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Fetch the blocks holding these (offset, length) ranges that are not cached, without
+        blocking: one request per run of adjacent missing blocks, all at once, so many files'
+        prefetches make one concurrent wave and no block is fetched twice."""
+        missing = sorted({block for offset, length in ranges for block in self.missing(offset, length)})
+        runs: list[list[int]] = []
+        for block in missing:
+            if runs and block == runs[-1][-1] + 1:
+                runs[-1].append(block)
+            else:
+                runs.append([block])
+        await asyncio.gather(*(self._fetch_async(run[0], run[-1]) for run in runs))
+
+    async def _fetch_async(self, first: int, last: int) -> None:
+        start = first * self.block_size
+        end = min(self.size, (last + 1) * self.block_size)
+        data = bytes(await obstore.get_range_async(self.store, self.path, start=start, end=end))
+        self.requests += 1
+        self.bytes_read += len(data)
+        self.seed(start, data)
+
     def _block(self, block: int) -> bytes:
         if block not in self.blocks:
             self._fetch(block, block)
@@ -75,8 +116,11 @@ class BlockFile(io.RawIOBase):
         wanted = min(len(view), max(0, self.size - self.position))
         if wanted == 0:
             return 0
-        first, last = self.position // self.block_size, (self.position + wanted - 1) // self.block_size
-        missing = [block for block in range(first, last + 1) if block not in self.blocks]
+        if self.reads is not None:
+            self.reads.append((self.position, wanted))
+        missing = self.missing(self.position, wanted)
+        if missing and self.offline:
+            raise OSError(f"{self.path}: bytes {self.position}+{wanted} are not cached (dry run)")
         if missing:
             self._fetch(missing[0], missing[-1])
         done = 0
