@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from s3bulk.arrays.gather import METADATA
 from s3bulk.benchmark.measure import Results, clean_env, measure
 from s3bulk.benchmark.network import DelayedMinio
 from s3bulk.testing.wtk import WtkSpec, write_files
@@ -35,16 +36,18 @@ DATASET = "windspeed_100m"
 
 H5PY_S3FS = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, time
     import h5py, numpy as np, s3fs
     from multiprocessing import Pool
+
+    began = time.perf_counter()  # after the imports: the job's own time, as s3bulk reports its own
 
     endpoint, column, out, mode, *urls = sys.argv[1:]
 
     def read(url):
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint})
         with fs.open(url, "rb") as handle, h5py.File(handle, "r") as h5:
-            values = h5["%s"][:, int(column)]
+            values = h5[DATASET][:, int(column)]
             return values, handle.cache.miss_count, handle.cache.total_requested_bytes
 
     if __name__ == "__main__":
@@ -54,14 +57,15 @@ H5PY_S3FS = textwrap.dedent(
             with Pool(len(urls)) as pool:
                 results = pool.map(read, urls)
         np.save(out, np.concatenate([r[0] for r in results]))
-        print(json.dumps({"requests": sum(r[1] for r in results), "bytes": sum(r[2] for r in results)}))
+        requests, fetched = sum(r[1] for r in results), sum(r[2] for r in results)
+        seconds = time.perf_counter() - began
+        print(json.dumps({"requests": requests, "bytes": fetched, "job_seconds": seconds}))
     """
-    % DATASET
-)
+).replace("DATASET", repr(DATASET))
 
 
-def link_bandwidth(env: dict[str, str], bucket: str, key: str, size: int) -> float:
-    """Bytes/s of 16 concurrent 16 MiB ranged GETs through the proxy (what the link carries)."""
+def link_bandwidth(env: dict[str, str], bucket: str, key: str, streams: int) -> float:
+    """Bytes/s of `streams` concurrent 16 MiB ranged GETs through the proxy."""
     import obstore
 
     from s3bulk.config import AwsSettings
@@ -70,16 +74,98 @@ def link_bandwidth(env: dict[str, str], bucket: str, key: str, size: int) -> flo
     os.environ.update(env)
     store = s3_store(AwsSettings.from_env(), bucket)
     piece = 16 * 1024**2
-    starts = [n * piece for n in range(min(16, size // piece))]
 
     async def wave() -> float:
         began = time.perf_counter()
-        got = await asyncio.gather(
-            *(obstore.get_range_async(store, key, start=s, end=s + piece) for s in starts)
-        )
+        ranges = [(n * piece, (n + 1) * piece) for n in range(streams)]
+        got = await asyncio.gather(*(obstore.get_range_async(store, key, start=a, end=b) for a, b in ranges))
         return sum(len(g) for g in got) / (time.perf_counter() - began)
 
     return statistics.median(asyncio.run(wave()) for _ in range(3))
+
+
+def s3fs_run(script: Path, endpoint: str, column: int, out: Path, mode: str, urls: list[str]) -> list[str]:
+    return [sys.executable, str(script), endpoint, str(column), str(out), mode, *urls]
+
+
+def s3bulk_run(column: int, out: Path, cache: Path) -> list[str]:
+    command = [sys.executable, "-m", "s3bulk", "gather", "s3://bench/wtk/*.h5", "-d", DATASET]
+    return [*command, "-s", f":,{column}", "-o", str(out), "--json", "--cache-dir", str(cache)]
+
+
+def run_profile(
+    name: str, server: DelayedMinio, urls: list[str], options: argparse.Namespace, scratch: Path
+) -> dict[str, object]:
+    """All four tools, interleaved, `options.runs` times; medians and ratios."""
+    env = clean_env(server.client_env())
+    results = Results()
+    stats: dict[str, list[dict[str, float]]] = {}
+    cache = scratch / "cache"
+    script = scratch / "h5py_s3fs.py"
+    script.write_text(H5PY_S3FS)
+    key = urls[0].removeprefix("s3://bench/")
+    facts = {f"bandwidth_{n}_streams": link_bandwidth(env, "bench", key, n) for n in (1, 16)}
+    print(f"\n[{name}] link: " + ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in facts.items()))
+    proxy_cpu = server.proxy_cpu_seconds()
+    for run in range(options.runs):
+        shutil.rmtree(cache, ignore_errors=True)
+        outputs = {}
+        for tool in ("h5py+s3fs serial", "h5py+s3fs process per file", "s3bulk cold", "s3bulk warm"):
+            out = scratch / f"{tool.replace(' ', '_')}.npy"
+            if tool.startswith("h5py"):
+                mode = "serial" if tool.endswith("serial") else "pool"
+                command = s3fs_run(script, server.endpoint, options.column, out, mode, urls)
+            else:
+                command = s3bulk_run(options.column, out, cache)
+            done = measure(command, env, tool, name, keep_stdout=True)
+            results.runs.append(done)
+            last = json.loads(done.stdout.splitlines()[-1])
+            if tool.startswith("h5py"):
+                fetched = last
+            else:
+                summary = last["summary"]
+                fetched = {
+                    "requests": summary["requests"].get("GET", 0) + summary["requests"].get(METADATA, 0),
+                    "metadata_requests": summary["requests"].get(METADATA, 0),
+                    "bytes": summary["bytes_done"],
+                    "job_seconds": summary["wall_seconds"],
+                }
+            stats.setdefault(tool, []).append(fetched)
+            outputs[tool] = out
+            print(
+                f"run {run + 1}: {tool:28s} {done.seconds:6.2f} s (job {fetched['job_seconds']:5.2f} s)  "
+                f"{fetched['requests']} GETs  {fetched['bytes'] / 1e6:,.1f} MB"
+            )
+        reference = np.load(outputs["h5py+s3fs serial"])
+        for tool, out in outputs.items():
+            assert np.array_equal(np.load(out), reference), f"{tool} gave a different array"
+    summary: dict[str, dict[str, float]] = {}
+    for tool, rows in stats.items():
+        summary[tool] = {
+            "seconds": results.median(name, tool, "seconds"),
+            "cpu_seconds": results.median(name, tool, "cpu_seconds"),
+            "peak_rss_mib": results.median(name, tool, "peak_rss_mib"),
+            **{key: statistics.median(row[key] for row in rows) for key in rows[0]},
+        }
+    needed = summary["s3bulk warm"]["bytes"]
+    ideal = needed / facts["bandwidth_16_streams"] + options.rtt_ms / 1000
+    serial, pool = summary["h5py+s3fs serial"], summary["h5py+s3fs process per file"]
+    cold, warm = summary["s3bulk cold"], summary["s3bulk warm"]
+    ratios = {
+        "cold_vs_serial": serial["seconds"] / cold["seconds"],
+        "cold_vs_process_per_file": pool["seconds"] / cold["seconds"],
+        "warm_vs_serial": serial["seconds"] / warm["seconds"],
+        "job_cold_vs_serial": serial["job_seconds"] / cold["job_seconds"],
+        "job_cold_vs_process_per_file": pool["job_seconds"] / cold["job_seconds"],
+        "warm_job_vs_ideal": warm["job_seconds"] / ideal,
+    }
+    print(f"[{name}] medians of {options.runs} runs:")
+    for tool, row in summary.items():
+        print(f"  {tool:28s} " + "  ".join(f"{k} {v:,.2f}" for k, v in row.items()))
+    print(f"  bytes needed {needed / 1e6:,.1f} MB: ideal {ideal:.3f} s (16 streams' bandwidth + 1 RTT)")
+    print("  " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+    facts["proxy_cpu_seconds"] = server.proxy_cpu_seconds() - proxy_cpu
+    return {"facts": facts, "ideal_seconds": ideal, "summary": summary, "ratios": ratios}
 
 
 def main() -> None:
@@ -90,6 +176,12 @@ def main() -> None:
     parser.add_argument("--locations", type=int, default=50_000)
     parser.add_argument("--column", type=int, default=31_337)
     parser.add_argument("--rtt-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--per-connection-mbps",
+        type=int,
+        default=90,
+        help="second profile: cap each connection at this many MB/s (AWS: ~85-90 MB/s per request)",
+    )
     parser.add_argument("--output", default=str(ROOT / "out" / "gather.json"))
     options = parser.parse_args()
 
@@ -103,12 +195,13 @@ def main() -> None:
         partial.rename(data)
     paths = sorted(data.glob("*.h5"))[: options.files]
     file_bytes = sum(path.stat().st_size for path in paths)
-    print(f"{len(paths)} files, {file_bytes / 1e6:,.0f} MB, shape ({spec.times}, {spec.locations}), chunks {spec.chunks}")
+    shape = (spec.times, spec.locations)
+    print(f"{len(paths)} files, {file_bytes / 1e6:,.0f} MB; dataset {shape} {spec.dtype}")
+    print(f"chunks {spec.chunks}, gzip + shuffle; selection ':,{options.column}' (one location, all years)")
 
     scratch = Path(tempfile.mkdtemp(prefix="s3bulk-bench-gather-"))
     server = DelayedMinio(scratch / "minio", options.rtt_ms)
-    results = Results()
-    facts: dict[str, float] = {}
+    profiles = {}
     try:
         server.start()
         direct = server.minio.client_env()
@@ -124,81 +217,18 @@ def main() -> None:
         uploader.create_bucket(Bucket="bench")
         for path in paths:
             uploader.upload_file(str(path), "bench", f"wtk/{path.name}")
-        env = clean_env(server.client_env())
-        print(f"network: {server.describe()}")
         urls = [f"s3://bench/wtk/{path.name}" for path in paths]
-        facts["bandwidth_bytes_per_s"] = link_bandwidth(env, "bench", f"wtk/{paths[0].name}", paths[0].stat().st_size)
-        print(f"link: {facts['bandwidth_bytes_per_s'] / 1e6:,.0f} MB/s through the proxy")
-        script = scratch / "h5py_s3fs.py"
-        script.write_text(H5PY_S3FS)
-        outputs = {}
-        stats: dict[str, list[dict[str, float]]] = {}
-        cache = scratch / "cache"
-        for run in range(options.runs):
-            shutil.rmtree(cache, ignore_errors=True)
-            commands = {
-                "h5py+s3fs serial": [sys.executable, str(script), server.endpoint, str(options.column)],
-                "h5py+s3fs process per file": [sys.executable, str(script), server.endpoint, str(options.column)],
-            }
-            for tool, command in commands.items():
-                out = scratch / f"{tool.replace(' ', '_')}.npy"
-                mode = "serial" if tool.endswith("serial") else "pool"
-                done = measure([*command, str(out), mode, *urls], env, tool, "gather", keep_stdout=True)
-                results.runs.append(done)
-                fetched = json.loads(done.stdout.splitlines()[-1])
-                stats.setdefault(tool, []).append(fetched)
-                outputs[tool] = out
-                print(f"run {run + 1}: {tool:28s} {done.seconds:6.2f} s  {fetched['requests']} GETs  {fetched['bytes'] / 1e6:,.0f} MB")
-            for tool in ("s3bulk cold", "s3bulk warm"):
-                out = scratch / f"{tool.replace(' ', '_')}.npy"
-                command = [sys.executable, "-m", "s3bulk", "gather", f"s3://bench/wtk/*.h5", "-d", DATASET]
-                command += ["-s", f":,{options.column}", "-o", str(out), "--json", "--cache-dir", str(cache)]
-                done = measure(command, env, tool, "gather", keep_stdout=True)
-                results.runs.append(done)
-                summary = json.loads(done.stdout.splitlines()[-1])["summary"]
-                fetched = {
-                    "requests": sum(summary["requests"].get(k, 0) for k in ("GET", "GET (HDF5 metadata)")),
-                    "metadata_requests": summary["requests"].get("GET (HDF5 metadata)", 0),
-                    "bytes": summary["bytes_done"],
-                    "job_seconds": summary["wall_seconds"],
-                }
-                stats.setdefault(tool, []).append(fetched)
-                outputs[tool] = out
-                print(
-                    f"run {run + 1}: {tool:28s} {done.seconds:6.2f} s  {fetched['requests']} GETs "
-                    f"({fetched['metadata_requests']} metadata)  {fetched['bytes'] / 1e6:,.1f} MB  job {fetched['job_seconds']:.2f} s"
-                )
-            reference = np.load(outputs["h5py+s3fs serial"])
-            for tool, out in outputs.items():
-                assert np.array_equal(np.load(out), reference), f"{tool} gave a different array"
-        facts["proxy_cpu_seconds"] = server.proxy_cpu_seconds()
+        network = server.describe()
+        print(f"network: {network}")
+        rtt = f"{options.rtt_ms:g} ms RTT"
+        profiles[rtt] = run_profile(rtt, server, urls, options, scratch)
+        if options.per_connection_mbps and server.proxy is not None:
+            server.proxy.toxic("minio", "bandwidth", "downstream", rate=options.per_connection_mbps * 1000)
+            capped = f"{rtt}, {options.per_connection_mbps} MB/s per connection"
+            profiles[capped] = run_profile(capped, server, urls, options, scratch)
     finally:
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-
-    summary = {}
-    for tool in stats:
-        summary[tool] = {
-            "seconds": results.median("gather", tool, "seconds"),
-            "cpu_seconds": results.median("gather", tool, "cpu_seconds"),
-            "peak_rss_mib": results.median("gather", tool, "peak_rss_mib"),
-            **{key: statistics.median(s[key] for s in stats[tool]) for key in stats[tool][0]},
-        }
-    needed = summary["s3bulk warm"]["bytes"]
-    ideal = needed / facts["bandwidth_bytes_per_s"] + options.rtt_ms / 1000
-    serial, pool = summary["h5py+s3fs serial"]["seconds"], summary["h5py+s3fs process per file"]["seconds"]
-    cold, warm = summary["s3bulk cold"]["seconds"], summary["s3bulk warm"]["seconds"]
-    ratios = {
-        "cold_vs_serial": serial / cold,
-        "cold_vs_process_per_file": pool / cold,
-        "warm_vs_serial": serial / warm,
-        "warm_job_vs_ideal": summary["s3bulk warm"]["job_seconds"] / ideal,
-    }
-    print("\nmedians of", options.runs, "runs:")
-    for tool, row in summary.items():
-        print(f"  {tool:28s} " + "  ".join(f"{k} {v:,.2f}" for k, v in row.items()))
-    print(f"  bytes needed {needed / 1e6:,.1f} MB; ideal {ideal:.3f} s at {facts['bandwidth_bytes_per_s'] / 1e6:,.0f} MB/s + 1 RTT")
-    print("  " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     Path(options.output).parent.mkdir(parents=True, exist_ok=True)
     Path(options.output).write_text(
         json.dumps(
@@ -208,13 +238,9 @@ def main() -> None:
                 "shape": [spec.times, spec.locations],
                 "chunks": list(spec.chunks),
                 "column": options.column,
-                "rtt_ms": options.rtt_ms,
-                "network": server.describe(),
+                "network": network,
                 "runs": options.runs,
-                "facts": facts,
-                "ideal_seconds": ideal,
-                "summary": summary,
-                "ratios": ratios,
+                "profiles": profiles,
             },
             indent=2,
         )

@@ -10,12 +10,31 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from s3bulk.errors import UsageError, register_secret
 
 if TYPE_CHECKING:
     from botocore.credentials import ReadOnlyCredentials
+
+
+class _Frozen(NamedTuple):
+    """botocore's ReadOnlyCredentials, field for field (its signers read just these)."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+
+
+class _EnvCredentials:
+    """Keys from the environment, which never refresh. botocore's own Credentials class would
+    do the same, but importing botocore.credentials costs ~0.2 s of every command's start-up."""
+
+    def __init__(self, frozen: _Frozen) -> None:
+        self._frozen = frozen
+
+    def get_frozen_credentials(self) -> _Frozen:
+        return self._frozen
 
 
 @dataclass(frozen=True)
@@ -105,11 +124,9 @@ class AwsSettings:
     @cached_property
     def _credentials(self) -> Any:
         if self._env_only:
-            from botocore.credentials import Credentials
-
             env = os.environ
-            return Credentials(
-                env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"), "env"
+            return _EnvCredentials(
+                _Frozen(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"))
             )
         try:
             credentials = self._session.get_credentials()

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from s3bulk.arrays.btree import HEADER_BYTES, find_root, needed_children, node_size, parse_node
+from s3bulk.arrays.btree import find_root, leaf_chunks, needed_children, read_node
 from s3bulk.arrays.decode import unsupported_filter
 from s3bulk.arrays.files import FileRef, find_files, open_store
 from s3bulk.arrays.index import (
@@ -120,9 +121,10 @@ async def build_indexes(
         ref = files[number]
         handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
         reading.append(_Reading(ref, handle, indexes[number]))
-    await asyncio.gather(*(each.handle.prefetch([(0, options.block_size)]) for each in reading))
+    importing = asyncio.to_thread(importlib.import_module, "h5py")  # ~0.1 s, while the heads arrive
+    await asyncio.gather(importing, *(each.handle.prefetch([(0, options.block_size)]) for each in reading))
     await asyncio.to_thread(_describe_all, reading, dataset, parts)
-    await _prefetch_trees(reading)
+    await _walk_trees(reading)
     await asyncio.to_thread(_look_up_all, reading, dataset)
     for number, each in zip(todo, reading, strict=True):
         assert each.index is not None
@@ -158,29 +160,29 @@ def _describe_all(reading: list[_Reading], dataset: str, parts: tuple[Part, ...]
                 each.root = find_root(each.handle, partial(node.id.get_chunk_info_by_coord, each.coords[0]))
 
 
-async def _prefetch_trees(reading: list[_Reading]) -> None:
-    """Fetch, level by level and for all files at once, the B-tree nodes the lookups will read."""
-    keys = {id(each): sorted((*coord, 0) for coord in each.coords) for each in reading}
+async def _walk_trees(reading: list[_Reading]) -> None:
+    """Look the chunks up in each file's B-tree, level by level, all files' nodes at once; the
+    chunks found leave `coords` (what is left there, h5py looks up)."""
+    wanted = {id(each): {(*coord, 0) for coord in each.coords} for each in reading}
     frontier = [(each, each.root) for each in reading if each.root is not None]
     while frontier:
-        await _prefetch_wave([(each, address, HEADER_BYTES) for each, address in frontier])
-        sizes = [
-            node_size(each.handle.cached(at, HEADER_BYTES), len(each.coords[0])) for each, at in frontier
-        ]
-        await _prefetch_wave([(each, at, size) for (each, at), size in zip(frontier, sizes, strict=True)])
+        nodes = await asyncio.gather(
+            *(read_node(each.handle, at, len(each.coords[0])) for each, at in frontier)
+        )
         deeper = []
-        for (each, address), size in zip(frontier, sizes, strict=True):
-            node = parse_node(each.handle.cached(address, size), len(each.coords[0]))
-            if node is not None and node.level > 0:
-                deeper.extend((each, child) for child in needed_children(node, keys[id(each)]))
+        for (each, _), node in zip(frontier, nodes, strict=True):
+            if node is None:
+                continue
+            if node.level > 0:
+                deeper.extend((each, child) for child in needed_children(node, sorted(wanted[id(each)])))
+                continue
+            assert each.index is not None
+            for key, (address, stored, mask) in leaf_chunks(node, wanted[id(each)]).items():
+                each.index.chunk_info[key[:-1]] = (address, stored, mask)
         frontier = deeper
-
-
-async def _prefetch_wave(wanted: list[tuple[_Reading, int, int]]) -> None:
-    by_file: dict[int, tuple[_Reading, list[tuple[int, int]]]] = {}
-    for each, offset, length in wanted:
-        by_file.setdefault(id(each), (each, []))[1].append((offset, length))
-    await asyncio.gather(*(each.handle.prefetch(ranges) for each, ranges in by_file.values()))
+    for each in reading:
+        assert each.index is not None
+        each.coords = each.index.missing(each.coords)
 
 
 def _look_up_all(reading: list[_Reading], dataset: str) -> None:

@@ -91,6 +91,17 @@ class BlockFile(io.RawIOBase):
                 runs.append([block])
         await asyncio.gather(*(self._fetch_async(run[0], run[-1]) for run in runs))
 
+    async def read_async(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset + length): from cached blocks, or one GET of exactly that range
+        (small reads far from anything h5py needs, such as B-tree nodes, need no whole block)."""
+        length = max(0, min(length, self.size - offset))
+        if not self.missing(offset, length):
+            return self.cached(offset, length)
+        data = bytes(await obstore.get_range_async(self.store, self.path, start=offset, end=offset + length))
+        self.requests += 1
+        self.bytes_read += len(data)
+        return data
+
     async def _fetch_async(self, first: int, last: int) -> None:
         start = first * self.block_size
         end = min(self.size, (last + 1) * self.block_size)
