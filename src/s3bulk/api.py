@@ -14,17 +14,18 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from s3bulk.config import AwsSettings
 from s3bulk.report import Report
 from s3bulk.urls import parse_s3
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from s3bulk.stores.s3xml import ObjectInfo
 
 # The engine, the signed client and their HTTP stack are imported where used: every CLI command
-# imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp.
+# imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp. numpy too:
+# its BLAS starts threads on import, and a driver with threads cannot fork its workers.
 
 MiB = 1024**2
 
@@ -400,6 +401,8 @@ async def gather_async(
 ) -> np.ndarray:
     """`selection` of `dataset` across HDF5 files as one numpy array (options as in
     `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
+    import numpy as np
+
     with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
         path = os.path.join(directory, "result.npy")
         await gather_to_file_async(sources, dataset, selection, path, **options)
