@@ -27,6 +27,7 @@ bench: setup
 	$(PY) bench/bench_sync.py --runs 3
 	bench/bench_engines.sh
 	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
+	$(PY) bench/bench_gather.py --runs 3
 
 lint: .venv/.synced
 	.venv/bin/ruff check .

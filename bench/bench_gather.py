@@ -110,7 +110,9 @@ def run_profile(
     for run in range(options.runs):
         shutil.rmtree(cache, ignore_errors=True)
         outputs = {}
-        for tool in ("h5py+s3fs serial", "h5py+s3fs process per file", "s3bulk cold", "s3bulk warm"):
+        groups = [["h5py+s3fs serial"], ["h5py+s3fs process per file"], ["s3bulk cold", "s3bulk warm"]]
+        order = groups[run % 3 :] + groups[: run % 3]  # rotated each round; warm always after cold
+        for tool in [tool for group in order for tool in group]:
             out = scratch / f"{tool.replace(' ', '_')}.npy"
             if tool.startswith("h5py"):
                 mode = "serial" if tool.endswith("serial") else "pool"
