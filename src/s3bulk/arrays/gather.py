@@ -1,8 +1,8 @@
 """`gather`: one selection out of many chunked HDF5 objects, in three waves.
 
 1. Index: every file's chunk index, from the local cache when the object's ETag still matches,
-   else through h5py over a BlockFile, the heads of all files fetched in one concurrent wave
-   first (h5py's lock serialises the rest, so what it still has to fetch is kept small).
+   else read in concurrent waves for all files: their heads (h5py describes the dataset from
+   them, through a BlockFile), then each level of their chunk B-trees (arrays/btree.py).
 2. Fetch: one engine run over the ranged GETs of all files at once (GatherJob), which decodes
    and writes into a memory-mapped .npy.
 3. Fall back: datasets s3bulk cannot read chunk by chunk (contiguous or compact layout, filters
@@ -108,8 +108,9 @@ class _Reading:
 async def build_indexes(
     files: list[FileRef], dataset: str, parts: tuple[Part, ...], settings: AwsSettings, options: GatherOptions
 ) -> list[DatasetIndex]:
-    """Each file's index: cached, or read in waves that serve every file at once (the heads, then
-    one wave per B-tree level), so h5py's serial lookups find their blocks already fetched."""
+    """Each file's index: cached, or read in waves that serve every file at once: the heads (h5py
+    describes the dataset from them), then one wave per level of the chunk B-trees. h5py looks up
+    only what the walk did not find (other chunk index types, chunks never written)."""
     cache = IndexCache(options.cache_dir)
     indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
     todo = [number for number, index in enumerate(indexes) if not _satisfied(index, parts)]
