@@ -219,6 +219,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, lines)
     done = run_cli(minio.env, "gather", url, "-d", DATASET, "-o", str(tmp_path / "out.txt"))
     assert done.returncode == 2 and "name the output .npy, .csv or .parquet" in done.stderr
+    no_keys = {k: v for k, v in minio.env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    no_keys |= {"HOME": str(tmp_path / "home"), "AWS_EC2_METADATA_DISABLED": "true"}
+    done = run_cli(no_keys, "gather", url, "-d", DATASET, "-o", str(out))
+    assert done.returncode == 2 and done.stderr.startswith("error: no AWS credentials found")
+    done = run_cli(minio.env, "gather", "s3://no-such-bucket-here/wtk/*.h5", "-d", DATASET, "-o", str(out))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "NoSuchBucket" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -40,7 +40,7 @@ from s3bulk.engine.driver import Engine
 from s3bulk.engine.retry import RetryPolicy
 from s3bulk.engine.strategies import choose
 from s3bulk.engine.worker import EngineOptions
-from s3bulk.errors import S3BulkError, UsageError
+from s3bulk.errors import S3BulkError, UsageError, classify
 from s3bulk.report import Report
 from s3bulk.stores.blockfile import BlockFile
 
@@ -312,8 +312,15 @@ async def gather_into(
     """Gather into a new .npy at `output_path` (the caller renames it into place)."""
     parts = parse_selection(selection)
     choose(options.engine, options.workers, options.concurrency)  # a bad engine fails before any request
-    files, listing_requests = await asyncio.to_thread(find_files, sources, settings)
-    indexes = await build_indexes(files, dataset, parts, settings, options)
+    if any(source.startswith("s3://") for source in sources):
+        settings.credentials()  # none: a usage error now, not an error inside the store's callback
+    try:
+        files, listing_requests = await asyncio.to_thread(find_files, sources, settings)
+        indexes = await build_indexes(files, dataset, parts, settings, options)
+    except S3BulkError:
+        raise
+    except Exception as exc:  # the store's errors (no such bucket, access denied): one line each
+        raise classify(exc, " ".join(sources)) from None
     plans, shape, dtype, combine = plan_files(files, indexes, parts, options)
     if check_shape:
         check_shape(shape)
