@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from s3bulk.cli.options import parse_size
 from s3bulk.errors import UsageError
 from s3bulk.plan.filters import Filters
-from s3bulk.urls import LocalLocation, S3Location, local_target, parse_location, relative_key
+from s3bulk.urls import LocalLocation, S3Location, local_target, parse_location, parse_s3, relative_key
 
 
 def test_s3_urls_parse_bucket_and_key() -> None:
@@ -97,3 +99,50 @@ def test_filters_include_then_exclude() -> None:
     assert not filters.accepts("a/b.bin")
     assert not filters.accepts("tmp/c.txt")
     assert Filters().accepts("anything")
+
+
+# ---- properties (hypothesis): whatever the key, mapping never escapes, parsing round-trips ----
+
+SEGMENT_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/")
+KEYS = st.lists(
+    st.one_of(
+        st.sampled_from(["..", ".", "", "a", "é", "\x00", "x" * 256]), st.text(SEGMENT_CHARS, max_size=12)
+    ),
+    min_size=1,
+    max_size=6,
+).map("/".join) | st.text(max_size=40)
+BUCKETS = st.from_regex(r"[a-z0-9][a-z0-9-]{2,20}[a-z0-9]", fullmatch=True)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=KEYS)
+def test_any_key_maps_below_the_destination_or_is_refused(tmp_path: Path, key: str) -> None:
+    """The downloader's safety property: a key lands inside the destination, at the path its
+    segments spell, or is refused with ValueError; nothing else (no exception of another kind)."""
+    try:
+        target = local_target(tmp_path, key)
+    except ValueError:
+        return
+    assert target.resolve().is_relative_to(tmp_path.resolve())
+    assert target.relative_to(tmp_path).as_posix() == key
+
+
+@given(bucket=BUCKETS, key=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))))
+def test_s3_urls_round_trip(bucket: str, key: str) -> None:
+    location = parse_s3(f"s3://{bucket}/{key}")
+    assert (location.bucket, location.key) == (bucket, key)
+    assert parse_s3(location.url) == location
+
+
+@given(text=st.text(max_size=60))
+def test_any_text_parses_or_is_refused_with_a_usage_error(text: str) -> None:
+    try:
+        parse_location(text)
+    except UsageError as exc:
+        assert str(exc) and "\n" not in str(exc)  # one line: the text is quoted with repr()
+
+
+@given(prefix=st.text(max_size=20), rest=st.text(max_size=20))
+def test_relative_key_is_the_part_below_the_listed_directory(prefix: str, rest: str) -> None:
+    directory = prefix[: prefix.rfind("/") + 1]
+    assert relative_key(prefix + rest, prefix) == (prefix + rest)[len(directory) :]
