@@ -49,6 +49,7 @@ class ItemError(S3BulkError):
     """One object failed; `retryable` says whether trying again may help."""
 
     throttled = False  # the service asked us to slow down (adaptive concurrency backs off)
+    unreachable = False  # no connection at all (refused, down): the service may be restarting
 
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
@@ -122,14 +123,14 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     prefix = f"{what}: " if what else ""
     name = type(exc).__name__
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
-        return ItemError(f"{prefix}{name}: {text}", retryable=True)
+        return _transient(f"{prefix}{name}: {text}", text, isinstance(exc, ConnectionRefusedError))
     if isinstance(exc, OSError) and exc.filename is not None:  # local disk: final
         reason = exc.strerror or text
         return ItemError(f"{prefix}{reason}: {exc.filename}", retryable=False)
     lowered = text.lower()
     transient = ("connection", "timed out", "timeout", "reset", "broken pipe", "error sending request")
     if any(word in lowered for word in transient):
-        return ItemError(f"{prefix}{text.splitlines()[0]}", retryable=True)
+        return _transient(f"{prefix}{text.splitlines()[0]}", text, False)
     status_match = _STATUS_IN_TEXT.search(text)
     if status_match:
         status = int(status_match.group(1))
@@ -140,3 +141,13 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
         )
     first_line = text.splitlines()[0] if text else name
     return ItemError(f"{prefix}{first_line}", retryable=False)
+
+
+# How clients say no connection could be made at all: obstore (reqwest's error kind), aiohttp, the OS.
+_UNREACHABLE = ("kind: connect", "cannot connect to host", "connection refused", "connect call failed")
+
+
+def _transient(message: str, text: str, refused: bool) -> ItemError:
+    error = ItemError(message, retryable=True)
+    error.unreachable = refused or any(marker in text.lower() for marker in _UNREACHABLE)
+    return error

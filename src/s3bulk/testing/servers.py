@@ -76,21 +76,36 @@ class Server:
 
     def start(self, timeout: float = 60.0) -> Server:
         for _attempt in range(3):  # a port taken between free_port() and bind: pick another
-            self.port = free_port()
-            # the log lives as long as the server, so no context manager
-            self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")  # noqa: SIM115
-            self.process = subprocess.Popen(
-                [*self.wrapper, *self.command()],
-                env=self.environment(),
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            self._launch(free_port())
             if self._wait_ready(timeout):
                 return self
             self.stop()
         raise RuntimeError(f"{type(self).__name__} did not start:\n{self.log_tail()}")
+
+    def _launch(self, port: int) -> None:
+        self.port = port
+        if self._log is None:  # the log lives as long as the server, so no context manager
+            self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [*self.wrapper, *self.command()],
+            env=self.environment(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def restart(self, pause: float = 0.0, timeout: float = 60.0) -> None:
+        """Stop the server (SIGKILL, as a crash) and start it again on the same port, after
+        `pause` seconds: clients see an outage of the pause plus the start-up."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        time.sleep(pause)
+        self._launch(self.port)
+        if not self._wait_ready(timeout):
+            raise RuntimeError(f"{type(self).__name__} did not come back:\n{self.log_tail()}")
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

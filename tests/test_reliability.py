@@ -1,0 +1,84 @@
+"""Reliability: the service goes away mid-job and comes back; the job waits and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import boto3
+from conftest import S3BULK, make_tree, sha256, tree_digests
+
+from s3bulk.testing import MinioServer
+
+FILES = 1500
+
+
+def _client(server: MinioServer) -> object:
+    env = server.client_env()
+    return boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+
+
+def _restart_mid_job(
+    server: MinioServer, command: list[str], progress: Callable[[], bool], env: dict[str, str]
+) -> dict[str, int]:
+    """Run `command`; once `progress()` says it is under way, kill MinIO and bring it back 3 s
+    later on the same port and data. Return the job's --json summary."""
+    process = subprocess.Popen(
+        [*S3BULK, *command, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None and not progress():
+        time.sleep(0.05)
+    assert process.poll() is None, "the job ended before the server could be restarted"
+    server.restart(pause=3.0)
+    stdout, stderr = process.communicate(timeout=400)
+    assert process.returncode == 0, stderr[-2000:]
+    return json.loads(stdout.splitlines()[-1])["summary"]
+
+
+def test_minio_restart_mid_upload_and_download_loses_nothing(tmp_path: Path) -> None:
+    files = {f"d{i % 7}/f{i:05d}.bin": i.to_bytes(4, "big") * 512 for i in range(FILES)}
+    source = make_tree(tmp_path / "src", files)
+    with MinioServer(tmp_path / "minio") as server:  # its own server: this test takes it down
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | server.client_env()
+        client = _client(server)
+        client.create_bucket(Bucket="outage")
+
+        def stored() -> int:
+            try:
+                return client.list_objects_v2(Bucket="outage", MaxKeys=300).get("KeyCount", 0)
+            except Exception:
+                return 0
+
+        upload = ["cp", f"{source}/", "s3://outage/data/", "--workers", "2", "--concurrency", "4"]
+        summary = _restart_mid_job(server, upload, lambda: stored() >= 300, env)
+        assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
+        assert summary["retries"] > 0  # the outage was seen, and waited out
+        bodies = {}
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket="outage", Prefix="data/"):
+            for entry in page.get("Contents", []):
+                bodies[entry["Key"][len("data/") :]] = sha256(
+                    client.get_object(Bucket="outage", Key=entry["Key"])["Body"].read()
+                )
+        assert bodies == {key: sha256(data) for key, data in files.items()}
+
+        target = tmp_path / "down"
+        download = ["cp", "s3://outage/data/", f"{target}/", "--workers", "2", "--concurrency", "4"]
+
+        def landed() -> bool:
+            return target.exists() and sum(1 for _ in target.rglob("*.bin")) >= 300
+
+        summary = _restart_mid_job(server, download, landed, env)
+        assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
+        assert summary["retries"] > 0
+        assert tree_digests(target) == tree_digests(source)  # no partial file, nothing missing
