@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import boto3
-from conftest import S3BULK, make_tree, sha256, tree_digests
+from conftest import S3BULK, Endpoint, make_tree, run_cli, sha256, tree_digests
 
 from s3bulk.testing import MinioServer
 
@@ -82,3 +82,34 @@ def test_minio_restart_mid_upload_and_download_loses_nothing(tmp_path: Path) -> 
         assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
         assert summary["retries"] > 0
         assert tree_digests(target) == tree_digests(source)  # no partial file, nothing missing
+
+
+def test_the_secret_key_appears_nowhere(
+    minio: Endpoint, bucket: str, tmp_path: Path, job_journals: Path
+) -> None:
+    """Successes, failures, --json records, summaries, journals and job listings: the secret
+    key is in none of them. TLS checks are on unless --no-verify-ssl, which warns."""
+    secret = minio.server.client_env()["AWS_SECRET_ACCESS_KEY"]
+    source = make_tree(tmp_path / "src", {f"f{i}.txt": b"x" * i for i in range(20)})
+    runs = [
+        run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/ok/", "--json"),
+        run_cli(minio.env, "cp", f"{source}/", "s3://no-such-bucket-xyz/p/", "--json"),
+        run_cli(minio.env, "cp", f"s3://{bucket}/ok/", f"{tmp_path}/down/", "--json"),
+        run_cli(minio.env, "sync", f"{source}/", f"s3://{bucket}/ok/", "--json"),
+        run_cli(minio.env, "rm", f"s3://{bucket}/nothing-here/", "--json"),
+        run_cli(minio.env, "jobs"),
+        run_cli(minio.env, "doctor", f"s3://{bucket}/doctor/", "--json"),
+        run_cli(minio.env, "ls", f"s3://{bucket}/", "--no-verify-ssl"),
+    ]
+    assert (
+        runs[0].returncode == 0
+        and runs[1].returncode == 1
+        and "NoSuchBucket" in runs[1].stdout + runs[1].stderr
+    )
+    assert "warning: TLS certificate verification is off (--no-verify-ssl)" in runs[-1].stderr
+    for done in runs:
+        assert secret not in done.stdout + done.stderr, done.args
+    journals = [path for path in job_journals.rglob("*") if path.is_file()]
+    assert journals  # the jobs above were journaled
+    for path in journals:
+        assert secret.encode() not in path.read_bytes(), path
