@@ -129,6 +129,9 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
         return ItemError(f"{prefix}{reason}: {exc.filename}", retryable=False)
     lowered = text.lower()
     transient = ("connection", "timed out", "timeout", "reset", "broken pipe", "error sending request")
+    # a body cut mid-stream (reqwest/hyper: "request or response body error", "error decoding
+    # response body"; aiohttp: "payload is not completed"): the next attempt gets it whole
+    transient += ("body error", "decoding response body", "unexpected eof", "payload is not completed")
     if any(word in lowered for word in transient):
         return _transient(f"{prefix}{text.splitlines()[0]}", text, False)
     status_match = _STATUS_IN_TEXT.search(text)
