@@ -143,3 +143,25 @@ def test_connections_cut_mid_body_leave_no_truncated_file_or_object(
     client = minio.client()
     for key, data in files.items():
         assert sha256(client.get_object(Bucket=bucket, Key=f"cut/{key}")["Body"].read()) == sha256(data)
+
+
+def test_unicode_normalisation_twins_stay_two_objects_and_two_files(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """'café' composed (NFC) and decomposed (NFD) are different keys and, on Linux, different
+    file names: each keeps its own bytes both ways, and neither overwrites the other."""
+    import unicodedata
+
+    composed, decomposed = unicodedata.normalize("NFC", "café.txt"), unicodedata.normalize("NFD", "café.txt")
+    assert composed != decomposed
+    source = make_tree(tmp_path / "src", {composed: b"composed", decomposed: b"decomposed"})
+    assert run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/twins/").returncode == 0
+    client = minio.client()
+    for name, body in ((composed, b"composed"), (decomposed, b"decomposed")):
+        assert client.get_object(Bucket=bucket, Key=f"twins/{name}")["Body"].read() == body
+    done = run_cli(minio.env, "cp", f"s3://{bucket}/twins/", f"{tmp_path}/down/")
+    assert done.returncode == 0, done.stderr
+    assert tree_digests(tmp_path / "down") == {
+        composed: sha256(b"composed"),
+        decomposed: sha256(b"decomposed"),
+    }
