@@ -1,7 +1,9 @@
 """Retries with capped exponential backoff and full jitter (sleep = U(0, min(cap, base * 2^n))).
 
 Full jitter spreads retries of many concurrent requests so a throttled service is not hit by
-synchronised waves; only ItemErrors marked retryable are tried again.
+synchronised waves; only ItemErrors marked retryable are tried again. A service that accepted
+requests and then stops accepting connections (a restart, a failover) is an outage, waited out
+without spending attempts (RetryPolicy.outage_seconds).
 """
 
 from __future__ import annotations
