@@ -269,7 +269,7 @@ def test_b_tree_walk_finds_chunks_as_h5py_does(tmp_path: Path) -> None:
     size = path.stat().st_size
     ref = FileRef(str(path), str(tmp_path), path.name, size, "etag")
     each = _Reading(ref, BlockFile(LocalStore(str(tmp_path)), path.name, size, block_size=4096), None)
-    asyncio.run(each.handle.prefetch([(0, 4096)]))
+    asyncio.run(each.handle.prefetch(0, 4096))
     _describe_all([each], "data", parse_selection("::37,5"))
     assert each.root is not None and len(each.coords) == 6
     coords = each.coords

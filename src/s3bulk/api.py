@@ -349,7 +349,8 @@ async def gather_to_file_async(
     Files are joined along `axis` of each file's part (`combine="concat"`), or stacked on a new
     first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
     indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
-    from s3bulk.arrays.gather import GatherOptions, default_cache_dir, gather_into, partial_path
+    from s3bulk.arrays.gather import GatherOptions, gather_into, partial_path
+    from s3bulk.arrays.index import IndexCache
     from s3bulk.arrays.output import check_tabular, output_format, publish
 
     suffix = output_format(output)
@@ -357,7 +358,7 @@ async def gather_to_file_async(
         combine=combine,
         axis=axis,
         scale=scale,
-        cache_dir=(cache_dir or default_cache_dir()) if cache else None,
+        cache_dir=(cache_dir or str(IndexCache.default_directory())) if cache else None,
         engine=engine,
         workers=workers,
         concurrency=concurrency,

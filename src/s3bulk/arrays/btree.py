@@ -13,7 +13,7 @@ is looked up by h5py after all: a mistake here costs time, never a wrong answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from s3bulk.stores.blockfile import BlockFile
@@ -46,7 +46,7 @@ def node_size(header: bytes, rank: int) -> int:
 
 def parse_node(data: bytes, rank: int) -> TreeNode | None:
     """A raw-data B-tree node for a `rank`-D dataset, or None when `data` is not one (or is cut)."""
-    if len(data) < HEADER_BYTES or data[:4] != SIGNATURE or data[4] != RAW_DATA_NODE:
+    if not is_chunk_node(data):
         return None
     level, entries = data[5], int.from_bytes(data[6:8], "little")
     if entries > MAX_ENTRIES or len(data) < node_bytes(entries, rank):
@@ -68,7 +68,7 @@ def parse_node(data: bytes, rank: int) -> TreeNode | None:
     return node
 
 
-def needed_children(node: TreeNode, coords: list[tuple[int, ...]]) -> list[int]:
+def needed_children(node: TreeNode, coords: Collection[tuple[int, ...]]) -> list[int]:
     """Children whose key interval holds any of the chunk offsets `coords` (each with the
     trailing 0 of HDF5's keys), compared as vectors as HDF5 does (H5D__btree_cmp3)."""
     chosen = []
@@ -107,10 +107,10 @@ def find_root(handle: BlockFile, look_up: Callable[[], object]) -> int | None:
     finally:
         reads, handle.reads, handle.offline = handle.reads or [], None, False
     for offset, _ in reads:
-        if not handle.missing(offset, HEADER_BYTES) and parse_header(handle.cached(offset, HEADER_BYTES)):
+        if not handle.missing(offset, HEADER_BYTES) and is_chunk_node(handle.cached(offset, HEADER_BYTES)):
             return offset
     return None
 
 
-def parse_header(data: bytes) -> bool:
+def is_chunk_node(data: bytes) -> bool:
     return len(data) >= HEADER_BYTES and data[:4] == SIGNATURE and data[4] == RAW_DATA_NODE

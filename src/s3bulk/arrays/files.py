@@ -7,6 +7,7 @@ concatenated in (name files by year and the years come out in order).
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import glob
 import os
@@ -41,31 +42,31 @@ def open_store(root: str, settings: AwsSettings, max_connections: int = 64) -> A
     return LocalStore(root)
 
 
-def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[FileRef], int]:
-    """Every file the arguments name, and how many LIST/HEAD requests finding them took."""
+def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[FileRef], dict[str, int]]:
+    """Every file the arguments name, and the requests finding them took, by kind (LIST, HEAD)."""
     found: dict[str, FileRef] = {}
-    requests = 0
+    requests: collections.Counter[str] = collections.Counter()
     for source in sources:
-        refs, used = _s3_files(source, settings) if source.startswith("s3://") else (_local_files(source), 0)
-        requests += used
+        refs = _s3_files(source, settings, requests) if source.startswith("s3://") else _local_files(source)
         if not refs:
             raise UsageError(f"{source} matches no files: check the path or the glob")
         found.update((ref.url, ref) for ref in refs)
-    return [found[url] for url in sorted(found)], requests
+    return [found[url] for url in sorted(found)], dict(requests)
 
 
-def _s3_files(source: str, settings: AwsSettings) -> tuple[list[FileRef], int]:
+def _s3_files(source: str, settings: AwsSettings, requests: collections.Counter[str]) -> list[FileRef]:
     location = parse_s3(source)
     root = f"s3://{location.bucket}"
     store = open_store(root, settings, max_connections=8)
     pattern = location.key
     wildcard = min((pattern.find(char) for char in GLOB_CHARS if char in pattern), default=-1)
     if wildcard < 0 and not location.is_prefix:
+        requests["HEAD"] += 1
         try:
             head = obstore.head(store, pattern)
         except FileNotFoundError:
             raise UsageError(f"{source} does not exist: check the URL") from None
-        return [FileRef(source, root, pattern, int(head["size"]), head.get("e_tag") or "")], 1
+        return [FileRef(source, root, pattern, int(head["size"]), head.get("e_tag") or "")]
     prefix = pattern[:wildcard] if wildcard >= 0 else pattern
     refs: list[FileRef] = []
     pages = 0
@@ -77,7 +78,8 @@ def _s3_files(source: str, settings: AwsSettings) -> tuple[list[FileRef], int]:
                 continue
             url = f"{root}/{key}"
             refs.append(FileRef(url, root, key, int(entry["size"]), entry.get("e_tag") or ""))
-    return refs, max(pages, 1)
+    requests["LIST"] += max(pages, 1)  # an empty listing is still one request
+    return refs
 
 
 def _local_files(source: str) -> list[FileRef]:

@@ -15,7 +15,7 @@ import asyncio
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -85,13 +85,12 @@ class Gathered:
 
 
 # ---- wave 1: the chunk indexes ------------------------------------------------------------------
-def _satisfied(index: DatasetIndex | None, parts: tuple[Part, ...]) -> bool:
-    if index is None:
-        return False
+def _unknown_chunks(index: DatasetIndex, parts: tuple[Part, ...]) -> list[tuple[int, ...]]:
+    """The chunks the selection needs whose location the index does not hold yet."""
     if index.layout != CHUNKED:
-        return True
+        return []
     picks = resolve(parts, index.shape, index.url)
-    return not index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
+    return index.missing(piece.coord for piece in chunk_pieces(picks, index.chunks))
 
 
 @dataclass
@@ -113,7 +112,7 @@ async def build_indexes(
     only what the walk did not find (other chunk index types, chunks never written)."""
     cache = IndexCache(options.cache_dir)
     indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
-    todo = [number for number, index in enumerate(indexes) if not _satisfied(index, parts)]
+    todo = [number for number, index in enumerate(indexes) if index is None or _unknown_chunks(index, parts)]
     if not todo:
         return [index for index in indexes if index is not None]
     stores = {root: open_store(root, settings) for root in {files[number].root for number in todo}}
@@ -123,7 +122,7 @@ async def build_indexes(
         handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
         reading.append(_Reading(ref, handle, indexes[number]))
     importing = asyncio.to_thread(importlib.import_module, "h5py")  # ~0.1 s, while the heads arrive
-    await asyncio.gather(importing, *(each.handle.prefetch([(0, options.block_size)]) for each in reading))
+    await asyncio.gather(importing, *(each.handle.prefetch(0, options.block_size) for each in reading))
     await asyncio.to_thread(_describe_all, reading, dataset, parts)
     await _walk_trees(reading)
     await asyncio.to_thread(_look_up_all, reading, dataset)
@@ -153,10 +152,7 @@ def _describe_all(reading: list[_Reading], dataset: str, parts: tuple[Part, ...]
         h5file, node = _open(each, dataset)
         with h5file:
             each.index = each.index or describe_dataset(node, each.ref.url, each.ref.etag, dataset)
-            if each.index.layout != CHUNKED:
-                continue
-            picks = resolve(parts, each.index.shape, each.ref.url)
-            each.coords = each.index.missing(piece.coord for piece in chunk_pieces(picks, each.index.chunks))
+            each.coords = _unknown_chunks(each.index, parts)
             if each.coords:
                 each.root = find_root(each.handle, partial(node.id.get_chunk_info_by_coord, each.coords[0]))
 
@@ -175,7 +171,7 @@ async def _walk_trees(reading: list[_Reading]) -> None:
             if node is None:
                 continue
             if node.level > 0:
-                deeper.extend((each, child) for child in needed_children(node, sorted(wanted[id(each)])))
+                deeper.extend((each, child) for child in needed_children(node, wanted[id(each)]))
                 continue
             assert each.index is not None
             for key, (address, stored, mask) in leaf_chunks(node, wanted[id(each)]).items():
@@ -254,7 +250,7 @@ def _native(dtype_text: str) -> np.dtype:
     return dtype.newbyteorder("=")
 
 
-def placements(plans: list[FilePlan], combine: str, axis: int) -> list[FilePlacement]:
+def placements(plans: list[FilePlan], combine: str, axis: int, scale: bool) -> list[FilePlacement]:
     result = []
     offset = 0
     for number, plan in enumerate(plans):
@@ -271,7 +267,7 @@ def placements(plans: list[FilePlan], combine: str, axis: int) -> list[FilePlace
                 prefix=(number,) if stacked else (),
                 axis=-1 if stacked else axis,
                 offset=0 if stacked else offset,
-                divide_by=None,
+                divide_by=index.scale_factor if scale else None,
             )
         )
         if not stacked:
@@ -315,7 +311,7 @@ async def gather_into(
     if any(source.startswith("s3://") for source in sources):
         settings.credentials()  # none: a usage error now, not an error inside the store's callback
     try:
-        files, listing_requests = await asyncio.to_thread(find_files, sources, settings)
+        files, finding = await asyncio.to_thread(find_files, sources, settings)
         indexes = await build_indexes(files, dataset, parts, settings, options)
     except S3BulkError:
         raise
@@ -325,9 +321,7 @@ async def gather_into(
     if check_shape:
         check_shape(shape)
     axis = options.axis + len(plans[0].shape) if options.axis < 0 else options.axis
-    job_files = placements(plans, combine, axis)
-    if options.scale:
-        job_files = [_with_scale(each, plan) for each, plan in zip(job_files, plans, strict=True)]
+    job_files = placements(plans, combine, axis, options.scale)
     reads, unwritten = range_reads(plans, options)
     output = np.lib.format.open_memmap(output_path, mode="w+", dtype=dtype, shape=shape)
     for number, piece in unwritten:
@@ -335,11 +329,7 @@ async def gather_into(
         output[GatherJob.target(job_files[number], piece.target)] = GatherJob.scaled(job_files[number], fill)
     output.flush()
     del output
-    report = Report("gather", source=" ".join(sources), destination=dataset)
-    if listing_requests:
-        report.requests["LIST" if any("*" in s or s.endswith("/") for s in sources) else "HEAD"] = (
-            listing_requests
-        )
+    report = Report("gather", source=" ".join(sources), destination=dataset, requests=finding)
     metadata = sum(index.metadata_requests for index in indexes)
     report.requests[METADATA] = metadata
     built = sum(1 for index in indexes if index.metadata_requests)
@@ -375,10 +365,6 @@ class GatherFailed(S3BulkError):
     def __init__(self, report: Report, message: str) -> None:
         super().__init__(f"gather failed: {message}; nothing was written")
         self.report = report
-
-
-def _with_scale(placement: FilePlacement, plan: FilePlan) -> FilePlacement:
-    return replace(placement, divide_by=plan.index.scale_factor)
 
 
 def _read_with_h5py(
@@ -424,10 +410,6 @@ def _labels(plans: list[FilePlan], combine: str, shape: tuple[int, ...]) -> list
         return [plans[0].index.dataset.rsplit("/", 1)[-1]]
     _, last = kept[-1]
     return [str(last.start + last.step * position) for position in range(shape[-1])]
-
-
-def default_cache_dir() -> str:
-    return str(IndexCache.default_directory())
 
 
 def partial_path(target: str) -> str:

@@ -11,6 +11,7 @@ output's size.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -66,6 +67,7 @@ class GatherJob:
         self.split_bytes = split_bytes
         self.decode_threads = decode_threads or max(2, os.cpu_count() or 2)
         self.reads: list[RangeRead] = []  # driver side only: not shipped to workers
+        self.chunk_bytes = [math.prod(f.chunks) * np.dtype(f.dtype).itemsize for f in files]  # decoded
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -157,8 +159,7 @@ class GatherJob:
         return f"{self.files[item.file].url}#{item.start}-{item.end}"
 
     def cost(self, item: RangeRead) -> int:
-        decoded = int(np.prod(self.files[item.file].chunks)) * np.dtype(self.files[item.file].dtype).itemsize
-        return item.size + decoded  # the range, and one decoded chunk at a time per range
+        return item.size + self.chunk_bytes[item.file]  # the range, and one decoded chunk at a time
 
     def describe(self, item: RangeRead) -> tuple[str, str, int]:
         return f"{self.files[item.file].url} bytes {item.start}-{item.end - 1}", "", item.size

@@ -9,7 +9,6 @@ requests and bytes, so a report can say how much metadata reading cost.
 
 from __future__ import annotations
 
-import asyncio
 import io
 from collections import OrderedDict
 from typing import Any
@@ -67,29 +66,30 @@ class BlockFile(io.RawIOBase):
         while len(self.blocks) > self.max_blocks:
             self.blocks.popitem(last=False)
 
-    def _fetch(self, first: int, last: int) -> None:
-        """Blocks first..last (inclusive) in one ranged GET."""
-        start = first * self.block_size
-        end = min(self.size, (last + 1) * self.block_size)
-        data = bytes(obstore.get_range(self.store, self.path, start=start, end=end))
+    def _span(self, first: int, last: int) -> tuple[int, int]:
+        """The byte range of blocks first..last (inclusive)."""
+        return first * self.block_size, min(self.size, (last + 1) * self.block_size)
+
+    def _received(self, start: int, data: bytes, *, keep: bool = True) -> bytes:
         self.requests += 1
         self.bytes_read += len(data)
-        for block in range(first, last + 1):
-            offset = block * self.block_size - start
-            self._keep(block, data[offset : offset + self.block_size])
+        if keep:
+            self.seed(start, data)
+        return data
 
-    async def prefetch(self, ranges: list[tuple[int, int]]) -> None:
-        """Fetch the blocks holding these (offset, length) ranges that are not cached, without
-        blocking: one request per run of adjacent missing blocks, all at once, so many files'
-        prefetches make one concurrent wave and no block is fetched twice."""
-        missing = sorted({block for offset, length in ranges for block in self.missing(offset, length)})
-        runs: list[list[int]] = []
-        for block in missing:
-            if runs and block == runs[-1][-1] + 1:
-                runs[-1].append(block)
-            else:
-                runs.append([block])
-        await asyncio.gather(*(self._fetch_async(run[0], run[-1]) for run in runs))
+    def _fetch(self, first: int, last: int) -> None:
+        """Blocks first..last (inclusive) in one blocking ranged GET (h5py's reads)."""
+        start, end = self._span(first, last)
+        self._received(start, bytes(obstore.get_range(self.store, self.path, start=start, end=end)))
+
+    async def prefetch(self, offset: int, length: int) -> None:
+        """Fetch the blocks holding [offset, offset + length) that are not cached, in one request,
+        without blocking: many files' prefetches make one concurrent wave."""
+        missing = self.missing(offset, length)
+        if missing:
+            start, end = self._span(missing[0], missing[-1])
+            data = await obstore.get_range_async(self.store, self.path, start=start, end=end)
+            self._received(start, bytes(data))
 
     async def read_async(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset + length): from cached blocks, or one GET of exactly that range
@@ -97,18 +97,8 @@ class BlockFile(io.RawIOBase):
         length = max(0, min(length, self.size - offset))
         if not self.missing(offset, length):
             return self.cached(offset, length)
-        data = bytes(await obstore.get_range_async(self.store, self.path, start=offset, end=offset + length))
-        self.requests += 1
-        self.bytes_read += len(data)
-        return data
-
-    async def _fetch_async(self, first: int, last: int) -> None:
-        start = first * self.block_size
-        end = min(self.size, (last + 1) * self.block_size)
-        data = bytes(await obstore.get_range_async(self.store, self.path, start=start, end=end))
-        self.requests += 1
-        self.bytes_read += len(data)
-        self.seed(start, data)
+        data = await obstore.get_range_async(self.store, self.path, start=offset, end=offset + length)
+        return self._received(offset, bytes(data), keep=False)
 
     def _block(self, block: int) -> bytes:
         if block not in self.blocks:
