@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,20 @@ def job_journals(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("S3BULK_STATE_DIR", str(directory))
     monkeypatch.setenv("S3BULK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))  # gather's index cache
     return directory
+
+
+@pytest.fixture(scope="session")
+def reliability() -> Callable[..., None]:
+    """Record a scenario's figures for RELIABILITY.md: scripts/reliability.py sets
+    S3BULK_RELIABILITY_OUT and renders what the tests wrote; plain test runs record nothing."""
+    out = os.environ.get("S3BULK_RELIABILITY_OUT")
+
+    def record(scenario: str, how: str, **figures: object) -> None:
+        if out:
+            with open(out, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"scenario": scenario, "how": how, **figures}) + "\n")
+
+    return record
 
 
 @pytest.fixture(scope="session")

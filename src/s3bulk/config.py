@@ -37,6 +37,26 @@ class _EnvCredentials:
         return self._frozen
 
 
+DEFAULT_READ_TIMEOUT = 60.0
+
+
+def read_timeout_seconds() -> float:
+    """How long a connection may deliver nothing before the request counts as stalled and is
+    retried: without it, a connection silently dropped by a middlebox holds its item until the
+    600 s request timeout. S3BULK_READ_TIMEOUT (seconds) overrides the 60 s default, as the AWS
+    CLI's --cli-read-timeout does; every process reads it from the environment it inherits."""
+    text = os.environ.get("S3BULK_READ_TIMEOUT", "")
+    if not text:
+        return DEFAULT_READ_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise UsageError(f"S3BULK_READ_TIMEOUT={text!r} is not a positive number of seconds: e.g. 60")
+    return seconds
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     profile: str | None = None
@@ -68,6 +88,7 @@ class AwsSettings:
             or env.get("AWS_ENDPOINT_URL")
             or None
         )
+        read_timeout_seconds()  # a bad value is a usage error now, not in a worker later
         for url in (endpoint, vectors):
             if url and not url.startswith(("http://", "https://")):
                 raise UsageError(f"endpoint URL {url!r} must start with http:// or https://")

@@ -72,8 +72,15 @@ class ToxiproxyServer(Server):
         created = self._api("POST", "/proxies", {"name": name, "listen": "127.0.0.1:0", "upstream": upstream})
         return int(str(created["listen"]).rsplit(":", 1)[1])
 
-    def toxic(self, proxy: str, kind: str, stream: str, **attributes: int) -> None:
-        body = {"name": f"{kind}-{stream}", "type": kind, "stream": stream, "attributes": attributes}
+    def toxic(self, proxy: str, kind: str, stream: str, toxicity: float = 1.0, **attributes: int) -> None:
+        """Add a toxic; `toxicity` is the share of connections it applies to."""
+        body = {
+            "name": f"{kind}-{stream}",
+            "type": kind,
+            "stream": stream,
+            "toxicity": toxicity,
+            "attributes": attributes,
+        }
         self._api("POST", f"/proxies/{proxy}/toxics", body)
 
     def cpu_seconds(self) -> float:

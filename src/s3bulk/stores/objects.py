@@ -12,7 +12,7 @@ from typing import Any
 
 from obstore.store import S3Store
 
-from s3bulk.config import AwsSettings
+from s3bulk.config import AwsSettings, read_timeout_seconds
 
 
 class BotocoreCredentials:
@@ -48,6 +48,7 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
         "pool_max_idle_per_host": str(max_connections),
         "connect_timeout": "15s",
         "timeout": "600s",
+        "read_timeout": f"{max(1, round(read_timeout_seconds() * 1000))}ms",
     }
     return S3Store(
         bucket,

@@ -25,7 +25,7 @@ import yarl
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from s3bulk.config import AwsSettings
+from s3bulk.config import AwsSettings, read_timeout_seconds
 from s3bulk.errors import ItemError, S3Error
 from s3bulk.stores import s3xml
 from s3bulk.stores.s3xml import ListPage
@@ -69,7 +69,7 @@ class SignedClient:
                 ttl_dns_cache=300,
                 ssl=None if self.settings.verify_ssl else False,
             )
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=timeout, skip_auto_headers=["User-Agent", "Accept-Encoding"]
             )

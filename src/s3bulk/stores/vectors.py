@@ -21,7 +21,7 @@ import orjson
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from s3bulk.config import AwsSettings
+from s3bulk.config import AwsSettings, read_timeout_seconds
 from s3bulk.errors import ItemError, S3Error
 
 
@@ -57,7 +57,7 @@ class VectorsClient:
             connector = aiohttp.TCPConnector(
                 limit=self.max_connections, ssl=None if self.settings.verify_ssl else False
             )
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=120)
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         return self._session
 
