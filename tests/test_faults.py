@@ -119,7 +119,9 @@ def _tree_problems(root: Path, bodies: dict[str, bytes]) -> list[str]:
     found = {path.relative_to(root).as_posix(): path for path in root.rglob("*") if path.is_file()}
     problems = [f"missing {key}" for key in bodies.keys() - found.keys()]
     problems += [f"extra {key}" for key in found.keys() - bodies.keys()]  # temp files included
-    problems += [f"different {key}" for key in bodies.keys() & found.keys() if found[key].read_bytes() != bodies[key]]
+    problems += [
+        f"different {key}" for key in bodies.keys() & found.keys() if found[key].read_bytes() != bodies[key]
+    ]
     return problems
 
 
@@ -153,7 +155,7 @@ def _run(env: dict[str, str], operation: str, *args: str) -> tuple[int, dict[str
     assert summaries, f"{operation}: no summary (exit {done.returncode}): {done.stderr[-1500:]}"
     failed = {line["source"].rsplit("/", 1)[-1] for line in lines if line.get("status") == "failed"}
     if done.returncode != 0:
-        assert summaries[-1]["objects_failed"] > 0, f"{operation}: exit {done.returncode} without a failure named"
+        assert summaries[-1]["objects_failed"] > 0, f"{operation}: exit {done.returncode}, no failure named"
     return done.returncode, summaries[-1], failed, seconds
 
 
@@ -172,7 +174,9 @@ def run_under_fault(
     _write_tree(source, bodies)
     runs = []
 
-    def record(operation: str, outcome: tuple[int, dict[str, int], set[str], float], problems: list[str]) -> None:
+    Outcome = tuple[int, dict[str, int], set[str], float]
+
+    def record(operation: str, outcome: Outcome, problems: list[str]) -> None:
         code, summary, failed, seconds = outcome
         runs.append(Run(operation, code, summary, failed, problems, seconds))
 
