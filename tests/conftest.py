@@ -135,3 +135,39 @@ def make_tree(root: Path, files: dict[str, bytes]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return root
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def bucket_problems(endpoint: Endpoint, bucket: str, prefix: str, bodies: dict[str, bytes]) -> list[str]:
+    """Every key whose object is missing, extra or different. Single-part ETags are MD5s;
+    multipart objects are read back."""
+    client = endpoint.client()
+    seen: dict[str, str] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for entry in page.get("Contents", []):
+            seen[entry["Key"][len(prefix) :]] = entry["ETag"].strip('"')
+    problems = [f"missing {key}" for key in bodies.keys() - seen.keys()]
+    problems += [f"extra {key}" for key in seen.keys() - bodies.keys()]
+    for key in bodies.keys() & seen.keys():
+        etag, data = seen[key], bodies[key]
+        if "-" in etag:
+            stored = client.get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
+            same = hashlib.sha256(stored).digest() == hashlib.sha256(data).digest()
+        else:
+            same = etag == _md5(data)
+        if not same:
+            problems.append(f"different {key}")
+    return problems
+
+
+def tree_problems(root: Path, bodies: dict[str, bytes]) -> list[str]:
+    found = {path.relative_to(root).as_posix(): path for path in root.rglob("*") if path.is_file()}
+    problems = [f"missing {key}" for key in bodies.keys() - found.keys()]
+    problems += [f"extra {key}" for key in found.keys() - bodies.keys()]  # temp files included
+    problems += [
+        f"different {key}" for key in bodies.keys() & found.keys() if found[key].read_bytes() != bodies[key]
+    ]
+    return problems

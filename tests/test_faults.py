@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, new_bucket, run_cli
+from conftest import Endpoint, bucket_problems, new_bucket, run_cli, tree_problems
 
 from s3bulk.benchmark.network import ToxiproxyServer
 
@@ -89,42 +89,6 @@ def _write_tree(root: Path, bodies: dict[str, bytes]) -> None:
         path.write_bytes(data)
 
 
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
-
-
-def _bucket_problems(endpoint: Endpoint, bucket: str, prefix: str, bodies: dict[str, bytes]) -> list[str]:
-    """Every key whose object is missing, extra or different. Single-part ETags are MD5s;
-    multipart objects are read back."""
-    client = endpoint.client()
-    seen: dict[str, str] = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for entry in page.get("Contents", []):
-            seen[entry["Key"][len(prefix) :]] = entry["ETag"].strip('"')
-    problems = [f"missing {key}" for key in bodies.keys() - seen.keys()]
-    problems += [f"extra {key}" for key in seen.keys() - bodies.keys()]
-    for key in bodies.keys() & seen.keys():
-        etag, data = seen[key], bodies[key]
-        if "-" in etag:
-            stored = client.get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
-            same = hashlib.sha256(stored).digest() == hashlib.sha256(data).digest()
-        else:
-            same = etag == _md5(data)
-        if not same:
-            problems.append(f"different {key}")
-    return problems
-
-
-def _tree_problems(root: Path, bodies: dict[str, bytes]) -> list[str]:
-    found = {path.relative_to(root).as_posix(): path for path in root.rglob("*") if path.is_file()}
-    problems = [f"missing {key}" for key in bodies.keys() - found.keys()]
-    problems += [f"extra {key}" for key in found.keys() - bodies.keys()]  # temp files included
-    problems += [
-        f"different {key}" for key in bodies.keys() & found.keys() if found[key].read_bytes() != bodies[key]
-    ]
-    return problems
-
-
 @dataclass
 class Run:
     operation: str
@@ -181,9 +145,9 @@ def run_under_fault(
         runs.append(Run(operation, code, summary, failed, problems, seconds))
 
     outcome = _run(env, "upload", "cp", f"{source}/", f"s3://{bucket}/p/")
-    record("cp upload", outcome, _bucket_problems(minio, bucket, "p/", bodies))
+    record("cp upload", outcome, bucket_problems(minio, bucket, "p/", bodies))
     outcome = _run(env, "download", "cp", f"s3://{bucket}/p/", f"{target}/")
-    record("cp download", outcome, _tree_problems(target, bodies))
+    record("cp download", outcome, tree_problems(target, bodies))
     # A tenth of the files changed, 250 added, 250 removed: sync --delete has all three to do.
     changed = dict(bodies)
     for i in range(0, objects, 10):
@@ -195,7 +159,7 @@ def run_under_fault(
     shutil.rmtree(source)
     _write_tree(source, changed)
     outcome = _run(env, "sync", "sync", "--delete", "--checksum", f"{source}/", f"s3://{bucket}/p/")
-    record("sync upload", outcome, _bucket_problems(minio, bucket, "p/", changed))
+    record("sync upload", outcome, bucket_problems(minio, bucket, "p/", changed))
     return runs
 
 
@@ -225,3 +189,73 @@ def test_faults_lose_nothing(
         assert run.lost == [], f"{run.operation}: reported done but wrong: {run.lost[:5]}"
         assert run.exit_code == 0, f"{run.operation}: failed {sorted(run.failed)[:5]}"
         assert run.problems == []
+
+
+def _summary_text(summary: dict[str, object]) -> str:
+    """The summary a user without --json reads, for this run's report."""
+    import io
+
+    from s3bulk.progress import print_summary
+    from s3bulk.report import Report
+
+    fields = {name: summary[name] for name in Report.__dataclass_fields__ if name in summary}
+    out = io.StringIO()
+    print_summary(Report(**(fields | {"failures": []})), out, io.StringIO())
+    return out.getvalue()
+
+
+def test_throttling_backs_off_and_loses_nothing(
+    minio: Endpoint, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """A proxy answers 503 SlowDown or 429 to 2% of requests at random and to any above 300/s
+    (burst 50). Upload and download of 2,000 objects finish exactly; every refusal is retried
+    once and counted as a throttle; the in-flight limit is halved (visible in the report); the
+    retries stay within a third of the items."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    count = 2000
+    bodies = {f"t{i % 4}/f{i:05d}.txt": f"object {i}\n".encode() * (1 + i % 50) for i in range(count)}
+    source, target = tmp_path / "src", tmp_path / "down"
+    _write_tree(source, bodies)
+    bucket = new_bucket(minio, "throttled")
+    how = "proxy answers 503 SlowDown / 429 to 2% of requests at random and above 300 requests/s"
+    with S3ThrottlingProxy(
+        minio.server.endpoint, refuse_share=0.02, requests_per_second=300, burst=50
+    ) as proxy:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        for operation, args, check in (
+            (
+                "cp upload",
+                ["cp", f"{source}/", f"s3://{bucket}/p/"],
+                lambda: bucket_problems(minio, bucket, "p/", bodies),
+            ),
+            (
+                "cp download",
+                ["cp", f"s3://{bucket}/p/", f"{target}/"],
+                lambda: tree_problems(target, bodies),
+            ),
+        ):
+            refused_before = sum(proxy.log.refused.values())
+            done = run_cli(env, *args, "--json")
+            summary = json.loads(done.stdout.splitlines()[-1])["summary"]
+            refused = sum(proxy.log.refused.values()) - refused_before
+            reliability(
+                "throttling",
+                how,
+                operation=operation,
+                items=count,
+                done=summary["objects_done"],
+                failed=summary["objects_failed"],
+                lost=len(check()),
+                retries=summary["retries"],
+                throttles=summary["throttles"],
+                limit_cuts=summary["limit_cuts"],
+                exit_code=done.returncode,
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert summary["objects_done"] == count and check() == []
+            assert summary["throttles"] == summary["retries"] == refused > 0  # each refusal: one retry
+            assert summary["retries"] <= count // 3
+            assert summary["limit_cuts"] > 0 and summary["concurrency"] < summary["concurrency_peak"]
+            assert "in flight (limit lowered" in _summary_text(summary)
+        assert proxy.log.accepted["PUT"] == count  # nothing was stored twice

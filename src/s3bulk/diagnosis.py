@@ -50,7 +50,7 @@ def verdict(report: Report, available: int | None = None) -> str:
     if report.throttles:
         return (
             f"service-bound: it asked us to slow down {report.throttles:,} times; "
-            "the adaptive limit (--engine auto) backs off by itself"
+            "each time the requests in flight were halved, then grown back while it allowed"
         )
     if ms.get("rate", 0.0) >= 0.5 * ms["request"] and ms.get("rate", 0.0) > 0:
         return (

@@ -108,9 +108,14 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
         out.write(f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE})\n")
     if report.engine and (report.objects_done or report.objects_failed):
         stages = ", ".join(f"{stage} {ms:.2f}" for stage, ms in per_item_ms(report).items())
+        cuts = (
+            f" (limit lowered {report.limit_cuts:,} times, {report.concurrency:,} at the end)"
+            if report.limit_cuts
+            else ""
+        )
         out.write(
-            f"engine {report.engine}: {report.workers} worker(s), "
-            f"up to {report.concurrency_peak:,} in flight; ms per item: {stages}; {describe_cpu(report)}\n"
+            f"engine {report.engine}: {report.workers} worker(s), up to {report.concurrency_peak:,} "
+            f"in flight{cuts}; ms per item: {stages}; {describe_cpu(report)}\n"
         )
         out.write(f"where the time went: {verdict(report)}\n")
     if report.job_id:

@@ -39,6 +39,7 @@ class WorkerStats:
     retries: int = 0
     throttles: int = 0  # retries the service caused by saying "slow down" (429, 503 SlowDown)
     concurrency: int = 0  # change in this worker's in-flight limit (the report sums them)
+    limit_cuts: int = 0  # times the in-flight limit was lowered (throttling; auto: also queueing)
     in_flight: int = 0  # change in items running now (the report sums them: a gauge)
     vectors_done: int = 0  # vectors: the vectors in the batches that were stored
     vectors_rejected: int = 0  # vectors: rows that failed the checks (--on-error skip)
@@ -130,6 +131,7 @@ class Report:
     throttles: int = 0
     concurrency: int = 0  # requests allowed in flight across all workers, now
     concurrency_peak: int = 0
+    limit_cuts: int = 0
     in_flight: int = 0
     vectors_done: int = 0
     vectors_rejected: int = 0

@@ -10,6 +10,11 @@ up (median over twice the best seen) without any gain in throughput: that is req
 at the server, not work getting done. Slow start's last doubling, if it bought nothing, is
 mostly taken back (to 1.25x the limit before it). Without a congestion signal the limit is held, and probed
 upward again from time to time, since the service's capacity can change.
+
+The fixed engines (async, hybrid) use the same limit with `find_knee=False`: it starts at
+--concurrency and never exceeds it, is halved when the service throttles and grows back by an
+eighth per busy window (plain AIMD). A user's --concurrency is a ceiling, not a promise to keep
+hammering a service that says slow down; retries alone would keep the pressure on.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class AdaptiveLimit:
         start: int = 8,
         on_change: Callable[[int, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        find_knee: bool = True,
     ) -> None:
         self.ceiling = max(1, ceiling)
         self.limit = max(1, min(start, self.ceiling))
@@ -40,7 +46,8 @@ class AdaptiveLimit:
         self.decreases = 0
         self._clock = clock
         self._changed = asyncio.Condition()
-        self._slow_start = True
+        self._find_knee = find_knee
+        self._slow_start = find_knee
         self._holds = 0
         self._best_latency = float("inf")
         self._best_rate = 0.0
@@ -97,6 +104,9 @@ class AdaptiveLimit:
         raised, self._raised = self._raised, False  # only a raise can be judged by its gain
         if self._throttled:
             pass  # already cut when it happened
+        elif not self._find_knee:
+            if self._saturated:  # additive increase back to --concurrency
+                self._set(self.limit + max(1, self.limit // 8))
         elif latency > 2 * self._best_latency and rate <= self._best_rate * 1.02:
             self._set(max(1, self.limit * 3 // 4))
             self._slow_start = False

@@ -77,11 +77,17 @@ class WorkerRuntime:
             # start where hybrid runs (--concurrency), then move: up to 4x, or down when throttled
             start = max(8, options.concurrency // AUTO_CEILING_FACTOR)
             self.limit = AdaptiveLimit(options.concurrency, start, on_change=self._limit_changed)
+        elif options.concurrency > 1:  # --concurrency is the ceiling; throttling halves it
+            self.limit = AdaptiveLimit(
+                options.concurrency, options.concurrency, on_change=self._limit_changed, find_knee=False
+            )
+        if self.limit is not None:
             ctx.on_throttle = self.limit.throttled
         ctx.stats.concurrency += self.limit.limit if self.limit else options.concurrency
 
     def _limit_changed(self, old: int, new: int) -> None:
         self.ctx.stats.concurrency += new - old
+        self.ctx.stats.limit_cuts += new < old
 
     async def expand(self, descriptor_id: int, descriptor: Any) -> None:
         stats = self.ctx.stats

@@ -59,7 +59,9 @@ class KeyRange:
     upto: str | None = None
 
     def __str__(self) -> str:
-        return f"({self.after or ''!r}, {self.upto or '∞'!r}]"
+        start = f"after {self.after!r}" if self.after else "from the first"
+        end = f"up to {self.upto!r}" if self.upto else "to the last"
+        return f"keys {start} {end}"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,21 @@
-"""A throttling proxy for S3 Vectors: what moto lacks, so rate control can be tested for real.
+"""Throttling proxies: what moto and MinIO lack, so rate control can be tested for real.
 
-It forwards every request to an upstream (moto's server) over real sockets, but polices each
-index's PutVectors like the service does: a token bucket per index (vectors/s), and answers
-above it alternate between 429 TooManyRequestsException and 503 ServiceUnavailableException.
-It counts what it accepted and refused, with timestamps, so a test can check the client's rate
-from the server's side. It runs an event loop in a thread of the test process.
+Each forwards every request to an upstream over real sockets, from an event loop in a thread of
+the test process, and counts what it accepted and refused, with timestamps, so a test can check
+the client's behaviour from the server's side.
+- ThrottlingProxy (S3 Vectors, in front of moto) polices each index's PutVectors like the service
+  does: a token bucket per index (vectors/s); answers above it alternate between 429
+  TooManyRequestsException and 503 ServiceUnavailableException.
+- S3ThrottlingProxy (S3, in front of MinIO) refuses a seeded random share of all requests and any
+  request above a requests/s bucket, alternating 503 SlowDown and 429, as S3 does under load. The
+  client signs for the proxy's address; requests go on with their Host header unchanged, so
+  MinIO checks the same signature.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections import Counter
@@ -21,6 +27,74 @@ import orjson
 from aiohttp import web
 
 from s3bulk.testing.servers import free_port
+
+
+class _Bucket:
+    """A token bucket that answers at once: a server refuses, it does not queue."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens, self.updated = burst, time.monotonic()
+
+    def take(self, count: float = 1.0) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens < count:
+            return False
+        self.tokens -= count
+        return True
+
+
+class _LoopbackProxy:
+    """An aiohttp server on a free loopback port, run by its own event loop in a thread."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._session: aiohttp.ClientSession
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Any:
+        self.port = free_port()
+        self._thread = threading.Thread(target=self._serve, name=type(self).__name__, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError(f"{type(self).__name__} did not start")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _serve(self) -> None:
+        asyncio.run(self._main())
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
+            self._session = session
+            app = web.Application(client_max_size=1024**3)
+            self.routes(app)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", self.port).start()
+            self._ready.set()
+            await self._stop.wait()
+            await runner.cleanup()
 
 
 @dataclass
@@ -45,63 +119,20 @@ class ProxyLog:
         return best
 
 
-class ThrottlingProxy:
+class ThrottlingProxy(_LoopbackProxy):
     def __init__(self, upstream: str, vectors_per_second: float, burst: float | None = None) -> None:
-        self.upstream = upstream.rstrip("/")
+        super().__init__(upstream)
         self.rate = vectors_per_second
         self.burst = burst if burst is not None else vectors_per_second
         self.log = ProxyLog()
-        self.port = 0
-        self._buckets: dict[str, tuple[float, float]] = {}  # index -> (tokens, updated)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
+        self._buckets: dict[str, _Bucket] = {}
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ThrottlingProxy:
-        self.port = free_port()
-        self._thread = threading.Thread(target=self._serve, name="throttling-proxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(30):
-            raise RuntimeError("the throttling proxy did not start")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread is not None:
-            self._thread.join(30)
-
-    def _serve(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with aiohttp.ClientSession() as session:
-            self._session = session
-            app = web.Application(client_max_size=64 * 1024**2)
-            app.router.add_route("POST", "/{operation}", self._handle)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", self.port).start()
-            self._ready.set()
-            await self._stop.wait()
-            await runner.cleanup()
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("POST", "/{operation}", self._handle)
 
     def _admit(self, index: str, count: int) -> bool:
-        now = time.monotonic()
-        tokens, updated = self._buckets.get(index, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - updated) * self.rate)
-        if tokens < count:
-            self._buckets[index] = (tokens, now)
-            return False
-        self._buckets[index] = (tokens - count, now)
-        return True
+        bucket = self._buckets.setdefault(index, _Bucket(self.rate, self.burst))
+        return bucket.take(count)
 
     async def _handle(self, request: web.Request) -> web.Response:
         operation = request.match_info["operation"]
@@ -141,4 +172,82 @@ class ThrottlingProxy:
                 for name, value in reply.headers.items()
                 if name.lower() in ("content-type", "x-amzn-errortype", "x-amzn-requestid")
             }
+            return web.Response(status=reply.status, body=data, headers=passed)
+
+
+@dataclass
+class S3ProxyLog:
+    accepted: Counter[str] = field(default_factory=Counter)  # per HTTP method
+    refused: Counter[str] = field(default_factory=Counter)  # per reason: "random", "rate"
+    times: list[float] = field(default_factory=list)  # when each request was accepted
+    refusals: list[float] = field(default_factory=list)  # when each request was refused
+
+    def peak_rate(self, window: float = 1.0) -> float:
+        """The most requests/s accepted over any `window` seconds."""
+        best, start = 0.0, 0
+        for end, when in enumerate(self.times):
+            while when - self.times[start] > window:
+                start += 1
+            best = max(best, (end - start + 1) / window)
+        return best
+
+
+_HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+
+
+class S3ThrottlingProxy(_LoopbackProxy):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        refuse_share: float = 0.0,
+        requests_per_second: float = float("inf"),
+        burst: float | None = None,
+        seed: int = 1,
+    ) -> None:
+        super().__init__(upstream)
+        self.refuse_share = refuse_share
+        rate = requests_per_second
+        self._bucket = _Bucket(rate, burst if burst is not None else min(rate, 1e9))
+        self._random = random.Random(seed)
+        self.log = S3ProxyLog()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{path:.*}", self._handle)
+
+    def _refusal(self) -> str:
+        if self._random.random() < self.refuse_share:
+            return "random"
+        return "" if self._bucket.take() else "rate"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        reason = self._refusal()
+        if reason:
+            self.log.refused[reason] += 1
+            self.log.refusals.append(time.monotonic())
+            status = 503 if len(self.log.refusals) % 2 else 429
+            xml = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+                "<Message>Please reduce your request rate.</Message></Error>"
+            )
+            return web.Response(status=status, body=xml.encode(), content_type="application/xml")
+        self.log.accepted[request.method] += 1
+        self.log.times.append(time.monotonic())
+        headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
+        headers["Host"] = request.headers["Host"]  # signed by the client: MinIO must see the same
+        url = f"{self.upstream}{request.rel_url}"
+        async with self._session.request(
+            request.method,
+            url,
+            data=body if body else None,
+            headers=headers,
+            skip_auto_headers=["Content-Type"],
+        ) as reply:
+            data = await reply.read()
+            passed = {name: value for name, value in reply.headers.items() if name.lower() not in _HOP_BY_HOP}
+            if request.method == "HEAD":
+                response = web.Response(status=reply.status, headers=passed)
+                response.content_length = int(reply.headers.get("Content-Length", 0))
+                return response
             return web.Response(status=reply.status, body=data, headers=passed)
