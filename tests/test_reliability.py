@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
-from conftest import S3BULK, Endpoint, make_tree, run_cli, sha256, tree_digests
+import pytest
+from conftest import S3BULK, Endpoint, make_tree, run_cli, sha256, tree_digests, tree_problems
 
 from s3bulk.testing import MinioServer
 
@@ -165,3 +166,92 @@ def test_unicode_normalisation_twins_stay_two_objects_and_two_files(
         composed: sha256(b"composed"),
         decomposed: sha256(b"decomposed"),
     }
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, unmounted afterwards (mounting needs root, as CI runs)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_stops_the_download_and_resume_finishes_it(
+    minio: Endpoint, bucket: str, small_disk: Path, reliability: Callable[..., None]
+) -> None:
+    """20 objects of 200 KiB into a 1 MiB disk: the job stops at the first full write with one
+    line that names the disk and the fix; every file there is whole, no temporary file is left;
+    with space freed (the tmpfs grown), --resume downloads the rest."""
+    bodies = {f"f{i:02d}.bin": bytes([i]) * 200 * 1024 for i in range(20)}
+    client = minio.client()
+    for key, data in bodies.items():
+        client.put_object(Bucket=bucket, Key=f"p/{key}", Body=data)
+    done = run_cli(
+        minio.env, "cp", f"s3://{bucket}/p/", f"{small_disk}/", "--workers", "1", "--concurrency", "4"
+    )
+    assert done.returncode == 1
+    assert f"error: stopped: no space left on the device holding {small_disk}: free space" in done.stderr
+    job_id = done.stdout.split("job ", 1)[1].split(";", 1)[0].strip()
+    assert f"finish it: --resume {job_id}" in done.stdout
+    landed = {path.name: path.read_bytes() for path in small_disk.iterdir()}
+    assert 0 < len(landed) < len(bodies)
+    assert all(bodies.get(name) == data for name, data in landed.items()), "a partial or temporary file"
+    subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
+    resumed = run_cli(minio.env, "cp", "--resume", job_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert tree_problems(small_disk, bodies) == []
+    reliability(
+        "bad input: full disk",
+        "download of 20 x 200 KiB into a 1 MiB tmpfs, then the tmpfs grown and --resume",
+        items=len(bodies),
+        landed_before_stop=len(landed),
+        partial_files=0,
+        lost=0,
+        exit_codes=[done.returncode, resumed.returncode],
+    )
+
+
+def test_a_file_that_appears_during_its_download_is_left_alone(
+    minio: Endpoint, bucket: str, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """A 10 MiB download (streamed to its temporary file), slowed to 4 MB/s by toxiproxy; once
+    that temporary file exists, another program creates the target. The download fails with that
+    named, the other file keeps its content, and no temporary file is left."""
+    from s3bulk.benchmark.network import ToxiproxyServer
+
+    minio.client().put_object(Bucket=bucket, Key="big.bin", Body=b"s3" * 5 * 1024 * 1024)
+    target = tmp_path / "down" / "big.bin"
+    target.parent.mkdir()
+    with ToxiproxyServer() as proxy:
+        port = proxy.proxy("slow", f"127.0.0.1:{minio.server.port}")
+        proxy.toxic("slow", "bandwidth", "downstream", rate=4000)
+        env = minio.env | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+        process = subprocess.Popen(
+            [*S3BULK, "cp", f"s3://{bucket}/big.bin", str(target)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not list(target.parent.glob("*.s3bulk-part")):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.02)
+        target.write_bytes(b"someone else's file")
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert f"{target} appeared while it was being downloaded and was left as it is" in stderr
+    assert target.read_bytes() == b"someone else's file"
+    assert [path.name for path in target.parent.iterdir()] == ["big.bin"]
+    reliability(
+        "bad input: destination appears mid-download",
+        "another program creates the target while its download runs (toxiproxy slows it to 4 MB/s)",
+        items=1,
+        overwritten=0,
+        partial_files=0,
+        exit_code=process.returncode,
+    )

@@ -120,6 +120,8 @@ def print_summary(report: Report, out: TextIO = sys.stdout, err: TextIO = sys.st
         out.write(f"where the time went: {verdict(report)}\n")
     if report.job_id:
         hint = f"; rerun failures: --retry-failed {report.job_id}" if report.objects_failed else ""
+        if report.aborted:
+            hint = f"; after the fix, finish it: --resume {report.job_id}"
         out.write(f"job {report.job_id}{hint}\n")
     if report.aborted:
         err.write(f"error: stopped: {report.aborted}\n")

@@ -20,6 +20,7 @@ import obstore
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
 from s3bulk.errors import ItemError, UsageError
+from s3bulk.landing import disk_full, land
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
@@ -349,6 +350,7 @@ class CopyJob:
         self._temp_counter += 1
         name = os.path.basename(target)[:200]
         temporary = os.path.join(parent, f".{name}.{os.getpid()}-{self._temp_counter}{PART_SUFFIX}")
+        existed = os.path.lexists(target)
         renamed = False
         try:
             if not obstore_can_address(item.source):
@@ -373,8 +375,10 @@ class CopyJob:
                 )
             if item.mtime:
                 os.utime(temporary, (item.mtime, item.mtime))
-            os.replace(temporary, target)
+            land(temporary, target, existed=existed)
             renamed = True
+        except OSError as exc:
+            raise disk_full(exc, parent) or exc from None
         finally:
             if not renamed:
                 with contextlib.suppress(FileNotFoundError):

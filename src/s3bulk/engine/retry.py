@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from s3bulk.errors import ItemError, classify
+from s3bulk.errors import ItemError, JobAborted, classify
 
 T = TypeVar("T")
 _service_reached = False  # some request of this process succeeded: an unreachable service is an outage
@@ -72,7 +72,7 @@ async def with_retries(
             result = await action()
             _service_reached = True
             return result
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, JobAborted):
             raise
         except Exception as exc:
             error = classify(exc, what)

@@ -1,0 +1,56 @@
+"""Where a finished download takes its place: atomically, and never over a file that something
+else created while the download ran.
+
+A download is written to a temporary file beside its target and renamed once complete, so the
+target is either absent, the old file, or the whole new object. If the target did not exist when
+the download began, it lands with link() + unlink(), which fails instead of replacing: a file
+that appeared meanwhile (another program, a second job) is someone else's and is left alone, and
+the item fails with a line that says so. A target that existed when the download began is
+replaced, as `cp` promises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+
+from s3bulk.errors import ItemError, JobAborted
+
+# link() is refused by filesystems without hard links (FAT, some FUSE and SMB mounts)
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def land(temporary: str, target: str, *, existed: bool) -> None:
+    """Move a complete temporary file to `target` (see the module's docstring)."""
+    if existed:
+        os.replace(temporary, target)
+        return
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise ItemError(
+            f"{target} appeared while it was being downloaded and was left as it is; "
+            "delete it and rerun (--retry-failed) to replace it",
+            retryable=False,
+        ) from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(target):  # the best such filesystems allow: a narrow race remains
+            raise ItemError(
+                f"{target} appeared while it was being downloaded; left as it is", retryable=False
+            ) from None
+        os.replace(temporary, target)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+
+
+def disk_full(exc: OSError, directory: str) -> JobAborted | None:
+    """A full disk stops the job rather than failing every remaining item one by one: nothing new
+    starts, what is done stays journaled, and a resume after freeing space finishes the rest."""
+    if exc.errno not in _DISK_FULL:
+        return None
+    return JobAborted(f"no space left on the device holding {directory}: free space, then resume the job")
