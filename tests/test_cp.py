@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -215,16 +216,46 @@ def test_unreadable_local_file_fails_alone(minio: Endpoint, bucket: str, source_
     assert set(bucket_digests(minio, bucket, "u/")) == set(FILES)
 
 
-def test_symlinks_are_skipped_and_reported_not_followed(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
-    outside.write_bytes(b"must not be uploaded")
-    source = make_tree(tmp_path / "src", {"real.txt": b"real"})
-    (source / "link.txt").symlink_to(outside)
+def test_symlinks_are_skipped_unless_followed_and_loops_never_are(
+    minio: Endpoint, bucket: str, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """A link to a file outside the tree, a link to a directory outside it, a loop (a link to
+    the tree's own root) and a dangling link. Without --follow-symlinks all four are skipped and
+    named; with it the two outside targets are uploaded, the loop and the dangling link are still
+    skipped with their reason, and the walk ends."""
+    outside = make_tree(tmp_path / "outside", {"secret.txt": b"outside file", "dir/inner.txt": b"inner"})
+    source = make_tree(tmp_path / "src", {"real.txt": b"real", "sub/x.txt": b"x"})
+    (source / "link.txt").symlink_to(outside / "secret.txt")
+    (source / "linked-dir").symlink_to(outside / "dir")
+    (source / "sub" / "loop").symlink_to(source)
+    (source / "dangling.txt").symlink_to(tmp_path / "nothing-here")
     result = run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/s/")
     assert result.returncode == 0, result.stderr
-    assert "skipped: " in result.stderr and "link.txt: symbolic link not followed" in result.stderr
-    assert "1 skipped" in result.stdout
-    assert set(bucket_digests(minio, bucket, "s/")) == {"real.txt"}
+    for name in ("link.txt", "linked-dir", "sub/loop", "dangling.txt"):
+        assert f"{source}/{name}: symbolic link not followed (--follow-symlinks follows it)" in result.stderr
+    assert "4 skipped" in result.stdout
+    assert set(bucket_digests(minio, bucket, "s/")) == {"real.txt", "sub/x.txt"}
+
+    followed = run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/f/", "--follow-symlinks")
+    assert followed.returncode == 0, followed.stderr
+    assert f"{source}/sub/loop: symbolic link loop: it leads back to a directory above it" in followed.stderr
+    assert f"{source}/dangling.txt: broken symbolic link: its target does not exist" in followed.stderr
+    assert "2 skipped" in followed.stdout
+    assert bucket_digests(minio, bucket, "f/") == {
+        "real.txt": sha256(b"real"),
+        "sub/x.txt": sha256(b"x"),
+        "link.txt": sha256(b"outside file"),
+        "linked-dir/inner.txt": sha256(b"inner"),
+    }
+    reliability(
+        "bad input: symbolic links",
+        "links to a file and a directory outside the tree, a loop, a dangling link; with and without "
+        "--follow-symlinks",
+        cases=4,
+        followed_without_flag=0,
+        loops_followed=0,
+        exit_codes=[result.returncode, followed.returncode],
+    )
 
 
 def test_many_objects_to_a_destination_without_slash_land_below_it(

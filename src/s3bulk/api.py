@@ -140,6 +140,7 @@ async def copy_async(
     copy_multipart_threshold: int = 5 * 1024**3,
     max_attempts: int = 6,
     partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -151,7 +152,8 @@ async def copy_async(
 
     A trailing '/' on the source means everything under that prefix or directory. The job is
     journaled (see `resume_async`) unless `journal` is False or it is a dry run. `engine` is one
-    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto); see engine/strategies.py."""
+    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto); see engine/strategies.py.
+    Symbolic links in an uploaded tree are skipped unless `follow_symlinks`."""
     args = {
         "source": source,
         "destination": destination,
@@ -162,6 +164,7 @@ async def copy_async(
         "multipart_threshold": multipart_threshold,
         "copy_multipart_threshold": copy_multipart_threshold,
         "partitioned_listing": partitioned_listing,
+        "follow_symlinks": follow_symlinks,
         **_engine_args(engine, workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
         **(_extra or {}),
     }

@@ -109,6 +109,7 @@ def build_job(command: str, args: dict[str, Any], settings: AwsSettings) -> Job:
         concurrency=args["concurrency"],
         partitioned_listing=_listing(args, settings),
         delete_source=command == "mv",
+        follow_symlinks=args.get("follow_symlinks", False),
     )
     source, destination = parse_location(args["source"]), parse_location(args["destination"])
     if command == "sync":

@@ -101,7 +101,7 @@ class SyncJob(CopyJob):
             root = str(location.path)
             if not is_source and not location.path.exists():
                 return
-            for entry in walk(root):
+            for entry in walk(root, self.options.follow_symlinks and is_source):
                 if entry.relative.endswith(PART_SUFFIX) and not is_source:
                     continue  # our own in-flight (or killed) download, not part of the tree
                 if filters and not filters.accepts(entry.relative):

@@ -87,6 +87,7 @@ class CopyOptions:
     concurrency: int = 64
     partitioned_listing: bool = True
     delete_source: bool = False  # mv: delete each source once its copy succeeded
+    follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
 
 
 def direction_of(source: Location, destination: Location) -> Direction:
@@ -146,7 +147,7 @@ class CopyJob:
         root = self._local_root
         top = "" if source.trailing_slash else path.name
         batch: list[tuple[str, int, str]] = []
-        for entry in walk(str(path)):
+        for entry in walk(str(path), self.options.follow_symlinks):
             relative = f"{top}/{entry.relative}" if top else entry.relative
             batch.append((relative, entry.size, entry.problem))
             if len(batch) >= LOCAL_BATCH:

@@ -23,6 +23,7 @@ from s3bulk.cli.options import (
     EndpointOption,
     EngineOption,
     ExcludeOption,
+    FollowSymlinksOption,
     IncludeOption,
     ListRangesOption,
     MaxInFlightOption,
@@ -65,6 +66,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
             "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
         ),
         list_ranges: str = ListRangesOption,
+        follow_symlinks: bool = FollowSymlinksOption,
         resume: str | None = ResumeOption,
         retry_failed: str | None = RetryFailedOption,
         endpoint_url: str | None = EndpointOption,
@@ -103,6 +105,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                         copy_multipart_threshold, "--copy-multipart-threshold"
                     ),
                     partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                    follow_symlinks=follow_symlinks,
                     settings=settings,
                     on_progress=on_progress,
                     on_records=on_records,

@@ -79,6 +79,9 @@ ConcurrencyOption = typer.Option(
 MaxInFlightOption = typer.Option(
     "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
 )
+FollowSymlinksOption = typer.Option(
+    False, "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
+)
 PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
 MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
 ListRangesOption = typer.Option(

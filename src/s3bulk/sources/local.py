@@ -4,15 +4,18 @@ Entries come in S3 key order: depth first, each directory's entries sorted by na
 directory compared as ``name/``. That is exactly the order a ListObjectsV2 of the same tree
 returns (``a-b`` before ``a/x`` because '-' < '/'), which `sync` needs to merge-join a local tree
 with a listing without holding either in memory.
-Symbolic links are not followed: a link may point outside the tree or loop; they are reported as
-skipped instead.
+Symbolic links are not followed unless asked (`--follow-symlinks`): a link may point outside the
+tree or loop, so by default they are reported as skipped. When followed, a link to a directory
+that is already being walked (an ancestor: a loop) and a link to nothing are skipped and named.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from stat import S_ISDIR, S_ISREG
 
 
 @dataclass(frozen=True)
@@ -23,51 +26,68 @@ class LocalEntry:
     mtime: float = 0.0  # non-empty: not uploadable (symlink, unreadable directory)
 
 
-def walk(root: str) -> Iterator[LocalEntry]:
+def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
     # a stack of open directories, each an iterator over its sorted entries: a directory is
     # entered exactly where its name falls among its siblings
-    stack: list[tuple[str, Iterator[os.DirEntry[str]]]] = []
-    problem = _enter(root, "", stack)
+    stack: list[_Open] = []
+    problem = _enter(root, "", stack, follow_symlinks)
     if problem:
         yield LocalEntry(".", 0, problem)
     while stack:
-        relative_dir, entries = stack[-1]
-        entry = next(entries, None)
+        current = stack[-1]
+        entry = next(current.entries, None)
         if entry is None:
             stack.pop()
             continue
-        relative = f"{relative_dir}/{entry.name}" if relative_dir else entry.name
-        if entry.is_symlink():
-            yield LocalEntry(relative, 0, "symbolic link not followed")
-        elif entry.is_dir(follow_symlinks=False):
-            problem = _enter(entry.path, relative, stack)
+        relative = f"{current.relative}/{entry.name}" if current.relative else entry.name
+        if entry.is_symlink() and not follow_symlinks:
+            yield LocalEntry(relative, 0, "symbolic link not followed (--follow-symlinks follows it)")
+            continue
+        try:
+            stat = entry.stat(follow_symlinks=follow_symlinks)
+        except FileNotFoundError:
+            yield LocalEntry(relative, 0, "broken symbolic link: its target does not exist")
+            continue
+        except OSError as exc:
+            problem = "symbolic link loop" if exc.errno == errno.ELOOP else f"cannot stat: {exc.strerror}"
+            yield LocalEntry(relative, 0, problem)
+            continue
+        if S_ISDIR(stat.st_mode):
+            if (stat.st_dev, stat.st_ino) in {(opened.device, opened.inode) for opened in stack}:
+                yield LocalEntry(relative, 0, "symbolic link loop: it leads back to a directory above it")
+                continue
+            problem = _enter(entry.path, relative, stack, follow_symlinks)
             if problem:
                 yield LocalEntry(relative, 0, problem)
-        elif entry.is_file(follow_symlinks=False):
-            try:
-                stat = entry.stat(follow_symlinks=False)
-            except OSError as exc:
-                yield LocalEntry(relative, 0, f"cannot stat: {exc.strerror}")
-                continue
+        elif S_ISREG(stat.st_mode):
             yield LocalEntry(relative, stat.st_size, mtime=stat.st_mtime)
         else:
             yield LocalEntry(relative, 0, "not a regular file")
 
 
-def _enter(directory: str, relative: str, stack: list[tuple[str, Iterator[os.DirEntry[str]]]]) -> str:
+@dataclass
+class _Open:
+    relative: str
+    entries: Iterator[os.DirEntry[str]]
+    device: int
+    inode: int
+
+
+def _enter(directory: str, relative: str, stack: list[_Open], follow_symlinks: bool) -> str:
     """Push a directory's sorted entries; returns a problem text when it cannot be read."""
     try:
+        stat = os.stat(directory)
         with os.scandir(directory) as entries:
-            listing = sorted(entries, key=_key_order)
+            listing = sorted(entries, key=lambda entry: _key_order(entry, follow_symlinks))
     except OSError as exc:
         return f"cannot read directory: {exc.strerror}"
-    stack.append((relative, iter(listing)))
+    stack.append(_Open(relative, iter(listing), stat.st_dev, stat.st_ino))
     return ""
 
 
-def _key_order(entry: os.DirEntry[str]) -> str:
+def _key_order(entry: os.DirEntry[str], follow_symlinks: bool) -> str:
     try:
-        is_dir = entry.is_dir(follow_symlinks=False)
+        is_dir = entry.is_dir(follow_symlinks=follow_symlinks)
     except OSError:
         is_dir = False
     return entry.name + "/" if is_dir else entry.name
