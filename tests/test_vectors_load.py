@@ -265,6 +265,15 @@ def test_bad_input_is_refused_before_anything_is_sent(moto: Endpoint, tmp_path: 
         env, "vectors", "put", str(tmp_path / "nothing.parquet"), "--bucket", bucket, "--index", index
     )
     assert missing.returncode == 2 and "nothing.parquet does not exist" in missing.stderr
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(os.urandom(5000))
+    whole = source.read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(whole[: len(whole) // 2] + whole[-8:])  # footer magic kept, body cut
+    for bad in (garbage, truncated):
+        result = run_cli(env, "vectors", "put", str(bad), "--bucket", bucket, "--index", index)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1
+        assert result.stderr.startswith(f"error: {bad} is not a readable Parquet file (")
     assert stored(moto, bucket, index) == {}
 
 
