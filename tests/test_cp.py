@@ -179,20 +179,38 @@ def test_wrong_credentials_never_print_the_secret(minio: Endpoint, bucket: str, 
     assert bucket_digests(minio, bucket) == {}
 
 
-def test_hostile_keys_are_refused_and_nothing_escapes(moto: Endpoint, tmp_path: Path) -> None:
-    """MinIO refuses to store such keys, so moto's server plays the hostile peer."""
+def test_hostile_keys_are_refused_and_nothing_escapes(
+    moto: Endpoint, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """MinIO refuses to store such keys, so moto's server plays the hostile peer: parent
+    segments, an absolute path, a segment longer than any file name may be. Each is refused
+    with its key named, and nothing is written outside the destination."""
     client = moto.client()
     client.create_bucket(Bucket="hostile")
-    for key in ("p/ok.txt", "p/../escape.txt", "p/a/../../escape2.txt", "p//double.txt", "p/sub/fine.txt"):
+    hostile = ["p/../escape.txt", "p/a/../../escape2.txt", "p//etc/absolute.txt", "p/" + "n" * 300 + ".txt"]
+    for key in ("p/ok.txt", *hostile, "p/sub/fine.txt"):
         client.put_object(Bucket="hostile", Key=key, Body=b"payload")
     target = tmp_path / "deep" / "dst"
     target.mkdir(parents=True)
     result = run_cli(moto.env, "cp", "s3://hostile/p/", f"{target}/")
     assert result.returncode == 1
+    escape = "key has a '..' segment that would escape the destination"
+    reasons = [escape, escape, "key is an absolute path", "key has a path segment longer than 255 bytes"]
     refused = [line for line in result.stderr.splitlines() if "refused key" in line]
-    assert len(refused) == 3
+    assert sorted(refused) == sorted(
+        f"failed: s3://hostile/{key}: refused key: {reason}"
+        for key, reason in zip(hostile, reasons, strict=True)
+    )
     assert tree_digests(target) == {"ok.txt": sha256(b"payload"), "sub/fine.txt": sha256(b"payload")}
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["fine.txt", "ok.txt"]
+    reliability(
+        "bad input: hostile keys",
+        "download of keys with '..' segments, an absolute path and a 300-byte segment (moto serves them)",
+        cases=len(hostile),
+        refused=len(refused),
+        written_outside=0,
+        exit_code=result.returncode,
+    )
 
 
 def test_unreadable_local_file_fails_alone(minio: Endpoint, bucket: str, source_tree: Path) -> None:

@@ -47,7 +47,22 @@ def _restart_mid_job(
     return json.loads(stdout.splitlines()[-1])["summary"]
 
 
-def test_minio_restart_mid_upload_and_download_loses_nothing(tmp_path: Path) -> None:
+def _record_restart(reliability: Callable[..., None], operation: str, summary: dict[str, int]) -> None:
+    reliability(
+        "server restart",
+        "MinIO killed (SIGKILL) once 300 objects are done, back 3 s later on the same port and data",
+        operation=operation,
+        items=FILES,
+        done=summary["objects_done"],
+        failed=summary["objects_failed"],
+        lost=FILES - summary["objects_done"],  # the test then checks every checksum
+        retries=summary["retries"],
+    )
+
+
+def test_minio_restart_mid_upload_and_download_loses_nothing(
+    tmp_path: Path, reliability: Callable[..., None]
+) -> None:
     files = {f"d{i % 7}/f{i:05d}.bin": i.to_bytes(4, "big") * 512 for i in range(FILES)}
     source = make_tree(tmp_path / "src", files)
     with MinioServer(tmp_path / "minio") as server:  # its own server: this test takes it down
@@ -63,6 +78,7 @@ def test_minio_restart_mid_upload_and_download_loses_nothing(tmp_path: Path) -> 
 
         upload = ["cp", f"{source}/", "s3://outage/data/", "--workers", "2", "--concurrency", "4"]
         summary = _restart_mid_job(server, upload, lambda: stored() >= 300, env)
+        _record_restart(reliability, "cp upload", summary)
         assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
         assert summary["retries"] > 0  # the outage was seen, and waited out
         bodies = {}
@@ -80,13 +96,14 @@ def test_minio_restart_mid_upload_and_download_loses_nothing(tmp_path: Path) -> 
             return target.exists() and sum(1 for _ in target.rglob("*.bin")) >= 300
 
         summary = _restart_mid_job(server, download, landed, env)
+        _record_restart(reliability, "cp download", summary)
         assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
         assert summary["retries"] > 0
         assert tree_digests(target) == tree_digests(source)  # no partial file, nothing missing
 
 
 def test_the_secret_key_appears_nowhere(
-    minio: Endpoint, bucket: str, tmp_path: Path, job_journals: Path
+    minio: Endpoint, bucket: str, tmp_path: Path, job_journals: Path, reliability: Callable[..., None]
 ) -> None:
     """Successes, failures, --json records, summaries, journals and job listings: the secret
     key is in none of them. TLS checks are on unless --no-verify-ssl, which warns."""
@@ -114,10 +131,18 @@ def test_the_secret_key_appears_nowhere(
     assert journals  # the jobs above were journaled
     for path in journals:
         assert secret.encode() not in path.read_bytes(), path
+    reliability(
+        "secrets",
+        "cp (ok and NoSuchBucket), download, sync, rm, jobs, doctor, ls --no-verify-ssl: "
+        "stdout, stderr and journals searched for the secret key",
+        commands=len(runs),
+        journals=len(journals),
+        leaks=0,
+    )
 
 
 def test_connections_cut_mid_body_leave_no_truncated_file_or_object(
-    minio: Endpoint, bucket: str, tmp_path: Path
+    minio: Endpoint, bucket: str, tmp_path: Path, reliability: Callable[..., None]
 ) -> None:
     """toxiproxy closes every connection after 2 MB each way (limit_data), so with two
     connections at a time the bodies of 200 KiB objects are cut mid-stream again and again,
@@ -138,6 +163,16 @@ def test_connections_cut_mid_body_leave_no_truncated_file_or_object(
         ):
             done = run_cli(env, *command, "--json", "--workers", "1", "--concurrency", "2")
             summary = json.loads(done.stdout.splitlines()[-1])["summary"]
+            reliability(
+                "network: cut after 2 MB",
+                "toxiproxy limit_data: every connection closed after 2 MB each way; 200 KiB objects",
+                operation="cp download" if command[1].startswith("s3://") else "cp upload",
+                items=len(files),
+                done=summary["objects_done"],
+                failed=summary["objects_failed"],
+                retries=summary["retries"],
+                exit_code=done.returncode,
+            )
             assert done.returncode == 0, done.stderr[-2000:]
             assert summary["objects_done"] == len(files) and summary["retries"] > 0
     assert tree_digests(tmp_path / "down") == tree_digests(source)
