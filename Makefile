@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := python3 -m uv
 PY := .venv/bin/python
 
-.PHONY: setup tools demo test bench lint clean
+.PHONY: setup tools demo test bench reliability lint clean
 
 .venv/.synced: pyproject.toml uv.lock
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -28,6 +28,9 @@ bench: setup
 	bench/bench_engines.sh
 	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
 	$(PY) bench/bench_gather.py --runs 3
+
+reliability: setup
+	$(PY) scripts/reliability.py --rounds 3 --trials 10
 
 lint: .venv/.synced
 	.venv/bin/ruff check .

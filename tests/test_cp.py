@@ -272,7 +272,8 @@ def test_symlinks_are_skipped_unless_followed_and_loops_never_are(
         cases=4,
         followed_without_flag=0,
         loops_followed=0,
-        exit_codes=[result.returncode, followed.returncode],
+        exit_code_without_flag=result.returncode,
+        exit_code_with_flag=followed.returncode,
     )
 
 

@@ -80,7 +80,8 @@ def parse_location(text: str) -> Location:
         return S3Location(bucket, key)
     if text.lower().startswith("s3:"):
         raise UsageError(f"malformed S3 URL {text!r}: use s3://bucket/prefix/")
-    return LocalLocation(Path(text).expanduser(), trailing_slash=text.endswith(("/", os.sep)))
+    # os.path.expanduser, like a shell, leaves "~nosuchuser" as it is (Path.expanduser raises)
+    return LocalLocation(Path(os.path.expanduser(text)), trailing_slash=text.endswith(("/", os.sep)))
 
 
 def parse_s3(text: str) -> S3Location:
