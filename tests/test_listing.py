@@ -48,6 +48,28 @@ def shaped_keys(minio: Endpoint) -> tuple[str, list[str]]:
     return bucket, sorted(keys)
 
 
+def test_a_listing_abandoned_midway_stops_its_ranges(
+    minio: Endpoint, aws_env: dict[str, str], shaped_keys: tuple[str, list[str]]
+) -> None:
+    """The reader takes one page and leaves (as a sync does when the other side's listing
+    fails): every range task must end, though their queues are full. They used to wait on
+    them forever, which hung the process at exit."""
+
+    async def first_page_then_leave() -> int:
+        settings = AwsSettings.from_env(endpoint_url=minio.server.endpoint)
+        client = SignedClient(settings)
+        try:
+            pages = list_prefix(client, shaped_keys[0], "", concurrency=8, max_ranges=8)
+            first = await anext(pages)
+            await asyncio.sleep(0.5)  # let the other ranges fill their queues and wait
+            await asyncio.wait_for(pages.aclose(), timeout=30)
+            return len(first)
+        finally:
+            await client.close()
+
+    assert asyncio.run(first_page_then_leave()) > 0
+
+
 @pytest.mark.parametrize("prefix", ["num/", "hex/", "nested/", "uni/", ""])
 def test_partitioned_listing_returns_every_key_once_in_order(
     minio: Endpoint, aws_env: dict[str, str], shaped_keys: tuple[str, list[str]], prefix: str

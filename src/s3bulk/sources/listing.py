@@ -245,6 +245,7 @@ async def list_prefix(
                 after = new
                 start(new)
 
+        failure: Exception | None = None
         try:
             async for objects in iter_range(
                 limited,  # type: ignore[arg-type]
@@ -255,11 +256,15 @@ async def list_prefix(
                 want_split=lambda: active < max_ranges,
             ):
                 await node.queue.put(objects)
-        except BaseException as exc:  # handed to the reader, which raises it in order
-            await node.queue.put(exc)
+        except Exception as exc:  # handed to the reader, which raises it in order
+            failure = exc
         finally:
             active -= 1
-            await node.queue.put(None)
+        # Cancelled, the task has left above: the reader is gone, and a put into its full queue
+        # would wait forever (it hung the end of a sync whose listing had failed).
+        if failure is not None:
+            await node.queue.put(failure)
+        await node.queue.put(None)
 
     start(head)
     node: _Node | None = head

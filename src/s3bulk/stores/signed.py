@@ -26,6 +26,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from s3bulk.config import AwsSettings, read_timeout_seconds
+from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, S3Error
 from s3bulk.stores import s3xml
 from s3bulk.stores.s3xml import ListPage
@@ -54,13 +55,15 @@ class SignedClient:
         self.requests: collections.Counter[str] = collections.Counter()
         self.stage_seconds: collections.Counter[str] = collections.Counter()  # "build": signing
         self._session: aiohttp.ClientSession | None = None
+        self._stats: Any = None
         self._endpoint = settings.resolved_endpoint
         self._region = settings.resolved_region
 
     def count_into(self, stats: Any) -> None:
-        """Count requests and signing time straight into a worker's stats (WorkerStats)."""
+        """Count requests, retries and signing time straight into a worker's stats (WorkerStats)."""
         self.requests = stats.requests
         self.stage_seconds = stats.stage_seconds
+        self._stats = stats
 
     async def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -150,10 +153,19 @@ class SignedClient:
             params["continuation-token"] = continuation_token
         if delimiter:
             params["delimiter"] = delimiter
-        _, _, body = await self.request(
-            "LIST", "GET", bucket, params=params, what=f"list s3://{bucket}/{prefix}"
-        )
+        what = f"list s3://{bucket}/{prefix}"
+
+        async def page() -> bytes:
+            return (await self.request("LIST", "GET", bucket, params=params, what=what))[2]
+
+        # Everything after depends on the page, and sync lists on the driver, where one reset
+        # connection failed the whole job: pages are retried like items (and counted).
+        body = await with_retries(page, RetryPolicy(), what=what, on_retry=self._count_retry)
         return s3xml.parse_list_objects_v2(body)
+
+    def _count_retry(self, error: ItemError) -> None:
+        if self._stats is not None:
+            self._stats.retries += 1
 
     async def get_object(self, bucket: str, key: str) -> bytes:
         _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
