@@ -307,3 +307,27 @@ def test_a_file_that_appears_during_its_download_is_left_alone(
         partial_files=0,
         exit_code=process.returncode,
     )
+
+
+def test_temporary_files_of_killed_downloads_are_swept(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    """A download killed outright (kill -9 of the whole job) leaves its temporary file: the next
+    sync into that tree removes those whose process is gone, and leaves a live process's alone."""
+    client = minio.client()
+    for name in ("a/x.bin", "b/y.bin"):
+        client.put_object(Bucket=bucket, Key=f"p/{name}", Body=b"data")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process id that no longer exists
+    target = tmp_path / "down"
+    (target / "a").mkdir(parents=True)
+    (target / "c").mkdir()
+    stale = [
+        target / "a" / f".x.bin.{gone.pid}-7.s3bulk-part",
+        target / "c" / f".z.bin.{gone.pid}-9.s3bulk-part",
+    ]
+    live = target / "a" / f".x.bin.{os.getpid()}-1.s3bulk-part"  # this test's own process: alive
+    for path in (*stale, live):
+        path.write_bytes(b"half")
+    done = run_cli(minio.env, "sync", f"s3://{bucket}/p/", f"{target}/")
+    assert done.returncode == 0, done.stderr
+    assert not any(path.exists() for path in stale) and live.exists()
+    assert (target / "a" / "x.bin").read_bytes() == b"data" == (target / "b" / "y.bin").read_bytes()

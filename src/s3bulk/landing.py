@@ -7,6 +7,9 @@ the download began, it lands with link() + unlink(), which fails instead of repl
 that appeared meanwhile (another program, a second job) is someone else's and is left alone, and
 the item fails with a line that says so. A target that existed when the download began is
 replaced, as `cp` promises.
+
+A process killed outright (kill -9 of the whole job, a crash, a power cut) cannot remove its
+temporary files; the first download into a directory sweeps those whose process is gone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,51 @@ from s3bulk.errors import ItemError, JobAborted
 # link() is refused by filesystems without hard links (FAT, some FUSE and SMB mounts)
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
+
+
+def temporary_path(target: str, number: int) -> str:
+    """Beside the target (same filesystem, so the rename is atomic), hidden, and naming the
+    process that writes it: `.NAME.PID-N.s3bulk-part`."""
+    name = os.path.basename(target)[:200]
+    return os.path.join(os.path.dirname(target), f".{name}.{os.getpid()}-{number}{PART_SUFFIX}")
+
+
+def sweep_stale_parts(directory: str) -> int:
+    """Remove the temporary files in `directory` whose writing process no longer exists."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        removed += remove_if_stale(entry.path)
+    return removed
+
+
+def remove_if_stale(path: str) -> bool:
+    """Remove `path` if it is a temporary download file whose writing process is gone."""
+    name = os.path.basename(path)
+    if not name.endswith(PART_SUFFIX):
+        return False
+    owner = name[: -len(PART_SUFFIX)].rsplit(".", 1)[-1].split("-", 1)[0]
+    if not owner.isdigit() or _alive(int(owner)):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def land(temporary: str, target: str, *, existed: bool) -> None:

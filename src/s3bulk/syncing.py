@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from s3bulk.engine.job import BatchOutcome, WorkerContext
+from s3bulk.landing import PART_SUFFIX, remove_if_stale
 from s3bulk.plan.diff import Entry, SyncMode, decide, etag_matches_file, merge_join
 from s3bulk.removal import DeleteBatch, run_delete_batch
 from s3bulk.report import Failure, WorkerStats
@@ -23,7 +24,7 @@ from s3bulk.sources.listing import list_prefix, list_sequential
 from s3bulk.sources.local import walk
 from s3bulk.stores.s3xml import epoch_seconds
 from s3bulk.stores.signed import SignedClient
-from s3bulk.transfers import PART_SUFFIX, CopyJob, TransferItem
+from s3bulk.transfers import CopyJob, TransferItem
 from s3bulk.urls import LocalLocation, Location, S3Location, local_target
 
 ACTIONS_PER_BATCH = 1000
@@ -103,7 +104,10 @@ class SyncJob(CopyJob):
                 return
             for entry in walk(root, self.options.follow_symlinks and is_source):
                 if entry.relative.endswith(PART_SUFFIX) and not is_source:
-                    continue  # our own in-flight (or killed) download, not part of the tree
+                    # our own download in flight, not part of the tree; or one whose process was
+                    # killed outright, which nothing else would ever remove
+                    remove_if_stale(os.path.join(root, entry.relative))
+                    continue
                 if filters and not filters.accepts(entry.relative):
                     continue
                 if entry.problem:

@@ -20,7 +20,7 @@ import obstore
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
 from s3bulk.errors import ItemError, UsageError
-from s3bulk.landing import disk_full, land
+from s3bulk.landing import disk_full, land, sweep_stale_parts, temporary_path
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
@@ -40,7 +40,6 @@ STREAM_CHUNK = 256 * 1024
 # downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user CPU s. The byte budget counts
 # the whole body as the item's cost either way, so memory stays bounded.
 WHOLE_BODY_MAX = 8 * MiB
-PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
 
 Direction = Literal["upload", "download", "copy"]
 
@@ -336,6 +335,7 @@ class CopyJob:
         parent = os.path.dirname(target)
         if parent not in self._made_dirs:
             os.makedirs(parent, exist_ok=True)
+            sweep_stale_parts(parent)  # left by an earlier run killed outright
             if len(self._made_dirs) > 100_000:
                 self._made_dirs.clear()
             self._made_dirs.add(parent)
@@ -349,8 +349,7 @@ class CopyJob:
         target = item.destination
         parent = self._make_parent(target)
         self._temp_counter += 1
-        name = os.path.basename(target)[:200]
-        temporary = os.path.join(parent, f".{name}.{os.getpid()}-{self._temp_counter}{PART_SUFFIX}")
+        temporary = temporary_path(target, self._temp_counter)
         existed = os.path.lexists(target)
         renamed = False
         try:
