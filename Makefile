@@ -7,7 +7,7 @@ PY := .venv/bin/python
 
 .venv/.synced: pyproject.toml uv.lock
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --all-extras
 	touch $@
 
 setup: .venv/.synced tools

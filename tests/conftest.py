@@ -3,10 +3,12 @@ ports, always stopped; a fresh bucket per test; and the CLI run as a real subpro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -105,6 +107,49 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess
     return subprocess.run(
         [*S3BULK, *args], env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
+
+
+class RunningJob:
+    """A CLI job run in the background in its own session, its output going to a file (a pipe
+    nobody reads would stall the job once full), killed with its workers on leaving."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self, timeout: float | None = 300) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def kill(self) -> None:
+        """The driver alone, as a crash of its process would."""
+        self.process.kill()
+
+    def kill_group(self) -> None:
+        """The driver and its workers, as a crash of the machine would."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def __enter__(self) -> RunningJob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill_group()
+        self.process.wait()
 
 
 def sha256(data: bytes) -> str:

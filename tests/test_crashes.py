@@ -2,9 +2,10 @@
 state is exact every time, and what was done twice is counted by a proxy in front of the service:
 only requests in flight (or done but not yet journaled) at the kill are repeated.
 
-Kill points: a fifth of the trials die at a random time within the first 0.6 s (start-up,
-listing, planning: maybe before the journal holds anything); the rest once the journal holds a
-random number of finished items. Half kill the whole process group (a crashed machine), half
+Kill points: a seeded number of requests answered by the service, after which a proxy holds
+every request until the kill (so no trial can race past its point): a fifth of the trials die
+within the first 3 answers (start-up, listing: before the journal holds anything), the rest
+anywhere up to 90% of the job. Half kill the whole process group (a crashed machine), half
 only the driver (its workers must notice and exit). S3BULK_CRASH_TRIALS sets the trials per kind.
 """
 
@@ -13,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +22,19 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import S3BULK, Endpoint, bucket_problems, make_tree, new_bucket, run_cli, tree_problems
+from conftest import (
+    S3BULK,
+    Endpoint,
+    RunningJob,
+    bucket_problems,
+    make_tree,
+    new_bucket,
+    run_cli,
+    tree_problems,
+)
 from test_vectors_load import embeddings, new_index, stored, vectors_env, write_parquet
 
-from s3bulk.testing.throttle import S3ThrottlingProxy, ThrottlingProxy
+from s3bulk.testing.throttle import LoopbackProxy, S3ThrottlingProxy, ThrottlingProxy
 
 TRIALS = int(os.environ.get("S3BULK_CRASH_TRIALS", "10"))
 FILES = 1200
@@ -57,42 +65,40 @@ def _done(journal: Path | None) -> int:
         return 0
 
 
-def crash_and_resume(command: list[str], env: dict[str, str], state: Path, items: int, seed: int) -> Crash:
+def crash_and_resume(
+    command: list[str], env: dict[str, str], state: Path, proxy: LoopbackProxy, requests: int, seed: int
+) -> Crash:
     """Run `command` (CLI arguments), SIGKILL it at a point chosen by `seed`, then resume it from
-    its journal (or run it again if it died before having one) and return what happened."""
+    its journal (or run it again if it died before having one) and return what happened.
+
+    The kill point is a number of requests the service answered: the proxy then holds every
+    further request, so the job cannot finish (or race past the point) before the kill."""
     rng = random.Random(seed)
     env = env | {"S3BULK_STATE_DIR": str(state)}
     early = rng.random() < 0.2
-    kill_after_seconds = rng.uniform(0.05, 0.6) if early else None
-    kill_after_items = rng.randint(1, int(items * 0.9))
+    answers = rng.randint(0, 3) if early else rng.randint(4, int(requests * 0.9))
     group = rng.random() < 0.5
-    process = subprocess.Popen(
-        [*S3BULK, *command],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    started = time.monotonic()
-    while process.poll() is None:
-        if early and time.monotonic() - started >= kill_after_seconds:
-            break
-        if not early and _done(_journal(state)) >= kill_after_items:
-            break
-        assert time.monotonic() - started < 120, "the job neither progressed nor ended"
-        time.sleep(0.02)
-    assert process.poll() is None, f"the job ended before its kill point: {process.stderr.read()!r}"
-    workers = psutil.Process(process.pid).children(recursive=True)
-    if group:
-        os.killpg(process.pid, signal.SIGKILL)
-    else:
-        process.kill()
-    process.wait()
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, "worker processes outlived their killed driver"
+    proxy.hold_after(answers)
+    try:
+        with RunningJob([*S3BULK, *command], env, state.parent / f"{state.name}.log") as process:
+            started = time.monotonic()
+            while proxy.held == 0:
+                assert process.poll() is None, f"the job ended before its kill point: {process.output()}"
+                assert time.monotonic() - started < 120, "the job neither progressed nor ended"
+                time.sleep(0.01)
+            workers = psutil.Process(process.pid).children(recursive=True)
+            if group:
+                process.kill_group()
+            else:
+                process.kill()
+            process.wait()
+            _, alive = psutil.wait_procs(workers, timeout=30)
+            assert not alive, "worker processes outlived their killed driver"
+    finally:
+        proxy.release()
     journal = _journal(state)
     done_at_kill = _done(journal)
-    when = f"{time.monotonic() - started:.2f}s" if early else f"{done_at_kill} items done"
+    when = f"{answers} answers, {done_at_kill} items done"
     if journal is not None:
         verb = command[:2] if command[0] == "vectors" else command[:1]
         rerun = run_cli(env, *verb, "--resume", journal.stem, "--json")
@@ -141,7 +147,7 @@ def test_cp_upload_killed_and_resumed_is_exact(
                 "--concurrency",
                 "8",
             ]
-            crash = crash_and_resume(command, env, tmp_path / f"state{trial}", FILES, seed=trial)
+            crash = crash_and_resume(command, env, tmp_path / f"state{trial}", proxy, FILES, seed=trial)
             assert bucket_problems(minio, bucket, f"trial{trial}/", files) == [], crash.killed
             crashes.append(crash)
             duplicated.append(proxy.log.accepted["PUT"] - puts_before - FILES)
@@ -164,7 +170,7 @@ def test_sync_download_killed_and_resumed_is_exact(
             gets_before = proxy.log.accepted["GET"]
             target = tmp_path / f"down{trial}"
             command = ["sync", f"s3://{bucket}/src/", f"{target}/", "--workers", "2", "--concurrency", "8"]
-            crash = crash_and_resume(command, env, tmp_path / f"state{trial}", FILES, seed=100 + trial)
+            crash = crash_and_resume(command, env, tmp_path / f"state{trial}", proxy, FILES, seed=100 + trial)
             assert tree_problems(target, files) == [], crash.killed  # no temp file, nothing missing
             crashes.append(crash)
             duplicated.append(proxy.log.accepted["GET"] - gets_before - FILES)  # listings included
@@ -191,7 +197,7 @@ def test_vectors_put_killed_and_resumed_is_exact(
             put = ["vectors", "put", str(source), "--bucket", bucket, "--index", index]
             limits = ["--vectors-per-second", "8000", "--concurrency", str(concurrency)]
             crash = crash_and_resume(
-                [*put, *limits], env, tmp_path / f"state{trial}", batches, seed=200 + trial
+                [*put, *limits], env, tmp_path / f"state{trial}", proxy, batches, seed=200 + trial
             )
             assert len(stored(moto, bucket, index)) == ROWS, crash.killed  # keys overwrite: count them
             crashes.append(crash)

@@ -14,6 +14,7 @@ import pytest
 from conftest import (
     S3BULK,
     Endpoint,
+    RunningJob,
     bucket_problems,
     make_tree,
     run_cli,
@@ -39,21 +40,18 @@ def _client(server: MinioServer) -> object:
 
 
 def _restart_mid_job(
-    server: MinioServer, command: list[str], progress: Callable[[], bool], env: dict[str, str]
+    server: MinioServer, command: list[str], progress: Callable[[], bool], env: dict[str, str], log: Path
 ) -> dict[str, int]:
     """Run `command`; once `progress()` says it is under way, kill MinIO and bring it back 3 s
     later on the same port and data. Return the job's --json summary."""
-    process = subprocess.Popen(
-        [*S3BULK, *command, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None and not progress():
-        time.sleep(0.05)
-    assert process.poll() is None, "the job ended before the server could be restarted"
-    server.restart(pause=3.0)
-    stdout, stderr = process.communicate(timeout=400)
-    assert process.returncode == 0, stderr[-2000:]
-    return json.loads(stdout.splitlines()[-1])["summary"]
+    with RunningJob([*S3BULK, *command, "--json"], env, log) as process:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None and not progress():
+            time.sleep(0.05)
+        assert process.poll() is None, "the job ended before the server could be restarted"
+        server.restart(pause=3.0)
+        assert process.wait(timeout=400) == 0, process.output()
+    return json.loads(log.read_text().splitlines()[-1])["summary"]
 
 
 def _record_restart(
@@ -88,7 +86,7 @@ def test_minio_restart_mid_upload_and_download_loses_nothing(
                 return 0
 
         upload = ["cp", f"{source}/", "s3://outage/data/", "--workers", "2", "--concurrency", "4"]
-        summary = _restart_mid_job(server, upload, lambda: stored() >= 300, env)
+        summary = _restart_mid_job(server, upload, lambda: stored() >= 300, env, tmp_path / "up.log")
         bodies = {}
         for page in client.get_paginator("list_objects_v2").paginate(Bucket="outage", Prefix="data/"):
             for entry in page.get("Contents", []):
@@ -107,7 +105,7 @@ def test_minio_restart_mid_upload_and_download_loses_nothing(
         def landed() -> bool:
             return target.exists() and sum(1 for _ in target.rglob("*.bin")) >= 300
 
-        summary = _restart_mid_job(server, download, landed, env)
+        summary = _restart_mid_job(server, download, landed, env, tmp_path / "down.log")
         _record_restart(reliability, "cp download", summary, len(tree_problems(target, files)))
         assert summary["objects_done"] == FILES and summary["objects_failed"] == 0
         assert summary["retries"] > 0

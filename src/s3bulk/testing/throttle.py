@@ -46,8 +46,13 @@ class _Bucket:
         return True
 
 
-class _LoopbackProxy:
-    """An aiohttp server on a free loopback port, run by its own event loop in a thread."""
+class LoopbackProxy:
+    """An aiohttp server on a free loopback port, run by its own event loop in a thread.
+
+    `hold_after(n)` lets n more requests through, then holds every later one unanswered until
+    `release()`: a test can stop a job at an exact point of its work (and kill it there) without
+    racing it, however fast the machine is.
+    """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
@@ -57,6 +62,27 @@ class _LoopbackProxy:
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._session: aiohttp.ClientSession
+        self._admitted = 0
+        self._hold_at: int | None = None
+        self._released: asyncio.Event | None = None
+        self.held = 0  # requests waiting for release()
+
+    def hold_after(self, answers: int) -> None:
+        self._hold_at = self._admitted + answers
+
+    def release(self) -> None:
+        self._hold_at = None
+        if self._loop is not None and self._released is not None:
+            self._loop.call_soon_threadsafe(self._released.set)
+
+    async def _gate(self) -> None:
+        """Called first by every handler: counts the request, or holds it (see `hold_after`)."""
+        assert self._released is not None
+        if self._hold_at is not None and self._admitted >= self._hold_at:
+            self.held += 1
+            self._released.clear()
+            await self._released.wait()
+        self._admitted += 1
 
     @property
     def endpoint(self) -> str:
@@ -85,6 +111,7 @@ class _LoopbackProxy:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._released = asyncio.Event()
         async with aiohttp.ClientSession(auto_decompress=False) as session:
             self._session = session
             app = web.Application(client_max_size=1024**3)
@@ -119,7 +146,7 @@ class ProxyLog:
         return best
 
 
-class ThrottlingProxy(_LoopbackProxy):
+class ThrottlingProxy(LoopbackProxy):
     def __init__(self, upstream: str, vectors_per_second: float, burst: float | None = None) -> None:
         super().__init__(upstream)
         self.rate = vectors_per_second
@@ -135,6 +162,7 @@ class ThrottlingProxy(_LoopbackProxy):
         return bucket.take(count)
 
     async def _handle(self, request: web.Request) -> web.Response:
+        await self._gate()
         operation = request.match_info["operation"]
         body = await request.read()
         if operation == "PutVectors":
@@ -195,7 +223,7 @@ class S3ProxyLog:
 _HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 
 
-class S3ThrottlingProxy(_LoopbackProxy):
+class S3ThrottlingProxy(LoopbackProxy):
     def __init__(
         self,
         upstream: str,
@@ -221,6 +249,7 @@ class S3ThrottlingProxy(_LoopbackProxy):
         return "" if self._bucket.take() else "rate"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await self._gate()
         body = await request.read()
         reason = self._refusal()
         if reason:
