@@ -112,8 +112,12 @@ def _engine_args(
     max_in_flight_bytes: int,
     max_memory: int | None,
     max_attempts: int,
+    ray_address: str | None,
+    journal_url: str | None,
 ) -> dict[str, Any]:
     return {
+        "ray_address": ray_address,
+        "journal_url": journal_url,
         "engine": engine,
         "workers": workers,
         "concurrency": concurrency,
@@ -139,6 +143,8 @@ async def copy_async(
     multipart_threshold: int = 64 * MiB,
     copy_multipart_threshold: int = 5 * 1024**3,
     max_attempts: int = 6,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
     partitioned_listing: bool | None = None,
     follow_symlinks: bool = False,
     journal: bool = True,
@@ -152,7 +158,9 @@ async def copy_async(
 
     A trailing '/' on the source means everything under that prefix or directory. The job is
     journaled (see `resume_async`) unless `journal` is False or it is a dry run. `engine` is one
-    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto); see engine/strategies.py.
+    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto, ray); see engine/strategies.py.
+    With engine="ray", `ray_address` names the cluster (default: a local Ray instance) and
+    `journal_url` where the object-store journal goes (default: beside the data).
     Symbolic links in an uploaded tree are skipped unless `follow_symlinks`."""
     args = {
         "source": source,
@@ -165,7 +173,16 @@ async def copy_async(
         "copy_multipart_threshold": copy_multipart_threshold,
         "partitioned_listing": partitioned_listing,
         "follow_symlinks": follow_symlinks,
-        **_engine_args(engine, workers, concurrency, max_in_flight_bytes, max_memory, max_attempts),
+        **_engine_args(
+            engine,
+            workers,
+            concurrency,
+            max_in_flight_bytes,
+            max_memory,
+            max_attempts,
+            ray_address,
+            journal_url,
+        ),
         **(_extra or {}),
     }
     from s3bulk.runner import execute
@@ -201,6 +218,8 @@ async def remove_async(
     workers: int | None = None,
     concurrency: int = 16,
     max_attempts: int = 6,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
     partitioned_listing: bool | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
@@ -215,7 +234,7 @@ async def remove_async(
         "exclude": list(exclude),
         "dry_run": dry_run,
         "partitioned_listing": partitioned_listing,
-        **_engine_args(engine, workers, concurrency, 0, None, max_attempts),
+        **_engine_args(engine, workers, concurrency, 0, None, max_attempts, ray_address, journal_url),
     }
     from s3bulk.runner import execute
 
@@ -288,6 +307,8 @@ async def put_vectors_async(
     workers: int | None = None,
     concurrency: int = 16,
     max_attempts: int = 8,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -314,7 +335,7 @@ async def put_vectors_async(
         "requests_per_second": requests_per_second,
         "on_error": on_error,
         "rejects": rejects,
-        **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts),
+        **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts, ray_address, journal_url),
     }
     from s3bulk.runner import execute
 

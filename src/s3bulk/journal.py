@@ -180,6 +180,11 @@ class Journal:
             (time.time(), status, orjson.dumps(summary).decode(), self.run),
         )
 
+    def checkpoint(self) -> None:
+        """Everything in the main database file, so that the file alone is the journal."""
+        self.flush()
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         self.flush()
         self._db.close()

@@ -50,6 +50,7 @@ class WorkerStats:
     records: list[dict[str, Any]] = field(default_factory=list)
     done_ids: list[tuple[str, int]] = field(default_factory=list)  # (item id, size) for the journal
     failed_descriptors: list[tuple[Any, str]] = field(default_factory=list)  # whole listings that failed
+    handled: list[tuple[int, str]] = field(default_factory=list)  # (descriptor id, item id) finished
 
     def take(self) -> WorkerStats:
         """Return the counts since the last call and reset them. Containers are cleared in place,

@@ -8,6 +8,7 @@ from the environment like any other run.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from s3bulk.engine.strategies import DEFAULT_ENGINE, Strategy, choose, cores
 from s3bulk.engine.worker import EngineOptions
 from s3bulk.errors import UsageError
 from s3bulk.journal import Journal, new_job_id
+from s3bulk.journal_store import JOBS_PREFIX, StoreJournal, default_url
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Report
 from s3bulk.sources.listing import partitioning_pays
@@ -140,6 +142,8 @@ async def execute(
     strategy, in_flight = _strategy(args)
     new_journal = journal is True and not args.get("dry_run")
     job_id = journal.job_id if isinstance(journal, Journal) else new_job_id() if new_journal else ""
+    if strategy.name == "ray" and new_journal:
+        args = _with_store_journal(command, args, job_id)
     if command == VECTORS_PUT:
         from s3bulk.vectors.job import build_put_job, default_rejects_path
 
@@ -156,9 +160,19 @@ async def execute(
             spec_args["sources"] = [_absolute(path) for path in args["sources"]]
             if args.get("keys_file"):
                 spec_args["keys_file"] = _absolute(args["keys_file"])
-        handle = Journal.create(
-            command, {"args": spec_args, "settings": settings_spec(settings)}, job_id=job_id
-        )
+        spec = {"args": spec_args, "settings": settings_spec(settings)}
+        if strategy.name == "ray" and args.get("journal_url"):  # first: it may be refused
+            await asyncio.to_thread(
+                StoreJournal(args["journal_url"], settings).write_spec, job_id, command, spec
+            )
+        handle = Journal.create(command, spec, job_id=job_id)
+    ray = strategy.name == "ray"
+    store_url = args.get("journal_url") if ray and handle else None
+    snapshot = None
+    if handle is not None:
+        handle.begin_run(mode)
+        if store_url and mode != "run":  # workers elsewhere read what is done from the store
+            snapshot = await asyncio.to_thread(StoreJournal(store_url, settings).publish_for_workers, handle)
     engine = Engine(
         strategy,
         EngineOptions(
@@ -167,6 +181,11 @@ async def execute(
             record_items=on_records is not None,
             journal_path=str(handle.path) if handle else None,
             skip_done=mode != "run",
+            track_items=ray,
+            ray_address=args.get("ray_address") if ray else None,
+            journal_url=store_url,
+            journal_run=handle.run if handle else 0,
+            journal_snapshot=snapshot,
         ),
     )
     source = args.get("source", args.get("target", " ".join(args.get("sources", ()))))
@@ -182,7 +201,8 @@ async def execute(
     if handle is None:
         return await engine.run(job, report, on_progress=on_progress, on_records=on_records)
     report.job_id = handle.job_id
-    handle.begin_run(mode)
+    if store_url:
+        report.notes.append(f"journal also in {store_url} (from any machine: --resume {store_url})")
     finished = False
     try:
         rows = handle.failed_items() if mode == "retry-failed" else None
@@ -198,10 +218,33 @@ LOCATIONS = ("source", "destination", "rejects")
 VECTORS_PUT = "vectors-put"
 
 
+def _with_store_journal(command: str, args: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """A ray job also journals in the object store, beside its data unless --journal-url says
+    where; listings of a bucket's root then leave the journal's own objects out."""
+    chosen = args.get("journal_url")
+    url = f"{chosen.rstrip('/')}/{job_id}/" if chosen else default_url(args, job_id)
+    if not url:
+        return args
+    args = {**args, "journal_url": url}
+    if command != VECTORS_PUT:
+        args["exclude"] = [*args.get("exclude", ()), JOBS_PREFIX + "*"]
+    return args
+
+
 def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
     """The engine's strategy and per-worker byte budget, fitted under --max-memory if given:
-    worker processes are cut first; threads cost little, so for them only the budget shrinks."""
+    worker processes are cut first; threads cost little, so for them only the budget shrinks.
+    The ray engine runs one worker per CPU of its cluster unless --workers says otherwise."""
     strategy = choose(args.get("engine") or DEFAULT_ENGINE, args.get("workers"), args["concurrency"])
+    if strategy.name == "ray":
+        if args.get("max_memory"):
+            raise UsageError("--max-memory applies to one machine: with --engine ray, size the cluster")
+        if not strategy.workers:
+            from s3bulk.engine.ray_launch import cluster_cpus, connect
+
+            connect(args.get("ray_address"))
+            strategy = dataclasses.replace(strategy, workers=cluster_cpus())
+        return strategy, args.get("max_in_flight_bytes", 16 * MiB)
     in_flight = args.get("max_in_flight_bytes", 16 * MiB)
     if args.get("max_memory"):
         asked = 1 if strategy.in_process else args.get("workers")
@@ -238,8 +281,14 @@ async def continue_job(
     on_progress: Callable[[Report], None] | None = None,
     on_records: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Report:
-    """Resume a job, or rerun its failures, from its journal."""
-    journal = Journal.open(job_id)
+    """Resume a job, or rerun its failures, from its journal: a local one by id, or one in the
+    object store by its URL (a ray job's, from any machine)."""
+    if job_id.startswith("s3://"):
+        store = StoreJournal(job_id, AwsSettings.from_env())
+        journal = await asyncio.to_thread(store.import_into)
+        job_id = journal.job_id
+    else:
+        journal = Journal.open(job_id)
     command = journal.command
     if expect_command and command != expect_command:
         journal.close()

@@ -244,7 +244,7 @@ class CopyJob:
             want_split=ctx.want_split,
         ):
             if ctx.want_split():  # other workers are short of work: hand them this page
-                ctx.split([ObjectBatch(tuple(objects))])
+                ctx.split([ObjectBatch(tuple(objects))], handed=[info.key for info in objects])
             else:
                 yield self._map_objects(objects, ctx)
 

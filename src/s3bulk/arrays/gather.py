@@ -308,6 +308,11 @@ async def gather_into(
     """Gather into a new .npy at `output_path` (the caller renames it into place)."""
     parts = parse_selection(selection)
     choose(options.engine, options.workers, options.concurrency)  # a bad engine fails before any request
+    if options.engine == "ray":
+        raise UsageError(
+            "gather writes into one memory-mapped file on this machine, so --engine ray does not "
+            "apply: use async or hybrid"
+        )
     if any(source.startswith("s3://") for source in sources):
         settings.credentials()  # none: a usage error now, not an error inside the store's callback
     try:

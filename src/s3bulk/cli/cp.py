@@ -25,6 +25,7 @@ from s3bulk.cli.options import (
     ExcludeOption,
     FollowSymlinksOption,
     IncludeOption,
+    JournalUrlOption,
     ListRangesOption,
     MaxInFlightOption,
     MultipartThresholdOption,
@@ -32,6 +33,7 @@ from s3bulk.cli.options import (
     NoVerifyOption,
     PartSizeOption,
     ProfileOption,
+    RayAddressOption,
     RegionOption,
     WorkersOption,
     parse_optional_size,
@@ -56,6 +58,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
         dry_run: bool = DryRunOption,
         as_json: bool = JsonOption,
         engine: str | None = EngineOption,
+        ray_address: str | None = RayAddressOption,
+        journal_url: str | None = JournalUrlOption,
         workers: int | None = WorkersOption,
         concurrency: int = ConcurrencyOption,
         max_in_flight: str = MaxInFlightOption,
@@ -81,7 +85,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
             resume,
             retry_failed,
             [source, destination],
-            {"engine": engine, "workers": workers, "max_memory": memory},
+            {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
         )
         if start is None:
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
@@ -96,6 +100,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     dry_run=dry_run,
                     engine=engine or DEFAULT_ENGINE,
                     workers=workers,
+                    ray_address=ray_address,
+                    journal_url=journal_url,
                     concurrency=concurrency,
                     max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
                     max_memory=memory,

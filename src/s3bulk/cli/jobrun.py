@@ -14,7 +14,12 @@ from s3bulk.errors import UsageError
 from s3bulk.progress import LiveProgress, json_line, print_summary
 from s3bulk.report import Report
 
-ResumeOption = typer.Option(None, "--resume", help="Continue job JOB (see 's3bulk jobs') where it stopped.")
+ResumeOption = typer.Option(
+    None,
+    "--resume",
+    help="Continue job JOB (see 's3bulk jobs') where it stopped; a ray job also by its journal's "
+    "s3:// URL, from any machine.",
+)
 RetryFailedOption = typer.Option(None, "--retry-failed", help="Run only the items job JOB failed.")
 MaxMemoryOption = typer.Option(
     None, "--max-memory", help="Cap the whole job's memory, e.g. 128MB (fewer workers, smaller buffers)."

@@ -66,9 +66,20 @@ ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching thi
 EngineOption = typer.Option(
     None,
     "--engine",
-    help="serial, threads, async, processes, hybrid (the default: processes x asyncio) or auto "
-    "(hybrid with an adaptive in-flight limit).",
+    help="serial, threads, async, processes, hybrid (the default: processes x asyncio), auto "
+    "(hybrid with an adaptive in-flight limit) or ray (hybrid workers across a Ray cluster).",
     show_default=False,
+)
+RayAddressOption = typer.Option(
+    None,
+    "--ray-address",
+    help="--engine ray: the cluster to run on, e.g. ray://head:10001 (default: a local Ray instance).",
+)
+JournalUrlOption = typer.Option(
+    None,
+    "--journal-url",
+    help="--engine ray: where the job's journal goes in the object store, as s3://bucket/prefix/ "
+    "(default: s3://BUCKET/.s3bulk/jobs/ beside the data).",
 )
 WorkersOption = typer.Option(
     None, "--workers", help="Worker processes, or threads for --engine threads (default: per core)."

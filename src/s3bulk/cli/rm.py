@@ -13,10 +13,12 @@ from s3bulk.cli.options import (
     EngineOption,
     ExcludeOption,
     IncludeOption,
+    JournalUrlOption,
     ListRangesOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
+    RayAddressOption,
     RegionOption,
     WorkersOption,
     parse_switch,
@@ -34,6 +36,8 @@ def rm_command(
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
     engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
+    journal_url: str | None = JournalUrlOption,
     workers: int | None = WorkersOption,
     concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
     list_ranges: str = ListRangesOption,
@@ -46,7 +50,13 @@ def rm_command(
     no_sign_request: bool = NoSignOption,
 ) -> int:
     """Delete objects, 1,000 keys per request, several requests in flight."""
-    start = continuation("rm", resume, retry_failed, [target], {"engine": engine, "workers": workers})
+    start = continuation(
+        "rm",
+        resume,
+        retry_failed,
+        [target],
+        {"engine": engine, "workers": workers, "ray_address": ray_address},
+    )
     if start is None:
         settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
         assert target is not None
@@ -59,6 +69,8 @@ def rm_command(
                 dry_run=dry_run,
                 engine=engine or DEFAULT_ENGINE,
                 workers=workers,
+                ray_address=ray_address,
+                journal_url=journal_url,
                 concurrency=concurrency,
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                 settings=settings,

@@ -9,7 +9,14 @@ from typing import Any
 import typer
 
 from s3bulk.cli.jobrun import JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
-from s3bulk.cli.options import EngineOption, ProfileOption, RegionOption, WorkersOption
+from s3bulk.cli.options import (
+    EngineOption,
+    JournalUrlOption,
+    ProfileOption,
+    RayAddressOption,
+    RegionOption,
+    WorkersOption,
+)
 from s3bulk.config import AwsSettings
 from s3bulk.progress import json_line
 
@@ -82,6 +89,8 @@ def put_command(
         help="Where bad rows are listed, as JSON lines (default: next to the job's journal).",
     ),
     engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
+    journal_url: str | None = JournalUrlOption,
     workers: int | None = WorkersOption,
     concurrency: int = typer.Option(16, "--concurrency", help="PutVectors requests in flight per worker."),
     resume: str | None = ResumeOption,
@@ -100,7 +109,7 @@ def put_command(
         resume,
         retry_failed,
         [sources or None, bucket, index or None],
-        {"engine": engine, "workers": workers},
+        {"engine": engine, "workers": workers, "ray_address": ray_address},
     )
     if start is None:
         settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
@@ -124,6 +133,8 @@ def put_command(
                 rejects=rejects,
                 engine=engine or "async",
                 workers=workers,
+                ray_address=ray_address,
+                journal_url=journal_url,
                 concurrency=concurrency,
                 settings=settings,
                 on_progress=on_progress,

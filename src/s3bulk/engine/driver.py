@@ -20,9 +20,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from s3bulk.engine.job import Job
-from s3bulk.engine.launch import ProcessLauncher, ThreadLauncher, WorkerHandle
+from s3bulk.engine.launch import Launcher, ProcessLauncher, ThreadLauncher, WorkerHandle
 from s3bulk.engine.strategies import Strategy, choose
-from s3bulk.engine.worker import EngineOptions, watch_pipe
+from s3bulk.engine.worker import EngineOptions, Redo, watch_pipe
 from s3bulk.journal import Journal
 from s3bulk.report import Failure, Report, WorkerStats, listed, timed
 
@@ -76,7 +76,7 @@ class Engine:
         # listing, planning and the event loop itself)
         driver_cpu: collections.Counter[str] = collections.Counter()
         loop = asyncio.get_running_loop()
-        launcher = ThreadLauncher() if self.strategy.in_process else ProcessLauncher()
+        launcher = self._launcher()
         queue: collections.deque[tuple[int, Any]] = collections.deque()
         next_id = 0
         outstanding = 0  # descriptors handed out or queued, not yet finished
@@ -85,6 +85,9 @@ class Engine:
         all_done = asyncio.Event()
         crashes: list[str] = []
         workers: list[_Worker] = []
+        # track_items: item ids each worker finished, per descriptor it holds (see worker.Redo)
+        handled: dict[int, set[str]] = collections.defaultdict(set)
+        redone: list[str] = []
 
         def enqueue(descriptor: Any, front: bool = False) -> None:
             nonlocal next_id, outstanding
@@ -131,10 +134,21 @@ class Engine:
             loop.remove_reader(worker.conn.fileno())
             finished_workers.set()
             if not all_done.is_set():
-                crashes.append(f"worker {worker.index} died unexpectedly ({why})")
-                for descriptor in worker.assigned.values():
+                if self.options.track_items:
+                    skipped = sum(len(handled.get(key, ())) for key in worker.assigned)
+                    redone.append(
+                        f"worker {worker.index} was lost ({why}): its {len(worker.assigned)} partition(s) "
+                        f"were redone by the others without the {skipped} item(s) it had finished"
+                    )
+                else:
+                    crashes.append(f"worker {worker.index} died unexpectedly ({why})")
+                for descriptor_id, descriptor in worker.assigned.items():
                     outstanding -= 1
-                    enqueue(descriptor, front=True)
+                    skip = handled.pop(descriptor_id, set())
+                    if isinstance(descriptor, Redo):
+                        skip |= descriptor.skip
+                        descriptor = descriptor.descriptor
+                    enqueue(Redo(descriptor, frozenset(skip)) if skip else descriptor, front=True)
                 worker.assigned.clear()
                 if all(w.done for w in workers):
                     lost_work = WorkerStats()
@@ -155,6 +169,9 @@ class Engine:
             kind = message[0]
             if kind == "progress":
                 delta: WorkerStats = message[1]
+                for descriptor_id, item_id in delta.handled:
+                    if descriptor_id in worker.assigned:
+                        handled[descriptor_id].add(item_id)
                 report.add(delta)
                 if journal is not None:
                     with timed(driver_cpu, "journal", time.thread_time):
@@ -164,10 +181,18 @@ class Engine:
             elif kind == "want":
                 worker.credit += message[1]
             elif kind == "split":
-                for descriptor in reversed(message[1]):
+                _, descriptors, parent, handed_ids, narrowed = message
+                for descriptor in reversed(descriptors):
                     enqueue(descriptor, front=True)
+                if self.options.track_items and parent in worker.assigned:
+                    handled[parent].update(handed_ids)  # others run them: a redo must not
+                    if narrowed is not None:
+                        old = worker.assigned[parent]
+                        redo = isinstance(old, Redo)
+                        worker.assigned[parent] = Redo(narrowed, old.skip) if redo else narrowed
             elif kind == "finished":
                 worker.assigned.pop(message[1], None)
+                handled.pop(message[1], None)
                 outstanding -= 1
             elif kind == "abort":
                 abort(message[1])
@@ -205,13 +230,10 @@ class Engine:
             return on_readable
 
         finished_workers = asyncio.Event()
-        for index in range(self.workers):
-            parent_conn, child_conn = launcher.pipe()
-            driver_fds = (*(w.conn.fileno() for w in workers), parent_conn.fileno())
-            process = launcher.start(index, child_conn, job, self.options, driver_fds)
-            worker = _Worker(index, parent_conn, process)
+        for index, (conn, process) in enumerate(launcher.launch(self.workers, job, self.options)):
+            worker = _Worker(index, conn, process)
             workers.append(worker)
-            watch_pipe(loop, parent_conn, reader(worker))
+            watch_pipe(loop, conn, reader(worker))
 
         driver_stats = WorkerStats()
 
@@ -293,7 +315,9 @@ class Engine:
                 worker.conn.close()  # a thread worker sees EOF and stops
             for worker in workers:
                 worker.process.join(timeout=10)
+            launcher.close()
         merge_driver_stats()
+        report.notes.extend(redone)
         if journal is not None:
             with timed(driver_cpu, "journal", time.thread_time):
                 journal.flush()
@@ -311,6 +335,13 @@ class Engine:
         if on_progress is not None:
             on_progress(report)
         return report
+
+    def _launcher(self) -> Launcher:
+        if self.strategy.name == "ray":
+            from s3bulk.engine.ray_launch import RayLauncher  # ray loads only for this engine
+
+            return RayLauncher(self.options.ray_address)
+        return ThreadLauncher() if self.strategy.in_process else ProcessLauncher()
 
 
 def _driver_breakdown(own: float, driver_cpu: collections.Counter[str]) -> dict[str, float]:

@@ -8,6 +8,7 @@ only by execution strategy.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -24,13 +25,19 @@ class BatchOutcome(NamedTuple):
     failures: list[Failure]
 
 
+# Set while a worker expands a lost worker's descriptor again: the item ids finished already.
+# A context variable, because each descriptor expands in its own task.
+REDO_SKIP: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("redo_skip", default=frozenset())
+
+
 @dataclass
 class WorkerContext:
     """Per-process state handed to a job: its stats and a way to hand off split work."""
 
     worker_id: int
     stats: WorkerStats = field(default_factory=WorkerStats)
-    split: Callable[[list[Any]], None] = lambda descriptors: None
+    # hand descriptors to idle workers: (descriptors, handed item ids, narrowed own descriptor)
+    split: Callable[..., None] = lambda descriptors, handed=None, narrowed=None: None
     want_split: Callable[[], bool] = lambda: False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
@@ -45,9 +52,13 @@ class WorkerContext:
             self.on_throttle()
 
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
-        """Leave out items an earlier run of this job finished (resume), counting them."""
+        """Leave out items an earlier run of this job finished (resume), counting them, and items
+        this run already finished when a lost worker's descriptor is redone (not counted again)."""
         if not items:
             return items
+        skip = REDO_SKIP.get()
+        if skip:
+            items = [item for item in items if item_id(item) not in skip]
         done = self.done_before([item_id(item) for item in items])
         if not done:
             return items

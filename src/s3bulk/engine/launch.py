@@ -1,6 +1,7 @@
-"""Starting workers: as processes (one interpreter per core) or as threads of the main process.
+"""Starting workers: as processes (one interpreter per core), as threads of the main process, or
+(`ray_launch.py`) as Ray tasks anywhere in a cluster.
 
-Both kinds get the same things, a pipe to the driver and the job, and run the same loop
+All kinds get the same things, a connection to the driver and the job, and run the same loop
 (`worker.py`), so engines differ only in how their workers exist. Processes are forked only from
 a single-threaded parent, never from one whose native runtime threads (obstore's Tokio) would not
 survive the fork; otherwise a forkserver starts them.
@@ -20,6 +21,8 @@ from s3bulk.engine.worker import EngineOptions, thread_main, worker_main
 
 
 class WorkerHandle(Protocol):
+    """What the driver needs of a worker besides its pipe: whether it lives, and how to end it."""
+
     def is_alive(self) -> bool: ...
 
     @property
@@ -50,27 +53,38 @@ def _process_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-class ProcessLauncher:
-    in_process = False
+class Launcher(Protocol):
+    """Starts a job's workers, each connected to the driver by one duplex connection."""
 
+    def launch(self, count: int, job: Job, options: EngineOptions) -> list[tuple[Connection, WorkerHandle]]:
+        """Start `count` workers; return the driver's end of each one's connection and its handle."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ProcessLauncher:
     def __init__(self) -> None:
         self.context = _process_context()
 
-    def pipe(self) -> tuple[Connection, Connection]:
-        return self.context.Pipe(duplex=True)
+    def launch(self, count: int, job: Job, options: EngineOptions) -> list[tuple[Connection, WorkerHandle]]:
+        started: list[tuple[Connection, WorkerHandle]] = []
+        fork = self.context.get_start_method() == "fork"
+        for index in range(count):
+            parent, child = self.context.Pipe(duplex=True)
+            # A forked child inherits the driver's ends of every pipe made so far; it must close
+            # them, or no worker would ever see EOF if the driver died.
+            inherited = (*(conn.fileno() for conn, _ in started), parent.fileno()) if fork else ()
+            process = self.context.Process(
+                target=worker_main, args=(child, job, options, index, inherited), daemon=True
+            )
+            process.start()
+            child.close()
+            started.append((parent, process))
+        return started
 
-    def start(
-        self, index: int, conn: Connection, job: Job, options: EngineOptions, driver_fds: tuple[int, ...]
-    ) -> WorkerHandle:
-        # A forked child inherits the driver's ends of every pipe made so far; it must close them,
-        # or no worker would ever see EOF if the driver died.
-        inherited = driver_fds if self.context.get_start_method() == "fork" else ()
-        process = self.context.Process(
-            target=worker_main, args=(conn, job, options, index, inherited), daemon=True
-        )
-        process.start()
-        conn.close()
-        return process
+    def close(self) -> None:
+        pass
 
 
 class _ThreadWorker:
@@ -93,23 +107,20 @@ class _ThreadWorker:
 
 
 class ThreadLauncher:
-    in_process = True
+    def launch(self, count: int, job: Job, options: EngineOptions) -> list[tuple[Connection, WorkerHandle]]:
+        pickled = pickle.dumps(job)  # pickled once for all threads
+        started: list[tuple[Connection, WorkerHandle]] = []
+        for index in range(count):
+            parent, child = multiprocessing.Pipe(duplex=True)
+            thread = threading.Thread(
+                target=thread_main,
+                args=(child, pickled, options, index),
+                name=f"s3bulk-worker-{index}",
+                daemon=True,
+            )
+            thread.start()
+            started.append((parent, _ThreadWorker(thread)))
+        return started
 
-    def __init__(self) -> None:
-        self._pickled = b""  # one launcher per run, so one job: pickled once for all threads
-
-    def pipe(self) -> tuple[Connection, Connection]:
-        return multiprocessing.Pipe(duplex=True)
-
-    def start(
-        self, index: int, conn: Connection, job: Job, options: EngineOptions, driver_fds: tuple[int, ...]
-    ) -> WorkerHandle:
-        self._pickled = self._pickled or pickle.dumps(job)
-        thread = threading.Thread(
-            target=thread_main,
-            args=(conn, self._pickled, options, index),
-            name=f"s3bulk-worker-{index}",
-            daemon=True,
-        )
-        thread.start()
-        return _ThreadWorker(thread)
+    def close(self) -> None:
+        pass

@@ -10,6 +10,8 @@
 | hybrid    | one process per core     | --concurrency        | every core, many requests each      |
 | auto      | one process per core     | AIMD: starts at      | hybrid that finds the service's     |
 |           |                          | --concurrency, 1-4x  | knee itself and backs off on 503s   |
+| ray       | one Ray task per cluster | --concurrency        | hybrid across many machines         |
+|           | CPU                      |                      | (`ray_launch.py`)                   |
 
 Every engine runs the same Job through the same worker loop, journal and report; only the number
 and kind of workers and the in-flight limit differ, so their results are identical and their
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 from s3bulk.errors import UsageError
 
-ENGINES = ("serial", "threads", "async", "processes", "hybrid", "auto")
+ENGINES = ("serial", "threads", "async", "processes", "hybrid", "auto", "ray")
 DEFAULT_ENGINE = "hybrid"
 AUTO_CEILING_FACTOR = 4
 
@@ -61,6 +63,8 @@ def choose(name: str, workers: int | None, concurrency: int) -> Strategy:
         return Strategy(name, workers or cores(), 1, in_process=False)
     if name == "hybrid":
         return Strategy(name, workers or cores(), concurrency, in_process=False)
+    if name == "ray":  # workers=0: one per CPU of the cluster, known once connected
+        return Strategy(name, workers or 0, concurrency, in_process=False)
     return Strategy(
         name, workers or cores(), concurrency * AUTO_CEILING_FACTOR, in_process=False, adaptive=True
     )

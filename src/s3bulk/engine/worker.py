@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import pickle
 import queue
@@ -21,17 +22,21 @@ import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3bulk.engine.adaptive import AdaptiveLimit
 from s3bulk.engine.budget import ByteBudget
-from s3bulk.engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk.engine.job import REDO_SKIP, BatchOutcome, Job, WorkerContext
 from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk.errors import ItemError, JobAborted, classify
+
+if TYPE_CHECKING:
+    from s3bulk.journal_store import PartWriter
 from s3bulk.report import Failure, listed
 
 PROGRESS_INTERVAL = 0.1
+EXPANDING: contextvars.ContextVar[int] = contextvars.ContextVar("expanding", default=0)
 DESCRIPTOR_PREFETCH = 2
 
 
@@ -46,6 +51,12 @@ class EngineOptions:
     record_items: bool = False  # send one record per item (for --json output)
     journal_path: str | None = None  # set: record item ids for the driver's journal
     skip_done: bool = False  # resume: leave out items the journal has as done
+    track_items: bool = False  # report which items each descriptor finished, so a lost worker's
+    # descriptors can be redone without them (the ray engine: a lost worker does not fail the job)
+    ray_address: str | None = None  # the ray engine: the cluster (None: a local instance)
+    journal_url: str | None = None  # the ray engine: the job's prefix in the object store
+    journal_run: int = 0  # the run of the job this is (names the object-store journal's parts)
+    journal_snapshot: str | None = None  # resume: the published journal workers skip done items by
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,18 @@ class ItemBatch:
 
     def __str__(self) -> str:
         return f"{len(self.items)} handed-over items"
+
+
+@dataclass(frozen=True)
+class Redo:
+    """A lost worker's descriptor, run again without the items that worker (or a worker it
+    handed them to) already finished: each item is still done, and counted, exactly once."""
+
+    descriptor: Any
+    skip: frozenset[str]
+
+    def __str__(self) -> str:
+        return str(self.descriptor)
 
 
 class WorkerRuntime:
@@ -72,6 +95,7 @@ class WorkerRuntime:
         self.split_allowed = False
         self.aborting = False  # the job asked to stop: run nothing new, report what is done
         self.budget = ByteBudget(options.max_in_flight_bytes)
+        self.parts: PartWriter | None = None  # the object-store journal's writer (ray engine)
         self.limit: AdaptiveLimit | None = None
         if options.adaptive:
             # start where hybrid runs (--concurrency), then move: up to 4x, or down when throttled
@@ -92,6 +116,10 @@ class WorkerRuntime:
     async def expand(self, descriptor_id: int, descriptor: Any) -> None:
         stats = self.ctx.stats
         self.open_items[descriptor_id] = 0
+        EXPANDING.set(descriptor_id)  # this task's own context: ctx.split and drop_done see it
+        if isinstance(descriptor, Redo):
+            REDO_SKIP.set(descriptor.skip)
+            descriptor = descriptor.descriptor
         try:
             async for batch in listed(self._batches(descriptor), stats):
                 if self.aborting:
@@ -99,7 +127,7 @@ class WorkerRuntime:
                 end = len(batch)
                 index = 0
                 while index < end:
-                    end = self._hand_over(batch, index, end)
+                    end = self._hand_over(descriptor_id, batch, index, end)
                     self.open_items[descriptor_id] += 1
                     start = time.perf_counter()
                     await self.items.put((descriptor_id, batch[index]))
@@ -119,12 +147,13 @@ class WorkerRuntime:
 
     async def _batches(self, descriptor: Any) -> AsyncIterator[list[Any]]:
         if isinstance(descriptor, ItemBatch):
-            yield list(descriptor.items)
+            skip = REDO_SKIP.get()
+            yield [item for item in descriptor.items if self.job.item_id(item) not in skip]
             return
         async for batch in self.job.expand(descriptor, self.ctx):
             yield batch
 
-    def _hand_over(self, batch: list[Any], index: int, end: int) -> int:
+    def _hand_over(self, descriptor_id: int, batch: list[Any], index: int, end: int) -> int:
         """Before queueing batch[index], hand what this worker cannot start soon to idle workers
         (in chunks, through the driver) and return the new end of this worker's share. A page of
         1,000 keys must not sit behind one worker's few slots while others have nothing to do.
@@ -134,7 +163,9 @@ class WorkerRuntime:
         if self.options.workers < 2 or not self.split_allowed or end - index <= keep:
             return end
         rest = batch[index + keep : end]
-        self.send(("split", [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]))
+        handed = [self.job.item_id(item) for item in rest] if self.options.track_items else []
+        batches = [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]
+        self.send(("split", batches, descriptor_id, handed, None))
         return index + keep
 
     def abort(self, reason: str) -> None:
@@ -146,6 +177,9 @@ class WorkerRuntime:
         if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:
             del self.open_items[descriptor_id]
             self.expanded.discard(descriptor_id)
+            self.flush()  # the driver counts its items before it forgets the descriptor
+            if self.parts is not None:
+                self.parts.write()
             self.send(("finished", descriptor_id))
 
     async def consume(self) -> None:
@@ -175,6 +209,7 @@ class WorkerRuntime:
                 else:
                     moved = result
                     self._count_done(item, result)
+                self._handled(descriptor_id, item, result)
             except JobAborted as exc:
                 self.abort(str(exc))
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
@@ -183,6 +218,7 @@ class WorkerRuntime:
                 stats.objects_failed += 1
                 item_id = self.job.item_id(item) if self.options.journal_path else ""
                 stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
+                self._handled(descriptor_id, item, None)
             finally:
                 stats.in_flight -= 1
                 await self.budget.release(held)
@@ -191,6 +227,16 @@ class WorkerRuntime:
             stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
+
+    def _handled(self, descriptor_id: int, item: Any, result: int | BatchOutcome | None) -> None:
+        """Tell the driver (with the counts, in the same message) that this item is finished."""
+        if not self.options.track_items:
+            return
+        handled = self.ctx.stats.handled
+        handled.append((descriptor_id, self.job.item_id(item)))
+        if isinstance(result, BatchOutcome):  # members are what a redone listing would yield
+            handled.extend((descriptor_id, member) for member, _, _ in result.done)
+            handled.extend((descriptor_id, failure.item_id) for failure in result.failures)
 
     def _count_done(self, item: Any, moved: int) -> None:
         stats = self.ctx.stats
@@ -220,7 +266,10 @@ class WorkerRuntime:
 
     def flush(self) -> None:
         if not self.ctx.stats.is_empty():
-            self.send(("progress", self.ctx.stats.take()))
+            delta = self.ctx.stats.take()
+            if self.parts is not None:
+                self.parts.add(delta)
+            self.send(("progress", delta))
 
 
 def watch_pipe(loop: asyncio.AbstractEventLoop, conn: Connection, callback: Any) -> None:
@@ -285,14 +334,28 @@ async def _run_worker(
     inbox: asyncio.Queue[Any], send: _Sender, job: Job, options: EngineOptions, worker_id: int
 ) -> None:
     ctx = WorkerContext(worker_id, retry=options.retry)
+    runtime = WorkerRuntime(job, options, ctx, send)
     reader = None
+    journal_copy = None
+    if options.journal_url:
+        from s3bulk.journal_store import PartWriter, StoreJournal
+
+        store = StoreJournal(options.journal_url, job.settings)  # type: ignore[attr-defined]
+        runtime.parts = PartWriter(store, options.journal_run, worker_id)
+        if options.skip_done and options.journal_snapshot:  # this machine may not have the journal
+            journal_copy = await asyncio.to_thread(store.fetch, options.journal_snapshot)
     if options.journal_path and options.skip_done:
         from s3bulk.journal import JournalReader
 
-        reader = JournalReader(options.journal_path)
+        reader = JournalReader(journal_copy or options.journal_path)
         ctx.done_before = reader.done
-    runtime = WorkerRuntime(job, options, ctx, send)
-    ctx.split = lambda descriptors: send(("split", descriptors))
+
+    def split(descriptors: list[Any], handed: list[str] | None = None, narrowed: Any = None) -> None:
+        """Hand descriptors to other workers. `handed` names items they hold that the descriptor
+        being expanded would yield again if redone; `narrowed` is that descriptor's new extent."""
+        send(("split", descriptors, EXPANDING.get(), handed or [], narrowed))
+
+    ctx.split = split
     ctx.want_split = lambda: runtime.split_allowed
     await job.open(ctx)
     consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
@@ -327,9 +390,14 @@ async def _run_worker(
         await runtime.items.put(None)
     await asyncio.gather(*consumers, return_exceptions=True)
     reporter.cancel()
+    runtime.flush()
+    if runtime.parts is not None:
+        await runtime.parts.close()
     await job.close(ctx)
     if reader is not None:
         reader.close()
+    if journal_copy is not None:
+        os.unlink(journal_copy)
     # a thread worker counts its own thread; the driver counts the rest of the shared process
     usage = resource.getrusage(resource.RUSAGE_THREAD if options.in_process else resource.RUSAGE_SELF)
     ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime

@@ -86,7 +86,8 @@ async def find_object(client: SignedClient, bucket: str, key: str) -> ObjectInfo
     )
 
 
-SplitHook = Callable[[list[KeyRange]], None]
+# called with the ranges handed on and, as `narrowed`, what is left of the range being listed
+SplitHook = Callable[..., None]
 
 
 def _common_prefix(first: str, last: str) -> str:
@@ -184,7 +185,8 @@ async def iter_range(
             boundaries = await discover_split(client, bucket, prefix, objects, upto)
             if boundaries:
                 bounds = [*boundaries, upto]
-                on_split([KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))])
+                handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
+                on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
                 upto = boundaries[0]
         first_page = False
         token = page.next_token
@@ -237,7 +239,7 @@ async def list_prefix(
     async def run(node: _Node) -> None:
         nonlocal active
 
-        def split(ranges: list[KeyRange]) -> None:
+        def split(ranges: list[KeyRange], narrowed: KeyRange | None = None) -> None:
             after = node
             for key_range in ranges:
                 new = _Node(key_range)
