@@ -79,9 +79,9 @@ class StoreJournal:
                 "(choose a writable place with --journal-url s3://bucket/prefix/)"
             ) from None
 
-    def import_into(self, directory: Path | None = None) -> Journal:
-        """The local journal of this job, created or brought up to date from the parts: what
-        `--resume s3://...` runs from, on any machine."""
+    def import_into(self, directory: Path | None = None) -> str:
+        """Create or bring up to date the local journal of this job from the parts, and return
+        the job's id: what `--resume s3://...` runs from, on any machine."""
         try:
             head = orjson.loads(bytes(obstore.get(self.store, self._key("job.json")).bytes()))
         except FileNotFoundError:
@@ -98,13 +98,14 @@ class StoreJournal:
                 body = bytes(obstore.get(self.store, entry["path"]).bytes())
                 journal.record(_rows(body))
                 journal.flush()  # part by part: a row must not overtake an earlier part's
-        return journal
+        journal.close()
+        return str(head["id"])
 
-    def publish_for_workers(self, journal: Journal) -> str:
-        """Upload the local journal for workers on other machines; returns its key."""
-        journal.checkpoint()
-        key = self._key(f"resume/{journal.run:03d}-{secrets.token_hex(4)}.db")
-        obstore.put(self.store, key, journal.path.read_bytes())
+    def publish_for_workers(self, path: Path, run: int) -> str:
+        """Upload a local journal (checkpointed: the file alone is all of it) for workers on
+        other machines; returns its key."""
+        key = self._key(f"resume/{run:03d}-{secrets.token_hex(4)}.db")
+        obstore.put(self.store, key, path.read_bytes())
         return key
 
     # ---- worker ------------------------------------------------------------------------------

@@ -172,7 +172,9 @@ async def execute(
     if handle is not None:
         handle.begin_run(mode)
         if store_url and mode != "run":  # workers elsewhere read what is done from the store
-            snapshot = await asyncio.to_thread(StoreJournal(store_url, settings).publish_for_workers, handle)
+            handle.checkpoint()
+            publish = StoreJournal(store_url, settings).publish_for_workers
+            snapshot = await asyncio.to_thread(publish, handle.path, handle.run)
     engine = Engine(
         strategy,
         EngineOptions(
@@ -239,10 +241,10 @@ def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
     if strategy.name == "ray":
         if args.get("max_memory"):
             raise UsageError("--max-memory applies to one machine: with --engine ray, size the cluster")
-        if not strategy.workers:
-            from s3bulk.engine.ray_launch import cluster_cpus, connect
+        from s3bulk.engine.ray_launch import cluster_cpus, connect
 
-            connect(args.get("ray_address"))
+        connect(args.get("ray_address"))  # first: a cluster out of reach leaves nothing behind
+        if not strategy.workers:
             strategy = dataclasses.replace(strategy, workers=cluster_cpus())
         return strategy, args.get("max_in_flight_bytes", 16 * MiB)
     in_flight = args.get("max_in_flight_bytes", 16 * MiB)
@@ -284,11 +286,8 @@ async def continue_job(
     """Resume a job, or rerun its failures, from its journal: a local one by id, or one in the
     object store by its URL (a ray job's, from any machine)."""
     if job_id.startswith("s3://"):
-        store = StoreJournal(job_id, AwsSettings.from_env())
-        journal = await asyncio.to_thread(store.import_into)
-        job_id = journal.job_id
-    else:
-        journal = Journal.open(job_id)
+        job_id = await asyncio.to_thread(StoreJournal(job_id, AwsSettings.from_env()).import_into)
+    journal = Journal.open(job_id)
     command = journal.command
     if expect_command and command != expect_command:
         journal.close()

@@ -47,14 +47,35 @@ def connect(address: str | None) -> None:
         return
     options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address:
+        host = _check_reachable(address)
         options["address"] = address
-    else:
+        if host.startswith("127.") or host == "localhost":  # a cluster of this machine: stay on loopback
+            options["_node_ip_address"] = "127.0.0.1"
+    else:  # this machine alone: everything on loopback
         options["include_dashboard"] = False
+        options["_node_ip_address"] = "127.0.0.1"
     try:
         with _notices_filtered():
             ray.init(**options)
     except ConnectionError as exc:
         raise UsageError(f"cannot reach the Ray cluster at {address}: {exc} (check --ray-address)") from exc
+
+
+def _check_reachable(address: str) -> str:
+    """Fail in seconds, with the address named, where ray.init would retry for minutes; returns
+    the host."""
+    if address == "auto":
+        return ""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=10):
+            pass
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"cannot reach the Ray cluster at {address}: {exc} "
+            "(check --ray-address: host:port of the head's GCS, or ray://host:10001)"
+        ) from None
+    return host
 
 
 @contextlib.contextmanager

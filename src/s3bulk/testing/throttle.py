@@ -271,7 +271,7 @@ class S3ThrottlingProxy(LoopbackProxy):
             url,
             data=body if body else None,
             headers=headers,
-            skip_auto_headers=["Content-Type"],
+            skip_auto_headers=["Content-Type", "Accept-Encoding"],  # only what the client asked for
         ) as reply:
             data = await reply.read()
             passed = {name: value for name, value in reply.headers.items() if name.lower() not in _HOP_BY_HOP}
