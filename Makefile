@@ -28,6 +28,7 @@ bench: setup
 	bench/bench_engines.sh
 	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
 	$(PY) bench/bench_gather.py --runs 3
+	$(PY) bench/bench_ray.py --runs 3
 
 reliability: setup
 	$(PY) scripts/reliability.py --rounds 3 --trials 10
