@@ -79,7 +79,7 @@ def test_engine_choice_and_its_misuse_on_the_command_line(
     bad = run_cli(minio.env, "cp", "--engine", "warp", f"{tmp_path}/src/", f"s3://{bucket}/")
     assert bad.returncode == 2
     assert bad.stderr.strip() == (
-        "error: unknown engine 'warp': use one of serial, threads, async, processes, hybrid, auto"
+        "error: unknown engine 'warp': use one of serial, threads, async, processes, hybrid, auto, ray"
     )
     one = run_cli(
         minio.env, "cp", "--engine", "async", "--workers", "4", f"{tmp_path}/src/", f"s3://{bucket}/"

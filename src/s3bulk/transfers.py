@@ -33,6 +33,7 @@ from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_tar
 
 MiB = 1024**2
 GiB = 1024**3
+MULTIPART_PART_RETRIES = 3  # the store retries a part alone (see stores.objects.s3_store)
 LOCAL_BATCH = 256
 STREAM_CHUNK = 256 * 1024
 # Bodies up to this size arrive whole and are written with one call. Streaming a 1 MiB body in
@@ -110,7 +111,7 @@ class CopyJob:
     def __post_init__(self) -> None:
         self.direction = direction_of(self.source, self.destination)
         self._client: SignedClient | None = None
-        self._stores: dict[str, Any] = {}
+        self._stores: dict[tuple[str, bool], Any] = {}
         self._made_dirs: set[str] = set()
         self._temp_counter = 0
         self._deleter: BatchDeleter | None = None
@@ -181,11 +182,14 @@ class CopyJob:
             await self._client.close()
         self._stores.clear()
 
-    def _store(self, bucket: str) -> Any:
-        store = self._stores.get(bucket)
+    def _store(self, bucket: str, multipart: bool = False) -> Any:
+        store = self._stores.get((bucket, multipart))
         if store is None:
-            store = self._stores[bucket] = s3_store(
-                self.settings, bucket, max_connections=self.options.concurrency * 2
+            store = self._stores[bucket, multipart] = s3_store(
+                self.settings,
+                bucket,
+                max_connections=self.options.concurrency * 2,
+                part_retries=MULTIPART_PART_RETRIES if multipart else 0,
             )
         return store
 
@@ -420,7 +424,7 @@ class CopyJob:
         parts = -(-size // self.options.part_size) if multipart else 0
         requests["PUT"] += parts + 2 if multipart else 1
         await obstore.put_async(
-            self._store(bucket),
+            self._store(bucket, multipart),
             item.destination,
             path,
             use_multipart=multipart,
