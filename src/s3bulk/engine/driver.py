@@ -137,8 +137,9 @@ class Engine:
                 if self.options.track_items:
                     skipped = sum(len(handled.get(key, ())) for key in worker.assigned)
                     redone.append(
-                        f"worker {worker.index} was lost ({why}): its {len(worker.assigned)} partition(s) "
-                        f"were redone by the others without the {skipped} item(s) it had finished"
+                        f"worker {worker.index} was lost ({why}): its {len(worker.assigned)} "
+                        f"partition(s) were redone by the others without the {skipped} item(s) it "
+                        "had finished or handed on"
                     )
                 else:
                     crashes.append(f"worker {worker.index} died unexpectedly ({why})")
