@@ -1,11 +1,12 @@
 """`make reliability`: run the reliability scenarios and write RELIABILITY.md from what they measured.
 
 The scenarios are the test suite's own (tests/test_faults.py, test_crashes.py,
-test_reliability.py and the bad-input tests): each records its figures through the
-`reliability` fixture when S3BULK_RELIABILITY_OUT names a file. Here the network faults run
-several rounds, the crash tests run S3BULK_CRASH_TRIALS seeded trials per job kind, and every
-bad-input check is listed with its pass/fail from pytest's JUnit report. A scenario that fails
-still gets its row (the figures say what went wrong) and the script exits non-zero.
+test_reliability.py, test_ray.py's killed worker and driver, and the bad-input tests): each
+records its figures through the `reliability` fixture when S3BULK_RELIABILITY_OUT names a file.
+Here the network faults run several rounds, the crash tests run S3BULK_CRASH_TRIALS seeded trials
+per job kind, and every bad-input check is listed with its pass/fail from pytest's JUnit report.
+A scenario that fails still gets its row (the figures say what went wrong) and the script exits
+non-zero.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ CHECKS = [
 ONCE = [
     "tests/test_crashes.py",
     "tests/test_reliability.py",
+    "tests/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
+    "tests/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
     "tests/test_faults.py::test_throttling_backs_off_and_loses_nothing",
     *sorted({node for _, node in CHECKS}),
 ]

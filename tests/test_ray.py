@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -135,7 +135,11 @@ def _kill_one_ray_worker() -> int:
 
 
 def test_a_killed_ray_worker_is_replaced_by_the_others_exactly(
-    minio: Endpoint, cluster: RayCluster, tmp_path: Path, files: dict[str, bytes]
+    minio: Endpoint,
+    cluster: RayCluster,
+    tmp_path: Path,
+    files: dict[str, bytes],
+    reliability: Callable[..., None],
 ) -> None:
     """A worker process is killed while it holds work (requests held by a proxy): the other
     worker redoes its partitions without the items it had finished, so the job succeeds with
@@ -158,10 +162,26 @@ def test_a_killed_ray_worker_is_replaced_by_the_others_exactly(
     assert bucket_problems(minio, bucket, "data/", files) == []
     assert (result["objects_done"], result["objects_failed"]) == (FILES, 0)
     assert any("was lost" in note and "redone" in note for note in result["notes"]), result["notes"]
+    puts = proxy.log.accepted["PUT"]
+    reliability(
+        "crash: ray worker",
+        f"`cp --engine ray` of {FILES:,} files, 2 workers; one worker process SIGKILLed once the "
+        f"service has answered {FILES // 3} requests; the job goes on",
+        items=FILES,
+        done=result["objects_done"],
+        failed=result["objects_failed"],
+        lost=0,  # asserted above, key by key
+        duplicated=puts - FILES,
+        exit_code=0,
+    )
 
 
 def test_a_killed_driver_resumes_from_the_object_store_on_another_machine(
-    minio: Endpoint, cluster: RayCluster, tmp_path: Path, files: dict[str, bytes]
+    minio: Endpoint,
+    cluster: RayCluster,
+    tmp_path: Path,
+    files: dict[str, bytes],
+    reliability: Callable[..., None],
 ) -> None:
     """The driver dies mid-job (SIGKILL; its Ray workers notice and stop). A driver with none
     of its local state (another machine) resumes from the journal's s3:// URL: every object is
@@ -191,6 +211,16 @@ def test_a_killed_driver_resumes_from_the_object_store_on_another_machine(
     assert 0 < result["objects_already_done"] <= FILES // 2
     assert result["objects_done"] + result["objects_already_done"] == FILES
     assert (tmp_path / "second" / f"{job_id}.db").is_file()  # rebuilt here from the store
+    reliability(
+        "crash: ray driver",
+        f"`cp --engine ray` of {FILES:,} files: the driver SIGKILLed once the service has answered "
+        f"{FILES // 2} requests, then `--resume s3://...` with none of its local state",
+        items=FILES,
+        already_done=result["objects_already_done"],
+        done_on_resume=result["objects_done"],
+        lost=0,
+        duplicated=proxy.log.accepted["PUT"] - FILES,
+    )
 
 
 def test_ray_engine_on_its_own_local_instance(minio: Endpoint, tmp_path: Path) -> None:
