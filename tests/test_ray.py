@@ -7,8 +7,10 @@ killed mid-job, and a shared rate limit is checked from the service's side (a pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -126,6 +128,28 @@ def test_vectors_put_on_ray_shares_the_index_limit(
     assert len(stored(moto, bucket, index)) == rows
 
 
+def ray_upload(source: Path, bucket: str, cluster: RayCluster, *extra: str) -> list[str]:
+    target = f"s3://{bucket}/data/"
+    return [*S3BULK, "cp", f"{source}/", target, "--engine", "ray", "--ray-address", cluster.address, *extra]
+
+
+@contextlib.contextmanager
+def held_at(
+    proxy: S3ThrottlingProxy, answers: int, command: list[str], env: dict[str, str], log: Path
+) -> Iterator[RunningJob]:
+    """`command` running until the service has answered `answers` requests; the proxy then holds
+    every later one, so the job is certain to be mid-way, until the block ends."""
+    proxy.hold_after(answers)
+    with RunningJob(command, env, log) as job:
+        try:
+            while proxy.held == 0:
+                assert job.poll() is None, job.output()
+                time.sleep(0.02)
+            yield job
+        finally:
+            proxy.release()
+
+
 def _kill_one_ray_worker() -> int:
     for process in psutil.process_iter(["cmdline"]):
         if "ray::_run_worker" in " ".join(process.info["cmdline"] or []):
@@ -148,13 +172,8 @@ def test_a_killed_ray_worker_is_replaced_by_the_others_exactly(
     bucket = new_bucket(minio, "ray-kill")
     with S3ThrottlingProxy(minio.server.endpoint) as proxy:
         env = ray_env(minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}, cluster, tmp_path / "state")
-        command = [*S3BULK, "cp", f"{source}/", f"s3://{bucket}/data/", "--engine", "ray"]
-        command += ["--ray-address", cluster.address, "--concurrency", "8", "--json"]
-        proxy.hold_after(FILES // 3)
-        with RunningJob(command, env, tmp_path / "job.log") as job:
-            while proxy.held == 0:
-                assert job.poll() is None, job.output()
-                psutil.wait_procs([], timeout=0.02)
+        command = ray_upload(source, bucket, cluster, "--concurrency", "8", "--json")
+        with held_at(proxy, FILES // 3, command, env, tmp_path / "job.log") as job:
             _kill_one_ray_worker()
             proxy.release()
             assert job.wait() == 0, job.output()
@@ -190,16 +209,10 @@ def test_a_killed_driver_resumes_from_the_object_store_on_another_machine(
     bucket = new_bucket(minio, "ray-resume")
     with S3ThrottlingProxy(minio.server.endpoint) as proxy:
         env = ray_env(minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}, cluster, tmp_path / "first")
-        command = [*S3BULK, "cp", f"{source}/", f"s3://{bucket}/data/", "--engine", "ray"]
-        command += ["--ray-address", cluster.address, "--concurrency", "8"]
-        proxy.hold_after(FILES // 2)
-        with RunningJob(command, env, tmp_path / "job.log") as job:
-            while proxy.held == 0:
-                assert job.poll() is None, job.output()
-                psutil.wait_procs([], timeout=0.02)
+        command = ray_upload(source, bucket, cluster, "--concurrency", "8")
+        with held_at(proxy, FILES // 2, command, env, tmp_path / "job.log") as job:
             job.kill()
             job.wait()
-            proxy.release()
         job_id = next((tmp_path / "first").glob("*.db")).stem
         url = f"s3://{bucket}/.s3bulk/jobs/{job_id}/"
         elsewhere = ray_env(minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}, cluster, tmp_path / "second")

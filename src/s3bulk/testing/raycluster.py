@@ -91,17 +91,6 @@ class RayCluster:
         path = self.temp / "head.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
-    def worker_pids(self) -> list[int]:
-        """Processes running s3bulk's Ray tasks (Ray names them after the task)."""
-        import psutil
-
-        pids = []
-        for process in psutil.process_iter(["cmdline"]):
-            with contextlib.suppress(psutil.Error):
-                if "_run_worker" in " ".join(process.info["cmdline"] or []):
-                    pids.append(process.pid)
-        return pids
-
     def __exit__(self, *exc: Any) -> None:
         if self.process is None:
             return
