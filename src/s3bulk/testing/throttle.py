@@ -65,10 +65,11 @@ class LoopbackProxy:
         self._admitted = 0
         self._hold_at: int | None = None
         self._released: asyncio.Event | None = None
-        self.held = 0  # requests waiting for release()
+        self.held = 0  # requests held since the last hold_after()
 
     def hold_after(self, answers: int) -> None:
         self._hold_at = self._admitted + answers
+        self.held = 0
 
     def release(self) -> None:
         self._hold_at = None
