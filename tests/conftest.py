@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import boto3
 import pytest
 
 from s3bulk.testing import MinioServer, MotoServer, Server
+from s3bulk.testing.throttle import LoopbackProxy
 
 S3BULK = [sys.executable, "-m", "s3bulk"]
 _counter = itertools.count()
@@ -150,6 +152,25 @@ class RunningJob:
     def __exit__(self, *exc: object) -> None:
         self.kill_group()
         self.process.wait()
+
+
+@contextlib.contextmanager
+def held_at(
+    proxy: LoopbackProxy, answers: int, command: list[str], env: dict[str, str], log: Path
+) -> Iterator[RunningJob]:
+    """`command` running until the service (behind `proxy`) has answered `answers` requests; the
+    proxy then holds every later one, so the job is certain to be mid-way, until the block ends."""
+    proxy.hold_after(answers)
+    try:
+        with RunningJob(command, env, log) as job:
+            started = time.monotonic()
+            while proxy.held == 0:
+                assert job.poll() is None, f"the job ended before its kill point: {job.output()}"
+                assert time.monotonic() - started < 120, "the job neither progressed nor ended"
+                time.sleep(0.01)
+            yield job
+    finally:
+        proxy.release()
 
 
 def sha256(data: bytes) -> str:

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,8 @@ import pytest
 from conftest import (
     S3BULK,
     Endpoint,
-    RunningJob,
     bucket_problems,
+    held_at,
     make_tree,
     new_bucket,
     run_cli,
@@ -78,24 +77,16 @@ def crash_and_resume(
     early = rng.random() < 0.2
     answers = rng.randint(0, 3) if early else rng.randint(4, int(requests * 0.9))
     group = rng.random() < 0.5
-    proxy.hold_after(answers)
-    try:
-        with RunningJob([*S3BULK, *command], env, state.parent / f"{state.name}.log") as process:
-            started = time.monotonic()
-            while proxy.held == 0:
-                assert process.poll() is None, f"the job ended before its kill point: {process.output()}"
-                assert time.monotonic() - started < 120, "the job neither progressed nor ended"
-                time.sleep(0.01)
-            workers = psutil.Process(process.pid).children(recursive=True)
-            if group:
-                process.kill_group()
-            else:
-                process.kill()
-            process.wait()
-            _, alive = psutil.wait_procs(workers, timeout=30)
-            assert not alive, "worker processes outlived their killed driver"
-    finally:
-        proxy.release()
+    log = state.parent / f"{state.name}.log"
+    with held_at(proxy, answers, [*S3BULK, *command], env, log) as process:
+        workers = psutil.Process(process.pid).children(recursive=True)
+        if group:
+            process.kill_group()
+        else:
+            process.kill()
+        process.wait()
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert not alive, "worker processes outlived their killed driver"
     journal = _journal(state)
     done_at_kill = _done(journal)
     when = f"{answers} answers, {done_at_kill} items done"

@@ -7,10 +7,8 @@ killed mid-job, and a shared rate limit is checked from the service's side (a pr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,9 +17,9 @@ import pytest
 from conftest import (
     S3BULK,
     Endpoint,
-    RunningJob,
     bucket_digests,
     bucket_problems,
+    held_at,
     make_tree,
     new_bucket,
     run_cli,
@@ -131,23 +129,6 @@ def test_vectors_put_on_ray_shares_the_index_limit(
 def ray_upload(source: Path, bucket: str, cluster: RayCluster, *extra: str) -> list[str]:
     target = f"s3://{bucket}/data/"
     return [*S3BULK, "cp", f"{source}/", target, "--engine", "ray", "--ray-address", cluster.address, *extra]
-
-
-@contextlib.contextmanager
-def held_at(
-    proxy: S3ThrottlingProxy, answers: int, command: list[str], env: dict[str, str], log: Path
-) -> Iterator[RunningJob]:
-    """`command` running until the service has answered `answers` requests; the proxy then holds
-    every later one, so the job is certain to be mid-way, until the block ends."""
-    proxy.hold_after(answers)
-    with RunningJob(command, env, log) as job:
-        try:
-            while proxy.held == 0:
-                assert job.poll() is None, job.output()
-                time.sleep(0.02)
-            yield job
-        finally:
-            proxy.release()
 
 
 def _kill_one_ray_worker() -> int:

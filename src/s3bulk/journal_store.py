@@ -21,6 +21,7 @@ outlives the machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import tempfile
 from pathlib import Path
@@ -30,11 +31,13 @@ import obstore
 import orjson
 
 from s3bulk.config import AwsSettings
+from s3bulk.engine.job import WorkerContext
+from s3bulk.engine.retry import with_retries
 from s3bulk.errors import UsageError, classify
-from s3bulk.journal import Journal, state_dir
+from s3bulk.journal import Journal, JournalReader, state_dir
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.stores.objects import s3_store
-from s3bulk.urls import S3Location, parse_s3
+from s3bulk.urls import parse_s3
 
 JOBS_PREFIX = ".s3bulk/jobs/"
 PART_ROWS = 5000
@@ -42,26 +45,18 @@ PART_ROWS = 5000
 
 def default_url(args: dict[str, Any], job_id: str) -> str | None:
     """Where a job's object-store journal goes unless --journal-url says: beside its data."""
-    for name in ("destination", "target", "source"):
-        value = args.get(name)
+    locations = [args.get(name) for name in ("destination", "target", "source")]
+    for value in [*locations, *args.get("sources", ())]:
         if isinstance(value, str) and value.startswith("s3://"):
             return f"s3://{parse_s3(value).bucket}/{JOBS_PREFIX}{job_id}/"
-    for value in args.get("sources", ()):
-        if value.startswith("s3://"):
-            return f"s3://{parse_s3(value).bucket}/{JOBS_PREFIX}{job_id}/"
     return None
-
-
-def _location(url: str) -> S3Location:
-    location = parse_s3(url if url.endswith("/") else url + "/")
-    return location
 
 
 class StoreJournal:
     """A job's prefix in the object store, for the driver (spec, import) and workers (parts)."""
 
     def __init__(self, url: str, settings: AwsSettings) -> None:
-        self.location = _location(url)
+        self.location = parse_s3(url if url.endswith("/") else url + "/")
         self.url = f"s3://{self.location.bucket}/{self.location.key}"
         self.store = s3_store(settings, self.location.bucket, max_connections=4)
 
@@ -89,15 +84,24 @@ class StoreJournal:
         except Exception as exc:
             raise UsageError(f"cannot read the job's journal at {self.url}: {classify(exc)}") from None
         directory = directory or state_dir()
+        local: JournalReader | None = None  # this machine's journal of the job, if it has one
         try:
             journal = Journal.open(head["id"], directory)
+            local = JournalReader(str(journal.path))
         except UsageError:
             journal = Journal.create(head["command"], head["spec"], directory, job_id=head["id"])
         for listing in obstore.list(self.store, prefix=self._key("parts/")):
             for entry in listing:  # in key order, so in run order: a later run's word wins
-                body = bytes(obstore.get(self.store, entry["path"]).bytes())
-                journal.record(_rows(body))
+                rows = _rows(bytes(obstore.get(self.store, entry["path"]).bytes()))
+                if local is not None:  # what it has as done stays done, and counted once
+                    known = local.done([item_id for item_id, _ in rows.done_ids])
+                    known |= local.done([failure.item_id for failure in rows.failures])
+                    rows.done_ids = [row for row in rows.done_ids if row[0] not in known]
+                    rows.failures = [row for row in rows.failures if row.item_id not in known]
+                journal.record(rows)
                 journal.flush()  # part by part: a row must not overtake an earlier part's
+        if local is not None:
+            local.close()
         journal.close()
         return str(head["id"])
 
@@ -132,13 +136,13 @@ def _rows(part: bytes) -> WorkerStats:
 class PartWriter:
     """A worker's side: collects the items it finished and writes them as parts."""
 
-    def __init__(self, journal: StoreJournal, run: int, worker: int) -> None:
+    def __init__(self, journal: StoreJournal, run: int, ctx: WorkerContext) -> None:
         self.journal = journal
-        self.prefix = f"parts/{run:03d}-{worker:04d}-{secrets.token_hex(3)}-"
+        self.ctx = ctx
+        self.prefix = f"parts/{run:03d}-{ctx.worker_id:04d}-{secrets.token_hex(3)}-"
         self.rows: list[bytes] = []
         self.seq = 0
         self.pending: set[asyncio.Task[None]] = set()
-        self.failed_writes = 0
 
     def add(self, delta: WorkerStats) -> None:
         self.rows.extend(orjson.dumps({"id": i, "state": "done", "size": s}) for i, s in delta.done_ids)
@@ -162,13 +166,17 @@ class PartWriter:
         task.add_done_callback(self.pending.discard)
 
     async def _put(self, key: str, body: bytes) -> None:
-        for attempt in range(6):
-            try:
-                await obstore.put_async(self.journal.store, key, body)
-                return
-            except Exception:
-                await asyncio.sleep(min(8.0, 0.25 * 2**attempt))
-        self.failed_writes += 1  # those items are redone by a resume from the object store
+        """Retried like items (and counted with them). A part that cannot be written costs only a
+        repeat of its items, should the job be resumed from the object store. Like the local
+        journal's writes, parts are not among the job's requests, so every engine reports the
+        same requests for the same work (one PUT per part: about 1 per 5,000 items)."""
+        with contextlib.suppress(Exception):
+            await with_retries(
+                lambda: obstore.put_async(self.journal.store, key, body),
+                self.ctx.retry,
+                what="journal part",
+                on_retry=self.ctx.count_retry,
+            )
 
     async def close(self) -> None:
         self.write()

@@ -341,7 +341,7 @@ async def _run_worker(
         from s3bulk.journal_store import PartWriter, StoreJournal
 
         store = StoreJournal(options.journal_url, job.settings)  # type: ignore[attr-defined]
-        runtime.parts = PartWriter(store, options.journal_run, worker_id)
+        runtime.parts = PartWriter(store, options.journal_run, ctx)
         if options.skip_done and options.journal_snapshot:  # this machine may not have the journal
             journal_copy = await asyncio.to_thread(store.fetch, options.journal_snapshot)
     if options.journal_path and options.skip_done:
