@@ -44,12 +44,14 @@ _EXPORTS = {
     "doctor_async": "s3bulk.doctor",
     "put_vectors": "s3bulk.api",
     "put_vectors_async": "s3bulk.api",
-    "verify_vectors": "s3bulk.vectors.verify",
+    "verify_vectors": "s3bulk.api",
+    "verify_vectors_async": "s3bulk.api",
+    "count_vectors_async": "s3bulk.api",
     "gather": "s3bulk.api",
     "gather_async": "s3bulk.api",
     "gather_to_file": "s3bulk.api",
     "gather_to_file_async": "s3bulk.api",
-    "count_vectors": "s3bulk.vectors.verify",
+    "count_vectors": "s3bulk.api",
 }
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "copy",
     "copy_async",
     "count_vectors",
+    "count_vectors_async",
     "doctor",
     "doctor_async",
     "gather",
@@ -88,6 +91,7 @@ __all__ = [
     "sync",
     "sync_async",
     "verify_vectors",
+    "verify_vectors_async",
 ]
 
 if TYPE_CHECKING:
@@ -95,6 +99,8 @@ if TYPE_CHECKING:
         Listing,
         copy,
         copy_async,
+        count_vectors,
+        count_vectors_async,
         gather,
         gather_async,
         gather_to_file,
@@ -113,6 +119,8 @@ if TYPE_CHECKING:
         retry_failed_async,
         sync,
         sync_async,
+        verify_vectors,
+        verify_vectors_async,
     )
     from s3bulk.config import AwsSettings
     from s3bulk.doctor import Diagnosis, doctor, doctor_async
@@ -121,7 +129,6 @@ if TYPE_CHECKING:
     from s3bulk.journal import list_jobs
     from s3bulk.report import Failure, Report
     from s3bulk.stores.s3xml import ObjectInfo
-    from s3bulk.vectors.verify import count_vectors, verify_vectors
 
 
 def __getattr__(name: str) -> Any:

@@ -7,14 +7,16 @@ assert report.ok, report.failures
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from s3bulk.config import AwsSettings
+from s3bulk.errors import UsageError
 from s3bulk.report import Report
 from s3bulk.urls import parse_s3
 
@@ -22,12 +24,14 @@ if TYPE_CHECKING:
     import numpy as np
 
     from s3bulk.stores.s3xml import ObjectInfo
+    from s3bulk.vectors.verify import VerifyReport
 
 # The engine, the signed client and their HTTP stack are imported where used: every CLI command
 # imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp. numpy too:
 # its BLAS starts threads on import, and a driver with threads cannot fork its workers.
 
 MiB = 1024**2
+GiB = 1024**3
 
 
 @dataclass
@@ -53,6 +57,8 @@ async def ls_async(
     from s3bulk.stores.signed import SignedClient
 
     location = parse_s3(url)
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
     settings = settings or AwsSettings.from_env()
     if partitioned is None:
         partitioned = partitioning_pays(settings.resolved_endpoint)
@@ -83,14 +89,24 @@ async def ls_async(
 
 
 def ls(
-    url: str, *, recursive: bool = True, concurrency: int = 16, settings: AwsSettings | None = None
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
 ) -> Listing:
     """List a prefix into memory (use `ls_async` to stream very large listings)."""
     listing = Listing(report=Report("ls", source=url))
 
     async def collect() -> None:
         async for entry in ls_async(
-            url, recursive=recursive, concurrency=concurrency, settings=settings, report=listing.report
+            url,
+            recursive=recursive,
+            concurrency=concurrency,
+            partitioned=partitioned,
+            settings=settings,
+            report=listing.report,
         ):
             if isinstance(entry, str):
                 listing.prefixes.append(entry)
@@ -103,6 +119,39 @@ def ls(
 
 Progress = Callable[[Report], None] | None
 Records = Callable[[list[dict[str, Any]]], None] | None
+Location = str | os.PathLike[str]
+Patterns = str | Iterable[str]
+
+
+def _location(value: Location, name: str) -> str:
+    """A location as the CLI would see it: a str or a path (a `Path` loses any trailing '/', so a
+    directory given as a Path is copied with its name, like `dir` without the slash)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{name} must be a str or a path, not {type(value).__name__}")
+
+
+def _patterns(value: Patterns, name: str) -> list[str]:
+    """One glob or several. A str is one pattern: iterating it would make one pattern per
+    character, and `exclude="*.log"` would then exclude everything."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a str or a sequence of str, not {type(value).__name__}")
+    patterns = list(value)
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise TypeError(f"{name} must hold str patterns, not {type(pattern).__name__}")
+    return patterns
+
+
+def _names(value: str | Iterable[str], name: str) -> list[str]:
+    """One name or several (indexes, sources): the same rule as `_patterns`."""
+    if isinstance(value, os.PathLike):
+        return [os.fspath(value)]
+    return [os.fspath(each) if isinstance(each, os.PathLike) else each for each in _patterns(value, name)]
 
 
 def _engine_args(
@@ -127,52 +176,45 @@ def _engine_args(
     }
 
 
-async def copy_async(
-    source: str,
-    destination: str,
-    *,
-    include: tuple[str, ...] | list[str] = (),
-    exclude: tuple[str, ...] | list[str] = (),
-    dry_run: bool = False,
-    engine: str = "hybrid",
-    workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * MiB,
-    max_memory: int | None = None,
-    part_size: int = 8 * MiB,
-    multipart_threshold: int = 64 * MiB,
-    copy_multipart_threshold: int = 5 * 1024**3,
-    max_attempts: int = 6,
-    ray_address: str | None = None,
-    journal_url: str | None = None,
-    partitioned_listing: bool | None = None,
-    follow_symlinks: bool = False,
-    journal: bool = True,
-    settings: AwsSettings | None = None,
-    on_progress: Progress = None,
-    on_records: Records = None,
-    _command: str = "cp",
-    _extra: dict[str, Any] | None = None,
+async def _transfer(
+    command: str,
+    source: Location,
+    destination: Location,
+    include: Patterns,
+    exclude: Patterns,
+    dry_run: bool,
+    engine: str,
+    workers: int | None,
+    concurrency: int,
+    max_in_flight_bytes: int,
+    max_memory: int | None,
+    part_size: int,
+    multipart_threshold: int,
+    copy_multipart_threshold: int,
+    max_attempts: int,
+    ray_address: str | None,
+    journal_url: str | None,
+    partitioned_listing: bool | None,
+    follow_symlinks: bool,
+    guess_mime_type: bool,
+    journal: bool,
+    settings: AwsSettings | None,
+    on_progress: Progress,
+    on_records: Records,
+    extra: dict[str, Any] | None = None,
 ) -> Report:
-    """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
-
-    A trailing '/' on the source means everything under that prefix or directory. The job is
-    journaled (see `resume_async`) unless `journal` is False or it is a dry run. `engine` is one
-    of s3bulk.ENGINES (serial, threads, async, processes, hybrid, auto, ray); see engine/strategies.py.
-    With engine="ray", `ray_address` names the cluster (default: a local Ray instance) and
-    `journal_url` where the object-store journal goes (default: beside the data).
-    Symbolic links in an uploaded tree are skipped unless `follow_symlinks`."""
     args = {
-        "source": source,
-        "destination": destination,
-        "include": list(include),
-        "exclude": list(exclude),
+        "source": _location(source, "source"),
+        "destination": _location(destination, "destination"),
+        "include": _patterns(include, "include"),
+        "exclude": _patterns(exclude, "exclude"),
         "dry_run": dry_run,
         "part_size": part_size,
         "multipart_threshold": multipart_threshold,
         "copy_multipart_threshold": copy_multipart_threshold,
         "partitioned_listing": partitioned_listing,
         "follow_symlinks": follow_symlinks,
+        "guess_mime_type": guess_mime_type,
         **_engine_args(
             engine,
             workers,
@@ -183,36 +225,200 @@ async def copy_async(
             ray_address,
             journal_url,
         ),
-        **(_extra or {}),
+        **(extra or {}),
     }
     from s3bulk.runner import execute
 
     return await execute(
-        _command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
+        command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
     )
 
 
-async def move_async(source: str, destination: str, **options: Any) -> Report:
-    """Copy, then delete each source whose copy succeeded (a failed copy keeps its source)."""
-    return await copy_async(source, destination, _command="mv", **options)
+async def copy_async(
+    source: Location,
+    destination: Location,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = "hybrid",
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 16 * MiB,
+    max_memory: int | None = None,
+    part_size: int = 8 * MiB,
+    multipart_threshold: int = 64 * MiB,
+    copy_multipart_threshold: int = 5 * GiB,
+    max_attempts: int = 6,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
+
+    A trailing '/' on the source means everything under that prefix or directory. `include` and
+    `exclude` take one glob or a sequence of them. The job is journaled (see `resume_async`)
+    unless `journal` is False or it is a dry run. `engine` is one of s3bulk.ENGINES (serial,
+    threads, async, processes, hybrid, auto, ray). With engine="ray", `ray_address` names the
+    cluster (default: a local Ray instance) and `journal_url` where the object-store journal
+    goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
+    `follow_symlinks`. Uploads get a Content-Type guessed from the file name unless
+    `guess_mime_type` is False."""
+    return await _transfer(
+        "cp",
+        source,
+        destination,
+        include,
+        exclude,
+        dry_run,
+        engine,
+        workers,
+        concurrency,
+        max_in_flight_bytes,
+        max_memory,
+        part_size,
+        multipart_threshold,
+        copy_multipart_threshold,
+        max_attempts,
+        ray_address,
+        journal_url,
+        partitioned_listing,
+        follow_symlinks,
+        guess_mime_type,
+        journal,
+        settings,
+        on_progress,
+        on_records,
+    )
+
+
+async def move_async(
+    source: Location,
+    destination: Location,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = "hybrid",
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 16 * MiB,
+    max_memory: int | None = None,
+    part_size: int = 8 * MiB,
+    multipart_threshold: int = 64 * MiB,
+    copy_multipart_threshold: int = 5 * GiB,
+    max_attempts: int = 6,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Copy, then delete each source whose copy succeeded (a failed copy keeps its source).
+    The options are `copy_async`'s."""
+    return await _transfer(
+        "mv",
+        source,
+        destination,
+        include,
+        exclude,
+        dry_run,
+        engine,
+        workers,
+        concurrency,
+        max_in_flight_bytes,
+        max_memory,
+        part_size,
+        multipart_threshold,
+        copy_multipart_threshold,
+        max_attempts,
+        ray_address,
+        journal_url,
+        partitioned_listing,
+        follow_symlinks,
+        guess_mime_type,
+        journal,
+        settings,
+        on_progress,
+        on_records,
+    )
 
 
 async def sync_async(
-    source: str, destination: str, *, mode: str = "mtime", delete: bool = False, **options: Any
+    source: Location,
+    destination: Location,
+    *,
+    mode: str = "mtime",
+    delete: bool = False,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = "hybrid",
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 16 * MiB,
+    max_memory: int | None = None,
+    part_size: int = 8 * MiB,
+    multipart_threshold: int = 64 * MiB,
+    copy_multipart_threshold: int = 5 * GiB,
+    max_attempts: int = 6,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
 ) -> Report:
     """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
     `delete` removes what the source lacks. Every other option is `copy_async`'s."""
-    return await copy_async(
-        source, destination, _command="sync", _extra={"mode": mode, "delete": delete}, **options
+    return await _transfer(
+        "sync",
+        source,
+        destination,
+        include,
+        exclude,
+        dry_run,
+        engine,
+        workers,
+        concurrency,
+        max_in_flight_bytes,
+        max_memory,
+        part_size,
+        multipart_threshold,
+        copy_multipart_threshold,
+        max_attempts,
+        ray_address,
+        journal_url,
+        partitioned_listing,
+        follow_symlinks,
+        guess_mime_type,
+        journal,
+        settings,
+        on_progress,
+        on_records,
+        extra={"mode": mode, "delete": delete},
     )
 
 
 async def remove_async(
     target: str,
     *,
-    include: tuple[str, ...] | list[str] = (),
-    exclude: tuple[str, ...] | list[str] = (),
+    include: Patterns = (),
+    exclude: Patterns = (),
     dry_run: bool = False,
     engine: str = "hybrid",
     workers: int | None = None,
@@ -227,11 +433,13 @@ async def remove_async(
     on_records: Records = None,
 ) -> Report:
     """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
-    1,000 keys per DeleteObjects request."""
+    1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them."""
+    if not isinstance(target, str):
+        raise TypeError(f"target must be an s3:// URL (str), not {type(target).__name__}")
     args = {
         "target": target,
-        "include": list(include),
-        "exclude": list(exclude),
+        "include": _patterns(include, "include"),
+        "exclude": _patterns(exclude, "exclude"),
         "dry_run": dry_run,
         "partitioned_listing": partitioned_listing,
         **_engine_args(engine, workers, concurrency, 0, None, max_attempts, ray_address, journal_url),
@@ -243,66 +451,87 @@ async def remove_async(
     )
 
 
-async def resume_async(job_id: str, **options: Any) -> Report:
-    """Continue a journaled job (killed, interrupted or failed), skipping every finished item."""
+async def resume_async(
+    job_id: str,
+    *,
+    engine: str | None = None,
+    workers: int | None = None,
+    max_memory: int | None = None,
+    ray_address: str | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Continue a journaled job (killed, interrupted or failed), skipping every finished item.
+    `engine`, `workers`, `max_memory` and `ray_address` replace the job's own when given."""
     from s3bulk.runner import continue_job
 
-    return await continue_job(job_id, "resume", **options)
+    overrides = {"engine": engine, "workers": workers, "max_memory": max_memory, "ray_address": ray_address}
+    return await continue_job(
+        job_id, "resume", overrides=overrides, on_progress=on_progress, on_records=on_records
+    )
 
 
-async def retry_failed_async(job_id: str, **options: Any) -> Report:
-    """Run only the items (and listings) that failed in a journaled job."""
+async def retry_failed_async(
+    job_id: str,
+    *,
+    engine: str | None = None,
+    workers: int | None = None,
+    max_memory: int | None = None,
+    ray_address: str | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Run only the items (and listings) that failed in a journaled job (options as `resume_async`)."""
     from s3bulk.runner import continue_job
 
-    return await continue_job(job_id, "retry-failed", **options)
+    overrides = {"engine": engine, "workers": workers, "max_memory": max_memory, "ray_address": ray_address}
+    return await continue_job(
+        job_id, "retry-failed", overrides=overrides, on_progress=on_progress, on_records=on_records
+    )
 
 
-def copy(source: str, destination: str, **options: Any) -> Report:
-    """Synchronous twin of `copy_async`."""
-    return asyncio.run(copy_async(source, destination, **options))
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def move(source: str, destination: str, **options: Any) -> Report:
-    """Synchronous twin of `move_async`."""
-    return asyncio.run(move_async(source, destination, **options))
+def _sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """The blocking twin of an async API function, with its very signature (IDEs and type
+    checkers see every parameter), run in a fresh event loop like obstore's sync verbs."""
+
+    @functools.wraps(function)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+        return asyncio.run(function(*args, **kwargs))  # type: ignore[arg-type]
+
+    name = function.__name__.removesuffix("_async")
+    blocking.__name__ = blocking.__qualname__ = name
+    blocking.__doc__ = f"Synchronous twin of `{function.__name__}`.\n\n{function.__doc__ or ''}"
+    return blocking
 
 
-def sync(source: str, destination: str, **options: Any) -> Report:
-    """Synchronous twin of `sync_async`."""
-    return asyncio.run(sync_async(source, destination, **options))
-
-
-def remove(target: str, **options: Any) -> Report:
-    """Synchronous twin of `remove_async`."""
-    return asyncio.run(remove_async(target, **options))
-
-
-def resume(job_id: str, **options: Any) -> Report:
-    """Synchronous twin of `resume_async`."""
-    return asyncio.run(resume_async(job_id, **options))
-
-
-def retry_failed(job_id: str, **options: Any) -> Report:
-    """Synchronous twin of `retry_failed_async`."""
-    return asyncio.run(retry_failed_async(job_id, **options))
+copy = _sync_twin(copy_async)
+move = _sync_twin(move_async)
+sync = _sync_twin(sync_async)
+remove = _sync_twin(remove_async)
+resume = _sync_twin(resume_async)
+retry_failed = _sync_twin(retry_failed_async)
 
 
 async def put_vectors_async(
-    sources: str | list[str],
+    sources: Location | Iterable[Location],
     bucket: str,
-    index: str | list[str],
+    index: str | Iterable[str],
     *,
     format: str | None = None,
-    key_column: str = "key",
-    vector_column: str = "vector",
-    metadata_columns: tuple[str, ...] | list[str] = (),
-    keys_file: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
     key_template: str | None = None,
     batch_size: int = 500,
     vectors_per_second: float = 2500,
     requests_per_second: float = 1000,
     on_error: str = "abort",
-    rejects: str | None = None,
+    rejects: Location | None = None,
     engine: str = "async",
     workers: int | None = None,
     concurrency: int = 16,
@@ -317,24 +546,26 @@ async def put_vectors_async(
 
     Each index gets `vectors_per_second` and `requests_per_second` (the service's documented
     per-index write limits), backing off when throttled; several indexes shard the rows by key.
-    Bad rows stop the job (`on_error="abort"`) or are left out (`"skip"`); either way they are
-    listed in the rejects file. One process is the default (`engine="async"`): building a batch
-    costs ~20 ms, so it keeps well ahead of one index's limit (see s3bulk.vectors.job)."""
+    Without `vector_column`, a Parquet file's one list-of-numbers column holds the vectors (and
+    a `key` or `id` column the keys). Bad rows stop the job (`on_error="abort"`) or are left out
+    (`"skip"`); either way they are listed in the rejects file. One process is the default
+    (`engine="async"`): building a batch costs ~20 ms, so it keeps well ahead of one index's
+    limit (see s3bulk.vectors.job)."""
     args = {
-        "sources": [sources] if isinstance(sources, str) else list(sources),
+        "sources": _names(sources, "sources"),
         "bucket": bucket,
-        "indexes": [index] if isinstance(index, str) else list(index),
+        "indexes": _names(index, "index"),
         "format": format,
         "key_column": key_column,
         "vector_column": vector_column,
-        "metadata_columns": list(metadata_columns),
-        "keys_file": keys_file,
+        "metadata_columns": _patterns(metadata_columns, "metadata_columns"),
+        "keys_file": None if keys_file is None else _location(keys_file, "keys_file"),
         "key_template": key_template,
         "batch_size": batch_size,
         "vectors_per_second": vectors_per_second,
         "requests_per_second": requests_per_second,
         "on_error": on_error,
-        "rejects": rejects,
+        "rejects": None if rejects is None else _location(rejects, "rejects"),
         **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts, ray_address, journal_url),
     }
     from s3bulk.runner import execute
@@ -342,23 +573,71 @@ async def put_vectors_async(
     return await execute("vectors-put", args, settings, journal=journal, on_progress=on_progress)
 
 
-def put_vectors(sources: str | list[str], bucket: str, index: str | list[str], **options: Any) -> Report:
-    """Synchronous twin of `put_vectors_async`."""
-    return asyncio.run(put_vectors_async(sources, bucket, index, **options))
+put_vectors = _sync_twin(put_vectors_async)
+
+
+async def verify_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
+    key_template: str | None = None,
+    sample: int | None = 1000,
+    seed: int = 0,
+    settings: AwsSettings | None = None,
+) -> VerifyReport:
+    """Fetch `sample` random rows of the source back from the indexes (every row if None) and
+    compare data bit for bit and metadata; the source is named as for `put_vectors_async`."""
+    from s3bulk.sources.embeddings import EmbeddingSpec, resolve_columns
+    from s3bulk.vectors.verify import verify_vectors as verify
+
+    settings = settings or AwsSettings.from_env()
+    source = EmbeddingSpec(
+        tuple(_names(sources, "sources")),
+        format=format,
+        key_column=key_column or "",
+        vector_column=vector_column or "",
+        metadata_columns=tuple(_patterns(metadata_columns, "metadata_columns")),
+        keys_file=None if keys_file is None else _location(keys_file, "keys_file"),
+        key_template=key_template,
+        settings=settings,
+    )
+    source = (await asyncio.to_thread(resolve_columns, source))[0]
+    return await verify(source, bucket, tuple(_names(index, "index")), settings, sample=sample, seed=seed)
+
+
+verify_vectors = _sync_twin(verify_vectors_async)
+
+
+async def count_vectors_async(
+    bucket: str, index: str | Iterable[str], *, segments: int = 16, settings: AwsSettings | None = None
+) -> dict[str, int]:
+    """Vectors per index, by ListVectors in `segments` parallel segments (1 to 16)."""
+    from s3bulk.vectors.verify import count_vectors as count
+
+    return await count(settings or AwsSettings.from_env(), bucket, tuple(_names(index, "index")), segments)
+
+
+count_vectors = _sync_twin(count_vectors_async)
 
 
 # ---- arrays ----------------------------------------------------------------------------------
 async def gather_to_file_async(
-    sources: str | list[str],
+    sources: Location | Iterable[Location],
     dataset: str,
     selection: str = ":",
-    output: str = "out.npy",
+    output: Location = "out.npy",
     *,
     combine: str = "concat",
     axis: int = 0,
     scale: bool = False,
     cache: bool = True,
-    cache_dir: str | None = None,
+    cache_dir: Location | None = None,
     engine: str = "async",
     workers: int | None = None,
     concurrency: int = 64,
@@ -377,12 +656,14 @@ async def gather_to_file_async(
     from s3bulk.arrays.index import IndexCache
     from s3bulk.arrays.output import check_tabular, output_format, publish
 
+    output = _location(output, "output")
     suffix = output_format(output)
+    directory = None if cache_dir is None else _location(cache_dir, "cache_dir")
     options = GatherOptions(
         combine=combine,
         axis=axis,
         scale=scale,
-        cache_dir=(cache_dir or str(IndexCache.default_directory())) if cache else None,
+        cache_dir=(directory or str(IndexCache.default_directory())) if cache else None,
         engine=engine,
         workers=workers,
         concurrency=concurrency,
@@ -394,7 +675,7 @@ async def gather_to_file_async(
     started = time.perf_counter()
     try:
         gathered = await gather_into(
-            [sources] if isinstance(sources, str) else list(sources),
+            _names(sources, "sources"),
             dataset,
             selection,
             partial,
@@ -414,15 +695,26 @@ async def gather_to_file_async(
     return report
 
 
-def gather_to_file(
-    sources: str | list[str], dataset: str, selection: str = ":", output: str = "out.npy", **options: Any
-) -> Report:
-    """Synchronous twin of `gather_to_file_async`."""
-    return asyncio.run(gather_to_file_async(sources, dataset, selection, output, **options))
+gather_to_file = _sync_twin(gather_to_file_async)
 
 
 async def gather_async(
-    sources: str | list[str], dataset: str, selection: str = ":", **options: Any
+    sources: Location | Iterable[Location],
+    dataset: str,
+    selection: str = ":",
+    *,
+    combine: str = "concat",
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: Location | None = None,
+    engine: str = "async",
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_in_flight_bytes: int = 256 * MiB,
+    max_attempts: int = 6,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
 ) -> np.ndarray:
     """`selection` of `dataset` across HDF5 files as one numpy array (options as in
     `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
@@ -430,10 +722,25 @@ async def gather_async(
 
     with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
         path = os.path.join(directory, "result.npy")
-        await gather_to_file_async(sources, dataset, selection, path, **options)
+        await gather_to_file_async(
+            sources,
+            dataset,
+            selection,
+            path,
+            combine=combine,
+            axis=axis,
+            scale=scale,
+            cache=cache,
+            cache_dir=cache_dir,
+            engine=engine,
+            workers=workers,
+            concurrency=concurrency,
+            max_in_flight_bytes=max_in_flight_bytes,
+            max_attempts=max_attempts,
+            settings=settings,
+            on_progress=on_progress,
+        )
         return np.load(path)
 
 
-def gather(sources: str | list[str], dataset: str, selection: str = ":", **options: Any) -> np.ndarray:
-    """Synchronous twin of `gather_async`."""
-    return asyncio.run(gather_async(sources, dataset, selection, **options))
+gather = _sync_twin(gather_async)

@@ -45,6 +45,19 @@ class JobAborted(S3BulkError):
     starts, and the journal keeps what was done, so a run after the fix resumes from there."""
 
 
+class JobInterrupted(KeyboardInterrupt):
+    """The job was stopped by Ctrl-C or SIGTERM: what ran was finished or cleaned up (multipart
+    uploads aborted, temporary files removed) and journaled. str() is the line to print, naming
+    the job and the command that finishes it. A KeyboardInterrupt, so code that stops on one
+    still does."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, job_id: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
 class ItemError(S3BulkError):
     """One object failed; `retryable` says whether trying again may help."""
 

@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS items (
     id TEXT PRIMARY KEY, state TEXT NOT NULL, size INTEGER NOT NULL, reason TEXT NOT NULL,
     run INTEGER NOT NULL, times_done INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS uploads (
+    upload_id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key TEXT NOT NULL, run INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS failed_descriptors (
     seq INTEGER PRIMARY KEY, run INTEGER NOT NULL, descriptor BLOB NOT NULL, reason TEXT NOT NULL,
     retried INTEGER NOT NULL DEFAULT 0
@@ -86,6 +89,8 @@ class Journal:
         self._done: list[tuple[str, int, int]] = []
         self._failed: list[tuple[str, int, str, int]] = []
         self._descriptors: list[tuple[int, bytes, str]] = []
+        self._uploads: list[tuple[str, str, str, int]] = []
+        self._uploads_ended: list[tuple[str]] = []
         self._retrying: list[int] = []
 
     # ---- opening -----------------------------------------------------------------------------
@@ -136,14 +141,31 @@ class Journal:
                 self._failed.append((failure.item_id, failure.size, failure.reason, run))
         for descriptor, reason in delta.failed_descriptors:
             self._descriptors.append((run, pickle.dumps(descriptor), reason))
-        if len(self._done) + len(self._failed) >= FLUSH_ROWS:
+        self._uploads.extend(
+            (upload_id, bucket, key, run) for bucket, key, upload_id in delta.uploads_started
+        )
+        self._uploads_ended.extend((upload_id,) for upload_id in delta.uploads_ended)
+        if (
+            delta.uploads_started or len(self._done) + len(self._failed) >= FLUSH_ROWS
+        ):  # an id lost to a kill -9 would leave its upload for good
             self.flush()
 
     def flush(self) -> None:
-        if not (self._done or self._failed or self._descriptors):
+        if not (self._done or self._failed or self._descriptors or self._uploads or self._uploads_ended):
             return
         db = self._db
         db.execute("BEGIN")
+        try:
+            self._write(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")  # else every later flush finds this transaction still open
+            raise
+        finally:  # rows that cannot be written are dropped: a resume redoes their items
+            for rows in (self._done, self._failed, self._descriptors, self._uploads, self._uploads_ended):
+                rows.clear()
+
+    def _write(self, db: sqlite3.Connection) -> None:
         db.executemany(
             "INSERT INTO items (id, state, size, reason, run, times_done) VALUES (?, 'done', ?, '', ?, 1) "
             "ON CONFLICT (id) DO UPDATE SET state = 'done', size = excluded.size, reason = '', "
@@ -158,10 +180,8 @@ class Journal:
         db.executemany(
             "INSERT INTO failed_descriptors (run, descriptor, reason) VALUES (?, ?, ?)", self._descriptors
         )
-        db.execute("COMMIT")
-        self._done.clear()
-        self._failed.clear()
-        self._descriptors.clear()
+        db.executemany("INSERT OR REPLACE INTO uploads VALUES (?, ?, ?, ?)", self._uploads)
+        db.executemany("DELETE FROM uploads WHERE upload_id = ?", self._uploads_ended)
 
     def end_run(self, report: Report, interrupted: bool = False) -> None:
         self.flush()
@@ -188,6 +208,18 @@ class Journal:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+    # ---- multipart uploads a stopped run left ------------------------------------------------
+    def leftover_uploads(self) -> list[tuple[str, str, str]]:
+        """(bucket, key, upload id) of the multipart uploads earlier runs started and never
+        completed or aborted (the run was killed outright): the server still bills their parts."""
+        rows = self._db.execute(
+            "SELECT bucket, key, upload_id FROM uploads WHERE run < ?", (self.run,)
+        ).fetchall()
+        return [(str(bucket), str(key), str(upload_id)) for bucket, key, upload_id in rows]
+
+    def forget_uploads(self, upload_ids: Iterable[str]) -> None:
+        self._db.executemany("DELETE FROM uploads WHERE upload_id = ?", [(each,) for each in upload_ids])
 
     # ---- what retry-failed reruns ------------------------------------------------------------
     def failed_items(self, batch: int = 1000) -> Iterator[list[tuple[str, int]]]:

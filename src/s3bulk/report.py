@@ -51,6 +51,8 @@ class WorkerStats:
     done_ids: list[tuple[str, int]] = field(default_factory=list)  # (item id, size) for the journal
     failed_descriptors: list[tuple[Any, str]] = field(default_factory=list)  # whole listings that failed
     handled: list[tuple[int, str]] = field(default_factory=list)  # (descriptor id, item id) finished
+    uploads_started: list[tuple[str, str, str]] = field(default_factory=list)  # multipart (bucket, key, id)
+    uploads_ended: list[str] = field(default_factory=list)  # their ids, once completed or aborted
 
     def take(self) -> WorkerStats:
         """Return the counts since the last call and reset them. Containers are cleared in place,

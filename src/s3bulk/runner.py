@@ -18,15 +18,16 @@ from typing import Any, Literal
 from s3bulk.config import AwsSettings
 from s3bulk.engine.driver import Engine
 from s3bulk.engine.job import Job
-from s3bulk.engine.retry import RetryPolicy
+from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.engine.strategies import DEFAULT_ENGINE, Strategy, choose, cores
 from s3bulk.engine.worker import EngineOptions
-from s3bulk.errors import UsageError
+from s3bulk.errors import ItemError, JobInterrupted, UsageError
 from s3bulk.journal import Journal, new_job_id
 from s3bulk.journal_store import JOBS_PREFIX, StoreJournal, default_url
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Report
 from s3bulk.sources.listing import partitioning_pays
+from s3bulk.stores.signed import SignedClient
 from s3bulk.urls import S3Location, parse_location, parse_s3
 
 Mode = Literal["run", "resume", "retry-failed"]
@@ -86,8 +87,8 @@ def _filters(args: dict[str, Any]) -> Filters:
     return Filters(tuple(args.get("include", ())), tuple(args.get("exclude", ())))
 
 
-def build_job(command: str, args: dict[str, Any], settings: AwsSettings) -> Job:
-    from s3bulk.transfers import CopyJob, CopyOptions
+def build_job(command: str, args: dict[str, Any], settings: AwsSettings, in_flight: int = 16 * MiB) -> Job:
+    from s3bulk.transfers import CopyJob, CopyOptions, parts_in_flight
 
     if args.get("concurrency", 1) < 1:
         raise UsageError("--concurrency must be at least 1")
@@ -112,6 +113,9 @@ def build_job(command: str, args: dict[str, Any], settings: AwsSettings) -> Job:
         partitioned_listing=_listing(args, settings),
         delete_source=command == "mv",
         follow_symlinks=args.get("follow_symlinks", False),
+        guess_mime_type=args.get("guess_mime_type", True),
+        keep_part_layout=command == "sync" and args.get("mode") == "checksum",
+        part_concurrency=parts_in_flight(in_flight, args["part_size"]),
     )
     source, destination = parse_location(args["source"]), parse_location(args["destination"])
     if command == "sync":
@@ -150,7 +154,7 @@ async def execute(
         args = {**args, "rejects": args.get("rejects") or default_rejects_path(job_id)}
         job: Job = await build_put_job(args, settings, strategy.workers)
     else:
-        job = build_job(command, args, settings)
+        job = build_job(command, args, settings, in_flight)
     handle: Journal | None = None
     if isinstance(journal, Journal):
         handle = journal
@@ -199,21 +203,72 @@ async def execute(
         ),
         dry_run=args.get("dry_run", False),
         requests=dict(getattr(job, "preflight_requests", {})),
+        notes=list(getattr(job, "preflight_notes", [])),
     )
     if handle is None:
-        return await engine.run(job, report, on_progress=on_progress, on_records=on_records)
+        try:
+            return await engine.run(job, report, on_progress=on_progress, on_records=on_records)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise JobInterrupted(f"{_cli_name(command)} stopped: {_progress_text(report)}") from None
     report.job_id = handle.job_id
     if store_url:
         report.notes.append(f"journal also in {store_url} (from any machine: --resume {store_url})")
     finished = False
     try:
+        if mode != "run":
+            await _abort_leftover_uploads(handle, settings, report)
         rows = handle.failed_items() if mode == "retry-failed" else None
         await engine.run(job, report, on_progress, on_records, journal=handle, retry_rows=rows)
         finished = True
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        name = _cli_name(command)
+        raise JobInterrupted(
+            f"job {handle.job_id} ({name}) stopped: {_progress_text(report)}; "
+            f"finish it with: s3bulk {name} --resume {handle.job_id}",
+            job_id=handle.job_id,
+        ) from None
     finally:
         handle.end_run(report, interrupted=not finished)
         handle.close()
     return report
+
+
+def _cli_name(command: str) -> str:
+    return "vectors put" if command == VECTORS_PUT else command
+
+
+def _progress_text(report: Report) -> str:
+    total = f" of {report.objects_total:,}" if report.objects_total else ""
+    return f"{report.objects_done:,}{total} items done"
+
+
+async def _abort_leftover_uploads(handle: Journal, settings: AwsSettings, report: Report) -> None:
+    """Multipart uploads that a run killed outright left on the server (they cost money until a
+    lifecycle rule removes them): the run that resumes the job aborts them."""
+    leftovers = handle.leftover_uploads()
+    if not leftovers:
+        return
+    client = SignedClient(settings, max_connections=8)
+    aborted = []
+    try:
+        for bucket, key, upload_id in leftovers:
+            try:
+                await with_retries(
+                    lambda bucket=bucket, key=key, upload_id=upload_id: client.abort_multipart_upload(
+                        bucket, key, upload_id
+                    ),
+                    RetryPolicy(),
+                )
+            except ItemError:
+                continue
+            aborted.append(upload_id)
+    finally:
+        await client.close()
+        for kind, count in client.requests.items():
+            report.requests[kind] = report.requests.get(kind, 0) + count
+    handle.forget_uploads(aborted)
+    if aborted:
+        report.notes.append(f"aborted {len(aborted)} multipart upload(s) an earlier run left unfinished")
 
 
 LOCATIONS = ("source", "destination", "rejects")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mimetypes
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import obstore
 
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
+from s3bulk.engine.retry import with_retries
 from s3bulk.errors import ItemError, UsageError
 from s3bulk.landing import disk_full, land, sweep_stale_parts, temporary_path
 from s3bulk.plan.filters import Filters
@@ -26,6 +28,15 @@ from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk.sources.local import walk
+from s3bulk.stores.multipart import (
+    Retry,
+    UploadHooks,
+    copy_attributes,
+    copy_in_parts,
+    etag_parts,
+    source_part_size,
+    upload_file,
+)
 from s3bulk.stores.objects import obstore_can_address, s3_store
 from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk.stores.signed import SignedClient
@@ -33,7 +44,6 @@ from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_tar
 
 MiB = 1024**2
 GiB = 1024**3
-MULTIPART_PART_RETRIES = 3  # the store retries a part alone (see stores.objects.s3_store)
 LOCAL_BATCH = 256
 STREAM_CHUNK = 256 * 1024
 # Bodies up to this size arrive whole and are written with one call. Streaming a 1 MiB body in
@@ -50,6 +60,7 @@ class TransferItem(NamedTuple):
     destination: str  # key or local path
     size: int
     mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
+    etag: str = ""  # the source object's ETag, when listed (copies keep a multipart layout by it)
 
 
 @dataclass(frozen=True)
@@ -83,11 +94,26 @@ class CopyOptions:
     part_size: int = 8 * MiB
     multipart_threshold: int = 64 * MiB
     copy_multipart_threshold: int = 5 * GiB
-    part_concurrency: int = 8
+    part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
     concurrency: int = 64
     partitioned_listing: bool = True
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
+    guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
+    keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
+
+
+def parts_in_flight(budget: int, part_size: int, most: int = 8) -> int:
+    """Parts of one large object in flight at once, so that they fit the byte budget."""
+    return max(1, min(most, budget // max(1, part_size)))
+
+
+_MIME_TYPES = mimetypes.MimeTypes()  # Python's own table only: the same answer on every machine
+
+
+def content_type(path: str) -> str | None:
+    """The Content-Type `aws s3 cp` would give a file of this name (None: the service's default)."""
+    return _MIME_TYPES.guess_type(path, strict=False)[0]
 
 
 def direction_of(source: Location, destination: Location) -> Direction:
@@ -111,10 +137,11 @@ class CopyJob:
     def __post_init__(self) -> None:
         self.direction = direction_of(self.source, self.destination)
         self._client: SignedClient | None = None
-        self._stores: dict[tuple[str, bool], Any] = {}
+        self._stores: dict[str, Any] = {}
         self._made_dirs: set[str] = set()
         self._temp_counter = 0
         self._deleter: BatchDeleter | None = None
+        self._hooks = UploadHooks()
         self._many = self._source_is_many()
         self._local_root = ""
         if isinstance(self.source, LocalLocation):
@@ -132,6 +159,7 @@ class CopyJob:
         state["_deleter"] = None
         state["_stores"] = {}
         state["_made_dirs"] = set()
+        state["_hooks"] = UploadHooks()
         return state
 
     # ---- driver side -------------------------------------------------------------------------
@@ -174,6 +202,11 @@ class CopyJob:
     async def open(self, ctx: WorkerContext) -> None:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
         self._client.count_into(ctx.stats)
+        stats = ctx.stats
+        self._hooks = UploadHooks(
+            started=lambda bucket, key, upload_id: stats.uploads_started.append((bucket, key, upload_id)),
+            ended=stats.uploads_ended.append,
+        )
         if self.options.delete_source and isinstance(self.source, S3Location):
             self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, ctx.count_retry)
 
@@ -182,14 +215,11 @@ class CopyJob:
             await self._client.close()
         self._stores.clear()
 
-    def _store(self, bucket: str, multipart: bool = False) -> Any:
-        store = self._stores.get((bucket, multipart))
+    def _store(self, bucket: str) -> Any:
+        store = self._stores.get(bucket)
         if store is None:
-            store = self._stores[bucket, multipart] = s3_store(
-                self.settings,
-                bucket,
-                max_connections=self.options.concurrency * 2,
-                part_retries=MULTIPART_PART_RETRIES if multipart else 0,
+            store = self._stores[bucket] = s3_store(
+                self.settings, bucket, max_connections=self.options.concurrency * 2
             )
         return store
 
@@ -304,7 +334,9 @@ class CopyJob:
                         continue
             else:
                 target = self._destination_key(relative)
-            items.append(TransferItem(info.key, target, info.size, epoch_seconds(info.last_modified)))
+            items.append(
+                TransferItem(info.key, target, info.size, epoch_seconds(info.last_modified), info.etag)
+            )
         items = ctx.drop_done(items, self.item_id)
         stats.objects_listed += len(items)
         stats.bytes_listed += sum(item.size for item in items)
@@ -336,7 +368,7 @@ class CopyJob:
         ctx.stats.objects_deleted += 1
 
     def _make_parent(self, target: str) -> str:
-        parent = os.path.dirname(target)
+        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
         if parent not in self._made_dirs:
             os.makedirs(parent, exist_ok=True)
             sweep_stale_parts(parent)  # left by an earlier run killed outright
@@ -412,42 +444,53 @@ class CopyJob:
     async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.destination, S3Location) and self._client is not None
         bucket = self.destination.bucket
-        requests = ctx.stats.requests
-        path = Path(item.source)
-        size = path.stat().st_size  # the file may have changed since the walk
+        path = item.source
+        size = os.stat(path).st_size  # the file may have changed since the walk
         if not os.access(path, os.R_OK):
             raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
-        if not obstore_can_address(item.destination):
-            await self._client.put_object(bucket, item.destination, path.read_bytes())
-            return size
-        multipart = size > self.options.multipart_threshold
-        parts = -(-size // self.options.part_size) if multipart else 0
-        requests["PUT"] += parts + 2 if multipart else 1
-        await obstore.put_async(
-            self._store(bucket, multipart),
-            item.destination,
-            path,
-            use_multipart=multipart,
-            chunk_size=self.options.part_size,
-            max_concurrency=self.options.part_concurrency,
-        )
+        kind = content_type(path) if self.options.guess_mime_type else None
+        if size > self.options.multipart_threshold:
+            await upload_file(
+                self._client,
+                bucket,
+                item.destination,
+                path,
+                size,
+                part_size=self.options.part_size,
+                concurrency=self.options.part_concurrency,
+                headers={"Content-Type": kind} if kind else {},
+                hooks=self._hooks,
+                retry=self._retry(ctx),
+            )
+        elif not obstore_can_address(item.destination):
+            headers = {"Content-Type": kind} if kind else {}
+            await self._client.put_object(bucket, item.destination, Path(path).read_bytes(), headers)
+        else:
+            ctx.stats.requests["PUT"] += 1
+            await obstore.put_async(
+                self._store(bucket),
+                item.destination,
+                Path(path),
+                attributes={"Content-Type": kind} if kind else None,
+                use_multipart=False,
+            )
         return size
+
+    @staticmethod
+    def _retry(ctx: WorkerContext) -> Retry:
+        """Each part of a large object is retried alone, by the job's policy, and counted."""
+        return lambda action: with_retries(action, ctx.retry, on_retry=ctx.count_retry)
 
     async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:
         source = self.source
         destination = self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         assert self._client is not None
-        if item.size > self.options.copy_multipart_threshold:
-            await self._client.multipart_copy(
-                source.bucket,
-                item.source,
-                item.size,
-                destination.bucket,
-                item.destination,
-                part_size=self.options.part_size,
-                concurrency=self.options.part_concurrency,
-            )
+        in_parts = item.size > self.options.copy_multipart_threshold or (
+            self.options.keep_part_layout and etag_parts(item.etag) > 0
+        )
+        if in_parts:
+            await self._copy_in_parts(item, ctx)
         elif (
             source.bucket == destination.bucket
             and obstore_can_address(item.source)
@@ -458,6 +501,31 @@ class CopyJob:
         else:
             await self._client.copy_object(source.bucket, item.source, destination.bucket, item.destination)
         return item.size
+
+    async def _copy_in_parts(self, item: TransferItem, ctx: WorkerContext) -> None:
+        """UploadPartCopy, keeping the source's attributes and, when it is a multipart object,
+        its part layout (so both have the same ETag)."""
+        source, destination = self.source, self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        assert self._client is not None
+        client, retry = self._client, self._retry(ctx)
+        head = await retry(lambda: client.head_object(source.bucket, item.source))
+        size = int(head.get("content-length") or item.size)
+        etag = head.get("etag", item.etag).strip('"')
+        layout = await retry(lambda: source_part_size(client, source.bucket, item.source, size, etag))
+        await copy_in_parts(
+            client,
+            source.bucket,
+            item.source,
+            destination.bucket,
+            item.destination,
+            size,
+            part_size=layout or self.options.part_size,
+            concurrency=self.options.part_concurrency,
+            headers=await copy_attributes(client, source.bucket, item.source, head),
+            hooks=self._hooks,
+            retry=retry,
+        )
 
 
 def _write_file(path: str, data: bytes | memoryview) -> int:

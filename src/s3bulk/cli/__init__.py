@@ -9,7 +9,9 @@ import sys
 import typer
 
 from s3bulk.cli import bench, cp, doctor, gather, jobs, ls, rm, sync, vectors
+from s3bulk.cli.output import Interrupted, guarded, install
 from s3bulk.errors import S3BulkError
+from s3bulk.text import printable
 
 app = typer.Typer(
     name="s3bulk",
@@ -19,25 +21,52 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command(name="ls")(ls.ls_command)
-app.command(name="cp")(cp.cp_command)
-app.command(name="mv")(cp.mv_command)
-app.command(name="sync")(sync.sync_command)
-app.command(name="rm")(rm.rm_command)
-app.command(name="jobs")(jobs.jobs_command)
-app.command(name="bench")(bench.bench_command)
-app.command(name="doctor")(doctor.doctor_command)
-app.command(name="gather")(gather.gather_command)
+COMMANDS = {
+    "ls": ls.ls_command,
+    "cp": cp.cp_command,
+    "mv": cp.mv_command,
+    "sync": sync.sync_command,
+    "rm": rm.rm_command,
+    "jobs": jobs.jobs_command,
+    "bench": bench.bench_command,
+    "doctor": doctor.doctor_command,
+    "gather": gather.gather_command,
+}
+for _name, _command in COMMANDS.items():
+    app.command(name=_name)(guarded(_command))
 app.add_typer(vectors.app, name="vectors")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from s3bulk import __version__
+
+        sys.stdout.write(f"s3bulk {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
+    """Bulk work on S3 that saturates the service, not the Python interpreter."""
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (0 only when every object succeeded)."""
+    install()
+    arguments = sys.argv[1:] if argv is None else argv
     try:
-        result = app(args=argv, prog_name="s3bulk", standalone_mode=False)
+        result = app(args=arguments, prog_name="s3bulk", standalone_mode=False)
         return int(result or 0)
+    except Interrupted as exc:
+        detail = f": {printable(str(exc))}" if str(exc) else ""
+        sys.stderr.write(f"interrupted{detail}\n")
+        return exc.exit_code
     except S3BulkError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {printable(str(exc))}\n")
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -46,20 +75,30 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except typer.TyperException as exc:  # typer's (vendored click) usage errors: unknown flags etc.
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        command = " ".join(arg for arg in (argv or sys.argv[1:])[:1] if not arg.startswith("-"))
-        sys.stderr.write(f"error: {message} (see: s3bulk {command} --help)\n".replace("  ", " "))
+        sys.stderr.write(f"error: {printable(message)} (see: {_help_for(arguments)})\n")
         return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
-    except BrokenPipeError:
-        return 0
+
+
+def _help_for(arguments: list[str]) -> str:
+    """The help that explains the mistake: the command's own, if the command exists."""
+    words = [arg for arg in arguments if not arg.startswith("-")][:2]
+    if not words or words[0] not in (*COMMANDS, "vectors"):
+        return "s3bulk --help"
+    if words[0] == "vectors" and len(words) > 1 and words[1] in VECTOR_COMMANDS:
+        return f"s3bulk vectors {words[1]} --help"
+    return f"s3bulk {words[0]} --help"
+
+
+VECTOR_COMMANDS = ("put", "verify", "count", "create-bucket", "create-index")
 
 
 def main() -> None:
     """Entry point. Exits with os._exit after flushing: a native runtime's threads can abort a
-    normal interpreter shutdown after all work is done (ARCHITECTURE.md, known hazards), and the
-    exit code must reflect the job, never that."""
+    normal interpreter shutdown after all work is done (docs/architecture.md, known hazards),
+    and the exit code must reflect the job, never that."""
     code = run()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, OSError):

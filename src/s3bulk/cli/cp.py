@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from s3bulk.api import copy_async
+from s3bulk.api import copy_async, move_async
 from s3bulk.cli.jobrun import (
     DryRunOption,
     JsonOption,
@@ -29,6 +29,7 @@ from s3bulk.cli.options import (
     ListRangesOption,
     MaxInFlightOption,
     MultipartThresholdOption,
+    NoGuessMimeTypeOption,
     NoSignOption,
     NoVerifyOption,
     PartSizeOption,
@@ -71,6 +72,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         ),
         list_ranges: str = ListRangesOption,
         follow_symlinks: bool = FollowSymlinksOption,
+        no_guess_mime_type: bool = NoGuessMimeTypeOption,
         resume: str | None = ResumeOption,
         retry_failed: str | None = RetryFailedOption,
         endpoint_url: str | None = EndpointOption,
@@ -91,8 +93,10 @@ def make_copy_command(command: str) -> Callable[..., int]:
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
             assert source is not None and destination is not None
 
+            run = copy_async if command == "cp" else move_async
+
             def start(on_progress: Any, on_records: Any) -> Any:
-                return copy_async(
+                return run(
                     source,
                     destination,
                     include=include,
@@ -115,7 +119,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     settings=settings,
                     on_progress=on_progress,
                     on_records=on_records,
-                    _command=command,
+                    guess_mime_type=not no_guess_mime_type,
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run)

@@ -4,6 +4,7 @@ and --json records, the summary, and the exit code. Also the --resume / --retry-
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -82,8 +83,13 @@ def run_job(start: Start, *, verb: str, as_json: bool, dry_run: bool) -> int:
             else:
                 out.write(f"(dryrun) rm {record['source']}\n")
 
+    async def main(progress: LiveProgress) -> Report:
+        # SIGTERM stops the job as Ctrl-C does: cleaned up, journaled, resumable
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _cancel, asyncio.current_task())
+        return await start(progress.update, print_records if (as_json or dry_run) else None)
+
     with LiveProgress(enabled=not as_json) as progress:
-        report = asyncio.run(start(progress.update, print_records if (as_json or dry_run) else None))
+        report = asyncio.run(main(progress))
     if as_json:
         for failure in report.failures:
             status = "skipped" if failure.skipped else "failed"
@@ -92,3 +98,8 @@ def run_job(start: Start, *, verb: str, as_json: bool, dry_run: bool) -> int:
     else:
         print_summary(report)
     return 0 if report.ok else 1
+
+
+def _cancel(task: asyncio.Task[Any] | None) -> None:
+    if task is not None:
+        task.cancel()

@@ -52,13 +52,15 @@ def settings_from(
         import sys
 
         sys.stderr.write("warning: TLS certificate verification is off (--no-verify-ssl)\n")
-    return AwsSettings.from_env(
+    settings = AwsSettings.from_env(
         profile=profile,
         region=region,
         endpoint_url=endpoint_url,
         verify_ssl=not no_verify_ssl,
         anonymous=no_sign_request,
     )
+    settings.check_profile()
+    return settings
 
 
 IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
@@ -92,6 +94,11 @@ MaxInFlightOption = typer.Option(
 )
 FollowSymlinksOption = typer.Option(
     False, "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
+)
+NoGuessMimeTypeOption = typer.Option(
+    False,
+    "--no-guess-mime-type",
+    help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
 )
 PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
 MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")

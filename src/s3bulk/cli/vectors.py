@@ -17,6 +17,7 @@ from s3bulk.cli.options import (
     RegionOption,
     WorkersOption,
 )
+from s3bulk.cli.output import guarded
 from s3bulk.config import AwsSettings
 from s3bulk.progress import json_line
 
@@ -39,8 +40,14 @@ SourcesArgument = typer.Argument(
     None, help="Parquet, .npy or .jsonl files, directories of them, or s3:// objects or prefixes/."
 )
 FormatOption = typer.Option(None, "--format", help="parquet, npy or jsonl (default: by file suffix).")
-KeyColumnOption = typer.Option("key", "--key-column", help="Column (field) holding each vector's key.")
-VectorColumnOption = typer.Option("vector", "--vector-column", help="Column (field) holding the vector.")
+KeyColumnOption = typer.Option(
+    None, "--key-column", help="Column (field) holding each vector's key (default: key, else id)."
+)
+VectorColumnOption = typer.Option(
+    None,
+    "--vector-column",
+    help="Column (field) holding the vector (default: vector, else the one list-of-numbers column).",
+)
 MetadataOption = typer.Option(
     None, "--metadata-columns", help="Comma-separated columns stored as each vector's metadata."
 )
@@ -53,9 +60,11 @@ KeyTemplateOption = typer.Option(
 def _settings(
     endpoint_url: str | None, s3_endpoint_url: str | None, profile: str | None, region: str | None
 ) -> AwsSettings:
-    return AwsSettings.from_env(
+    settings = AwsSettings.from_env(
         profile=profile, region=region, endpoint_url=s3_endpoint_url, vectors_endpoint_url=endpoint_url
     )
+    settings.check_profile()
+    return settings
 
 
 def _columns(text: str | None) -> list[str]:
@@ -63,6 +72,7 @@ def _columns(text: str | None) -> list[str]:
 
 
 @app.command("put")
+@guarded
 def put_command(
     sources: list[str] | None = SourcesArgument,
     bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
@@ -70,8 +80,8 @@ def put_command(
         None, "--index", help="The index; repeat it to shard rows over several indexes by key."
     ),
     format: str | None = FormatOption,
-    key_column: str = KeyColumnOption,
-    vector_column: str = VectorColumnOption,
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
     metadata_columns: str | None = MetadataOption,
     keys_file: str | None = KeysFileOption,
     key_template: str | None = KeyTemplateOption,
@@ -144,6 +154,7 @@ def put_command(
 
 
 @app.command("verify")
+@guarded
 def verify_command(
     sources: list[str] = typer.Argument(..., help="The files the index was loaded from."),
     bucket: str = BucketOption,
@@ -152,8 +163,8 @@ def verify_command(
     check_all: bool = typer.Option(False, "--all", help="Check every row instead of a sample."),
     seed: int = typer.Option(0, "--seed", help="Seed for the sample (the same seed checks the same rows)."),
     format: str | None = FormatOption,
-    key_column: str = KeyColumnOption,
-    vector_column: str = VectorColumnOption,
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
     metadata_columns: str | None = MetadataOption,
     keys_file: str | None = KeysFileOption,
     key_template: str | None = KeyTemplateOption,
@@ -164,23 +175,22 @@ def verify_command(
     region: str | None = RegionOption,
 ) -> int:
     """Fetch a sample of rows back (GetVectors) and compare data and metadata with the source."""
-    from s3bulk.sources.embeddings import EmbeddingSpec
-    from s3bulk.vectors.verify import verify_vectors
+    from s3bulk.api import verify_vectors_async
 
-    settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
-    source = EmbeddingSpec(
-        tuple(sources),
-        format=format,
-        key_column=key_column,
-        vector_column=vector_column,
-        metadata_columns=tuple(_columns(metadata_columns)),
-        keys_file=keys_file,
-        key_template=key_template,
-        settings=settings,
-    )
     report = asyncio.run(
-        verify_vectors(
-            source, bucket, tuple(index), settings, sample=None if check_all else sample, seed=seed
+        verify_vectors_async(
+            sources,
+            bucket,
+            index,
+            format=format,
+            key_column=key_column,
+            vector_column=vector_column,
+            metadata_columns=_columns(metadata_columns),
+            keys_file=keys_file,
+            key_template=key_template,
+            sample=None if check_all else sample,
+            seed=seed,
+            settings=_settings(endpoint_url, s3_endpoint_url, profile, region),
         )
     )
     if as_json:
@@ -200,6 +210,7 @@ def verify_command(
 
 
 @app.command("count")
+@guarded
 def count_command(
     bucket: str = BucketOption,
     index: list[str] = IndexesOption,
@@ -209,10 +220,10 @@ def count_command(
     region: str | None = RegionOption,
 ) -> int:
     """Count the vectors in each index (ListVectors, in parallel segments)."""
-    from s3bulk.vectors.verify import count_vectors
+    from s3bulk.api import count_vectors_async
 
     settings = _settings(endpoint_url, None, profile, region)
-    counts = asyncio.run(count_vectors(settings, bucket, tuple(index), segments))
+    counts = asyncio.run(count_vectors_async(bucket, index, segments=segments, settings=settings))
     for name, number in counts.items():
         sys.stdout.write(f"{bucket}/{name}\t{number}\n")
     if len(counts) > 1:
@@ -221,6 +232,7 @@ def count_command(
 
 
 @app.command("create-bucket")
+@guarded
 def create_bucket_command(
     bucket: str = typer.Argument(..., help="Name of the new vector bucket."),
     endpoint_url: str | None = VectorsEndpointOption,
@@ -243,6 +255,7 @@ def create_bucket_command(
 
 
 @app.command("create-index")
+@guarded
 def create_index_command(
     bucket: str = BucketOption,
     index: str = typer.Option(..., "--index", help="Name of the new index."),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import os
 import resource
@@ -29,6 +30,7 @@ from s3bulk.report import Failure, Report, WorkerStats, listed, timed
 QUEUED_DESCRIPTORS_PER_WORKER = 4  # enough to keep pull-based workers fed, few enough that
 # the driver's memory does not grow with the source (a sync batch carries up to 1,000 actions)
 DEBUG = bool(os.environ.get("S3BULK_DEBUG"))
+CANCEL_SECONDS = 15.0  # an interrupted job waits this long for workers to clean up
 
 
 class _Worker:
@@ -306,6 +308,20 @@ class Engine:
             while not all(worker.done for worker in workers):
                 finished_workers.clear()
                 await asyncio.wait_for(finished_workers.wait(), timeout=60)
+        except asyncio.CancelledError:
+            # Interrupted (Ctrl-C, SIGTERM): workers cancel what runs, which cleans up after itself
+            # (temporary files removed, multipart uploads aborted), and report what finished, so
+            # the journal has it. Whoever has not answered in time is terminated below.
+            feeder.cancel()
+            for worker in workers:
+                if not worker.done:
+                    send(worker, ("cancel",))
+            deadline = loop.time() + CANCEL_SECONDS
+            while not all(worker.done for worker in workers) and loop.time() < deadline:
+                finished_workers.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished_workers.wait(), deadline - loop.time())
+            raise
         finally:
             ticker.cancel()
             feeder.cancel()
@@ -316,6 +332,9 @@ class Engine:
                 worker.conn.close()  # a thread worker sees EOF and stops
             for worker in workers:
                 worker.process.join(timeout=10)
+                if worker.process.is_alive():  # it did not end when asked to: end it
+                    worker.process.kill()
+                    worker.process.join(timeout=5)
             launcher.close()
         merge_driver_stats()
         report.notes.extend(redone)

@@ -30,6 +30,8 @@ class WorkerHandle(Protocol):
 
     def terminate(self) -> None: ...
 
+    def kill(self) -> None: ...
+
     def join(self, timeout: float | None = None) -> None: ...
 
 
@@ -101,6 +103,9 @@ class _ThreadWorker:
     def terminate(self) -> None:
         """A thread cannot be killed; the driver closing its end of the pipe stops it instead
         (the worker cancels its items as if the driver had died)."""
+
+    def kill(self) -> None:
+        """See `terminate`."""
 
     def join(self, timeout: float | None = None) -> None:
         self.thread.join(timeout)

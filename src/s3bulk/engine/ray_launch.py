@@ -142,6 +142,8 @@ class _RayWorker:
         with contextlib.suppress(Exception):
             ray.cancel(self.ref, force=True)
 
+    kill = terminate
+
     def join(self, timeout: float | None = None) -> None:
         ray.wait([self.ref], timeout=timeout)
 

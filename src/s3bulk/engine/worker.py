@@ -16,6 +16,7 @@ import os
 import pickle
 import queue
 import resource
+import signal
 import sys
 import threading
 import time
@@ -272,6 +273,12 @@ class WorkerRuntime:
             self.send(("progress", delta))
 
 
+async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def watch_pipe(loop: asyncio.AbstractEventLoop, conn: Connection, callback: Any) -> None:
     """Call `callback` when the pipe has data, keeping the pipe in blocking mode.
 
@@ -308,9 +315,13 @@ class _Sender:
         self.thread.join()
 
 
-async def _serve(conn: Connection, job: Job, options: EngineOptions, worker_id: int) -> None:
+async def _serve(
+    conn: Connection, job: Job, options: EngineOptions, worker_id: int, own_process: bool = False
+) -> None:
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
+    if own_process:  # SIGTERM (the driver ending a job it was told to stop, or anyone else)
+        loop.add_signal_handler(signal.SIGTERM, inbox.put_nowait, ("cancel",))
 
     def receive() -> None:
         try:
@@ -362,6 +373,7 @@ async def _run_worker(
     reporter = asyncio.create_task(runtime.report_progress())
     expanders: set[asyncio.Task[None]] = set()
     send(("want", DESCRIPTOR_PREFETCH))
+    cancelled = False
     while True:
         message = await inbox.get()
         if message[0] == "work":
@@ -378,18 +390,24 @@ async def _run_worker(
             break
         elif message[0] == "driver-gone":
             # The driver was killed: stop at once rather than finish work nobody will record.
-            # Cancelling runs each item's cleanup (a download's temporary file is removed); the
-            # journal has only what the driver confirmed, so a resume redoes the rest.
-            for task in [*expanders, *consumers, reporter]:
-                task.cancel()
-            await asyncio.gather(*expanders, *consumers, reporter, return_exceptions=True)
+            # Cancelling runs each item's cleanup (a download's temporary file is removed, a
+            # multipart upload aborted); the journal has only what the driver confirmed, so a
+            # resume redoes the rest.
+            await _cancel([*expanders, *consumers, reporter])
             return
+        elif message[0] == "cancel":
+            # The job was interrupted (Ctrl-C, SIGTERM): the same cleanup, then tell the driver
+            # what finished, so the journal knows it and the uploads that were aborted.
+            await _cancel([*expanders, *consumers, reporter])
+            cancelled = True
+            break
     for task in expanders:
         task.cancel()
-    for _ in consumers:
-        await runtime.items.put(None)
-    await asyncio.gather(*consumers, return_exceptions=True)
-    reporter.cancel()
+    if not cancelled:  # stopped normally: the consumers finish what is queued
+        for _ in consumers:
+            await runtime.items.put(None)
+        await asyncio.gather(*consumers, return_exceptions=True)
+        reporter.cancel()
     runtime.flush()
     if runtime.parts is not None:
         await runtime.parts.close()
@@ -416,8 +434,11 @@ def worker_main(
             os.close(descriptor)
     code = 0
     asyncio.events._set_running_loop(None)  # forked from inside the driver's running loop
+    # Ctrl-C reaches every process of the terminal's group: the driver alone decides what to do
+    # (it asks workers to cancel and clean up), so a worker must not die of it half-way
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        run_loop(_serve(conn, job, options, worker_id))
+        run_loop(_serve(conn, job, options, worker_id, own_process=True))
     except BaseException as exc:
         code = 1
         with contextlib.suppress(Exception):

@@ -16,7 +16,7 @@ import contextlib
 import io
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import IO, Any
 
@@ -37,8 +37,8 @@ class EmbeddingSpec:
 
     paths: tuple[str, ...]
     format: str | None = None  # parquet, npy or jsonl; None: by each file's suffix
-    key_column: str = "key"
-    vector_column: str = "vector"
+    key_column: str = "key"  # "": not named, found by `resolve_columns`
+    vector_column: str = "vector"  # "": not named, found by `resolve_columns`
     metadata_columns: tuple[str, ...] = ()
     keys_file: str | None = None  # .npy: one key per line, the files' rows in order
     key_template: str | None = None  # set: generate keys ("{file}:{row}"); the key column is unused
@@ -191,6 +191,73 @@ def plan_slices(spec: EmbeddingSpec) -> Iterator[Slice]:
             yield each if keys is None else keys.place(each)
     if keys is not None:
         keys.check_exhausted()
+
+
+KEY_NAMES = ("key", "id")  # a key column found without being named (in this order)
+
+
+def resolve_columns(spec: EmbeddingSpec) -> tuple[EmbeddingSpec, str]:
+    """Name the key and vector columns the user left unnamed (""), from the first Parquet file's
+    schema: the vector column is `vector`, else the one column of lists of numbers; the key
+    column is `key`, else `id`. Returns the spec and a note saying what was chosen ("" when
+    nothing needed choosing). More than one candidate, or none, is a usage error that says how
+    to name it. Blocking (reads a footer): run it in a thread."""
+    if spec.key_column and spec.vector_column:
+        return spec, ""
+    schema = _first_parquet_schema(spec)
+    if schema is None:  # JSON Lines fields and .npy files use the plain names
+        key, vector = spec.key_column or "key", spec.vector_column or "vector"
+        return replace(spec, key_column=key, vector_column=vector), ""
+    chosen = []
+    vector = spec.vector_column or _vector_column(schema)
+    if not spec.vector_column and vector != "vector":
+        chosen.append(f"vectors from column {vector!r}")
+    key = spec.key_column
+    if not key:
+        key = next((name for name in KEY_NAMES if name in schema.names), "")
+        if not key and not spec.generated_keys("parquet"):
+            raise UsageError(
+                f"no 'key' or 'id' column (the columns are {', '.join(schema.names)}): name the keys' "
+                "column with --key-column, or generate keys with --key-template '{file}:{row}'"
+            )
+        if key and key != "key" and not spec.generated_keys("parquet"):
+            chosen.append(f"keys from column {key!r}")
+    note = f"columns: {', '.join(chosen)} (name others with --key-column/--vector-column)" if chosen else ""
+    return replace(spec, key_column=key or "key", vector_column=vector), note
+
+
+def _first_parquet_schema(spec: EmbeddingSpec) -> Any:
+    for path, _, format in find_files(spec):
+        if format != "parquet":
+            return None
+        with open_file(path, spec.settings) as handle:
+            return _parquet_file(handle, path).metadata.schema.to_arrow_schema()
+    return None
+
+
+def _vector_column(schema: Any) -> str:
+    import pyarrow as pa
+
+    if "vector" in schema.names:
+        return "vector"
+    lists = (pa.types.is_list, pa.types.is_fixed_size_list, pa.types.is_large_list)
+    numbers = (pa.types.is_floating, pa.types.is_integer)
+    candidates = [
+        field.name
+        for field in schema
+        if any(is_list(field.type) for is_list in lists)
+        and any(is_number(field.type.value_type) for is_number in numbers)
+    ]
+    if len(candidates) == 1:
+        return str(candidates[0])
+    if not candidates:
+        raise UsageError(
+            f"no column holds lists of numbers (the columns are {', '.join(schema.names)}): "
+            "name the vectors' column with --vector-column"
+        )
+    raise UsageError(
+        f"several columns could hold the vectors ({', '.join(candidates)}): name one with --vector-column"
+    )
 
 
 def _parquet_slices(path: str, name: str, spec: EmbeddingSpec) -> Iterator[Slice]:

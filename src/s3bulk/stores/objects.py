@@ -33,13 +33,10 @@ class BotocoreCredentials:
         }
 
 
-def s3_store(
-    settings: AwsSettings, bucket: str, *, max_connections: int = 64, part_retries: int = 0
-) -> S3Store:
+def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -> S3Store:
     """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
-    the store makes none, except `part_retries` for the parts of multipart uploads: a part
-    reset mid-body is sent again alone, where the engine would redo the whole file (a 12 MiB
-    file under 30% connection resets failed all 6 of its attempts that way)."""
+    the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
+    upload ids must be known, and each part is retried alone by the engine's policy)."""
     endpoint = settings.resolved_endpoint
     config: dict[str, Any] = {
         "region": settings.resolved_region,
@@ -60,7 +57,7 @@ def s3_store(
         bucket,
         config=config,  # type: ignore[arg-type]
         client_options=client_options,  # type: ignore[arg-type]
-        retry_config={"max_retries": part_retries, "retry_timeout": timedelta(minutes=2)},
+        retry_config={"max_retries": 0, "retry_timeout": timedelta(minutes=2)},
         credential_provider=None if settings.anonymous else BotocoreCredentials(settings),  # type: ignore[arg-type]
     )
 

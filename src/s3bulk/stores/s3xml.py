@@ -116,3 +116,10 @@ def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
         )
         for error in root.iter(f"{ns}Error")
     ]
+
+
+def parse_tags(body: bytes) -> dict[str, str]:
+    """The tag set of a GetObjectTagging answer."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    return {tag.findtext(f"{ns}Key") or "": tag.findtext(f"{ns}Value") or "" for tag in root.iter(f"{ns}Tag")}

@@ -9,14 +9,10 @@ cost the seed articles measured, so we only borrow its signer and credential cha
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import collections
-import contextlib
 import hashlib
-import math
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -31,11 +27,8 @@ from s3bulk.errors import ItemError, S3Error
 from s3bulk.stores import s3xml
 from s3bulk.stores.s3xml import ListPage
 
-MAX_PARTS = 10_000
-MIN_PART = 5 * 1024**2
 
-
-def _quote_key(key: str) -> str:
+def quote_key(key: str) -> str:
     return quote(key, safe="/~")
 
 
@@ -85,9 +78,9 @@ class SignedClient:
 
     def url(self, bucket: str, key: str = "") -> str:
         if self.settings.path_style or "." in bucket:
-            return f"{self._endpoint}/{bucket}/{_quote_key(key)}"
+            return f"{self._endpoint}/{bucket}/{quote_key(key)}"
         scheme, _, host = self._endpoint.partition("://")
-        return f"{scheme}://{bucket}.{host}/{_quote_key(key)}"
+        return f"{scheme}://{bucket}.{host}/{quote_key(key)}"
 
     def _sign(self, method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
         credentials = self.settings.credentials()
@@ -171,8 +164,12 @@ class SignedClient:
         _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
         return body
 
-    async def put_object(self, bucket: str, key: str, body: bytes) -> None:
-        await self.request("PUT", "PUT", bucket, key, body=body, what=f"put s3://{bucket}/{key}")
+    async def put_object(
+        self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        await self.request(
+            "PUT", "PUT", bucket, key, body=body, headers=headers, what=f"put s3://{bucket}/{key}"
+        )
 
     async def delete_object(self, bucket: str, key: str) -> None:
         await self.request("DELETE", "DELETE", bucket, key, what=f"delete s3://{bucket}/{key}")
@@ -197,67 +194,75 @@ class SignedClient:
 
     async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
         what = f"copy s3://{src_bucket}/{src_key}"
-        headers = {"x-amz-copy-source": f"/{src_bucket}/{_quote_key(src_key)}"}
+        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}"}
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
         _raise_if_error_body(body, what)  # CopyObject can fail with 200 OK and an <Error> body
 
-    async def multipart_copy(
-        self,
-        src_bucket: str,
-        src_key: str,
-        size: int,
-        dst_bucket: str,
-        dst_key: str,
-        *,
-        part_size: int,
-        concurrency: int = 8,
-        on_part: Callable[[int], Any] | None = None,
+    async def head_object(self, bucket: str, key: str, *, part_number: int | None = None) -> dict[str, str]:
+        """The object's headers (names in lower case): its attributes, or with `part_number`
+        the size of that part of a multipart object (Content-Length)."""
+        params = {"partNumber": str(part_number)} if part_number else None
+        _, headers, _ = await self.request(
+            "HEAD", "HEAD", bucket, key, params=params, what=f"head s3://{bucket}/{key}"
+        )
+        return {name.lower(): value for name, value in headers.items()}
+
+    async def get_tagging(self, bucket: str, key: str) -> dict[str, str]:
+        _, _, body = await self.request(
+            "GET", "GET", bucket, key, params={"tagging": ""}, what=f"get tags of s3://{bucket}/{key}"
+        )
+        return s3xml.parse_tags(body)
+
+    async def create_multipart_upload(self, bucket: str, key: str, headers: dict[str, str]) -> str:
+        what = f"start multipart upload of s3://{bucket}/{key}"
+        _, _, body = await self.request(
+            "PUT", "POST", bucket, key, params={"uploads": ""}, headers=headers, what=what
+        )
+        return s3xml.find_text(body, "UploadId")
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+        params = {"partNumber": str(number), "uploadId": upload_id}
+        what = f"upload part {number} of s3://{bucket}/{key}"
+        _, headers, _ = await self.request("PUT", "PUT", bucket, key, params=params, body=body, what=what)
+        return next((value for name, value in headers.items() if name.lower() == "etag"), "")
+
+    async def upload_part_copy(
+        self, bucket: str, key: str, upload_id: str, number: int, source: str, first: int, last: int
+    ) -> str:
+        headers = {"x-amz-copy-source": source}
+        if last >= first:
+            headers["x-amz-copy-source-range"] = f"bytes={first}-{last}"
+        params = {"partNumber": str(number), "uploadId": upload_id}
+        what = f"copy part {number} to s3://{bucket}/{key}"
+        _, _, reply = await self.request(
+            "COPY", "PUT", bucket, key, params=params, headers=headers, what=what
+        )
+        _raise_if_error_body(reply, what)
+        return s3xml.find_text(reply, "ETag")
+
+    async def complete_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
     ) -> None:
-        """Copy one large object with UploadPartCopy, parts in parallel; aborts on failure."""
-        what = f"copy s3://{src_bucket}/{src_key}"
-        part_size = max(part_size, MIN_PART, math.ceil(size / MAX_PARTS))
-        _, _, body = await self.request("PUT", "POST", dst_bucket, dst_key, params={"uploads": ""}, what=what)
-        upload_id = s3xml.find_text(body, "UploadId")
-        ranges = [(start, min(start + part_size, size) - 1) for start in range(0, size, part_size)] or [
-            (0, -1)
-        ]
-        semaphore = asyncio.Semaphore(concurrency)
-        source = f"/{src_bucket}/{_quote_key(src_key)}"
+        what = f"complete multipart upload of s3://{bucket}/{key}"
+        _, _, reply = await self.request(
+            "PUT",
+            "POST",
+            bucket,
+            key,
+            params={"uploadId": upload_id},
+            body=s3xml.complete_multipart_body(etags),
+            what=what,
+        )
+        _raise_if_error_body(reply, what)  # CompleteMultipartUpload can fail with 200 OK
 
-        async def copy_part(number: int, first: int, last: int) -> str:
-            headers = {"x-amz-copy-source": source}
-            if last >= first:
-                headers["x-amz-copy-source-range"] = f"bytes={first}-{last}"
-            params = {"partNumber": str(number), "uploadId": upload_id}
-            async with semaphore:
-                _, _, reply = await self.request(
-                    "COPY", "PUT", dst_bucket, dst_key, params=params, headers=headers, what=what
-                )
-            _raise_if_error_body(reply, what)
-            if on_part is not None:
-                on_part(last - first + 1)
-            return s3xml.find_text(reply, "ETag")
-
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """Abort an upload; one that is already gone (completed, aborted) is not an error."""
+        what = f"abort multipart upload of s3://{bucket}/{key}"
         try:
-            etags = await asyncio.gather(
-                *(copy_part(number, first, last) for number, (first, last) in enumerate(ranges, start=1))
-            )
-            _, _, reply = await self.request(
-                "PUT",
-                "POST",
-                dst_bucket,
-                dst_key,
-                params={"uploadId": upload_id},
-                body=s3xml.complete_multipart_body(list(etags)),
-                what=what,
-            )
-            _raise_if_error_body(reply, what)
-        except BaseException:
-            with contextlib.suppress(Exception):  # the original failure is the one to report
-                await self.request(
-                    "DELETE", "DELETE", dst_bucket, dst_key, params={"uploadId": upload_id}, what=what
-                )
-            raise
+            await self.request("DELETE", "DELETE", bucket, key, params={"uploadId": upload_id}, what=what)
+        except S3Error as error:
+            if error.status != 404:
+                raise
 
 
 def _raise_if_error_body(body: bytes, what: str) -> None:

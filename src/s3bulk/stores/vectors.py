@@ -26,10 +26,8 @@ from s3bulk.errors import ItemError, S3Error
 
 
 def vectors_endpoint(settings: AwsSettings) -> str:
-    """The configured one (`AwsSettings.from_env`), else AWS's regional endpoint."""
-    if settings.vectors_endpoint_url:
-        return settings.vectors_endpoint_url
-    return f"https://s3vectors.{settings.resolved_region}.api.aws"
+    """The configured one (variables, the profile), else AWS's regional endpoint."""
+    return settings.resolved_vectors_endpoint
 
 
 class VectorsClient:

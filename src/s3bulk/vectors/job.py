@@ -31,7 +31,14 @@ from s3bulk.engine.job import WorkerContext
 from s3bulk.engine.ratelimit import TokenBucket
 from s3bulk.errors import JobAborted, S3Error, UsageError
 from s3bulk.report import WorkerStats
-from s3bulk.sources.embeddings import EmbeddingSpec, RowChunk, Slice, plan_slices, read_slice
+from s3bulk.sources.embeddings import (
+    EmbeddingSpec,
+    RowChunk,
+    Slice,
+    plan_slices,
+    read_slice,
+    resolve_columns,
+)
 from s3bulk.stores.vectors import VectorsClient
 from s3bulk.vectors.payload import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST, put_vectors_body
 from s3bulk.vectors.validate import check_rows
@@ -100,6 +107,7 @@ class PutVectorsJob:
         self.shapes = shapes
         self.workers = workers
         self.preflight_requests: dict[str, int] = {}  # GetIndex calls made before the engine starts
+        self.preflight_notes: list[str] = []  # what was decided for the user (columns found)
         self._client: VectorsClient | None = None
         self._limits: dict[str, tuple[TokenBucket, TokenBucket]] = {}
         self._rejects: int | None = None
@@ -339,8 +347,8 @@ async def build_put_job(args: dict[str, Any], settings: AwsSettings, workers: in
     source = EmbeddingSpec(
         tuple(args["sources"]),
         format=args.get("format"),
-        key_column=args.get("key_column") or "key",
-        vector_column=args.get("vector_column") or "vector",
+        key_column=args.get("key_column") or "",
+        vector_column=args.get("vector_column") or "",
         metadata_columns=tuple(args.get("metadata_columns") or ()),
         keys_file=args.get("keys_file"),
         key_template=args.get("key_template"),
@@ -348,6 +356,7 @@ async def build_put_job(args: dict[str, Any], settings: AwsSettings, workers: in
     )
     if source.format not in (None, "parquet", "npy", "jsonl"):
         raise UsageError(f"--format {source.format!r}: use parquet, npy or jsonl")
+    source, note = await asyncio.to_thread(resolve_columns, source)
     options = PutOptions(
         bucket=args["bucket"],
         indexes=indexes,
@@ -362,6 +371,7 @@ async def build_put_job(args: dict[str, Any], settings: AwsSettings, workers: in
     shapes = await index_shapes(settings, options.bucket, indexes, requests)
     job = PutVectorsJob(source, options, settings, shapes, workers=workers)
     job.preflight_requests = dict(requests)
+    job.preflight_notes = [note] if note else []
     return job
 
 
