@@ -192,7 +192,7 @@ def test_faults_lose_nothing(
 
 
 def _summary_text(summary: dict[str, object]) -> str:
-    """The summary a user without --json reads, for this run's report."""
+    """The summary a user without --json reads, for this run's report (with --stats)."""
     import io
 
     from s3bulk.progress import print_summary
@@ -200,7 +200,7 @@ def _summary_text(summary: dict[str, object]) -> str:
 
     fields = {name: summary[name] for name in Report.__dataclass_fields__ if name in summary}
     out = io.StringIO()
-    print_summary(Report(**(fields | {"failures": []})), out, io.StringIO())
+    print_summary(Report(**(fields | {"failures": []})), stats=True, out=out, err=io.StringIO())
     return out.getvalue()
 
 

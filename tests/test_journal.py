@@ -128,20 +128,23 @@ def test_retry_failed_runs_only_failures(minio: Endpoint, aws_env: dict, tmp_pat
     assert unknown.returncode == 2 and "s3bulk jobs" in unknown.stderr
 
 
-def test_retry_failed_relists_a_listing_that_failed(minio: Endpoint, aws_env: dict, tmp_path: Path) -> None:
-    """A listing that failed as a whole (no bucket yet) is journaled and listed again on retry."""
+def test_a_job_stopped_by_a_missing_bucket_resumes_once_it_exists(
+    minio: Endpoint, aws_env: dict, tmp_path: Path
+) -> None:
+    """No bucket yet: the job stops at its listing (a job-wide error, said once) and a resume after
+    the fix lists it again."""
     bucket = f"late-{time.monotonic_ns() % 10**9}"
     first = run_cli(minio.env, "cp", "--json", f"s3://{bucket}/p/", f"{tmp_path}/out/")
-    assert first.returncode == 1 and "NoSuchBucket" in first.stdout
-    job_id = json.loads(first.stdout.splitlines()[-1])["summary"]["job_id"]
+    summary = json.loads(first.stdout.splitlines()[-1])["summary"]
+    assert first.returncode == 1 and "NoSuchBucket" in summary["aborted"]
 
     client = minio.client()
     client.create_bucket(Bucket=bucket)
     client.put_object(Bucket=bucket, Key="p/a.txt", Body=b"late")
-    retried = run_cli(minio.env, "cp", "--json", "--retry-failed", job_id)
-    assert retried.returncode == 0, retried.stderr
-    assert json.loads(retried.stdout.splitlines()[-1])["summary"]["objects_done"] == 1
+    resumed = run_cli(minio.env, "cp", "--json", "--resume", summary["job_id"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout.splitlines()[-1])["summary"]["objects_done"] == 1
     assert (tmp_path / "out" / "a.txt").read_bytes() == b"late"
 
-    again = run_cli(minio.env, "cp", "--json", "--retry-failed", job_id)  # nothing left to retry
+    again = run_cli(minio.env, "cp", "--json", "--retry-failed", summary["job_id"])  # nothing left
     assert json.loads(again.stdout.splitlines()[-1])["summary"]["objects_done"] == 0

@@ -147,11 +147,13 @@ def _patterns(value: Patterns, name: str) -> list[str]:
     return patterns
 
 
-def _names(value: str | Iterable[str], name: str) -> list[str]:
-    """One name or several (indexes, sources): the same rule as `_patterns`."""
-    if isinstance(value, os.PathLike):
-        return [os.fspath(value)]
-    return [os.fspath(each) if isinstance(each, os.PathLike) else each for each in _patterns(value, name)]
+def _names(value: Location | Iterable[Location], name: str) -> list[str]:
+    """One name or several (sources, indexes), each a str or a path: the rule of `_patterns`."""
+    if isinstance(value, str | os.PathLike):
+        return [_location(value, name)]
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a str, a path or a sequence of them, not {type(value).__name__}")
+    return [_location(each, name) for each in value]
 
 
 def _engine_args(

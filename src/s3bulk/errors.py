@@ -8,6 +8,7 @@ printed, logged or journaled.
 from __future__ import annotations
 
 import asyncio
+import html
 import re
 
 _SECRETS: set[str] = set()
@@ -63,6 +64,9 @@ class ItemError(S3BulkError):
 
     throttled = False  # the service asked us to slow down (adaptive concurrency backs off)
     unreachable = False  # no connection at all (refused, down): the service may be restarting
+    # no other item can succeed either (bad credentials, no such bucket, the destination refuses
+    # us): the job stops at the first one, with one line, instead of failing every item alike
+    job_wide = False
 
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
@@ -90,10 +94,28 @@ class S3Error(ItemError):
         {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable"}
     )
 
+    # Answers about the account, the credentials or the bucket, never about one key.
+    JOB_WIDE_CODES = frozenset(
+        {
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "ExpiredToken",
+            "InvalidToken",
+            "TokenRefreshRequired",
+            "AccountProblem",
+            "AllAccessDisabled",
+            "NoSuchBucket",
+            "InvalidBucketName",
+            "PermanentRedirect",
+            "AuthorizationHeaderMalformed",
+        }
+    )
+
     def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
         self.status = status
         self.code = code
         self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
+        self.job_wide = code in self.JOB_WIDE_CODES
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
         hint = _HINTS.get(code, "")
         text = f"{what}: " if what else ""
@@ -126,7 +148,7 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     """
     if isinstance(exc, ItemError):
         return exc
-    text = redact(str(exc)).strip()
+    text = html.unescape(redact(str(exc)).strip())  # obstore passes the service's XML on as is
     code_match = _CODE_IN_BODY.search(text)
     if code_match:
         status_match = _STATUS_IN_TEXT.search(text)
@@ -136,17 +158,18 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     prefix = f"{what}: " if what else ""
     name = type(exc).__name__
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
-        return _transient(f"{prefix}{name}: {text}", text, isinstance(exc, ConnectionRefusedError))
+        return transient(f"{prefix}{name}: {text}", text, isinstance(exc, ConnectionRefusedError))
     if isinstance(exc, OSError) and exc.filename is not None:  # local disk: final
         reason = exc.strerror or text
         return ItemError(f"{prefix}{reason}: {exc.filename}", retryable=False)
     lowered = text.lower()
-    transient = ("connection", "timed out", "timeout", "reset", "broken pipe", "error sending request")
+    network = ("connection", "timed out", "timeout", "reset", "broken pipe", "error sending request")
+    network += ("cannot connect", "connect call failed")
     # a body cut mid-stream (reqwest/hyper: "request or response body error", "error decoding
     # response body"; aiohttp: "payload is not completed"): the next attempt gets it whole
-    transient += ("body error", "decoding response body", "unexpected eof", "payload is not completed")
-    if any(word in lowered for word in transient):
-        return _transient(f"{prefix}{text.splitlines()[0]}", text, False)
+    network += ("body error", "decoding response body", "unexpected eof", "payload is not completed")
+    if any(word in lowered for word in network):
+        return transient(f"{prefix}{text.splitlines()[0]}", text, False)
     status_match = _STATUS_IN_TEXT.search(text)
     if status_match:
         status = int(status_match.group(1))
@@ -163,7 +186,8 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
 _UNREACHABLE = ("kind: connect", "cannot connect to host", "connection refused", "connect call failed")
 
 
-def _transient(message: str, text: str, refused: bool) -> ItemError:
+def transient(message: str, text: str, refused: bool = False) -> ItemError:
+    """A network failure: retryable, and marked unreachable when no connection was made at all."""
     error = ItemError(message, retryable=True)
     error.unreachable = refused or any(marker in text.lower() for marker in _UNREACHABLE)
     return error

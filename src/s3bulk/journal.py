@@ -14,6 +14,7 @@ request, never correctness. `times_done` counts completions per item so this is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import secrets
@@ -62,6 +63,13 @@ def state_dir() -> Path:
     return Path(base) / "s3bulk" / "jobs"
 
 
+def private_directory(directory: Path) -> None:
+    """Create `directory` readable by its owner only: journals name buckets, keys and paths."""
+    if not directory.is_dir():
+        directory.mkdir(parents=True, mode=0o700)
+        directory.chmod(0o700)  # mkdir's mode is filtered by the umask
+
+
 def new_job_id() -> str:
     """Sortable by start time, unique without coordination: 20261122-153012-3fa9c1."""
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
@@ -99,9 +107,11 @@ class Journal:
         cls, command: str, spec: dict[str, Any], directory: Path | None = None, job_id: str | None = None
     ) -> Journal:
         directory = directory or state_dir()
-        directory.mkdir(parents=True, exist_ok=True)
+        private_directory(directory)
         job_id = job_id or new_job_id()
-        journal = cls(directory / f"{job_id}.db", job_id)
+        path = directory / f"{job_id}.db"
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite's -wal/-shm copy its mode
+        journal = cls(path, job_id)
         journal._db.execute(
             "INSERT INTO job VALUES (?, ?, ?, ?)", (job_id, command, orjson.dumps(spec).decode(), time.time())
         )
@@ -206,7 +216,11 @@ class Journal:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
+        """Write everything into the database file itself and leave WAL mode, so no -wal/-shm
+        files stay beside it (and readers such as `s3bulk jobs` create none)."""
         self.flush()
+        with contextlib.suppress(sqlite3.Error):  # another process still reads it: it stays WAL
+            self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.close()
 
     # ---- multipart uploads a stopped run left ------------------------------------------------

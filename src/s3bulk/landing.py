@@ -70,14 +70,43 @@ def _alive(pid: int) -> bool:
     return True
 
 
+CLASH = "a file and a directory cannot share a name locally (keys '{name}' and '{name}/...')"
+
+
+def directory_clash(target: str) -> ItemError:
+    """The target is a directory: other keys (`x/...`) made it, so the object `x` cannot land."""
+    return ItemError(
+        f"{target} is a directory holding other keys below it: "
+        + CLASH.format(name=os.path.basename(target)),
+        retryable=False,
+    )
+
+
+def file_in_the_way(parent: str) -> ItemError | None:
+    """The ancestor of `parent` that is a file (the object `x` landed, so `x/y` cannot), if any."""
+    path = parent
+    while path and path not in (".", os.sep):
+        if os.path.isfile(path):
+            return ItemError(
+                f"{path} is a file, so nothing can go below it: " + CLASH.format(name=os.path.basename(path)),
+                retryable=False,
+            )
+        path = os.path.dirname(path)
+    return None
+
+
 def land(temporary: str, target: str, *, existed: bool) -> None:
     """Move a complete temporary file to `target` (see the module's docstring)."""
+    if os.path.isdir(target):
+        raise directory_clash(target)
     if existed:
         os.replace(temporary, target)
         return
     try:
         os.link(temporary, target)
     except FileExistsError:
+        if os.path.isdir(target):
+            raise directory_clash(target) from None
         raise ItemError(
             f"{target} appeared while it was being downloaded and was left as it is; "
             "delete it and rerun (--retry-failed) to replace it",

@@ -23,6 +23,18 @@ class Failure:
     size: int = 0
 
 
+@dataclass(frozen=True)
+class RecordSink:
+    """Where per-object records (source, destination, size) go, and how many each worker
+    sends: all of them (`first=None`, for --json), or only the first few a person reads."""
+
+    write: Callable[[list[dict[str, Any]]], None]
+    first: int | None = None
+
+    def __call__(self, records: list[dict[str, Any]]) -> None:
+        self.write(records)
+
+
 @dataclass
 class WorkerStats:
     """Counters a worker accumulates and ships to the driver as deltas."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -25,45 +26,54 @@ from s3bulk.errors import ItemError, JobInterrupted, UsageError
 from s3bulk.journal import Journal, new_job_id
 from s3bulk.journal_store import JOBS_PREFIX, StoreJournal, default_url
 from s3bulk.plan.filters import Filters
-from s3bulk.report import Report
+from s3bulk.report import RecordSink, Report, human_bytes
 from s3bulk.sources.listing import partitioning_pays
 from s3bulk.stores.signed import SignedClient
-from s3bulk.urls import S3Location, parse_location, parse_s3
+from s3bulk.urls import parse_location, parse_s3
 
 Mode = Literal["run", "resume", "retry-failed"]
 MiB = 1024**2
 
-# What the driver and one worker process cost before any object data moves: together they peak
-# at 78-79 MiB (sum of PSS) on a server-side copy (bench/RESULTS.md, the Lambda case).
-DRIVER_BASE_BYTES = 40 * MiB
-WORKER_BASE_BYTES = 40 * MiB
+# What processes cost before any object data moves, as summed RSS (what `top` shows a user; a
+# forked worker's shared pages count again in its own RSS), measured on this project's jobs:
+# bench/RESULTS.md, "--max-memory". Bodies in flight cost about 2.5x their bytes at the peak
+# (an upload part is read, signed, and partly buffered again by the socket's writer).
+IN_PROCESS_BASE_BYTES = 72 * MiB  # the driver with its worker as a thread (engines async/serial)
+DRIVER_BASE_BYTES = 64 * MiB  # the driver of worker processes
+WORKER_BASE_BYTES = 56 * MiB  # each worker process
+BODY_OVERHEAD = 2.5
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    workers: int
+    workers: int  # worker processes; 0: one worker in the driver's own process
     max_in_flight_bytes: int
 
 
-def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int) -> MemoryPlan:
-    """Fit the job under `max_memory` (parts, bodies, queues and the interpreters themselves):
-    fewer worker processes first, then a smaller in-flight byte budget per worker."""
-    floor = DRIVER_BASE_BYTES + WORKER_BASE_BYTES + 1 * MiB
+def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int, part_size: int) -> MemoryPlan:
+    """Fit the whole job under `max_memory` (interpreters, clients, bodies in flight): as many
+    worker processes as can each hold one part in flight, else one worker inside the driver's
+    process (no second interpreter at all); then the byte budget that fits."""
+    floor = IN_PROCESS_BASE_BYTES + int(BODY_OVERHEAD * part_size)
     if max_memory < floor:
         raise UsageError(
-            f"--max-memory {max_memory // MiB} MiB is below the {floor // MiB} MiB one worker needs: "
-            "raise it (the interpreter and its clients need that much before any data moves)"
+            f"--max-memory {human_bytes(max_memory)} is below the {human_bytes(floor)} a job needs: raise "
+            f"it (the interpreter and its clients take about {human_bytes(IN_PROCESS_BASE_BYTES)}, "
+            f"plus one {human_bytes(part_size)} part in flight; a smaller --part-size lowers that)"
         )
-    wanted = workers or cores()
-    usable = max_memory - DRIVER_BASE_BYTES
-    fitting = max(1, min(wanted, usable // (WORKER_BASE_BYTES + 4 * MiB)))
+    per_worker = WORKER_BASE_BYTES + int(BODY_OVERHEAD * part_size)
+    fitting = min(workers or cores(), (max_memory - DRIVER_BASE_BYTES) // per_worker)
     if workers and fitting < workers:
         raise UsageError(
-            f"--workers {workers} does not fit in --max-memory {max_memory // MiB} MiB "
-            f"(each worker needs about {WORKER_BASE_BYTES // MiB} MiB): use --workers {fitting}"
+            f"--workers {workers} does not fit in --max-memory {human_bytes(max_memory)} "
+            f"(each worker process needs about {human_bytes(per_worker)}): use --workers {max(fitting, 1)}"
+            + (" or drop --workers" if fitting < 2 else "")
         )
-    per_worker = (usable - fitting * WORKER_BASE_BYTES) // fitting // 2  # bodies are copied once
-    return MemoryPlan(fitting, max(1 * MiB, min(max_in_flight_bytes, per_worker)))
+    if fitting < 2:  # one process worker costs more than none: run in the driver's process
+        budget = int((max_memory - IN_PROCESS_BASE_BYTES) / BODY_OVERHEAD)
+        return MemoryPlan(0, max(MiB, min(max_in_flight_bytes, budget)))
+    budget = int(((max_memory - DRIVER_BASE_BYTES) // fitting - WORKER_BASE_BYTES) / BODY_OVERHEAD)
+    return MemoryPlan(fitting, max(MiB, min(max_in_flight_bytes, budget)))
 
 
 def settings_spec(settings: AwsSettings) -> dict[str, Any]:
@@ -124,8 +134,6 @@ def build_job(command: str, args: dict[str, Any], settings: AwsSettings, in_flig
         if args.get("mode", "mtime") not in ("mtime", "size", "checksum"):
             raise UsageError(f"unknown sync mode {args['mode']!r}: use mtime, size or checksum")
         return SyncJob(source, destination, settings, copy_options, mode=args["mode"], delete=args["delete"])
-    if command == "mv" and isinstance(source, S3Location) and source == destination:
-        raise UsageError("mv: source and destination are the same: nothing would move")
     return CopyJob(source, destination, settings, copy_options)
 
 
@@ -155,6 +163,9 @@ async def execute(
         job: Job = await build_put_job(args, settings, strategy.workers)
     else:
         job = build_job(command, args, settings, in_flight)
+        preflight = getattr(job, "preflight", None)
+        if preflight is not None:  # before the journal: a refused job leaves nothing behind
+            job.preflight_requests = await preflight()  # type: ignore[attr-defined]
     handle: Journal | None = None
     if isinstance(journal, Journal):
         handle = journal
@@ -184,7 +195,7 @@ async def execute(
         EngineOptions(
             max_in_flight_bytes=in_flight,
             retry=RetryPolicy(max_attempts=args.get("max_attempts", 6)),
-            record_items=on_records is not None,
+            record_items=_records_wanted(on_records),
             journal_path=str(handle.path) if handle else None,
             skip_done=mode != "run",
             track_items=ray,
@@ -231,6 +242,15 @@ async def execute(
         handle.end_run(report, interrupted=not finished)
         handle.close()
     return report
+
+
+def _records_wanted(on_records: Callable[[list[dict[str, Any]]], None] | None) -> int:
+    """Per-object records each worker sends: none without a callback, else all unless it is a
+    RecordSink that wants only the first few."""
+    if on_records is None:
+        return 0
+    first = on_records.first if isinstance(on_records, RecordSink) else None
+    return sys.maxsize if first is None else first
 
 
 def _cli_name(command: str) -> str:
@@ -289,8 +309,9 @@ def _with_store_journal(command: str, args: dict[str, Any], job_id: str) -> dict
 
 
 def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
-    """The engine's strategy and per-worker byte budget, fitted under --max-memory if given:
-    worker processes are cut first; threads cost little, so for them only the budget shrinks.
+    """The engine's strategy and per-worker byte budget, fitted under --max-memory if given
+    (`plan_memory`): fewer worker processes, or none (the async engine's one worker in the
+    driver's process), then a smaller budget; threads share one process's budget.
     The ray engine runs one worker per CPU of its cluster unless --workers says otherwise."""
     strategy = choose(args.get("engine") or DEFAULT_ENGINE, args.get("workers"), args["concurrency"])
     if strategy.name == "ray":
@@ -304,11 +325,15 @@ def _strategy(args: dict[str, Any]) -> tuple[Strategy, int]:
         return strategy, args.get("max_in_flight_bytes", 16 * MiB)
     in_flight = args.get("max_in_flight_bytes", 16 * MiB)
     if args.get("max_memory"):
-        asked = 1 if strategy.in_process else args.get("workers")
-        plan = plan_memory(int(args["max_memory"]), asked, in_flight)
+        asked = None if strategy.in_process else args.get("workers")
+        plan = plan_memory(int(args["max_memory"]), asked, in_flight, args.get("part_size", 8 * MiB))
         in_flight = plan.max_in_flight_bytes
-        if not strategy.in_process:
-            strategy = dataclasses.replace(strategy, workers=min(strategy.workers, plan.workers))
+        if strategy.in_process:  # threads of one process: they share what one worker may hold
+            in_flight = max(MiB, in_flight // strategy.workers)
+        elif plan.workers == 0:
+            strategy = choose("async", None, strategy.concurrency)
+        else:
+            strategy = dataclasses.replace(strategy, workers=plan.workers)
     return strategy, in_flight
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from s3bulk.engine.job import BatchOutcome, WorkerContext
+from s3bulk.errors import UsageError
 from s3bulk.landing import PART_SUFFIX, remove_if_stale
 from s3bulk.plan.diff import Entry, SyncMode, decide, etag_matches_file, merge_join
 from s3bulk.removal import DeleteBatch, run_delete_batch
@@ -24,7 +25,7 @@ from s3bulk.sources.listing import list_prefix, list_sequential
 from s3bulk.sources.local import walk
 from s3bulk.stores.s3xml import epoch_seconds
 from s3bulk.stores.signed import SignedClient
-from s3bulk.transfers import CopyJob, TransferItem
+from s3bulk.transfers import MARKER_DATA, CopyJob, TransferItem
 from s3bulk.urls import LocalLocation, Location, S3Location, local_target
 
 ACTIONS_PER_BATCH = 1000
@@ -70,10 +71,50 @@ class SyncJob(CopyJob):
     delete: bool = False
 
     def __post_init__(self) -> None:
-        self.source = as_directory(self.source)
+        source = self.source
+        if isinstance(source, LocalLocation) and source.path.exists() and not source.path.is_dir():
+            raise UsageError(
+                f"sync works on directories and prefixes, and {str(source.path)!r} is a file: "
+                "use s3bulk cp for one file"
+            )
+        # s3://b/name without '/' is read as the prefix name/, unless it names an object (preflight)
+        self._maybe_object = source.key if isinstance(source, S3Location) and not source.is_prefix else ""
+        self.source = as_directory(source)
         self.destination = as_directory(self.destination)
         super().__post_init__()
         self._local_side = self.direction != "copy"
+        if (
+            self.delete
+            and isinstance(self.source, S3Location)
+            and isinstance(self.destination, S3Location)
+            and self.source.bucket == self.destination.bucket
+            and self.source.key.startswith(self.destination.key)
+        ):
+            raise UsageError(
+                f"the source {self.source} is inside the destination {self.destination}: with --delete, "
+                "sync would delete the source itself; pick a destination outside it"
+            )
+
+    async def preflight(self) -> dict[str, int]:
+        """CopyJob's check of the bucket written to; and `sync s3://b/name ...` where `name` is an
+        object and `name/` holds nothing is refused, as a local file is (cp copies one object)."""
+        requests = await super().preflight()
+        if not self._maybe_object:
+            return requests
+        assert isinstance(self.source, S3Location)
+        client = SignedClient(self.settings, max_connections=2)
+        try:
+            bucket = self.source.bucket
+            below = await client.list_objects_v2(bucket, self.source.key, max_keys=1)
+            named = await client.list_objects_v2(bucket, self._maybe_object, max_keys=1)
+        finally:
+            await client.close()
+        if not below.objects and named.objects and named.objects[0].key == self._maybe_object:
+            raise UsageError(
+                f"sync works on prefixes, and s3://{bucket}/{self._maybe_object} is an object: "
+                "use s3bulk cp for one object (or end the URL with '/' for a prefix)"
+            )
+        return requests | {kind: requests.get(kind, 0) + count for kind, count in client.requests.items()}
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
@@ -112,7 +153,7 @@ class SyncJob(CopyJob):
                     continue
                 if entry.problem:
                     if is_source:  # reported as skipped; a destination oddity is left alone
-                        page.append(Entry(entry.relative, 0, 0.0, "", "", entry.problem))
+                        page.append(Entry(entry.relative, 0, 0.0, "", "", entry.problem, entry.refused))
                     continue
                 page.append(
                     Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
@@ -134,7 +175,11 @@ class SyncJob(CopyJob):
             entries = []
             for info in objects:
                 relative = info.key[len(prefix) :]
-                if (skip_markers and info.key.endswith("/")) or (filters and not filters.accepts(relative)):
+                if filters and not filters.accepts(relative):
+                    continue
+                if skip_markers and info.key.endswith("/"):  # a directory locally, never a file
+                    if is_source and info.size:  # holding data that cannot land: named, skipped
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
                     continue
                 entries.append(
                     Entry(relative, info.size, epoch_seconds(info.last_modified), info.etag, info.key)
@@ -154,14 +199,14 @@ class SyncJob(CopyJob):
                 continue
             if source.problem:
                 path = os.path.join(str(self.source), source.relative)
-                problems.append(Failure(path, "", source.problem, skipped=True))
+                problems.append(Failure(path, "", source.problem, skipped=not source.refused))
                 continue
             decision = decide(source, destination, self.mode, self._local_side)
             if decision == "same":
                 unchanged += 1
                 continue
             try:
-                transfer = self._transfer(source.relative, source.size, source.mtime)
+                transfer = self._transfer(source.relative, source.size, source.mtime, source.etag)
             except ValueError as exc:
                 problems.append(Failure(source.name, "", f"refused key: {exc}"))
                 continue
@@ -173,7 +218,7 @@ class SyncJob(CopyJob):
         items.extend(self._delete_items(deletes))
         return SyncBatch(tuple(items), unchanged, tuple(problems))
 
-    def _transfer(self, relative: str, size: int, mtime: float) -> TransferItem:
+    def _transfer(self, relative: str, size: int, mtime: float, etag: str = "") -> TransferItem:
         source, destination = self.source, self.destination
         if isinstance(source, S3Location):
             name = source.key + relative
@@ -183,7 +228,7 @@ class SyncJob(CopyJob):
             target = destination.key + relative
         else:
             target = str(local_target(destination.path, relative))
-        return TransferItem(name, target, size, mtime)
+        return TransferItem(name, target, size, mtime, etag)
 
     def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
         if not deletes:

@@ -21,13 +21,20 @@ import obstore
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
 from s3bulk.engine.retry import with_retries
-from s3bulk.errors import ItemError, UsageError
-from s3bulk.landing import disk_full, land, sweep_stale_parts, temporary_path
+from s3bulk.errors import ItemError, JobAborted, S3Error, UsageError, classify
+from s3bulk.landing import (
+    directory_clash,
+    disk_full,
+    file_in_the_way,
+    land,
+    sweep_stale_parts,
+    temporary_path,
+)
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk.sources.local import walk
+from s3bulk.sources.local import NOT_UTF8, walk
 from s3bulk.stores.multipart import (
     Retry,
     UploadHooks,
@@ -40,6 +47,7 @@ from s3bulk.stores.multipart import (
 from s3bulk.stores.objects import obstore_can_address, s3_store
 from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk.stores.signed import SignedClient
+from s3bulk.text import is_utf8
 from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_target, relative_key
 
 MiB = 1024**2
@@ -53,6 +61,10 @@ STREAM_CHUNK = 256 * 1024
 WHOLE_BODY_MAX = 8 * MiB
 
 Direction = Literal["upload", "download", "copy"]
+MARKER_DATA = (
+    "its key ends in '/', which names a directory locally, yet it holds %d bytes: not downloaded "
+    "(copy it to a key without the '/' first)"
+)
 
 
 class TransferItem(NamedTuple):
@@ -68,7 +80,7 @@ class LocalBatch:
     """A work descriptor: local files (paths relative to `root`) to upload."""
 
     root: str
-    entries: tuple[tuple[str, int, str], ...]  # (relative path, size, problem or "")
+    entries: tuple[tuple[str, int, str, bool], ...]  # (relative path, size, problem or "", refused)
 
     def __str__(self) -> str:
         return f"{len(self.entries)} files under {self.root}"
@@ -116,6 +128,17 @@ def content_type(path: str) -> str | None:
     return _MIME_TYPES.guess_type(path, strict=False)[0]
 
 
+async def check_bucket(client: SignedClient, bucket: str, prefix: str) -> None:
+    """Raise the service's answer if listing `bucket` shows it cannot be used at all (no such
+    bucket, bad credentials). AccessDenied is not such an answer: write-only credentials may not
+    list, and the writes themselves will tell."""
+    try:
+        await client.list_objects_v2(bucket, prefix, max_keys=1)
+    except S3Error as error:
+        if error.job_wide:
+            raise
+
+
 def direction_of(source: Location, destination: Location) -> Direction:
     if isinstance(source, LocalLocation) and isinstance(destination, S3Location):
         return "upload"
@@ -142,6 +165,7 @@ class CopyJob:
         self._temp_counter = 0
         self._deleter: BatchDeleter | None = None
         self._hooks = UploadHooks()
+        self._written = False  # some item of this worker reached the destination
         self._many = self._source_is_many()
         self._local_root = ""
         if isinstance(self.source, LocalLocation):
@@ -152,6 +176,55 @@ class CopyJob:
                 raise UsageError(f"local source {str(path)!r} is not a directory (drop the trailing '/')")
             # items are named relative to this: a directory's contents, or the directory itself
             self._local_root = str(path if self.source.trailing_slash else path.parent)
+        self._check_destination()
+
+    def _check_destination(self) -> None:
+        """Refuse, before any request, what every item would fail at: a copy onto itself, into its
+        own source (the copies would be listed and copied again), many objects into a file."""
+        source, destination = self.source, self.destination
+        if isinstance(source, S3Location) and isinstance(destination, S3Location):
+            if source.bucket != destination.bucket:
+                return
+            if not self._many:
+                if source.key == destination.key or (
+                    destination.is_prefix and destination.key + basename(source.key) == source.key
+                ):
+                    raise UsageError(
+                        f"source and destination are the same object ({source}): nothing to copy"
+                    )
+                return
+            target = destination.key if destination.is_prefix else destination.key + "/"
+            if target == source.key:
+                raise UsageError(
+                    f"source and destination are the same ({source}): nothing would be copied; "
+                    "to change attributes, copy to another prefix"
+                )
+            if target.startswith(source.key):
+                raise UsageError(
+                    f"destination s3://{destination.bucket}/{target} is inside the source {source}: "
+                    "the copies would be listed and copied again; pick a prefix outside it"
+                )
+        elif isinstance(destination, LocalLocation) and self._many:
+            path = destination.path
+            if path.exists() and not path.is_dir():
+                raise UsageError(
+                    f"destination {str(path)!r} is a file, and many objects need a directory: "
+                    "give a directory (it is created if missing)"
+                )
+
+    async def preflight(self) -> dict[str, int]:
+        """Before the job starts (and before its journal exists): one listing request on the
+        bucket written to, so bad credentials or a missing bucket stop the job with one line
+        instead of failing every item. Returns the requests it made."""
+        destination = self.destination
+        if self.options.dry_run or not isinstance(destination, S3Location):
+            return {}
+        client = SignedClient(self.settings, max_connections=2)
+        try:
+            await check_bucket(client, destination.bucket, destination.key)
+        finally:
+            await client.close()
+        return dict(client.requests)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -170,14 +243,16 @@ class CopyJob:
             return
         path = source.path
         if path.is_file():
-            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, ""),))
+            refused = not is_utf8(path.name)
+            problem = NOT_UTF8 if refused else ""
+            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, problem, refused),))
             return
         root = self._local_root
         top = "" if source.trailing_slash else path.name
         batch: list[tuple[str, int, str]] = []
         for entry in walk(str(path), self.options.follow_symlinks):
             relative = f"{top}/{entry.relative}" if top else entry.relative
-            batch.append((relative, entry.size, entry.problem))
+            batch.append((relative, entry.size, entry.problem, entry.refused))
             if len(batch) >= LOCAL_BATCH:
                 yield LocalBatch(root, tuple(batch))
                 batch = []
@@ -190,7 +265,8 @@ class CopyJob:
             if isinstance(self.source, S3Location):
                 yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch))
             else:
-                yield LocalBatch(self._local_root, tuple((item_id, size, "") for item_id, size in batch))
+                entries = tuple((item_id, size, "", False) for item_id, size in batch)
+                yield LocalBatch(self._local_root, entries)
 
     def item_id(self, item: TransferItem) -> str:
         """The source key, or for uploads the path relative to the walked root."""
@@ -203,10 +279,12 @@ class CopyJob:
         self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
         self._client.count_into(ctx.stats)
         stats = ctx.stats
-        self._hooks = UploadHooks(
-            started=lambda bucket, key, upload_id: stats.uploads_started.append((bucket, key, upload_id)),
-            ended=stats.uploads_ended.append,
-        )
+
+        def started(bucket: str, key: str, upload_id: str) -> None:
+            stats.uploads_started.append((bucket, key, upload_id))
+            ctx.report_now()  # to the journal before any part is sent
+
+        self._hooks = UploadHooks(started=started, ended=stats.uploads_ended.append)
         if self.options.delete_source and isinstance(self.source, S3Location):
             self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, ctx.count_retry)
 
@@ -247,11 +325,14 @@ class CopyJob:
         stats = ctx.stats
         if isinstance(descriptor, LocalBatch):
             items = []
-            for relative, size, problem in descriptor.entries:
+            for relative, size, problem, refused in descriptor.entries:
                 if problem:
-                    stats.objects_skipped += 1
                     path = os.path.join(descriptor.root, relative)
-                    stats.failures.append(Failure(path, "", problem, skipped=True))
+                    stats.failures.append(Failure(path, "", problem, skipped=not refused))
+                    if refused:
+                        stats.objects_failed += 1
+                    else:
+                        stats.objects_skipped += 1
                     continue
                 if not self.options.filters.accepts(relative):
                     continue
@@ -317,8 +398,14 @@ class CopyJob:
             if filters and not filters.accepts(relative):
                 continue
             if isinstance(destination, LocalLocation):
-                if info.key.endswith("/"):  # a "directory marker" object: nothing to write
-                    stats.objects_skipped += 1
+                if info.key.endswith("/"):  # a "directory marker": a directory locally, no file
+                    if info.size:  # it holds data nothing local can hold under that name: say so
+                        stats.objects_skipped += 1
+                        stats.failures.append(
+                            Failure(
+                                f"s3://{source.bucket}/{info.key}", "", MARKER_DATA % info.size, skipped=True
+                            )
+                        )
                     continue
                 root = destination.path
                 if single and not destination.is_prefix:
@@ -345,15 +432,30 @@ class CopyJob:
     async def run(self, item: TransferItem, ctx: WorkerContext) -> int:
         if self.options.dry_run:
             return item.size
-        if self.direction == "download":
-            moved = await self._download(item, ctx)
-        elif self.direction == "upload":
-            moved = await self._upload(item, ctx)
-        else:
-            moved = await self._copy(item, ctx)
+        try:
+            if self.direction == "download":
+                moved = await self._download(item, ctx)
+            elif self.direction == "upload":
+                moved = await self._upload(item, ctx)
+            else:
+                moved = await self._copy(item, ctx)
+        except JobAborted:
+            raise
+        except Exception as exc:
+            raise self._refused_destination(classify(exc)) from None
+        self._written = True
         if self.options.delete_source:
             await self._delete_source(item, ctx)
         return moved
+
+    def _refused_destination(self, error: ItemError) -> ItemError:
+        """AccessDenied on a write before any write of this worker succeeded: the destination
+        refuses these credentials, so every item would fail alike (a job-wide error). After a
+        success it is about that key (a bucket policy on a prefix, object lock)."""
+        denied = isinstance(error, S3Error) and error.code == "AccessDenied"
+        if denied and self.direction != "download" and not self._written:
+            error.job_wide = True
+        return error
 
     async def _delete_source(self, item: TransferItem, ctx: WorkerContext) -> None:
         """mv: runs only after the copy succeeded, so a failed copy never loses its source."""
@@ -370,7 +472,12 @@ class CopyJob:
     def _make_parent(self, target: str) -> str:
         parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
         if parent not in self._made_dirs:
-            os.makedirs(parent, exist_ok=True)
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise file_in_the_way(parent) or ItemError(
+                    f"cannot create {parent}", retryable=False
+                ) from None
             sweep_stale_parts(parent)  # left by an earlier run killed outright
             if len(self._made_dirs) > 100_000:
                 self._made_dirs.clear()
@@ -384,6 +491,8 @@ class CopyJob:
         bucket = self.source.bucket
         target = item.destination
         parent = self._make_parent(target)
+        if os.path.isdir(target):  # made for keys below this one: no need to fetch it to know
+            raise directory_clash(target)
         self._temp_counter += 1
         temporary = temporary_path(target, self._temp_counter)
         existed = os.path.lexists(target)

@@ -17,6 +17,7 @@ from s3bulk.errors import UsageError
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,18 @@ def safe_relative_path(relative_key: str) -> PurePosixPath:
     """The local relative path for an object key, or UsageError-free ValueError for hostile keys.
 
     Refused: absolute keys, ``..`` and ``.`` segments, empty segments (``a//b`` would silently merge
-    with ``a/b``), NUL bytes, and segments too long for a file name.
+    with ``a/b``), NUL bytes and other control characters (a file named with ESC sequences rewrites
+    the terminal of whoever lists the directory), and segments too long for a file name.
     """
     if not relative_key:
         raise ValueError("empty key")
     if "\x00" in relative_key:
         raise ValueError("key contains a NUL byte")
+    control = _CONTROL.search(relative_key)
+    if control:
+        raise ValueError(
+            f"key has a control character ({control.group()!r}), unsafe in a file name and on a terminal"
+        )
     if relative_key.startswith("/"):
         raise ValueError("key is an absolute path")
     parts = relative_key.split("/")

@@ -13,8 +13,10 @@ from s3bulk.cli.jobrun import (
     DryRunOption,
     JsonOption,
     MaxMemoryOption,
+    QuietOption,
     ResumeOption,
     RetryFailedOption,
+    StatsOption,
     continuation,
     run_job,
 )
@@ -58,6 +60,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         as_json: bool = JsonOption,
+        quiet: bool = QuietOption,
+        stats: bool = StatsOption,
         engine: str | None = EngineOption,
         ray_address: str | None = RayAddressOption,
         journal_url: str | None = JournalUrlOption,
@@ -122,7 +126,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     guess_mime_type=not no_guess_mime_type,
                 )
 
-        return run_job(start, verb=command, as_json=as_json, dry_run=dry_run)
+        return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
 
     copy_command.__doc__ = (
         "Copy objects between local paths and S3, many in flight across all cores."

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from s3bulk.api import gather_to_file_async
+from s3bulk.cli.jobrun import QuietOption, StatsOption
 from s3bulk.cli.options import (
     ConcurrencyOption,
     EndpointOption,
@@ -47,6 +48,8 @@ def gather_command(
         "256MiB", "--max-in-flight", help="Range and decoded chunk bytes held at once, per worker."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON line."),
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
@@ -58,7 +61,7 @@ def gather_command(
     Each file's chunk index is read once (then cached), the chunks the selection needs are
     fetched in one wave, decoded off the GIL, and the parts joined in URL order."""
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
-    with LiveProgress(enabled=not as_json) as progress:
+    with LiveProgress(enabled=not (as_json or quiet)) as progress:
         report = asyncio.run(
             gather_to_file_async(
                 sources,
@@ -81,5 +84,5 @@ def gather_command(
     if as_json:
         json_line({"summary": report.to_dict()}, sys.stdout)
     else:
-        print_summary(report)
+        print_summary(report, "gather", stats=stats, quiet=quiet)
     return 0

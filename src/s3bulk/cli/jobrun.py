@@ -12,8 +12,9 @@ from typing import Any
 import typer
 
 from s3bulk.errors import UsageError
-from s3bulk.progress import LiveProgress, json_line, print_summary
-from s3bulk.report import Report
+from s3bulk.progress import SHOWN_OBJECTS, LiveProgress, json_line, object_line, print_summary
+from s3bulk.report import RecordSink, Report
+from s3bulk.text import printable
 
 ResumeOption = typer.Option(
     None,
@@ -27,6 +28,10 @@ MaxMemoryOption = typer.Option(
 )
 JsonOption = typer.Option(False, "--json", help="One JSON line per object and a summary line.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print what would be done; change nothing.")
+QuietOption = typer.Option(False, "--quiet", "-q", help="Print errors only.")
+StatsOption = typer.Option(
+    False, "--stats", help="Also print requests, the engine and where the time went (long jobs do)."
+)
 
 Start = Callable[
     [Callable[[Report], None], Callable[[list[dict[str, Any]]], None] | None], Coroutine[Any, Any, Report]
@@ -70,25 +75,47 @@ def continuation(
     return start
 
 
-def run_job(start: Start, *, verb: str, as_json: bool, dry_run: bool) -> int:
-    """Run a job with live progress; print records, failures and the summary; return the exit code."""
+def run_job(
+    start: Start,
+    *,
+    verb: str,
+    as_json: bool,
+    dry_run: bool,
+    quiet: bool = False,
+    stats: bool = False,
+    command: str = "",
+) -> int:
+    """Run a job with live progress; print records, failures and the summary; return the exit code.
+    `verb` names what each object undergoes (dry-run lines), `command` the CLI command (default:
+    `verb`) that --resume and --retry-failed belong to.
+
+    Output is in proportion to the job, like `aws s3 cp`: the first objects one line each, then a
+    summary line; requests, the engine and where the time went for long jobs or with --stats.
+    --quiet leaves errors only; --json gives one line per object and a summary line."""
     out = sys.stdout
+    shown = 0
 
     def print_records(records: list[dict[str, Any]]) -> None:
+        nonlocal shown
         for record in records:
             if as_json:
                 json_line({"status": "ok", "dry_run": dry_run, **record}, out)
-            elif record.get("destination"):
-                out.write(f"(dryrun) {verb} {record['source']} {record['destination']}\n")
-            else:
-                out.write(f"(dryrun) rm {record['source']}\n")
+            elif dry_run:
+                target = f" {record['destination']}" if record.get("destination") else ""
+                command = verb if target else "rm"
+                out.write(printable(f"(dryrun) {command} {record['source']}{target}") + "\n")
+            elif shown < SHOWN_OBJECTS:
+                shown += 1
+                out.write(printable(object_line(verb, record)) + "\n")
 
     async def main(progress: LiveProgress) -> Report:
         # SIGTERM stops the job as Ctrl-C does: cleaned up, journaled, resumable
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _cancel, asyncio.current_task())
-        return await start(progress.update, print_records if (as_json or dry_run) else None)
+        first = None if as_json or dry_run else SHOWN_OBJECTS
+        sink = None if quiet and not as_json else RecordSink(print_records, first=first)
+        return await start(progress.update, sink)
 
-    with LiveProgress(enabled=not as_json) as progress:
+    with LiveProgress(enabled=not (as_json or quiet)) as progress:
         report = asyncio.run(main(progress))
     if as_json:
         for failure in report.failures:
@@ -96,7 +123,7 @@ def run_job(start: Start, *, verb: str, as_json: bool, dry_run: bool) -> int:
             json_line({"status": status, **failure.__dict__}, out)
         json_line({"summary": report.to_dict() | {"failures": len(report.failures)}}, out)
     else:
-        print_summary(report)
+        print_summary(report, command or verb, stats=stats, quiet=quiet)
     return 0 if report.ok else 1
 
 

@@ -18,9 +18,11 @@ from s3bulk.cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk.cli.output import stdout_gone
 from s3bulk.progress import json_line
 from s3bulk.report import Report
 from s3bulk.stores.s3xml import ObjectInfo
+from s3bulk.text import printable
 from s3bulk.urls import relative_key
 
 
@@ -63,6 +65,8 @@ def ls_command(
             settings=settings,
             report=report,
         ):
+            if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
+                return
             if as_json:
                 if isinstance(entry, str):
                     json_line({"prefix": entry}, out)
@@ -70,11 +74,11 @@ def ls_command(
                     json_line(entry._asdict(), out)
                 continue
             if isinstance(entry, str):
-                lines.append(f"{'PRE':>30} {relative_key(entry, prefix)}")
+                lines.append(f"{'PRE':>30} {printable(relative_key(entry, prefix))}")
             else:
                 assert isinstance(entry, ObjectInfo)
                 name = entry.key if recursive else relative_key(entry.key, prefix)
-                lines.append(f"{_local_time(entry.last_modified)} {entry.size:>10} {name}")
+                lines.append(f"{_local_time(entry.last_modified)} {entry.size:>10} {printable(name)}")
             if len(lines) >= 1000:
                 out.write("\n".join(lines) + "\n")
                 lines.clear()

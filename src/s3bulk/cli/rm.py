@@ -7,7 +7,16 @@ from typing import Any
 import typer
 
 from s3bulk.api import remove_async
-from s3bulk.cli.jobrun import DryRunOption, JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
+from s3bulk.cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
 from s3bulk.cli.options import (
     EndpointOption,
     EngineOption,
@@ -35,6 +44,8 @@ def rm_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
     engine: str | None = EngineOption,
     ray_address: str | None = RayAddressOption,
     journal_url: str | None = JournalUrlOption,
@@ -78,4 +89,4 @@ def rm_command(
                 on_records=on_records,
             )
 
-    return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run)
+    return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

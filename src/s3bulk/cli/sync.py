@@ -12,8 +12,10 @@ from s3bulk.cli.jobrun import (
     DryRunOption,
     JsonOption,
     MaxMemoryOption,
+    QuietOption,
     ResumeOption,
     RetryFailedOption,
+    StatsOption,
     continuation,
     run_job,
 )
@@ -57,6 +59,8 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
     engine: str | None = EngineOption,
     ray_address: str | None = RayAddressOption,
     journal_url: str | None = JournalUrlOption,
@@ -118,4 +122,6 @@ def sync_command(
                 on_records=on_records,
             )
 
-    return run_job(start, verb="cp", as_json=as_json, dry_run=dry_run)
+    return run_job(
+        start, verb="cp", command="sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats
+    )

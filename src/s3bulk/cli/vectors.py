@@ -8,7 +8,15 @@ from typing import Any
 
 import typer
 
-from s3bulk.cli.jobrun import JsonOption, ResumeOption, RetryFailedOption, continuation, run_job
+from s3bulk.cli.jobrun import (
+    JsonOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
 from s3bulk.cli.options import (
     EngineOption,
     JournalUrlOption,
@@ -106,6 +114,8 @@ def put_command(
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
     as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
     endpoint_url: str | None = VectorsEndpointOption,
     s3_endpoint_url: str | None = S3EndpointOption,
     profile: str | None = ProfileOption,
@@ -150,7 +160,7 @@ def put_command(
                 on_progress=on_progress,
             )
 
-    return run_job(start, verb="vectors put", as_json=as_json, dry_run=False)
+    return run_job(start, verb="vectors put", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
 
 
 @app.command("verify")

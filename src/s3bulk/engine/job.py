@@ -42,6 +42,9 @@ class WorkerContext:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     done_before: Callable[[list[str]], set[str]] = lambda ids: set()  # ids an earlier run finished
     on_throttle: Callable[[], None] = lambda: None  # the adaptive in-flight limit backs off
+    # send the counts now, not at the next tick: what they carry must reach the journal before a
+    # kill could lose it (a multipart upload's id: else nothing could ever abort that upload)
+    report_now: Callable[[], None] = lambda: None
 
     def count_retry(self, error: Exception) -> None:
         """The `on_retry` hook for `with_retries`: every retry shows in the report, and a service

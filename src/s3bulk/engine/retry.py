@@ -88,6 +88,8 @@ async def with_retries(
                     continue
             attempt += 1
             if not error.retryable or attempt >= policy.max_attempts:
+                if error.unreachable and not _service_reached:  # a wrong endpoint, or none up
+                    error.job_wide = True
                 raise error from None
             if on_retry is not None:
                 on_retry(error)

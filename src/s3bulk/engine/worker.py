@@ -49,7 +49,7 @@ class EngineOptions:
     workers: int = 1  # how many workers share the job (work is handed over only if several)
     max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    record_items: bool = False  # send one record per item (for --json output)
+    record_items: int = 0  # records (source, destination, size) each worker sends, for the first items
     journal_path: str | None = None  # set: record item ids for the driver's journal
     skip_done: bool = False  # resume: leave out items the journal has as done
     track_items: bool = False  # report which items each descriptor finished, so a lost worker's
@@ -95,6 +95,7 @@ class WorkerRuntime:
         self.expanded: set[int] = set()  # descriptors whose expansion is complete
         self.split_allowed = False
         self.aborting = False  # the job asked to stop: run nothing new, report what is done
+        self.recorded = 0  # records sent so far (EngineOptions.record_items)
         self.budget = ByteBudget(options.max_in_flight_bytes)
         self.parts: PartWriter | None = None  # the object-store journal's writer (ray engine)
         self.limit: AdaptiveLimit | None = None
@@ -138,10 +139,17 @@ class WorkerRuntime:
             self.abort(str(exc))
         except Exception as exc:  # a listing that cannot go on: the whole descriptor failed
             error = classify(exc)
+            if error.job_wide:  # no other listing would fare better: stop the job, once
+                self.abort(str(error))
+                self._expanded(descriptor_id)
+                return
             stats.objects_failed += 1
             stats.failures.append(Failure(str(descriptor), "", str(error)))
             if self.options.journal_path:
                 stats.failed_descriptors.append((descriptor, str(error)))
+        self._expanded(descriptor_id)
+
+    def _expanded(self, descriptor_id: int) -> None:
         self.expanded.add(descriptor_id)
         self.send(("want", 1))
         self._maybe_finished(descriptor_id)
@@ -214,12 +222,12 @@ class WorkerRuntime:
             except JobAborted as exc:
                 self.abort(str(exc))
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
-                source, destination, size = self.job.describe(item)
-                reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
-                stats.objects_failed += 1
-                item_id = self.job.item_id(item) if self.options.journal_path else ""
-                stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
-                self._handled(descriptor_id, item, None)
+                if isinstance(exc, ItemError) and exc.job_wide:
+                    # every other item would fail alike: stop the job with this one line; the
+                    # item is not journaled as failed, so a resume after the fix does it
+                    self.abort(str(exc))
+                else:
+                    self._count_failed(descriptor_id, item, exc)
             finally:
                 stats.in_flight -= 1
                 await self.budget.release(held)
@@ -228,6 +236,15 @@ class WorkerRuntime:
             stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
+
+    def _count_failed(self, descriptor_id: int, item: Any, exc: Exception) -> None:
+        source, destination, size = self.job.describe(item)
+        reason = str(exc) if isinstance(exc, ItemError) else f"internal error: {exc!r}"
+        stats = self.ctx.stats
+        stats.objects_failed += 1
+        item_id = self.job.item_id(item) if self.options.journal_path else ""
+        stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
+        self._handled(descriptor_id, item, None)
 
     def _handled(self, descriptor_id: int, item: Any, result: int | BatchOutcome | None) -> None:
         """Tell the driver (with the counts, in the same message) that this item is finished."""
@@ -245,7 +262,8 @@ class WorkerRuntime:
         stats.bytes_done += moved
         if self.options.journal_path:
             stats.done_ids.append((self.job.item_id(item), moved))
-        if self.options.record_items:
+        if self.recorded < self.options.record_items:
+            self.recorded += 1
             source, destination, size = self.job.describe(item)
             stats.records.append({"source": source, "destination": destination, "size": size})
 
@@ -257,8 +275,11 @@ class WorkerRuntime:
         stats.failures.extend(outcome.failures)
         if self.options.journal_path:
             stats.done_ids.extend((item_id, size) for item_id, size, _ in outcome.done)
-        if self.options.record_items:
-            stats.records.extend({"source": url, "size": size} for _, size, url in outcome.done)
+        wanted = self.options.record_items - self.recorded
+        if wanted > 0:
+            records = [{"source": url, "size": size} for _, size, url in outcome.done[:wanted]]
+            self.recorded += len(records)
+            stats.records.extend(records)
 
     async def report_progress(self) -> None:
         while True:
@@ -368,6 +389,7 @@ async def _run_worker(
 
     ctx.split = split
     ctx.want_split = lambda: runtime.split_allowed
+    ctx.report_now = runtime.flush
     await job.open(ctx)
     consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
     reporter = asyncio.create_task(runtime.report_progress())

@@ -38,6 +38,7 @@ class Entry(NamedTuple):
     etag: str  # "" for local files
     name: str  # the full key or local path
     problem: str = ""  # a local source entry that cannot be uploaded (symlink, unreadable, ...)
+    refused: bool = False  # the problem fails the item (a name that is not UTF-8), not just skips it
 
 
 class ListingOrderError(S3BulkError):

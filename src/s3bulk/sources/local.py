@@ -7,6 +7,8 @@ with a listing without holding either in memory.
 Symbolic links are not followed unless asked (`--follow-symlinks`): a link may point outside the
 tree or loop, so by default they are reported as skipped. When followed, a link to a directory
 that is already being walked (an ancestor: a loop) and a link to nothing are skipped and named.
+A name that is not UTF-8 (a Latin-1 `caf\xe9.txt`) cannot be an S3 key: it is refused by name, and
+the upload fails for it while the rest goes on.
 """
 
 from __future__ import annotations
@@ -17,13 +19,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from stat import S_ISDIR, S_ISREG
 
+from s3bulk.text import is_utf8
+
 
 @dataclass(frozen=True)
 class LocalEntry:
     relative: str  # '/'-separated, relative to the walk root
     size: int
-    problem: str = ""
-    mtime: float = 0.0  # non-empty: not uploadable (symlink, unreadable directory)
+    problem: str = ""  # non-empty: not uploadable (symlink, unreadable directory)
+    mtime: float = 0.0
+    refused: bool = False  # the problem fails the item (the user must act), not just skips it
+
+
+NOT_UTF8 = "its name is not valid UTF-8, and S3 keys must be: rename it (e.g. convmv -f latin1 -t utf8)"
 
 
 def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
@@ -40,6 +48,9 @@ def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
             stack.pop()
             continue
         relative = f"{current.relative}/{entry.name}" if current.relative else entry.name
+        if not is_utf8(entry.name):  # os.fsdecode kept its bytes as surrogates: no key can hold them
+            yield LocalEntry(relative, 0, NOT_UTF8, refused=True)
+            continue
         if entry.is_symlink() and not follow_symlinks:
             yield LocalEntry(relative, 0, "symbolic link not followed (--follow-symlinks follows it)")
             continue

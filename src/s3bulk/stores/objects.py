@@ -7,6 +7,7 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,9 +63,13 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def obstore_can_address(key: str) -> bool:
-    """obstore's path model refuses empty and '.'/'..' segments and drops a trailing '/'; such
-    keys (legal in S3) go through the signed client instead of being silently changed."""
-    if not key or key.startswith("/") or key.endswith("/"):
+    """obstore's path model refuses empty and '.'/'..' segments and control characters, and drops
+    a trailing '/'; such keys (legal in S3) go through the signed client instead of being refused
+    or silently changed."""
+    if not key or key.startswith("/") or key.endswith("/") or _CONTROL.search(key):
         return False
     return all(part not in ("", ".", "..") for part in key.split("/"))

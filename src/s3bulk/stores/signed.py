@@ -23,7 +23,7 @@ from botocore.awsrequest import AWSRequest
 
 from s3bulk.config import AwsSettings, read_timeout_seconds
 from s3bulk.engine.retry import RetryPolicy, with_retries
-from s3bulk.errors import ItemError, S3Error
+from s3bulk.errors import ItemError, S3Error, transient
 from s3bulk.stores import s3xml
 from s3bulk.stores.s3xml import ListPage
 
@@ -119,7 +119,8 @@ class SignedClient:
                 status = response.status
                 reply_headers = dict(response.headers)
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-            raise ItemError(f"{what or kind}: {type(exc).__name__}: {exc}", retryable=True) from None
+            refused = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
+            raise transient(f"{what or kind}: {type(exc).__name__}: {exc}", str(exc), refused) from None
         if status >= 300:
             code, message = s3xml.parse_error(payload)
             if not code and status == 404:

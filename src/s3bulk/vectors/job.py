@@ -321,10 +321,10 @@ def default_rejects_path(job_id: str) -> str:
     without a journal, in the current directory."""
     if not job_id:
         return os.path.abspath("s3bulk-rejects.jsonl")
-    from s3bulk.journal import state_dir
+    from s3bulk.journal import private_directory, state_dir
 
     directory = state_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    private_directory(directory)
     return str(directory / f"{job_id}.rejects.jsonl")
 
 
