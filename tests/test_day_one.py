@@ -89,7 +89,10 @@ def here(tmp_path: Path) -> Path:
 def put(minio: Endpoint, bucket: str, objects: dict[str, bytes], **extra: str) -> None:
     client = minio.client()
     for key, body in objects.items():
-        client.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+        # after a PUT of a key ending in '/', MinIO leaves bytes on the connection that make the
+        # next request on it wait 30 s for boto3's read timeout: such keys get a client of their own
+        each = minio.client() if key.endswith("/") else client
+        each.put_object(Bucket=bucket, Key=key, Body=body, **extra)
 
 
 def uploads_left(minio: Endpoint, bucket: str) -> list[str]:

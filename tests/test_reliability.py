@@ -244,8 +244,7 @@ def test_a_full_disk_stops_the_download_and_resume_finishes_it(
     )
     assert done.returncode == 1
     assert f"error: stopped: no space left on the device holding {small_disk}: free space" in done.stderr
-    job_id = done.stdout.split("job ", 1)[1].split(";", 1)[0].strip()
-    assert f"finish it: --resume {job_id}" in done.stdout
+    job_id = done.stderr.split("after the fix, finish it: s3bulk cp --resume ", 1)[1].split()[0]
     landed = {path.name: path.read_bytes() for path in small_disk.iterdir()}
     assert 0 < len(landed) < len(bodies)
     assert all(bodies.get(name) == data for name, data in landed.items()), "a partial or temporary file"
