@@ -90,17 +90,40 @@ async def _upload(
     hooks.ended(upload_id)
 
 
-async def _in_order(jobs: list[Callable[[], Awaitable[str]]], concurrency: int) -> list[str]:
-    """Run `jobs` with at most `concurrency` at once; the first failure cancels the rest."""
+# Sends part `number` (bytes first..last, inclusive) of the upload `upload_id`; returns its ETag.
+SendPart = Callable[[str, int, int, int], Awaitable[str]]
+
+
+async def _in_parts(
+    client: SignedClient,
+    bucket: str,
+    key: str,
+    size: int,
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+    send: SendPart,
+) -> None:
+    """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
+    most `concurrency` at once, the first failure cancelling the rest), then completed."""
+    part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
+    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
 
-    async def limited(job: Callable[[], Awaitable[str]]) -> str:
-        async with semaphore:
-            return await job()
+        async def part(number: int, first: int) -> str:
+            last = min(first + part_size, size) - 1
+            async with semaphore:
+                etag: str = await retry(lambda: send(upload_id, number, first, last))
+                return etag
 
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(limited(job)) for job in jobs]
-    return [task.result() for task in tasks]
+        starts = range(0, size, part_size) if size else range(1)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
+        etags = [task.result() for task in tasks]
+        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
 
 
 async def upload_file(
@@ -117,26 +140,27 @@ async def upload_file(
     retry: Retry,
 ) -> None:
     """Upload a local file in parts, `concurrency` parts in memory at once."""
-    part_size = fit_part_size(size, part_size)
     descriptor = os.open(path, os.O_RDONLY)
+
+    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        body = await asyncio.to_thread(os.pread, descriptor, last - first + 1, first)
+        if len(body) != last - first + 1:
+            raise ItemError(f"{path} shrank while it was being uploaded", retryable=False)
+        return await client.upload_part(bucket, key, upload_id, number, body)
+
     try:
-        async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
-
-            def part(number: int, start: int) -> Callable[[], Awaitable[str]]:
-                length = min(part_size, size - start)
-
-                async def send() -> str:
-                    body = await asyncio.to_thread(os.pread, descriptor, length, start)
-                    if len(body) != length:
-                        raise ItemError(f"{path} shrank while it was being uploaded", retryable=False)
-                    etag: str = await retry(lambda: client.upload_part(bucket, key, upload_id, number, body))
-                    return etag
-
-                return send
-
-            starts = range(0, size, part_size)
-            etags = await _in_order([part(n, start) for n, start in enumerate(starts, 1)], concurrency)
-            await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
+        await _in_parts(
+            client,
+            bucket,
+            key,
+            size,
+            part_size=part_size,
+            concurrency=concurrency,
+            headers=headers,
+            hooks=hooks,
+            retry=retry,
+            send=send,
+        )
     finally:
         os.close(descriptor)
 
@@ -184,21 +208,20 @@ async def copy_in_parts(
     retry: Retry,
 ) -> None:
     """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here)."""
-    part_size = fit_part_size(size, part_size)
     source = f"/{source_bucket}/{quote_key(source_key)}"
-    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
 
-        def part(number: int, first: int) -> Callable[[], Awaitable[str]]:
-            last = min(first + part_size, size) - 1
+    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        return await client.upload_part_copy(bucket, key, upload_id, number, source, first, last)
 
-            async def send() -> str:
-                etag: str = await retry(
-                    lambda: client.upload_part_copy(bucket, key, upload_id, number, source, first, last)
-                )
-                return etag
-
-            return send
-
-        starts = range(0, size, part_size) if size else range(1)
-        etags = await _in_order([part(n, first) for n, first in enumerate(starts, 1)], concurrency)
-        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
+    await _in_parts(
+        client,
+        bucket,
+        key,
+        size,
+        part_size=part_size,
+        concurrency=concurrency,
+        headers=headers,
+        hooks=hooks,
+        retry=retry,
+        send=send,
+    )
