@@ -154,6 +154,34 @@ def test_a_profile_s_endpoint_and_services_section_are_used(
     assert missing.returncode == 2 and "missing-section" in missing.stderr
 
 
+def test_endpoint_variables_and_addressing_style_follow_botocore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3bulk.config import AwsSettings
+    from s3bulk.stores.signed import SignedClient
+
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    config = tmp_path / "config"
+    config.write_text(
+        "[profile virtual]\nregion = eu-west-1\nendpoint_url = https://objects.example.test\n"
+        "s3 =\n  addressing_style = virtual\n"
+        "[profile path]\nregion = eu-west-1\ns3 =\n  addressing_style = path\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    virtual = SignedClient(AwsSettings.from_env(profile="virtual"))
+    path = SignedClient(AwsSettings.from_env(profile="path"))
+    assert virtual.url("bucket", "k") == "https://bucket.objects.example.test/k"
+    assert path.url("bucket", "k") == "https://s3.eu-west-1.amazonaws.com/bucket/k"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:2")
+    assert AwsSettings.from_env(profile="virtual").resolved_endpoint == "http://127.0.0.1:2"
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    assert AwsSettings.from_env(profile="virtual").resolved_endpoint == "http://127.0.0.1:1"
+
+
 def test_an_unknown_profile_is_one_line(person: Person, here: Path) -> None:
     for args in (
         ("ls", "--profile", "nosuch", "s3://bucket/"),
@@ -470,6 +498,30 @@ def test_bad_credentials_and_a_missing_bucket_stop_an_upload_at_one_request(
         assert len(done.stderr.splitlines()) == 1 and code in done.stderr, done.stderr
         assert sum(held.log.accepted.values()) - before == 1  # one listing request, no PUT at all
     assert "not-the-secret" not in done.stderr
+
+
+def test_a_destination_that_refuses_every_write_stops_the_job_once(
+    minio: Endpoint, person: Person, held: S3ThrottlingProxy, here: Path
+) -> None:
+    bucket = new_bucket(minio)
+    make_tree(here / "many", {f"f{n:03d}.txt": b"x" for n in range(100)})
+    held.denied_methods = {"PUT"}
+    done = person.run(
+        "cp",
+        "--profile",
+        "held",
+        "--workers",
+        "1",
+        "--concurrency",
+        "4",
+        "many/",
+        f"s3://{bucket}/m/",
+        cwd=here,
+    )
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if "AccessDenied" in line]
+    assert len(errors) == 1 and errors[0].startswith("error: stopped: "), done.stderr
+    assert held.log.refused["denied"] <= 4  # what was in flight when the first answer came
 
 
 def test_a_missing_source_bucket_stops_a_download_once(minio: Endpoint, person: Person, here: Path) -> None:

@@ -7,7 +7,8 @@ the client's behaviour from the server's side.
   does: a token bucket per index (vectors/s); answers above it alternate between 429
   TooManyRequestsException and 503 ServiceUnavailableException.
 - S3ThrottlingProxy (S3, in front of MinIO) refuses a seeded random share of all requests and any
-  request above a requests/s bucket, alternating 503 SlowDown and 429, as S3 does under load. The
+  request above a requests/s bucket, alternating 503 SlowDown and 429, as S3 does under load, and
+  can deny some methods (403 AccessDenied, as a bucket policy does). The
   client signs for the proxy's address; requests go on with their Host header unchanged, so
   MinIO checks the same signature.
 """
@@ -240,6 +241,7 @@ class S3ThrottlingProxy(LoopbackProxy):
         self._bucket = _Bucket(rate, burst if burst is not None else min(rate, 1e9))
         self._random = random.Random(seed)
         self.log = S3ProxyLog()
+        self.denied_methods: set[str] = set()  # answered 403 AccessDenied, as a bucket policy would
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{path:.*}", self._handle)
@@ -252,6 +254,10 @@ class S3ThrottlingProxy(LoopbackProxy):
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         await self._gate()
         body = await request.read()
+        if request.method in self.denied_methods:
+            self.log.refused["denied"] += 1
+            xml = "<Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>"
+            return web.Response(status=403, body=xml.encode(), content_type="application/xml")
         reason = self._refusal()
         if reason:
             self.log.refused[reason] += 1
