@@ -18,7 +18,7 @@ from rich.table import Table
 
 import s3bulk
 from s3bulk.report import Report, human_bytes
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.s3 import S3Client
 from s3bulk.testing import MinioServer
 
 
@@ -52,7 +52,7 @@ def main() -> int:
             settings = s3bulk.AwsSettings.from_env()
 
             async def make_buckets() -> None:
-                client = SignedClient(settings)
+                client = S3Client(settings)
                 for bucket in ("demo-source", "demo-copy"):
                     await client.request("PUT", "PUT", bucket)
                 await client.close()

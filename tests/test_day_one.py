@@ -158,7 +158,7 @@ def test_endpoint_variables_and_addressing_style_follow_botocore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3bulk.config import AwsSettings
-    from s3bulk.stores.signed import SignedClient
+    from s3bulk.stores.s3 import S3Client
 
     for name in list(os.environ):
         if name.startswith("AWS_"):
@@ -171,8 +171,8 @@ def test_endpoint_variables_and_addressing_style_follow_botocore(
     )
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    virtual = SignedClient(AwsSettings.from_env(profile="virtual"))
-    path = SignedClient(AwsSettings.from_env(profile="path"))
+    virtual = S3Client(AwsSettings.from_env(profile="virtual"))
+    path = S3Client(AwsSettings.from_env(profile="path"))
     assert virtual.url("bucket", "k") == "https://bucket.objects.example.test/k"
     assert path.url("bucket", "k") == "https://s3.eu-west-1.amazonaws.com/bucket/k"
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")

@@ -10,8 +10,8 @@ import pytest
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli
 
 import s3bulk
-from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.errors import ItemError, S3Error, classify
+from s3bulk.stores.retry import RetryPolicy, with_retries
 
 
 def test_full_jitter_stays_under_the_cap() -> None:

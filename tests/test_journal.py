@@ -148,3 +148,49 @@ def test_a_job_stopped_by_a_missing_bucket_resumes_once_it_exists(
 
     again = run_cli(minio.env, "cp", "--json", "--retry-failed", summary["job_id"])  # nothing left
     assert json.loads(again.stdout.splitlines()[-1])["summary"]["objects_done"] == 0
+
+
+def test_journals_of_the_untyped_format_still_resume_and_unknown_ones_are_refused(
+    minio: Endpoint, aws_env: dict, tmp_path: Path, job_journals: Path
+) -> None:
+    """A journal written before typed specs (format 1: `{"args": {...}}`) resumes; one of a format
+    this s3bulk does not know is refused with one line that says why."""
+    from s3bulk.journal import Journal
+
+    bucket = new_bucket(minio)
+    source = make_tree(tmp_path / "src", {"a.txt": b"a", "b/c.txt": b"c"})
+    args = {
+        "source": f"{source}/",
+        "destination": f"s3://{bucket}/old/",
+        "include": [],
+        "exclude": [],
+        "dry_run": False,
+        "part_size": 8 * 1024**2,
+        "multipart_threshold": 64 * 1024**2,
+        "copy_multipart_threshold": 5 * 1024**3,
+        "partitioned_listing": None,
+        "follow_symlinks": False,
+        "engine": "hybrid",
+        "workers": None,
+        "concurrency": 64,
+        "max_in_flight_bytes": 16 * 1024**2,
+        "max_memory": None,
+        "max_attempts": 6,
+        "ray_address": None,
+        "journal_url": None,
+    }
+    settings = {"profile": None, "region": None, "endpoint_url": minio.server.endpoint}
+    old = Journal.create("cp", {"args": args, "settings": settings})
+    old.close()
+    resumed = run_cli(minio.env, "cp", "--resume", old.job_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert set(bucket_digests(minio, bucket, "old/")) == {"a.txt", "b/c.txt"}
+
+    future = Journal.create("cp", {"version": 99, "spec": {}, "settings": settings})
+    future.close()
+    refused = run_cli(minio.env, "cp", "--resume", future.job_id)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "error: this job's journal has format 99, which this s3bulk does not read (it reads 2 and 1): "
+        "resume it with the s3bulk that wrote it"
+    ]

@@ -13,7 +13,7 @@ from conftest import Endpoint, run_cli
 
 from s3bulk.config import AwsSettings
 from s3bulk.sources.listing import list_prefix, list_sequential
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.storage import Storage
 
 
 def put_empty(endpoint: Endpoint, bucket: str, keys: list[str]) -> None:
@@ -24,10 +24,10 @@ def put_empty(endpoint: Endpoint, bucket: str, keys: list[str]) -> None:
 
 async def _list_all(endpoint: Endpoint, bucket: str, prefix: str, **options: int) -> tuple[list[str], int]:
     settings = AwsSettings.from_env(endpoint_url=endpoint.server.endpoint)
-    client = SignedClient(settings)
+    client = Storage(settings)
     try:
         keys = [info.key async for page in list_prefix(client, bucket, prefix, **options) for info in page]
-        return keys, client.requests["LIST"]
+        return keys, client.meter.requests["LIST"]
     finally:
         await client.close()
 
@@ -57,7 +57,7 @@ def test_a_listing_abandoned_midway_stops_its_ranges(
 
     async def first_page_then_leave() -> int:
         settings = AwsSettings.from_env(endpoint_url=minio.server.endpoint)
-        client = SignedClient(settings)
+        client = Storage(settings)
         try:
             pages = list_prefix(client, shaped_keys[0], "", concurrency=8, max_ranges=8)
             first = await anext(pages)
@@ -86,7 +86,7 @@ def test_sequential_listing_matches(minio: Endpoint, aws_env: dict[str, str], sh
     bucket, keys = shaped_keys
 
     async def run() -> list[str]:
-        client = SignedClient(AwsSettings.from_env())
+        client = Storage(AwsSettings.from_env())
         try:
             return [i.key async for page in list_sequential(client, bucket, "") for i in page.objects]
         finally:

@@ -11,9 +11,8 @@ from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, s
 
 import s3bulk
 from s3bulk.config import AwsSettings
-from s3bulk.engine.retry import RetryPolicy
-from s3bulk.removal import delete_keys
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.retry import Retrier, RetryPolicy
+from s3bulk.stores.storage import Storage
 
 
 def _upload_many(minio: Endpoint, tmp_path: Path, bucket: str, count: int, prefix: str) -> None:
@@ -64,9 +63,9 @@ def test_delete_objects_reports_each_failed_key(minio: Endpoint, aws_env: dict) 
     minio.client().put_object(Bucket=bucket, Key="fine.txt", Body=b"x")
 
     async def delete() -> dict[str, str]:
-        client = SignedClient(AwsSettings.from_env())
+        client = Storage(AwsSettings.from_env(), retry=Retrier(RetryPolicy(max_attempts=2)))
         try:
-            return await delete_keys(client, bucket, ["fine.txt", "a/../escape"], RetryPolicy(max_attempts=2))
+            return await client.delete_many(bucket, ["fine.txt", "a/../escape"])
         finally:
             await client.close()
 

@@ -2,11 +2,16 @@
 
 report = s3bulk.copy("s3://src/data/", "s3://dst/data/")
 assert report.ok, report.failures
+
+Each function takes plain arguments (a str or a `Path` for a location, one glob or several), builds
+the command's typed spec (`s3bulk.commands`), which checks them, and runs it (`s3bulk.runner`).
+Its defaults are the spec's: written once, there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import os
 import tempfile
@@ -15,7 +20,21 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from s3bulk.commands import (
+    CopySpec,
+    GatherSpec,
+    MoveSpec,
+    PutVectorsSpec,
+    RemoveSpec,
+    Spec,
+    SyncSpec,
+    put_vectors,
+    remove,
+)
+from s3bulk.commands import gather as gathering
+from s3bulk.commands.base import location, locations, patterns
 from s3bulk.config import AwsSettings
+from s3bulk.engine.spec import EngineSpec
 from s3bulk.errors import UsageError
 from s3bulk.report import Report
 from s3bulk.urls import parse_s3
@@ -30,8 +49,15 @@ if TYPE_CHECKING:
 # imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp. numpy too:
 # its BLAS starts threads on import, and a driver with threads cannot fork its workers.
 
-MiB = 1024**2
-GiB = 1024**3
+Progress = Callable[[Report], None] | None
+Records = Callable[[list[dict[str, Any]]], None] | None
+Location = str | os.PathLike[str]
+Patterns = str | Iterable[str]
+P = ParamSpec("P")
+R = TypeVar("R")
+COPY = EngineSpec()  # the engine defaults of cp, mv and sync
+REMOVE, VECTORS, GATHER = remove.ENGINE, put_vectors.ENGINE, gathering.ENGINE
+RUN_OPTIONS = ("settings", "journal", "on_progress", "on_records")
 
 
 @dataclass
@@ -54,7 +80,7 @@ async def ls_async(
     in parallel unless `partitioned` is False or, by default, the endpoint is on loopback), or one
     level of objects and sub-prefixes (str) when not recursive."""
     from s3bulk.sources.listing import list_prefix, list_sequential, partitioning_pays
-    from s3bulk.stores.signed import SignedClient
+    from s3bulk.stores.storage import Storage
 
     location = parse_s3(url)
     if concurrency < 1:
@@ -63,7 +89,7 @@ async def ls_async(
     if partitioned is None:
         partitioned = partitioning_pays(settings.resolved_endpoint)
     report = report if report is not None else Report("ls", source=url)
-    client = SignedClient(settings, max_connections=concurrency)
+    client = Storage(settings, connections=concurrency)
     started = time.perf_counter()
     try:
         if recursive and partitioned:
@@ -82,7 +108,7 @@ async def ls_async(
                 for info in page.objects:
                     yield info
     finally:
-        report.requests = dict(client.requests)
+        report.requests = dict(client.meter.requests)
         report.wall_seconds = time.perf_counter() - started
         report.stage_seconds["list"] = report.wall_seconds
         await client.close()
@@ -117,123 +143,50 @@ def ls(
     return listing
 
 
-Progress = Callable[[Report], None] | None
-Records = Callable[[list[dict[str, Any]]], None] | None
-Location = str | os.PathLike[str]
-Patterns = str | Iterable[str]
+def _sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """The blocking twin of an async API function, with its very signature (IDEs and type
+    checkers see every parameter), run in a fresh event loop like obstore's sync verbs."""
+
+    @functools.wraps(function)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+        return asyncio.run(function(*args, **kwargs))  # type: ignore[arg-type]
+
+    name = function.__name__.removesuffix("_async")
+    blocking.__name__ = blocking.__qualname__ = name
+    blocking.__doc__ = f"Synchronous twin of `{function.__name__}`.\n\n{function.__doc__ or ''}"
+    return blocking
 
 
-def _location(value: Location, name: str) -> str:
-    """A location as the CLI would see it: a str or a path (a `Path` loses any trailing '/', so a
-    directory given as a Path is copied with its name, like `dir` without the slash)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"{name} must be a str or a path, not {type(value).__name__}")
-
-
-def _patterns(value: Patterns, name: str) -> list[str]:
-    """One glob or several. A str is one pattern: iterating it would make one pattern per
-    character, and `exclude="*.log"` would then exclude everything."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be a str or a sequence of str, not {type(value).__name__}")
-    patterns = list(value)
-    for pattern in patterns:
-        if not isinstance(pattern, str):
-            raise TypeError(f"{name} must hold str patterns, not {type(pattern).__name__}")
-    return patterns
-
-
-def _names(value: Location | Iterable[Location], name: str) -> list[str]:
-    """One name or several (sources, indexes), each a str or a path: the rule of `_patterns`."""
-    if isinstance(value, str | os.PathLike):
-        return [_location(value, name)]
-    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
-        raise TypeError(f"{name} must be a str, a path or a sequence of them, not {type(value).__name__}")
-    return [_location(each, name) for each in value]
-
-
-def _engine_args(
-    engine: str,
-    workers: int | None,
-    concurrency: int,
-    max_in_flight_bytes: int,
-    max_memory: int | None,
-    max_attempts: int,
-    ray_address: str | None,
-    journal_url: str | None,
-) -> dict[str, Any]:
-    return {
-        "ray_address": ray_address,
-        "journal_url": journal_url,
-        "engine": engine,
-        "workers": workers,
-        "concurrency": concurrency,
-        "max_in_flight_bytes": max_in_flight_bytes,
-        "max_memory": max_memory,
-        "max_attempts": max_attempts,
-    }
-
-
-async def _transfer(
-    command: str,
-    source: Location,
-    destination: Location,
-    include: Patterns,
-    exclude: Patterns,
-    dry_run: bool,
-    engine: str,
-    workers: int | None,
-    concurrency: int,
-    max_in_flight_bytes: int,
-    max_memory: int | None,
-    part_size: int,
-    multipart_threshold: int,
-    copy_multipart_threshold: int,
-    max_attempts: int,
-    ray_address: str | None,
-    journal_url: str | None,
-    partitioned_listing: bool | None,
-    follow_symlinks: bool,
-    guess_mime_type: bool,
-    journal: bool,
-    settings: AwsSettings | None,
-    on_progress: Progress,
-    on_records: Records,
-    extra: dict[str, Any] | None = None,
+async def run_async(
+    spec: Spec,
+    *,
+    settings: AwsSettings | None = None,
+    journal: bool = True,
+    on_progress: Progress = None,
+    on_records: Records = None,
 ) -> Report:
-    args = {
-        "source": _location(source, "source"),
-        "destination": _location(destination, "destination"),
-        "include": _patterns(include, "include"),
-        "exclude": _patterns(exclude, "exclude"),
-        "dry_run": dry_run,
-        "part_size": part_size,
-        "multipart_threshold": multipart_threshold,
-        "copy_multipart_threshold": copy_multipart_threshold,
-        "partitioned_listing": partitioned_listing,
-        "follow_symlinks": follow_symlinks,
-        "guess_mime_type": guess_mime_type,
-        **_engine_args(
-            engine,
-            workers,
-            concurrency,
-            max_in_flight_bytes,
-            max_memory,
-            max_attempts,
-            ray_address,
-            journal_url,
-        ),
-        **(extra or {}),
-    }
+    """Run any command's spec (CopySpec, SyncSpec, RemoveSpec, ...): what each function below does
+    once it has built its spec, and what the CLI calls."""
     from s3bulk.runner import execute
 
-    return await execute(
-        command, args, settings, journal=journal, on_progress=on_progress, on_records=on_records
-    )
+    return await execute(spec, settings, journal=journal, on_progress=on_progress, on_records=on_records)
+
+
+run = _sync_twin(run_async)
+
+
+def _spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tuple[Spec, dict[str, Any]]:
+    """A function's arguments as its command's spec (engine settings into an EngineSpec) and the
+    options of the run itself (settings, journal, callbacks)."""
+    options = dict(arguments)
+    run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
+    knobs = {name: options.pop(name) for name in EngineSpec.__dataclass_fields__ if name in options}
+    return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options
+
+
+async def _run(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
+    spec, run_options = _spec(kind, engine, arguments)
+    return await run_async(spec, **run_options)
 
 
 async def copy_async(
@@ -243,15 +196,15 @@ async def copy_async(
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
-    engine: str = "hybrid",
+    engine: str = COPY.engine,
     workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * MiB,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
     max_memory: int | None = None,
-    part_size: int = 8 * MiB,
-    multipart_threshold: int = 64 * MiB,
-    copy_multipart_threshold: int = 5 * GiB,
-    max_attempts: int = 6,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -272,32 +225,7 @@ async def copy_async(
     goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
     `follow_symlinks`. Uploads get a Content-Type guessed from the file name unless
     `guess_mime_type` is False."""
-    return await _transfer(
-        "cp",
-        source,
-        destination,
-        include,
-        exclude,
-        dry_run,
-        engine,
-        workers,
-        concurrency,
-        max_in_flight_bytes,
-        max_memory,
-        part_size,
-        multipart_threshold,
-        copy_multipart_threshold,
-        max_attempts,
-        ray_address,
-        journal_url,
-        partitioned_listing,
-        follow_symlinks,
-        guess_mime_type,
-        journal,
-        settings,
-        on_progress,
-        on_records,
-    )
+    return await _run(CopySpec, COPY, locals())
 
 
 async def move_async(
@@ -307,15 +235,15 @@ async def move_async(
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
-    engine: str = "hybrid",
+    engine: str = COPY.engine,
     workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * MiB,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
     max_memory: int | None = None,
-    part_size: int = 8 * MiB,
-    multipart_threshold: int = 64 * MiB,
-    copy_multipart_threshold: int = 5 * GiB,
-    max_attempts: int = 6,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -328,52 +256,27 @@ async def move_async(
 ) -> Report:
     """Copy, then delete each source whose copy succeeded (a failed copy keeps its source).
     The options are `copy_async`'s."""
-    return await _transfer(
-        "mv",
-        source,
-        destination,
-        include,
-        exclude,
-        dry_run,
-        engine,
-        workers,
-        concurrency,
-        max_in_flight_bytes,
-        max_memory,
-        part_size,
-        multipart_threshold,
-        copy_multipart_threshold,
-        max_attempts,
-        ray_address,
-        journal_url,
-        partitioned_listing,
-        follow_symlinks,
-        guess_mime_type,
-        journal,
-        settings,
-        on_progress,
-        on_records,
-    )
+    return await _run(MoveSpec, COPY, locals())
 
 
 async def sync_async(
     source: Location,
     destination: Location,
     *,
-    mode: str = "mtime",
+    mode: str = SyncSpec.mode,
     delete: bool = False,
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
-    engine: str = "hybrid",
+    engine: str = COPY.engine,
     workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 16 * MiB,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
     max_memory: int | None = None,
-    part_size: int = 8 * MiB,
-    multipart_threshold: int = 64 * MiB,
-    copy_multipart_threshold: int = 5 * GiB,
-    max_attempts: int = 6,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -387,33 +290,7 @@ async def sync_async(
     """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
     `delete` removes what the source lacks. Every other option is `copy_async`'s."""
-    return await _transfer(
-        "sync",
-        source,
-        destination,
-        include,
-        exclude,
-        dry_run,
-        engine,
-        workers,
-        concurrency,
-        max_in_flight_bytes,
-        max_memory,
-        part_size,
-        multipart_threshold,
-        copy_multipart_threshold,
-        max_attempts,
-        ray_address,
-        journal_url,
-        partitioned_listing,
-        follow_symlinks,
-        guess_mime_type,
-        journal,
-        settings,
-        on_progress,
-        on_records,
-        extra={"mode": mode, "delete": delete},
-    )
+    return await _run(SyncSpec, COPY, locals())
 
 
 async def remove_async(
@@ -422,10 +299,10 @@ async def remove_async(
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
-    engine: str = "hybrid",
+    engine: str = REMOVE.engine,
     workers: int | None = None,
-    concurrency: int = 16,
-    max_attempts: int = 6,
+    concurrency: int = REMOVE.concurrency,
+    max_attempts: int = REMOVE.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -436,21 +313,7 @@ async def remove_async(
 ) -> Report:
     """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
     1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them."""
-    if not isinstance(target, str):
-        raise TypeError(f"target must be an s3:// URL (str), not {type(target).__name__}")
-    args = {
-        "target": target,
-        "include": _patterns(include, "include"),
-        "exclude": _patterns(exclude, "exclude"),
-        "dry_run": dry_run,
-        "partitioned_listing": partitioned_listing,
-        **_engine_args(engine, workers, concurrency, 0, None, max_attempts, ray_address, journal_url),
-    }
-    from s3bulk.runner import execute
-
-    return await execute(
-        "rm", args, settings, journal=journal, on_progress=on_progress, on_records=on_records
-    )
+    return await _run(RemoveSpec, REMOVE, locals())
 
 
 async def resume_async(
@@ -492,24 +355,6 @@ async def retry_failed_async(
     )
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
-    """The blocking twin of an async API function, with its very signature (IDEs and type
-    checkers see every parameter), run in a fresh event loop like obstore's sync verbs."""
-
-    @functools.wraps(function)
-    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-        return asyncio.run(function(*args, **kwargs))  # type: ignore[arg-type]
-
-    name = function.__name__.removesuffix("_async")
-    blocking.__name__ = blocking.__qualname__ = name
-    blocking.__doc__ = f"Synchronous twin of `{function.__name__}`.\n\n{function.__doc__ or ''}"
-    return blocking
-
-
 copy = _sync_twin(copy_async)
 move = _sync_twin(move_async)
 sync = _sync_twin(sync_async)
@@ -529,15 +374,15 @@ async def put_vectors_async(
     metadata_columns: str | Iterable[str] = (),
     keys_file: Location | None = None,
     key_template: str | None = None,
-    batch_size: int = 500,
-    vectors_per_second: float = 2500,
-    requests_per_second: float = 1000,
-    on_error: str = "abort",
+    batch_size: int = PutVectorsSpec.batch_size,
+    vectors_per_second: float = PutVectorsSpec.vectors_per_second,
+    requests_per_second: float = PutVectorsSpec.requests_per_second,
+    on_error: str = PutVectorsSpec.on_error,
     rejects: Location | None = None,
-    engine: str = "async",
+    engine: str = VECTORS.engine,
     workers: int | None = None,
-    concurrency: int = 16,
-    max_attempts: int = 8,
+    concurrency: int = VECTORS.concurrency,
+    max_attempts: int = VECTORS.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     journal: bool = True,
@@ -553,26 +398,14 @@ async def put_vectors_async(
     (`"skip"`); either way they are listed in the rejects file. One process is the default
     (`engine="async"`): building a batch costs ~20 ms, so it keeps well ahead of one index's
     limit (see s3bulk.vectors.job)."""
-    args = {
-        "sources": _names(sources, "sources"),
-        "bucket": bucket,
-        "indexes": _names(index, "index"),
-        "format": format,
-        "key_column": key_column,
-        "vector_column": vector_column,
-        "metadata_columns": _patterns(metadata_columns, "metadata_columns"),
-        "keys_file": None if keys_file is None else _location(keys_file, "keys_file"),
-        "key_template": key_template,
-        "batch_size": batch_size,
-        "vectors_per_second": vectors_per_second,
-        "requests_per_second": requests_per_second,
-        "on_error": on_error,
-        "rejects": None if rejects is None else _location(rejects, "rejects"),
-        **_engine_args(engine, workers, concurrency, 64 * MiB, None, max_attempts, ray_address, journal_url),
+    arguments = locals() | {
+        "sources": locations(sources, "sources"),
+        "indexes": patterns(index, "index"),
+        "keys_file": None if keys_file is None else location(keys_file, "keys_file"),
+        "rejects": None if rejects is None else location(rejects, "rejects"),
     }
-    from s3bulk.runner import execute
-
-    return await execute("vectors-put", args, settings, journal=journal, on_progress=on_progress)
+    del arguments["index"]
+    return await _run(PutVectorsSpec, VECTORS, arguments)
 
 
 put_vectors = _sync_twin(put_vectors_async)
@@ -600,17 +433,17 @@ async def verify_vectors_async(
 
     settings = settings or AwsSettings.from_env()
     source = EmbeddingSpec(
-        tuple(_names(sources, "sources")),
+        locations(sources, "sources"),
         format=format,
         key_column=key_column or "",
         vector_column=vector_column or "",
-        metadata_columns=tuple(_patterns(metadata_columns, "metadata_columns")),
-        keys_file=None if keys_file is None else _location(keys_file, "keys_file"),
+        metadata_columns=tuple(patterns(metadata_columns, "metadata_columns")),
+        keys_file=None if keys_file is None else location(keys_file, "keys_file"),
         key_template=key_template,
         settings=settings,
     )
     source = (await asyncio.to_thread(resolve_columns, source))[0]
-    return await verify(source, bucket, tuple(_names(index, "index")), settings, sample=sample, seed=seed)
+    return await verify(source, bucket, patterns(index, "index"), settings, sample=sample, seed=seed)
 
 
 verify_vectors = _sync_twin(verify_vectors_async)
@@ -622,7 +455,7 @@ async def count_vectors_async(
     """Vectors per index, by ListVectors in `segments` parallel segments (1 to 16)."""
     from s3bulk.vectors.verify import count_vectors as count
 
-    return await count(settings or AwsSettings.from_env(), bucket, tuple(_names(index, "index")), segments)
+    return await count(settings or AwsSettings.from_env(), bucket, patterns(index, "index"), segments)
 
 
 count_vectors = _sync_twin(count_vectors_async)
@@ -632,19 +465,19 @@ count_vectors = _sync_twin(count_vectors_async)
 async def gather_to_file_async(
     sources: Location | Iterable[Location],
     dataset: str,
-    selection: str = ":",
-    output: Location = "out.npy",
+    selection: str = GatherSpec.selection,
+    output: Location = GatherSpec.output,
     *,
-    combine: str = "concat",
+    combine: str = GatherSpec.combine,
     axis: int = 0,
     scale: bool = False,
     cache: bool = True,
     cache_dir: Location | None = None,
-    engine: str = "async",
+    engine: str = GATHER.engine,
     workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 256 * MiB,
-    max_attempts: int = 6,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
 ) -> Report:
@@ -654,46 +487,11 @@ async def gather_to_file_async(
     Files are joined along `axis` of each file's part (`combine="concat"`), or stacked on a new
     first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
     indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
-    from s3bulk.arrays.gather import GatherOptions, gather_into, partial_path
-    from s3bulk.arrays.index import IndexCache
-    from s3bulk.arrays.output import check_tabular, output_format, publish
-
-    output = _location(output, "output")
-    suffix = output_format(output)
-    directory = None if cache_dir is None else _location(cache_dir, "cache_dir")
-    options = GatherOptions(
-        combine=combine,
-        axis=axis,
-        scale=scale,
-        cache_dir=(directory or str(IndexCache.default_directory())) if cache else None,
-        engine=engine,
-        workers=workers,
-        concurrency=concurrency,
-        max_in_flight_bytes=max_in_flight_bytes,
-        max_attempts=max_attempts,
-    )
-    settings = settings or AwsSettings.from_env()
-    partial = partial_path(output)
     started = time.perf_counter()
-    try:
-        gathered = await gather_into(
-            _names(sources, "sources"),
-            dataset,
-            selection,
-            partial,
-            settings,
-            options,
-            check_shape=lambda shape: check_tabular(suffix, shape),
-            on_progress=on_progress,
-        )
-        publish(partial, output, gathered.labels)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    report = gathered.report
-    report.destination = output
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["started"]
+    report = await _run(GatherSpec, GATHER, arguments)
     report.wall_seconds = time.perf_counter() - started
-    report.notes.insert(0, f"wrote {output}: shape {gathered.shape}, {gathered.dtype}")
     return report
 
 
@@ -703,18 +501,18 @@ gather_to_file = _sync_twin(gather_to_file_async)
 async def gather_async(
     sources: Location | Iterable[Location],
     dataset: str,
-    selection: str = ":",
+    selection: str = GatherSpec.selection,
     *,
-    combine: str = "concat",
+    combine: str = GatherSpec.combine,
     axis: int = 0,
     scale: bool = False,
     cache: bool = True,
     cache_dir: Location | None = None,
-    engine: str = "async",
+    engine: str = GATHER.engine,
     workers: int | None = None,
-    concurrency: int = 64,
-    max_in_flight_bytes: int = 256 * MiB,
-    max_attempts: int = 6,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
 ) -> np.ndarray:
@@ -722,27 +520,12 @@ async def gather_async(
     `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
     import numpy as np
 
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["np"]
     with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
-        path = os.path.join(directory, "result.npy")
-        await gather_to_file_async(
-            sources,
-            dataset,
-            selection,
-            path,
-            combine=combine,
-            axis=axis,
-            scale=scale,
-            cache=cache,
-            cache_dir=cache_dir,
-            engine=engine,
-            workers=workers,
-            concurrency=concurrency,
-            max_in_flight_bytes=max_in_flight_bytes,
-            max_attempts=max_attempts,
-            settings=settings,
-            on_progress=on_progress,
-        )
-        return np.load(path)
+        arguments["output"] = os.path.join(directory, "result.npy")
+        await _run(GatherSpec, GATHER, arguments)
+        return np.load(arguments["output"])
 
 
 gather = _sync_twin(gather_async)

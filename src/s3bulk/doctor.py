@@ -26,11 +26,9 @@ from typing import Any
 import obstore
 
 from s3bulk.config import AwsSettings
-from s3bulk.engine.retry import RetryPolicy
 from s3bulk.engine.strategies import cores
-from s3bulk.removal import delete_keys
 from s3bulk.stores.objects import obstore_can_address, s3_store
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.storage import Storage
 from s3bulk.urls import parse_s3
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -81,7 +79,7 @@ async def doctor_async(
     location = parse_s3(url)
     bucket, prefix = location.bucket, location.key
     result = Diagnosis(url, settings.resolved_endpoint)
-    client = SignedClient(settings, max_connections=max_concurrency)
+    client = Storage(settings, connections=max_concurrency)
     store = s3_store(settings, bucket, max_connections=max_concurrency)
     written: list[str] = []
     try:
@@ -116,7 +114,7 @@ async def doctor_async(
         await _ramp(result, get, size, max_concurrency)
     finally:
         if written:
-            await delete_keys(client, bucket, written, RetryPolicy())
+            await client.delete_many(bucket, written)
         await client.close()
     _recommend(result)
     return result

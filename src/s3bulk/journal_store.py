@@ -32,22 +32,22 @@ import orjson
 
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
-from s3bulk.engine.retry import with_retries
 from s3bulk.errors import UsageError, classify
 from s3bulk.journal import Journal, JournalReader, state_dir
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.stores.objects import s3_store
+from s3bulk.stores.retry import with_retries
 from s3bulk.urls import parse_s3
 
 JOBS_PREFIX = ".s3bulk/jobs/"
 PART_ROWS = 5000
 
 
-def default_url(args: dict[str, Any], job_id: str) -> str | None:
-    """Where a job's object-store journal goes unless --journal-url says: beside its data."""
-    locations = [args.get(name) for name in ("destination", "target", "source")]
-    for value in [*locations, *args.get("sources", ())]:
-        if isinstance(value, str) and value.startswith("s3://"):
+def default_url(locations: tuple[str, ...], job_id: str) -> str | None:
+    """Where a job's object-store journal goes unless --journal-url says: beside its data, in the
+    bucket of the first of the job's s3:// `locations` (the one written to comes first)."""
+    for value in locations:
+        if value.startswith("s3://"):
             return f"s3://{parse_s3(value).bucket}/{JOBS_PREFIX}{job_id}/"
     return None
 

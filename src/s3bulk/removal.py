@@ -1,8 +1,7 @@
 """`rm`, and deleting many keys for `sync --delete` and `mv`: DeleteObjects (1,000 keys a
-request, several requests in flight) with per-key outcomes and retries.
+request, several requests in flight) with per-key outcomes (the storage seam retries the keys the
+service refused for a reason worth retrying: `Storage.delete_many`).
 
-A DeleteObjects answer can be "200 OK" and still list keys that were not deleted (AccessDenied,
-SlowDown, InternalError); those are reported one by one, and the retryable ones are sent again.
 `BatchDeleter` lets many concurrent tasks (mv's copies) each delete one key while the requests
 still carry many keys: keys gather for a moment and go out together.
 """
@@ -10,99 +9,28 @@ still carry many keys: keys gather for a moment and go out together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import BatchOutcome, WorkerContext
-from s3bulk.engine.retry import RetryPolicy, with_retries
-from s3bulk.errors import ItemError, S3Error, UsageError
+from s3bulk.errors import ItemError
 from s3bulk.plan.filters import Filters
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk.stores.s3xml import ObjectInfo, xml_safe
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.s3xml import ObjectInfo
+from s3bulk.stores.storage import MAX_KEYS_PER_DELETE, Storage
 from s3bulk.urls import S3Location, relative_key
-
-MAX_KEYS_PER_REQUEST = 1000
-
-
-async def delete_keys(
-    client: SignedClient,
-    bucket: str,
-    keys: list[str],
-    policy: RetryPolicy,
-    on_retry: Callable[[ItemError], None] | None = None,
-) -> dict[str, str]:
-    """Delete `keys` (any number); returns {key: reason} for the keys that could not be deleted."""
-    failed: dict[str, str] = {}
-    single = [key for key in keys if not xml_safe(key)]
-    batched = [key for key in keys if xml_safe(key)]
-    for key in single:
-        try:
-            await with_retries(lambda key=key: client.delete_object(bucket, key), policy, on_retry=on_retry)
-        except ItemError as exc:
-            failed[key] = str(exc)
-    for start in range(0, len(batched), MAX_KEYS_PER_REQUEST):
-        failed.update(
-            await _delete_batch(
-                client, bucket, batched[start : start + MAX_KEYS_PER_REQUEST], policy, on_retry
-            )
-        )
-    return failed
-
-
-async def _delete_batch(
-    client: SignedClient,
-    bucket: str,
-    keys: list[str],
-    policy: RetryPolicy,
-    on_retry: Callable[[ItemError], None] | None,
-) -> dict[str, str]:
-    failed: dict[str, str] = {}
-    attempt = 0
-    while keys:
-        try:
-            errors = await with_retries(
-                lambda keys=keys: client.delete_objects(bucket, keys), policy, on_retry=on_retry
-            )
-        except ItemError as exc:  # the request as a whole failed, after its own retries
-            return failed | dict.fromkeys(keys, str(exc))
-        attempt += 1
-        again = []
-        for key, code, message in errors:
-            error = S3Error(
-                500 if code in S3Error.RETRYABLE_CODES else 400, code, message, f"delete s3://{bucket}/{key}"
-            )
-            if error.retryable and attempt < policy.max_attempts:
-                again.append(key)
-                if on_retry is not None:
-                    on_retry(error)
-            else:
-                failed[key] = str(error)
-        keys = again
-        if keys:
-            await asyncio.sleep(policy.delay(attempt))
-    return failed
 
 
 class BatchDeleter:
     """Each caller awaits the deletion of its own key; keys that arrive within `linger` seconds
     of each other (or 1,000 of them) share one DeleteObjects request."""
 
-    def __init__(
-        self,
-        client: SignedClient,
-        bucket: str,
-        policy: RetryPolicy,
-        on_retry: Callable[[ItemError], None] | None = None,
-        linger: float = 0.02,
-    ) -> None:
-        self.client = client
+    def __init__(self, storage: Storage, bucket: str, linger: float = 0.02) -> None:
+        self.storage = storage
         self.bucket = bucket
-        self.policy = policy
-        self.on_retry = on_retry
         self.linger = linger
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -114,7 +42,7 @@ class BatchDeleter:
         future = self._pending.get(key)
         if future is None:
             future = self._pending[key] = loop.create_future()
-        if len(self._pending) >= MAX_KEYS_PER_REQUEST:
+        if len(self._pending) >= MAX_KEYS_PER_DELETE:
             self._flush()
         elif self._timer is None:
             self._timer = loop.call_later(self.linger, self._flush)
@@ -133,7 +61,7 @@ class BatchDeleter:
 
     async def _send(self, batch: dict[str, asyncio.Future[None]]) -> None:
         try:
-            failed = await delete_keys(self.client, self.bucket, list(batch), self.policy, self.on_retry)
+            failed = await self.storage.delete_many(self.bucket, list(batch))
         except Exception as exc:  # a bug must still fail every waiting caller, not hang them
             failed = dict.fromkeys(batch, f"internal error: {exc!r}")
         for key, future in batch.items():
@@ -157,15 +85,10 @@ class DeleteBatch:
         return f"{len(self.keys)} keys from s3://{self.bucket}/{first}"
 
 
-async def run_delete_batch(
-    client: SignedClient, batch: DeleteBatch, ctx: WorkerContext, dry_run: bool
-) -> BatchOutcome:
+async def run_delete_batch(storage: Storage, batch: DeleteBatch, dry_run: bool) -> BatchOutcome:
     """Delete a batch and say key by key what happened; never raises for a key's failure."""
-
     sizes = dict(batch.keys)
-    failed: dict[str, str] = {}
-    if not dry_run:
-        failed = await delete_keys(client, batch.bucket, list(sizes), ctx.retry, ctx.count_retry)
+    failed = {} if dry_run else await storage.delete_many(batch.bucket, list(sizes))
     url = f"s3://{batch.bucket}/"
     done = [(key, size, url + key) for key, size in batch.keys if key not in failed]
     failures = [
@@ -206,11 +129,11 @@ class RemoveJob:
 
     def __post_init__(self) -> None:
         self.prefix, self.pattern = split_wildcard(self.target.key)
-        self._client: SignedClient | None = None
+        self._storage: Storage | None = None
         self._key_filter = Filters(include=(self.pattern,)) if self.pattern else Filters()
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__) | {"_client": None}
+        return dict(self.__dict__) | {"_storage": None}
 
     @property
     def single(self) -> bool:
@@ -224,25 +147,24 @@ class RemoveJob:
             yield DeleteBatch(self.target.bucket, tuple(batch))
 
     async def open(self, ctx: WorkerContext) -> None:
-        self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
-        self._client.count_into(ctx.stats)
+        self._storage = Storage(self.settings, connections=self.options.concurrency * 2, retry=ctx.retrier)
 
     async def close(self, ctx: WorkerContext) -> None:
-        if self._client is not None:
-            await self._client.close()
+        if self._storage is not None:
+            await self._storage.close()
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[DeleteBatch]]:
-        assert self._client is not None
+        assert self._storage is not None
         if isinstance(descriptor, DeleteBatch):
             yield [descriptor]
             return
         bucket = self.target.bucket
         if isinstance(descriptor, SingleObject):
-            found = await find_object(self._client, bucket, descriptor.key)
+            found = await find_object(self._storage, bucket, descriptor.key)
             yield self._batch([found], ctx)
             return
         async for objects in iter_range(
-            self._client,
+            self._storage,
             bucket,
             self.prefix,
             descriptor,
@@ -267,8 +189,8 @@ class RemoveJob:
         return not filters or filters.accepts(relative_key(key, self.prefix))
 
     async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
-        assert self._client is not None
-        return await run_delete_batch(self._client, item, ctx, self.options.dry_run)
+        assert self._storage is not None
+        return await run_delete_batch(self._storage, item, self.options.dry_run)
 
     def cost(self, item: DeleteBatch) -> int:
         return 0
@@ -278,12 +200,3 @@ class RemoveJob:
 
     def item_id(self, item: DeleteBatch) -> str:
         return item.keys[0][0] if item.keys else ""
-
-
-def check_remove_target(text: str, location: S3Location) -> None:
-    """`rm s3://bucket` (no '/') is refused: emptying a bucket must be spelled out."""
-    if not location.key and not text.rstrip().endswith("/"):
-        raise UsageError(
-            f"refusing to delete every object in s3://{location.bucket} from {text!r}: "
-            f"say s3://{location.bucket}/ (or s3://{location.bucket}/*) if that is what you want"
-        )

@@ -23,8 +23,9 @@ from s3bulk.removal import DeleteBatch, run_delete_batch
 from s3bulk.report import Failure, WorkerStats
 from s3bulk.sources.listing import list_prefix, list_sequential
 from s3bulk.sources.local import walk
+from s3bulk.stores.retry import Meter, Retrier
 from s3bulk.stores.s3xml import epoch_seconds
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.storage import Storage
 from s3bulk.transfers import MARKER_DATA, CopyJob, TransferItem
 from s3bulk.urls import LocalLocation, Location, S3Location, local_target
 
@@ -102,24 +103,25 @@ class SyncJob(CopyJob):
         if not self._maybe_object:
             return requests
         assert isinstance(self.source, S3Location)
-        client = SignedClient(self.settings, max_connections=2)
+        storage = Storage(self.settings, connections=2)
         try:
             bucket = self.source.bucket
-            below = await client.list_objects_v2(bucket, self.source.key, max_keys=1)
-            named = await client.list_objects_v2(bucket, self._maybe_object, max_keys=1)
+            below = await storage.list_objects_v2(bucket, self.source.key, max_keys=1)
+            named = await storage.list_objects_v2(bucket, self._maybe_object, max_keys=1)
         finally:
-            await client.close()
+            await storage.close()
         if not below.objects and named.objects and named.objects[0].key == self._maybe_object:
             raise UsageError(
                 f"sync works on prefixes, and s3://{bucket}/{self._maybe_object} is an object: "
                 "use s3bulk cp for one object (or end the URL with '/' for a prefix)"
             )
-        return requests | {kind: requests.get(kind, 0) + count for kind, count in client.requests.items()}
+        return requests | {
+            kind: requests.get(kind, 0) + count for kind, count in storage.meter.requests.items()
+        }
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        client = SignedClient(self.settings, max_connections=LISTING_CONCURRENCY * 2)
-        client.count_into(stats)
+        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats))
         try:
             pairs = merge_join(
                 _prefetch(self._entries(self.source, client, is_source=True)),
@@ -135,7 +137,7 @@ class SyncJob(CopyJob):
             await client.close()
 
     async def _entries(
-        self, location: Location, client: SignedClient, is_source: bool
+        self, location: Location, client: Storage, is_source: bool
     ) -> AsyncIterator[list[Entry]]:
         filters = self.options.filters
         if isinstance(location, LocalLocation):
@@ -273,8 +275,7 @@ class SyncJob(CopyJob):
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         if isinstance(item, DeleteBatch):
-            assert self._client is not None
-            outcome = await run_delete_batch(self._client, item, ctx, self.options.dry_run)
+            outcome = await run_delete_batch(self.storage, item, self.options.dry_run)
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
@@ -321,6 +322,16 @@ class SyncJob(CopyJob):
         if isinstance(self.source, S3Location):
             return transfer.source[len(self.source.key) :]
         return transfer.source[len(str(self.source.path)) :].lstrip("/")
+
+
+def _counted_in(stats: WorkerStats) -> Retrier:
+    """The driver's listings count their requests and retries in its own stats."""
+
+    def retried(error: Exception) -> None:
+        stats.retries += 1
+        stats.throttles += bool(getattr(error, "throttled", False))
+
+    return Retrier(meter=Meter(stats.requests, stats.stage_seconds, retried))
 
 
 async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncIterator[list[Entry]]:

@@ -8,57 +8,33 @@ its destination (refusing keys that would escape a local destination), and move 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import mimetypes
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, NamedTuple
-
-import obstore
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
-from s3bulk.engine.retry import with_retries
 from s3bulk.errors import ItemError, JobAborted, S3Error, UsageError, classify
-from s3bulk.landing import (
-    directory_clash,
-    disk_full,
-    file_in_the_way,
-    land,
-    sweep_stale_parts,
-    temporary_path,
-)
 from s3bulk.plan.filters import Filters
 from s3bulk.removal import BatchDeleter
 from s3bulk.report import Failure, WorkerStats
-from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range
+from s3bulk.sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
 from s3bulk.sources.local import NOT_UTF8, walk
-from s3bulk.stores.multipart import (
-    Retry,
-    UploadHooks,
-    copy_attributes,
-    copy_in_parts,
-    etag_parts,
-    source_part_size,
-    upload_file,
-)
-from s3bulk.stores.objects import obstore_can_address, s3_store
+from s3bulk.stores.multipart import UploadHooks
 from s3bulk.stores.s3xml import ObjectInfo, epoch_seconds
-from s3bulk.stores.signed import SignedClient
+from s3bulk.stores.storage import Attributes, Parts, Storage
 from s3bulk.text import is_utf8
 from s3bulk.urls import LocalLocation, Location, S3Location, basename, local_target, relative_key
+
+if TYPE_CHECKING:
+    from s3bulk.commands.base import JobPlan
+    from s3bulk.commands.copy import CopySpec
 
 MiB = 1024**2
 GiB = 1024**3
 LOCAL_BATCH = 256
-STREAM_CHUNK = 256 * 1024
-# Bodies up to this size arrive whole and are written with one call. Streaming a 1 MiB body in
-# 256 KiB chunks costs an await and a Rust-to-Python crossing per chunk; measured on 400 x 1 MiB
-# downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user CPU s. The byte budget counts
-# the whole body as the item's cost either way, so memory stays bounded.
-WHOLE_BODY_MAX = 8 * MiB
 
 Direction = Literal["upload", "download", "copy"]
 MARKER_DATA = (
@@ -115,6 +91,26 @@ class CopyOptions:
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
 
 
+def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOptions:
+    """The job's options from the user's spec and the runner's plan (the byte budget sets how
+    many parts of one large object are in flight)."""
+    listing = spec.partitioned_listing
+    return CopyOptions(
+        filters=Filters(spec.include, spec.exclude),
+        dry_run=spec.dry_run,
+        part_size=spec.part_size,
+        multipart_threshold=spec.multipart_threshold,
+        copy_multipart_threshold=spec.copy_multipart_threshold,
+        concurrency=spec.engine.concurrency,
+        partitioned_listing=partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+        delete_source=spec.command == "mv",
+        follow_symlinks=spec.follow_symlinks,
+        guess_mime_type=spec.guess_mime_type,
+        keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
+        part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
+    )
+
+
 def parts_in_flight(budget: int, part_size: int, most: int = 8) -> int:
     """Parts of one large object in flight at once, so that they fit the byte budget."""
     return max(1, min(most, budget // max(1, part_size)))
@@ -128,7 +124,7 @@ def content_type(path: str) -> str | None:
     return _MIME_TYPES.guess_type(path, strict=False)[0]
 
 
-async def check_bucket(client: SignedClient, bucket: str, prefix: str) -> None:
+async def check_bucket(client: Storage, bucket: str, prefix: str) -> None:
     """Raise the service's answer if listing `bucket` shows it cannot be used at all (no such
     bucket, bad credentials). AccessDenied is not such an answer: write-only credentials may not
     list, and the writes themselves will tell."""
@@ -159,12 +155,8 @@ class CopyJob:
 
     def __post_init__(self) -> None:
         self.direction = direction_of(self.source, self.destination)
-        self._client: SignedClient | None = None
-        self._stores: dict[str, Any] = {}
-        self._made_dirs: set[str] = set()
-        self._temp_counter = 0
+        self._storage: Storage | None = None  # per worker, made by `open`
         self._deleter: BatchDeleter | None = None
-        self._hooks = UploadHooks()
         self._written = False  # some item of this worker reached the destination
         self._many = self._source_is_many()
         self._local_root = ""
@@ -219,20 +211,17 @@ class CopyJob:
         destination = self.destination
         if self.options.dry_run or not isinstance(destination, S3Location):
             return {}
-        client = SignedClient(self.settings, max_connections=2)
+        storage = Storage(self.settings, connections=2)
         try:
-            await check_bucket(client, destination.bucket, destination.key)
+            await check_bucket(storage, destination.bucket, destination.key)
         finally:
-            await client.close()
-        return dict(client.requests)
+            await storage.close()
+        return dict(storage.meter.requests)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None
+        state["_storage"] = None
         state["_deleter"] = None
-        state["_stores"] = {}
-        state["_made_dirs"] = set()
-        state["_hooks"] = UploadHooks()
         return state
 
     # ---- driver side -------------------------------------------------------------------------
@@ -276,30 +265,34 @@ class CopyJob:
 
     # ---- worker side -------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        self._client = SignedClient(self.settings, max_connections=self.options.concurrency * 2)
-        self._client.count_into(ctx.stats)
         stats = ctx.stats
 
         def started(bucket: str, key: str, upload_id: str) -> None:
             stats.uploads_started.append((bucket, key, upload_id))
             ctx.report_now()  # to the journal before any part is sent
 
-        self._hooks = UploadHooks(started=started, ended=stats.uploads_ended.append)
+        self._storage = Storage(
+            self.settings,
+            connections=self.options.concurrency * 2,
+            retry=ctx.retrier,
+            hooks=UploadHooks(started=started, ended=stats.uploads_ended.append),
+        )
         if self.options.delete_source and isinstance(self.source, S3Location):
-            self._deleter = BatchDeleter(self._client, self.source.bucket, ctx.retry, ctx.count_retry)
+            self._deleter = BatchDeleter(self._storage, self.source.bucket)
 
     async def close(self, ctx: WorkerContext) -> None:
-        if self._client is not None:
-            await self._client.close()
-        self._stores.clear()
+        if self._storage is not None:
+            await self._storage.close()
 
-    def _store(self, bucket: str) -> Any:
-        store = self._stores.get(bucket)
-        if store is None:
-            store = self._stores[bucket] = s3_store(
-                self.settings, bucket, max_connections=self.options.concurrency * 2
-            )
-        return store
+    @property
+    def storage(self) -> Storage:
+        assert self._storage is not None, "the job is not open in this worker"
+        return self._storage
+
+    @property
+    def parts(self) -> Parts:
+        options = self.options
+        return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
 
     def cost(self, item: TransferItem) -> int:
         if self.options.dry_run or self.direction == "copy":  # server-side: no bytes pass through us
@@ -342,16 +335,16 @@ class CopyJob:
             stats.bytes_listed += sum(item.size for item in items)
             yield items
             return
-        assert isinstance(self.source, S3Location) and self._client is not None
+        assert isinstance(self.source, S3Location)
         if isinstance(descriptor, ObjectBatch):
             yield self._map_objects(list(descriptor.objects), ctx)
             return
         if isinstance(descriptor, SingleObject):
-            found = await find_object(self._client, self.source.bucket, descriptor.key)
+            found = await find_object(self.storage, self.source.bucket, descriptor.key)
             yield self._map_objects([found], ctx)
             return
         async for objects in iter_range(
-            self._client,
+            self.storage,
             self.source.bucket,
             self.source.key,
             descriptor,
@@ -469,174 +462,34 @@ class CopyJob:
             raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
         ctx.stats.objects_deleted += 1
 
-    def _make_parent(self, target: str) -> str:
-        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
-        if parent not in self._made_dirs:
-            try:
-                os.makedirs(parent, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise file_in_the_way(parent) or ItemError(
-                    f"cannot create {parent}", retryable=False
-                ) from None
-            sweep_stale_parts(parent)  # left by an earlier run killed outright
-            if len(self._made_dirs) > 100_000:
-                self._made_dirs.clear()
-            self._made_dirs.add(parent)
-        return parent
-
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
-        """GET into a temporary file beside the target, check the size, then rename: a target
-        file is either absent or complete, never half-written."""
-        assert isinstance(self.source, S3Location) and self._client is not None
-        bucket = self.source.bucket
-        target = item.destination
-        parent = self._make_parent(target)
-        if os.path.isdir(target):  # made for keys below this one: no need to fetch it to know
-            raise directory_clash(target)
-        self._temp_counter += 1
-        temporary = temporary_path(target, self._temp_counter)
-        existed = os.path.lexists(target)
-        renamed = False
-        try:
-            if not obstore_can_address(item.source):
-                data = await self._client.get_object(bucket, item.source)
-                written = _write_file(temporary, data)
-            elif item.size > self.options.multipart_threshold:
-                written = await self._ranged_download(item, temporary, ctx)
-            else:
-                ctx.stats.requests["GET"] += 1
-                result = await obstore.get_async(self._store(bucket), item.source)
-                if item.size <= WHOLE_BODY_MAX:
-                    written = _write_file(temporary, await result.bytes_async())
-                else:  # streamed: memory per download stays at one chunk
-                    written = 0
-                    with open(temporary, "wb") as handle:
-                        async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
-                            written += handle.write(chunk)
-            if written != item.size:
-                raise ItemError(
-                    f"short read: got {written} of {item.size} bytes (object changed or connection cut)",
-                    retryable=True,
-                )
-            if item.mtime:
-                os.utime(temporary, (item.mtime, item.mtime))
-            land(temporary, target, existed=existed)
-            renamed = True
-        except OSError as exc:
-            raise disk_full(exc, parent) or exc from None
-        finally:
-            if not renamed:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-        return written
-
-    async def _ranged_download(self, item: TransferItem, temporary: str, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
-        store = self._store(self.source.bucket)
-        part = self.options.part_size
-        semaphore = asyncio.Semaphore(self.options.part_concurrency)
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-
-            async def fetch(start: int) -> int:
-                end = min(start + part, item.size)
-                async with semaphore:
-                    ctx.stats.requests["GET"] += 1
-                    data = await obstore.get_range_async(store, item.source, start=start, end=end)
-                return os.pwrite(descriptor, memoryview(data), start)
-
-            sizes = await asyncio.gather(*(fetch(start) for start in range(0, item.size, part)))
-        finally:
-            os.close(descriptor)
-        return sum(sizes)
+        return await self.storage.download(
+            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts
+        )
 
     async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
-        assert isinstance(self.destination, S3Location) and self._client is not None
-        bucket = self.destination.bucket
-        path = item.source
-        size = os.stat(path).st_size  # the file may have changed since the walk
-        if not os.access(path, os.R_OK):
-            raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
-        kind = content_type(path) if self.options.guess_mime_type else None
-        if size > self.options.multipart_threshold:
-            await upload_file(
-                self._client,
-                bucket,
-                item.destination,
-                path,
-                size,
-                part_size=self.options.part_size,
-                concurrency=self.options.part_concurrency,
-                headers={"Content-Type": kind} if kind else {},
-                hooks=self._hooks,
-                retry=self._retry(ctx),
-            )
-        elif not obstore_can_address(item.destination):
-            headers = {"Content-Type": kind} if kind else {}
-            await self._client.put_object(bucket, item.destination, Path(path).read_bytes(), headers)
-        else:
-            ctx.stats.requests["PUT"] += 1
-            await obstore.put_async(
-                self._store(bucket),
-                item.destination,
-                Path(path),
-                attributes={"Content-Type": kind} if kind else None,
-                use_multipart=False,
-            )
-        return size
-
-    @staticmethod
-    def _retry(ctx: WorkerContext) -> Retry:
-        """Each part of a large object is retried alone, by the job's policy, and counted."""
-        return lambda action: with_retries(action, ctx.retry, on_retry=ctx.count_retry)
+        assert isinstance(self.destination, S3Location)
+        kind = content_type(item.source) if self.options.guess_mime_type else None
+        attributes = Attributes(content_type=kind)
+        return await self.storage.upload(
+            item.source, self.destination.bucket, item.destination, attributes, self.parts
+        )
 
     async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:
-        source = self.source
-        destination = self.destination
-        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
-        assert self._client is not None
-        in_parts = item.size > self.options.copy_multipart_threshold or (
-            self.options.keep_part_layout and etag_parts(item.etag) > 0
-        )
-        if in_parts:
-            await self._copy_in_parts(item, ctx)
-        elif (
-            source.bucket == destination.bucket
-            and obstore_can_address(item.source)
-            and obstore_can_address(item.destination)
-        ):
-            ctx.stats.requests["COPY"] += 1
-            await obstore.copy_async(self._store(source.bucket), item.source, item.destination)
-        else:
-            await self._client.copy_object(source.bucket, item.source, destination.bucket, item.destination)
-        return item.size
-
-    async def _copy_in_parts(self, item: TransferItem, ctx: WorkerContext) -> None:
-        """UploadPartCopy, keeping the source's attributes and, when it is a multipart object,
-        its part layout (so both have the same ETag)."""
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
-        assert self._client is not None
-        client, retry = self._client, self._retry(ctx)
-        head = await retry(lambda: client.head_object(source.bucket, item.source))
-        size = int(head.get("content-length") or item.size)
-        etag = head.get("etag", item.etag).strip('"')
-        layout = await retry(lambda: source_part_size(client, source.bucket, item.source, size, etag))
-        await copy_in_parts(
-            client,
+        parts = Parts(
+            self.options.part_size, self.options.part_concurrency, self.options.copy_multipart_threshold
+        )
+        await self.storage.copy(
             source.bucket,
             item.source,
             destination.bucket,
             item.destination,
-            size,
-            part_size=layout or self.options.part_size,
-            concurrency=self.options.part_concurrency,
-            headers=await copy_attributes(client, source.bucket, item.source, head),
-            hooks=self._hooks,
-            retry=retry,
+            size=item.size,
+            etag=item.etag,
+            parts=parts,
+            keep_layout=self.options.keep_part_layout,
         )
-
-
-def _write_file(path: str, data: bytes | memoryview) -> int:
-    with open(path, "wb") as handle:
-        return handle.write(data)
+        return item.size

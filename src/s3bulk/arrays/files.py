@@ -33,13 +33,9 @@ class FileRef:
 
 
 def open_store(root: str, settings: AwsSettings, max_connections: int = 64) -> Any:
-    if root.startswith("s3://"):
-        from s3bulk.stores.objects import s3_store
+    from s3bulk.stores.objects import store_for
 
-        return s3_store(settings, root[len("s3://") :], max_connections=max_connections)
-    from obstore.store import LocalStore
-
-    return LocalStore(root)
+    return store_for(root, settings, max_connections=max_connections)
 
 
 def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[FileRef], dict[str, int]]:

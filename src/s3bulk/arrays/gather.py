@@ -36,10 +36,6 @@ from s3bulk.arrays.job import FilePlacement, GatherJob
 from s3bulk.arrays.ranges import StoredChunk, coalesce
 from s3bulk.arrays.selection import AxisPick, Part, chunk_pieces, parse_selection, resolve, result_shape
 from s3bulk.config import AwsSettings
-from s3bulk.engine.driver import Engine
-from s3bulk.engine.retry import RetryPolicy
-from s3bulk.engine.strategies import choose
-from s3bulk.engine.worker import EngineOptions
 from s3bulk.errors import S3BulkError, UsageError, classify
 from s3bulk.report import Report
 from s3bulk.stores.blockfile import BlockFile
@@ -54,11 +50,6 @@ class GatherOptions:
     axis: int = 0
     scale: bool = False  # divide by each file's `scale_factor` attribute (the WIND Toolkit convention)
     cache_dir: str | None = None  # None: no index cache
-    engine: str = "async"
-    workers: int | None = None
-    concurrency: int = 64
-    max_in_flight_bytes: int = 256 * MiB
-    max_attempts: int = 6
     block_size: int = MiB  # metadata reads
     max_gap: int = MiB  # coalesce chunks this close
     max_range: int = 16 * MiB
@@ -293,8 +284,23 @@ def range_reads(plans: list[FilePlan], options: GatherOptions) -> tuple[list[Any
     return reads, unwritten
 
 
-# ---- the whole gather --------------------------------------------------------------------------
-async def gather_into(
+# ---- the whole gather ----------------------------------------------------------------------------
+@dataclass
+class GatherPlan:
+    """Everything decided before the engine fetches: the job (its range reads), and what the end
+    of the gather needs (files h5py reads instead, the result's shape and column names)."""
+
+    job: GatherJob
+    plans: list[FilePlan]
+    parts: tuple[Part, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    combine: str
+    requests: dict[str, int]  # finding the files and reading their chunk indexes
+    notes: list[str]
+
+
+async def plan_gather(
     sources: list[str],
     dataset: str,
     selection: str,
@@ -303,16 +309,10 @@ async def gather_into(
     options: GatherOptions,
     *,
     check_shape: Callable[[tuple[int, ...]], None] | None = None,
-    on_progress: Callable[[Report], None] | None = None,
-) -> Gathered:
-    """Gather into a new .npy at `output_path` (the caller renames it into place)."""
+) -> GatherPlan:
+    """Read the files' chunk indexes, plan the range reads, and create the output (a new .npy at
+    `output_path`, chunks never written already holding the fill value)."""
     parts = parse_selection(selection)
-    choose(options.engine, options.workers, options.concurrency)  # a bad engine fails before any request
-    if options.engine == "ray":
-        raise UsageError(
-            "gather writes into one memory-mapped file on this machine, so --engine ray does not "
-            "apply: use async or hybrid"
-        )
     if any(source.startswith("s3://") for source in sources):
         settings.credentials()  # none: a usage error now, not an error inside the store's callback
     try:
@@ -334,36 +334,31 @@ async def gather_into(
         output[GatherJob.target(job_files[number], piece.target)] = GatherJob.scaled(job_files[number], fill)
     output.flush()
     del output
-    report = Report("gather", source=" ".join(sources), destination=dataset, requests=finding)
+    requests = dict(finding)
     metadata = sum(index.metadata_requests for index in indexes)
-    report.requests[METADATA] = metadata
+    requests[METADATA] = metadata
     built = sum(1 for index in indexes if index.metadata_requests)
-    report.notes.append(
+    note = (
         f"chunk index: {len(files) - built} of {len(files)} file(s) from the cache, {built} read "
         f"({metadata} requests, {sum(index.metadata_bytes for index in indexes) / MiB:.1f} MiB)"
     )
     job = GatherJob(job_files, output_path, settings, split_bytes=options.split_bytes)
     job.reads = reads
-    if reads:
-        strategy = choose(options.engine, options.workers, options.concurrency)
-        engine = Engine(
-            strategy,
-            EngineOptions(
-                max_in_flight_bytes=options.max_in_flight_bytes,
-                retry=RetryPolicy(max_attempts=options.max_attempts),
-            ),
-        )
-        await engine.run(job, report, on_progress=on_progress)
+    return GatherPlan(job, plans, parts, shape, dtype, combine, requests, [note])
+
+
+async def finish_gather(plan: GatherPlan, dataset: str, settings: AwsSettings, report: Report) -> Gathered:
+    """After the engine: the files h5py reads itself, then what the output needs to be written."""
     if not report.ok:
         first = report.failures[0].reason if report.failures else report.aborted
         raise GatherFailed(report, f"{report.objects_failed} range read(s) failed, e.g. {first}")
-    fallbacks = [(number, plan) for number, plan in enumerate(plans) if plan.fallback]
+    job = plan.job
+    fallbacks = [(number, each) for number, each in enumerate(plan.plans) if each.fallback]
     if fallbacks:
         await asyncio.to_thread(
-            _read_with_h5py, fallbacks, job_files, parts, dataset, output_path, settings, report
+            _read_with_h5py, fallbacks, job.files, plan.parts, dataset, job.output_path, settings, report
         )
-    labels = _labels(plans, combine, shape)
-    return Gathered(shape, dtype, report, labels)
+    return Gathered(plan.shape, plan.dtype, report, _labels(plan.plans, plan.combine, plan.shape))
 
 
 class GatherFailed(S3BulkError):

@@ -20,16 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import obstore
 
 from s3bulk.arrays.decode import ChunkDecoder
-from s3bulk.arrays.files import open_store
 from s3bulk.arrays.ranges import RangeRead, parts
 from s3bulk.config import AwsSettings
 from s3bulk.engine.job import WorkerContext
 from s3bulk.engine.worker import ItemBatch
 from s3bulk.errors import ItemError
 from s3bulk.report import WorkerStats
+from s3bulk.stores.storage import Storage
 
 MiB = 1024**2
 ITEMS_PER_DESCRIPTOR = 64
@@ -67,12 +66,14 @@ class GatherJob:
         self.split_bytes = split_bytes
         self.decode_threads = decode_threads or max(2, os.cpu_count() or 2)
         self.reads: list[RangeRead] = []  # driver side only: not shipped to workers
+        self.preflight_requests: dict[str, int] = {}  # finding the files, reading their indexes
+        self.preflight_notes: list[str] = []
         self.chunk_bytes = [math.prod(f.chunks) * np.dtype(f.dtype).itemsize for f in files]  # decoded
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["reads"] = []
-        for name in ("_stores", "_output", "_pool", "_decoders"):
+        for name in ("_storage", "_output", "_pool", "_decoders", "planned"):
             state.pop(name, None)
         return state
 
@@ -89,34 +90,23 @@ class GatherJob:
 
     # ---- worker side ----------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        self._stores: dict[str, Any] = {}
+        self._storage = Storage(self.settings, retry=ctx.retrier)
         self._output = np.load(self.output_path, mmap_mode="r+")
         self._pool = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="s3bulk-decode")
         self._decoders = [ChunkDecoder(f.filters, np.dtype(f.dtype), f.chunks) for f in self.files]
-
-    def _store(self, root: str) -> Any:
-        if root not in self._stores:
-            self._stores[root] = open_store(root, self.settings)
-        return self._stores[root]
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
         yield list(descriptor.items)  # descriptors are always ItemBatches; the engine expands those itself
 
     async def run(self, item: RangeRead, ctx: WorkerContext) -> int:
         placement = self.files[item.file]
-        store = self._store(placement.root)
         started = time.perf_counter()
         pieces = parts(item.start, item.end, self.split_bytes)
         fetched = await asyncio.gather(
-            *(obstore.get_range_async(store, placement.key, start=start, end=end) for start, end in pieces)
+            *(self._storage.read_range(placement.root, placement.key, start, end) for start, end in pieces)
         )
-        ctx.stats.requests["GET"] += len(pieces)
         ctx.stats.stage_seconds["transfer"] += time.perf_counter() - started
-        data = memoryview(fetched[0]) if len(fetched) == 1 else memoryview(b"".join(fetched))
-        if len(data) != item.size:
-            raise ItemError(
-                f"{placement.url}: got {len(data)} bytes of {item.size}: retrying", retryable=True
-            )
+        data = fetched[0] if len(fetched) == 1 else memoryview(b"".join(fetched))
         decoding = time.perf_counter()
         await asyncio.get_running_loop().run_in_executor(self._pool, self._place, item, data)
         ctx.stats.stage_seconds["decode"] += time.perf_counter() - decoding
@@ -168,4 +158,4 @@ class GatherJob:
         self._output.flush()
         del self._output
         self._pool.shutdown(wait=True)
-        self._stores.clear()
+        await self._storage.close()

@@ -23,7 +23,7 @@ def jobs_command(
         out.write(f"no jobs in {state_dir()}\n")
         return 0
     for job in shown:
-        args = job.spec.get("args", {})
+        args = job.spec.get("spec") or job.spec.get("args", {})  # format 2, or 1
         where = " ".join(str(args[name]) for name in ("source", "target", "destination") if args.get(name))
         if as_json:
             json_line(

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from s3bulk.engine.retry import RetryPolicy
 from s3bulk.report import Failure, WorkerStats
+from s3bulk.stores.retry import Meter, Retrier, RetryPolicy
 
 
 class BatchOutcome(NamedTuple):
@@ -47,12 +47,17 @@ class WorkerContext:
     report_now: Callable[[], None] = lambda: None
 
     def count_retry(self, error: Exception) -> None:
-        """The `on_retry` hook for `with_retries`: every retry shows in the report, and a service
-        that says "slow down" gets fewer requests at once."""
+        """Told of every retry of every request: it shows in the report, and a service that says
+        "slow down" gets fewer requests at once (whichever request it was)."""
         self.stats.retries += 1
         if getattr(error, "throttled", False):
             self.stats.throttles += 1
             self.on_throttle()
+
+    @property
+    def retrier(self) -> Retrier:
+        """The one retry policy, counting into this worker's stats: what its storage retries with."""
+        return Retrier(self.retry, Meter(self.stats.requests, self.stats.stage_seconds, self.count_retry))
 
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
         """Leave out items an earlier run of this job finished (resume), counting them, and items

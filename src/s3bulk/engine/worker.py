@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from s3bulk.engine.adaptive import AdaptiveLimit
 from s3bulk.engine.budget import ByteBudget
 from s3bulk.engine.job import REDO_SKIP, BatchOutcome, Job, WorkerContext
-from s3bulk.engine.retry import RetryPolicy, with_retries
 from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk.errors import ItemError, JobAborted, classify
+from s3bulk.stores.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from s3bulk.journal_store import PartWriter
@@ -193,7 +193,6 @@ class WorkerRuntime:
 
     async def consume(self) -> None:
         stats = self.ctx.stats
-        policy = self.options.retry
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item = entry
@@ -210,9 +209,7 @@ class WorkerRuntime:
             stats.in_flight += 1
             moved = 0
             try:
-                result = await with_retries(
-                    lambda item=item: self.job.run(item, self.ctx), policy, on_retry=self.ctx.count_retry
-                )
+                result = await self.job.run(item, self.ctx)  # its storage retried each request
                 if isinstance(result, BatchOutcome):
                     self._count_batch(result)
                 else:
@@ -222,10 +219,11 @@ class WorkerRuntime:
             except JobAborted as exc:
                 self.abort(str(exc))
             except Exception as exc:  # ItemError; anything else is a bug, but must not lose the item
-                if isinstance(exc, ItemError) and exc.job_wide:
+                error = classify(exc)
+                if error.job_wide:
                     # every other item would fail alike: stop the job with this one line; the
                     # item is not journaled as failed, so a resume after the fix does it
-                    self.abort(str(exc))
+                    self.abort(str(error))
                 else:
                     self._count_failed(descriptor_id, item, exc)
             finally:

@@ -24,11 +24,27 @@ import bisect
 import ipaddress
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from s3bulk.errors import ItemError
 from s3bulk.stores.s3xml import ListPage, ObjectInfo
-from s3bulk.stores.signed import SignedClient
+
+
+class Lister(Protocol):
+    """What listing needs of a store: one ListObjectsV2 page (stores.storage.Storage)."""
+
+    async def list_objects_v2(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        delimiter: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage: ...
+
 
 MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48
@@ -74,7 +90,7 @@ class SingleObject:
         return self.key
 
 
-async def find_object(client: SignedClient, bucket: str, key: str) -> ObjectInfo:
+async def find_object(client: Lister, bucket: str, key: str) -> ObjectInfo:
     """One object's listing entry (size, time, ETag) from a MaxKeys=1 listing, which costs what a
     HEAD costs and needs no other permission than the listing does. ItemError if it is absent."""
     page = await client.list_objects_v2(bucket, key, max_keys=1)
@@ -138,7 +154,7 @@ def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
 
 
 async def discover_split(
-    client: SignedClient, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
+    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
 ) -> list[str]:
     """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts."""
     keys = [info.key for info in objects]
@@ -155,7 +171,7 @@ async def discover_split(
 
 
 async def iter_range(
-    client: SignedClient,
+    client: Lister,
     bucket: str,
     prefix: str,
     key_range: KeyRange,
@@ -204,7 +220,7 @@ class _Node:
 
 
 async def list_prefix(
-    client: SignedClient,
+    client: Lister,
     bucket: str,
     prefix: str,
     *,
@@ -284,7 +300,7 @@ async def list_prefix(
 
 
 async def list_sequential(
-    client: SignedClient, bucket: str, prefix: str, *, delimiter: str | None = None
+    client: Lister, bucket: str, prefix: str, *, delimiter: str | None = None
 ) -> AsyncIterator[ListPage]:
     """A plain paginator (used for delimiter listings and as the benchmark's baseline)."""
     token: str | None = None

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from s3bulk.errors import ItemError
-from s3bulk.stores.signed import SignedClient, quote_key
+from s3bulk.stores.s3 import S3Client, quote_key
 
 T = TypeVar("T")
 MAX_PARTS = 10_000
@@ -71,7 +71,7 @@ def etag_parts(etag: str) -> int:
 
 @contextlib.asynccontextmanager
 async def _upload(
-    client: SignedClient, bucket: str, key: str, headers: dict[str, str], hooks: UploadHooks, retry: Retry
+    client: S3Client, bucket: str, key: str, headers: dict[str, str], hooks: UploadHooks, retry: Retry
 ) -> AsyncIterator[str]:
     """An upload id for the block; aborted if the block fails or is cancelled, and reported as
     ended only once it is completed or surely aborted (else the journal keeps it for later)."""
@@ -95,7 +95,7 @@ SendPart = Callable[[str, int, int, int], Awaitable[str]]
 
 
 async def _in_parts(
-    client: SignedClient,
+    client: S3Client,
     bucket: str,
     key: str,
     size: int,
@@ -127,7 +127,7 @@ async def _in_parts(
 
 
 async def upload_file(
-    client: SignedClient,
+    client: S3Client,
     bucket: str,
     key: str,
     path: str,
@@ -165,9 +165,7 @@ async def upload_file(
         os.close(descriptor)
 
 
-async def copy_attributes(
-    client: SignedClient, bucket: str, key: str, head: dict[str, str]
-) -> dict[str, str]:
+async def copy_attributes(client: S3Client, bucket: str, key: str, head: dict[str, str]) -> dict[str, str]:
     """The headers that give a new upload the attributes of the object `head` describes."""
     headers = {name: head[name] for name in COPIED_HEADERS if head.get(name)}
     headers.update({name: value for name, value in head.items() if name.startswith("x-amz-meta-")})
@@ -178,7 +176,7 @@ async def copy_attributes(
     return headers
 
 
-async def source_part_size(client: SignedClient, bucket: str, key: str, size: int, etag: str) -> int | None:
+async def source_part_size(client: S3Client, bucket: str, key: str, size: int, etag: str) -> int | None:
     """The part size a multipart object was uploaded with, when every part but the last has it
     (what every common tool does), found from part 1's size; None if the layout is otherwise."""
     parts = etag_parts(etag)
@@ -194,7 +192,7 @@ async def source_part_size(client: SignedClient, bucket: str, key: str, size: in
 
 
 async def copy_in_parts(
-    client: SignedClient,
+    client: S3Client,
     source_bucket: str,
     source_key: str,
     bucket: str,

@@ -73,3 +73,12 @@ def obstore_can_address(key: str) -> bool:
     if not key or key.startswith("/") or key.endswith("/") or _CONTROL.search(key):
         return False
     return all(part not in ("", ".", "..") for part in key.split("/"))
+
+
+def store_for(root: str, settings: AwsSettings, *, max_connections: int = 64) -> Any:
+    """obstore's store for a root: "s3://bucket", or a local directory (LocalStore)."""
+    if root.startswith("s3://"):
+        return s3_store(settings, root[len("s3://") :], max_connections=max_connections)
+    from obstore.store import LocalStore
+
+    return LocalStore(root)

@@ -1,28 +1,25 @@
-"""A small client for S3 Vectors' REST-JSON API: botocore's SigV4 signer (service `s3vectors`),
-aiohttp and orjson.
+"""A small client for S3 Vectors' REST-JSON API over signed HTTP (`stores.http`, service
+`s3vectors`) and orjson.
 
 Every operation is a POST of a JSON body to `/{Operation}` (botocore's model,
 `botocore/data/s3vectors/*/service-2.json`, is the reference for shapes and errors). The body of
 a PutVectors is built by the caller (`s3bulk.vectors.payload`) as bytes: building it is the CPU
 cost the seed measured (boto3 spends 0.6-0.7 s per 500 x 1024 batch), so it must never pass
-through botocore's serialiser. Errors become S3Error with the service's exception name, so the
-engine's retries and adaptive limit treat 429 TooManyRequests / 503 ServiceUnavailable as
-throttling.
+through botocore's serialiser. Errors become S3Error with the service's exception name, and each
+call is retried by the one retry policy (`stores.retry`): 429 TooManyRequests and 503
+ServiceUnavailable count as throttling, which the caller's token buckets hear of too.
 """
 
 from __future__ import annotations
 
-import collections
-import time
-from typing import Any
+from typing import Any, ClassVar
 
-import aiohttp
 import orjson
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 
-from s3bulk.config import AwsSettings, read_timeout_seconds
-from s3bulk.errors import ItemError, S3Error
+from s3bulk.config import AwsSettings
+from s3bulk.errors import S3Error
+from s3bulk.stores.http import SignedHttp
+from s3bulk.stores.retry import Meter, Retrier, RetryPolicy
 
 
 def vectors_endpoint(settings: AwsSettings) -> str:
@@ -30,62 +27,41 @@ def vectors_endpoint(settings: AwsSettings) -> str:
     return settings.resolved_vectors_endpoint
 
 
-class VectorsClient:
+class VectorsClient(SignedHttp):
     """One per process and event loop; requests counted by operation, signing time as "build"."""
 
-    def __init__(self, settings: AwsSettings, *, max_connections: int = 64) -> None:
-        self.settings = settings
-        self.endpoint = vectors_endpoint(settings)
-        self.max_connections = max_connections
-        self.requests: collections.Counter[str] = collections.Counter()
-        self.stage_seconds: collections.Counter[str] = collections.Counter()
-        self._session: aiohttp.ClientSession | None = None
+    service: ClassVar[str] = "s3vectors"
 
-    def count_into(self, stats: Any) -> None:
-        self.requests = stats.requests
-        self.stage_seconds = stats.stage_seconds
+    def __init__(
+        self,
+        settings: AwsSettings,
+        *,
+        max_connections: int = 64,
+        meter: Meter | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(settings, vectors_endpoint(settings), max_connections=max_connections, meter=meter)
+        self.retry = Retrier(policy or RetryPolicy(), self.meter)
 
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
+        error_type = next(
+            (value for name, value in headers.items() if name.lower() == "x-amzn-errortype"), ""
+        )
+        return _error(what, status, error_type, payload)
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self.max_connections, ssl=None if self.settings.verify_ssl else False
-            )
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
-        return self._session
-
-    def _sign(self, url: str, body: bytes) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        credentials = self.settings.credentials()
-        if credentials is None:
-            return headers
-        request = AWSRequest(method="POST", url=url, data=body, headers=headers)
-        SigV4Auth(credentials, "s3vectors", self.settings.resolved_region).add_auth(request)
-        return dict(request.headers.items())
-
-    async def call(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
-        """POST one operation; error answers raise S3Error (retryable/throttled as the service says)."""
-        began = time.perf_counter()
+    async def call_once(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+        """POST one operation, once: error answers raise S3Error (retryable, throttled as the
+        service says). For a caller whose every attempt must pass its own rate limits first."""
         payload = body if isinstance(body, bytes) else orjson.dumps(body)
         url = f"{self.endpoint}/{operation}"
-        headers = self._sign(url, payload)
-        self.stage_seconds["build"] += time.perf_counter() - began
-        self.requests[operation] += 1
-        try:
-            async with self._http().post(url, data=payload, headers=headers) as response:
-                reply = await response.read()
-                status = response.status
-                error_type = response.headers.get("x-amzn-ErrorType", "")
-        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-            raise ItemError(f"{operation}: {type(exc).__name__}: {exc}", retryable=True) from None
-        if status >= 300:
-            raise _error(operation, status, error_type, reply)
+        headers = {"Content-Type": "application/json"}
+        _, _, reply = await self.send(operation, "POST", url, headers=headers, body=payload)
         return orjson.loads(reply) if reply else {}
+
+    async def call(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+        """POST one operation, retried by the one policy."""
+        result: dict[str, Any] = await self.retry(lambda: self.call_once(operation, body), operation)
+        return result
 
     async def create_vector_bucket(self, bucket: str) -> None:
         await self.call("CreateVectorBucket", {"vectorBucketName": bucket})

@@ -21,7 +21,7 @@ import os
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -39,9 +39,19 @@ from s3bulk.sources.embeddings import (
     read_slice,
     resolve_columns,
 )
+from s3bulk.stores.retry import Meter
 from s3bulk.stores.vectors import VectorsClient
-from s3bulk.vectors.payload import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST, put_vectors_body
+from s3bulk.vectors.limits import (
+    MAX_REQUEST_BYTES,
+    MAX_VECTORS_PER_REQUEST,
+    REQUESTS_PER_SECOND,
+    VECTORS_PER_SECOND,
+)
+from s3bulk.vectors.payload import put_vectors_body
 from s3bulk.vectors.validate import check_rows
+
+if TYPE_CHECKING:
+    from s3bulk.commands.put_vectors import PutVectorsSpec
 
 # A float32 as JSON text is at most 15 characters and a separator ("-1.1754944e-38,"), so a batch
 # of this many rows per value stays under the request cap whatever the metadata leaves over.
@@ -62,8 +72,8 @@ class PutOptions:
     bucket: str
     indexes: tuple[str, ...]
     batch_size: int = MAX_VECTORS_PER_REQUEST
-    vectors_per_second: float = 2500.0  # per index (the service's documented write limit)
-    requests_per_second: float = 1000.0  # per index
+    vectors_per_second: float = VECTORS_PER_SECOND  # per index (the service's documented write limit)
+    requests_per_second: float = REQUESTS_PER_SECOND  # per index
     on_error: str = "abort"  # or "skip": bad rows go to the rejects file, the rest loads
     rejects_path: str = "s3bulk-rejects.jsonl"
     concurrency: int = 16
@@ -148,8 +158,13 @@ class PutVectorsJob:
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        self._client = VectorsClient(self.settings, max_connections=max(8, self.options.concurrency))
-        self._client.count_into(ctx.stats)
+        retrier = ctx.retrier
+        self._client = VectorsClient(
+            self.settings,
+            max_connections=max(8, self.options.concurrency),
+            meter=retrier.meter,
+            policy=retrier.policy,
+        )
         share = max(1, self.workers)
         self._limits = {
             index: (
@@ -267,18 +282,23 @@ class PutVectorsJob:
             )
         if len(body) > MAX_REQUEST_BYTES and len(batch.keys) > 1:
             return sum([await self.run(half, ctx) for half in _halves(batch)])
-        waited = vectors_bucket.waited + requests_bucket.waited
-        await vectors_bucket.acquire(len(batch.keys))
-        await requests_bucket.acquire(1)
-        ctx.stats.stage_seconds["rate"] += vectors_bucket.waited + requests_bucket.waited - waited
-        sent_at = vectors_bucket.now()
-        try:
-            await self._client.put_vectors(body)
-        except S3Error as error:
-            if error.throttled:
-                vectors_bucket.throttled(sent_at)
-                requests_bucket.throttled(sent_at)
-            raise
+        client, sent_at = self._client, 0.0
+
+        async def attempt() -> None:
+            """Every attempt, the first and each retry, waits for its tokens first."""
+            nonlocal sent_at
+            waited = vectors_bucket.waited + requests_bucket.waited
+            await vectors_bucket.acquire(len(batch.keys))
+            await requests_bucket.acquire(1)
+            ctx.stats.stage_seconds["rate"] += vectors_bucket.waited + requests_bucket.waited - waited
+            sent_at = vectors_bucket.now()
+            await client.call_once("PutVectors", body)
+
+        def throttled() -> None:  # a refusal of what was sent before the last cut is old news
+            vectors_bucket.throttled(sent_at)
+            requests_bucket.throttled(sent_at)
+
+        await client.retry(attempt, "PutVectors", throttled)
         vectors_bucket.delivered(len(batch.keys))
         requests_bucket.delivered(1)
         ctx.stats.vectors_done += len(batch.keys)
@@ -328,47 +348,34 @@ def default_rejects_path(job_id: str) -> str:
     return str(directory / f"{job_id}.rejects.jsonl")
 
 
-async def build_put_job(args: dict[str, Any], settings: AwsSettings, workers: int) -> PutVectorsJob:
-    """The job for a `vectors put` spec, after checking the flags and reading each index's shape
-    (so a wrong name or a dimension mismatch stops the job before anything is read or sent)."""
-    if args.get("on_error", "abort") not in ("abort", "skip"):
-        raise UsageError(f"--on-error {args['on_error']!r}: use abort or skip")
-    batch_size = int(args.get("batch_size", MAX_VECTORS_PER_REQUEST))
-    if not 1 <= batch_size <= MAX_VECTORS_PER_REQUEST:
-        raise UsageError(
-            f"--batch-size {batch_size}: PutVectors takes 1 to {MAX_VECTORS_PER_REQUEST} vectors"
-        )
-    for flag in ("vectors_per_second", "requests_per_second"):
-        if float(args.get(flag, 1)) <= 0:
-            raise UsageError(f"--{flag.replace('_', '-')} must be positive")
-    indexes = tuple(args["indexes"])
-    if not indexes or len(set(indexes)) != len(indexes):
-        raise UsageError("--index: name each index once (several shard the rows by key)")
+async def build_put_job(spec: PutVectorsSpec, settings: AwsSettings, workers: int) -> PutVectorsJob:
+    """The job for a `vectors put` spec (checked on construction), after reading each index's
+    shape (so a wrong name or a dimension mismatch stops the job before anything is read or
+    sent) and finding the columns the user did not name."""
     source = EmbeddingSpec(
-        tuple(args["sources"]),
-        format=args.get("format"),
-        key_column=args.get("key_column") or "",
-        vector_column=args.get("vector_column") or "",
-        metadata_columns=tuple(args.get("metadata_columns") or ()),
-        keys_file=args.get("keys_file"),
-        key_template=args.get("key_template"),
+        spec.sources,
+        format=spec.format,
+        key_column=spec.key_column or "",
+        vector_column=spec.vector_column or "",
+        metadata_columns=spec.metadata_columns,
+        keys_file=spec.keys_file,
+        key_template=spec.key_template,
         settings=settings,
     )
-    if source.format not in (None, "parquet", "npy", "jsonl"):
-        raise UsageError(f"--format {source.format!r}: use parquet, npy or jsonl")
     source, note = await asyncio.to_thread(resolve_columns, source)
+    assert spec.rejects is not None  # the command settled it before the job is built
     options = PutOptions(
-        bucket=args["bucket"],
-        indexes=indexes,
-        batch_size=batch_size,
-        vectors_per_second=float(args.get("vectors_per_second", 2500)),
-        requests_per_second=float(args.get("requests_per_second", 1000)),
-        on_error=args.get("on_error", "abort"),
-        rejects_path=args["rejects"],
-        concurrency=int(args.get("concurrency", 16)),
+        bucket=spec.bucket,
+        indexes=spec.indexes,
+        batch_size=spec.batch_size,
+        vectors_per_second=spec.vectors_per_second,
+        requests_per_second=spec.requests_per_second,
+        on_error=spec.on_error,
+        rejects_path=spec.rejects,
+        concurrency=spec.engine.concurrency,
     )
     requests: collections.Counter[str] = collections.Counter()
-    shapes = await index_shapes(settings, options.bucket, indexes, requests)
+    shapes = await index_shapes(settings, options.bucket, options.indexes, requests)
     job = PutVectorsJob(source, options, settings, shapes, workers=workers)
     job.preflight_requests = dict(requests)
     job.preflight_notes = [note] if note else []
@@ -381,9 +388,9 @@ async def index_shapes(
     indexes: tuple[str, ...],
     requests: collections.Counter[str] | None = None,
 ) -> dict[str, IndexShape]:
-    client = VectorsClient(settings, max_connections=4)
-    if requests is not None:
-        client.requests = requests
+    client = VectorsClient(
+        settings, max_connections=4, meter=Meter(requests) if requests is not None else None
+    )
     try:
         shapes = {}
         for index in indexes:

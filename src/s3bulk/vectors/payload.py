@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-MAX_VECTORS_PER_REQUEST = 500
-MAX_REQUEST_BYTES = 20 * 1024**2
+from s3bulk.vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
+
+__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "put_vectors_body"]
 
 
 def put_vectors_body(

@@ -22,6 +22,7 @@ import orjson
 from s3bulk.config import AwsSettings
 from s3bulk.errors import UsageError
 from s3bulk.sources.embeddings import EmbeddingSpec, Slice, open_file, plan_slices, read_slice
+from s3bulk.stores.retry import Meter
 from s3bulk.stores.vectors import VectorsClient
 from s3bulk.vectors.job import index_of, index_shapes
 from s3bulk.vectors.validate import check_rows
@@ -79,8 +80,7 @@ async def verify_vectors(
     started = time.perf_counter()
     report = VerifyReport()
     shapes = await index_shapes(settings, bucket, indexes, report.requests)
-    client = VectorsClient(settings, max_connections=concurrency)
-    client.requests = report.requests
+    client = VectorsClient(settings, max_connections=concurrency, meter=Meter(report.requests))
     calls = asyncio.Semaphore(concurrency)
     tasks: set[asyncio.Task[None]] = set()
     pending: dict[str, list[Expected]] = {index: [] for index in indexes}

@@ -1,22 +1,27 @@
-"""Retries with capped exponential backoff and full jitter (sleep = U(0, min(cap, base * 2^n))).
+"""The one retry policy of every request s3bulk sends, and where its retries are counted.
 
-Full jitter spreads retries of many concurrent requests so a throttled service is not hit by
-synchronised waves; only ItemErrors marked retryable are tried again.
+Capped exponential backoff with full jitter (sleep = U(0, min(cap, base * 2^n))): retries of many
+concurrent requests spread out, so a throttled service is not hit by synchronised waves. Only
+errors marked retryable are tried again (errors.classify decides).
 
 Two answers are waited out without spending attempts, for up to RetryPolicy.patience_seconds:
 - a service that accepted requests and then stops accepting connections (a restart, a failover);
 - a service that says slow down (503 SlowDown, 429). Six quick attempts would fail items, even
-  a whole listing partition, while the service only asked for patience; the in-flight limit is
-  halved meanwhile (engine/adaptive.py), so waiting does not mean hammering.
+  a whole listing partition, while the service only asked for patience.
+
+Every retry is told to a `Meter` (requests by kind, signing time, retries): the engine's worker
+counts it in the report and, when the service throttled, halves its in-flight limit
+(engine/adaptive.py), whichever request it was: an object's PUT, a listing page, a DeleteObjects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from s3bulk.errors import ItemError, JobAborted, classify
@@ -56,6 +61,20 @@ class RetryPolicy:
         return None
 
 
+def _ignore(error: ItemError) -> None:
+    """A meter nobody reads (a module function, so what holds it still pickles)."""
+
+
+@dataclass
+class Meter:
+    """Where a store's activity is counted: requests by kind, time per stage ("build": signing),
+    and each retry (`retried`, which may also slow the job down when the service throttles)."""
+
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    stage_seconds: collections.Counter[str] = field(default_factory=collections.Counter)
+    retried: Callable[[ItemError], None] = _ignore
+
+
 async def with_retries(
     action: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -63,6 +82,7 @@ async def with_retries(
     what: str = "",
     on_retry: Callable[[ItemError], None] | None = None,
 ) -> T:
+    """`action()` until it succeeds, a final error, or the policy's attempts are spent."""
     attempt = 0
     waited = 0  # retries while the service was unreachable or throttling
     waiting_since: float | None = None
@@ -94,3 +114,26 @@ async def with_retries(
             if on_retry is not None:
                 on_retry(error)
             await asyncio.sleep(policy.delay(attempt))
+
+
+@dataclass(frozen=True)
+class Retrier:
+    """The policy and the meter together: what a store calls around each request."""
+
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    meter: Meter = field(default_factory=Meter)
+
+    async def __call__(
+        self,
+        action: Callable[[], Awaitable[T]],
+        what: str = "",
+        on_throttle: Callable[[], None] | None = None,
+    ) -> T:
+        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say)."""
+
+        def retried(error: ItemError) -> None:
+            self.meter.retried(error)
+            if error.throttled and on_throttle is not None:
+                on_throttle()
+
+        return await with_retries(action, self.policy, what=what, on_retry=retried)

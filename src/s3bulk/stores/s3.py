@@ -1,30 +1,26 @@
-"""A small signed-request S3 client: botocore's SigV4 signer + aiohttp + the stdlib XML parser.
+"""s3bulk's own S3 client: the S3 REST operations over signed HTTP (`stores.http`) and the stdlib
+XML parser.
 
 It covers what obstore cannot do: listings with raw StartAfter/MaxKeys/Delimiter control (needed
 to list key ranges concurrently, and for keys obstore's path model refuses such as ``a//b``),
-server-side copy across buckets (CopyObject, UploadPartCopy), and plain GET/PUT for keys obstore
-cannot address. No boto3 client is on this path: botocore's per-request serialisation is the very
-cost the seed articles measured, so we only borrow its signer and credential chain.
+server-side copy across buckets (CopyObject, UploadPartCopy), multipart uploads whose ids s3bulk
+must know (`stores.multipart`), HEAD and tagging, and plain GET/PUT for keys obstore cannot
+address. Jobs do not use it directly: the storage seam (`stores.storage`) chooses between it and
+obstore, and retries.
 """
 
 from __future__ import annotations
 
 import base64
-import collections
 import hashlib
-import time
-from typing import Any
+from typing import ClassVar
 from urllib.parse import quote
 
-import aiohttp
-import yarl
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-
-from s3bulk.config import AwsSettings, read_timeout_seconds
-from s3bulk.engine.retry import RetryPolicy, with_retries
-from s3bulk.errors import ItemError, S3Error, transient
+from s3bulk.config import AwsSettings
+from s3bulk.errors import S3Error
 from s3bulk.stores import s3xml
+from s3bulk.stores.http import SignedHttp
+from s3bulk.stores.retry import Meter
 from s3bulk.stores.s3xml import ListPage
 
 
@@ -39,56 +35,23 @@ def _query(params: dict[str, str]) -> str:
     )
 
 
-class SignedClient:
-    """One per process and event loop; requests are counted by kind for the report."""
+class S3Client(SignedHttp):
+    service: ClassVar[str] = "s3"
 
-    def __init__(self, settings: AwsSettings, *, max_connections: int = 64) -> None:
-        self.settings = settings
-        self.max_connections = max_connections
-        self.requests: collections.Counter[str] = collections.Counter()
-        self.stage_seconds: collections.Counter[str] = collections.Counter()  # "build": signing
-        self._session: aiohttp.ClientSession | None = None
-        self._stats: Any = None
-        self._endpoint = settings.resolved_endpoint
-        self._region = settings.resolved_region
-
-    def count_into(self, stats: Any) -> None:
-        """Count requests, retries and signing time straight into a worker's stats (WorkerStats)."""
-        self.requests = stats.requests
-        self.stage_seconds = stats.stage_seconds
-        self._stats = stats
-
-    async def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self.max_connections,
-                ttl_dns_cache=300,
-                ssl=None if self.settings.verify_ssl else False,
-            )
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, skip_auto_headers=["User-Agent", "Accept-Encoding"]
-            )
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    def __init__(
+        self, settings: AwsSettings, *, max_connections: int = 64, meter: Meter | None = None
+    ) -> None:
+        super().__init__(settings, settings.resolved_endpoint, max_connections=max_connections, meter=meter)
 
     def url(self, bucket: str, key: str = "") -> str:
         if self.settings.path_style or "." in bucket:
-            return f"{self._endpoint}/{bucket}/{quote_key(key)}"
-        scheme, _, host = self._endpoint.partition("://")
+            return f"{self.endpoint}/{bucket}/{quote_key(key)}"
+        scheme, _, host = self.endpoint.partition("://")
         return f"{scheme}://{bucket}.{host}/{quote_key(key)}"
 
-    def _sign(self, method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
-        credentials = self.settings.credentials()
-        if credentials is None:
-            return headers
-        request = AWSRequest(method=method, url=url, data=body, headers=headers)
-        S3SigV4Auth(credentials, "s3", self._region).add_auth(request)
-        return dict(request.headers.items())
+    def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
+        code, message = s3xml.parse_error(payload)
+        return S3Error(status, code, message, what)
 
     async def request(
         self,
@@ -106,27 +69,12 @@ class SignedClient:
         url = self.url(bucket, key)
         if params:
             url += "?" + _query(params)
-        began = time.perf_counter()
-        signed = self._sign(method, url, dict(headers or {}), body)
-        self.stage_seconds["build"] += time.perf_counter() - began
-        session = await self._http()
-        self.requests[kind] += 1
         try:
-            async with session.request(
-                method, yarl.URL(url, encoded=True), headers=signed, data=body or None
-            ) as response:
-                payload = await response.read()
-                status = response.status
-                reply_headers = dict(response.headers)
-        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
-            refused = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
-            raise transient(f"{what or kind}: {type(exc).__name__}: {exc}", str(exc), refused) from None
-        if status >= 300:
-            code, message = s3xml.parse_error(payload)
-            if not code and status == 404:
-                code = "NoSuchKey" if key else "NoSuchBucket"
-            raise S3Error(status, code, message, what)
-        return status, reply_headers, payload
+            return await self.send(kind, method, url, headers=headers, body=body, what=what)
+        except S3Error as error:
+            if error.code or error.status != 404:
+                raise
+            raise S3Error(404, "NoSuchKey" if key else "NoSuchBucket", "", what) from None  # a HEAD
 
     async def list_objects_v2(
         self,
@@ -148,18 +96,8 @@ class SignedClient:
         if delimiter:
             params["delimiter"] = delimiter
         what = f"list s3://{bucket}/{prefix}"
-
-        async def page() -> bytes:
-            return (await self.request("LIST", "GET", bucket, params=params, what=what))[2]
-
-        # Everything after depends on the page, and sync lists on the driver, where one reset
-        # connection failed the whole job: pages are retried like items (and counted).
-        body = await with_retries(page, RetryPolicy(), what=what, on_retry=self._count_retry)
+        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         return s3xml.parse_list_objects_v2(body)
-
-    def _count_retry(self, error: ItemError) -> None:
-        if self._stats is not None:
-            self._stats.retries += 1
 
     async def get_object(self, bucket: str, key: str) -> bytes:
         _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
