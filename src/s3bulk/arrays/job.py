@@ -24,8 +24,7 @@ import numpy as np
 from s3bulk.arrays.decode import ChunkDecoder
 from s3bulk.arrays.ranges import RangeRead, parts
 from s3bulk.config import AwsSettings
-from s3bulk.engine.job import WorkerContext
-from s3bulk.engine.worker import ItemBatch
+from s3bulk.engine.job import ItemBatch, WorkerContext
 from s3bulk.errors import ItemError
 from s3bulk.report import WorkerStats
 from s3bulk.stores.storage import Storage

@@ -25,6 +25,29 @@ class BatchOutcome(NamedTuple):
     failures: list[Failure]
 
 
+@dataclass(frozen=True)
+class ItemBatch:
+    """A descriptor of items a busy worker handed over for idle ones (or the driver planned
+    itself): already planned, so they run as they are."""
+
+    items: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.items)} handed-over items"
+
+
+@dataclass(frozen=True)
+class Redo:
+    """A lost worker's descriptor, run again without the items that worker (or a worker it
+    handed them to) already finished: each item is still done, and counted, exactly once."""
+
+    descriptor: Any
+    skip: frozenset[str]
+
+    def __str__(self) -> str:
+        return str(self.descriptor)
+
+
 # Set while a worker expands a lost worker's descriptor again: the item ids finished already.
 # A context variable, because each descriptor expands in its own task.
 REDO_SKIP: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("redo_skip", default=frozenset())

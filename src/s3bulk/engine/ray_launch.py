@@ -33,6 +33,7 @@ import ray
 
 from s3bulk.engine.job import Job
 from s3bulk.engine.launch import WorkerHandle
+from s3bulk.engine.messages import Hello
 from s3bulk.engine.worker import EngineOptions, thread_main
 from s3bulk.errors import UsageError
 
@@ -115,7 +116,7 @@ def _driver_host() -> str:
 def _run_worker(address: tuple[str, int], key: bytes, job: bytes, options: EngineOptions, index: int) -> int:
     """A Ray task: connect back to the driver and serve it until told to stop."""
     conn = Client(address, authkey=key)
-    conn.send(("hello", index))
+    conn.send(Hello(index))
     thread_main(conn, job, options, index)  # closes the connection
     return index
 
@@ -171,8 +172,8 @@ class RayLauncher:
                     continue
                 conn = self._authenticated(sock)
                 if conn is not None:
-                    message = conn.recv()
-                    conns[message[1]] = conn
+                    hello: Hello = conn.recv()
+                    conns[hello.index] = conn
         except BaseException:
             for ref in refs:
                 ray.cancel(ref, force=True)

@@ -27,7 +27,22 @@ from typing import TYPE_CHECKING, Any
 
 from s3bulk.engine.adaptive import AdaptiveLimit
 from s3bulk.engine.budget import ByteBudget
-from s3bulk.engine.job import REDO_SKIP, BatchOutcome, Job, WorkerContext
+from s3bulk.engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext
+from s3bulk.engine.messages import (
+    Abort,
+    Cancel,
+    Crash,
+    Done,
+    DriverGone,
+    Finished,
+    Progress,
+    Split,
+    SplitAllowed,
+    Stop,
+    Stopping,
+    Want,
+    Work,
+)
 from s3bulk.engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk.errors import ItemError, JobAborted, classify
 from s3bulk.stores.retry import RetryPolicy
@@ -58,28 +73,6 @@ class EngineOptions:
     journal_url: str | None = None  # the ray engine: the job's prefix in the object store
     journal_run: int = 0  # the run of the job this is (names the object-store journal's parts)
     journal_snapshot: str | None = None  # resume: the published journal workers skip done items by
-
-
-@dataclass(frozen=True)
-class ItemBatch:
-    """Items a busy worker handed over for idle ones: already planned, so they run as they are."""
-
-    items: tuple[Any, ...]
-
-    def __str__(self) -> str:
-        return f"{len(self.items)} handed-over items"
-
-
-@dataclass(frozen=True)
-class Redo:
-    """A lost worker's descriptor, run again without the items that worker (or a worker it
-    handed them to) already finished: each item is still done, and counted, exactly once."""
-
-    descriptor: Any
-    skip: frozenset[str]
-
-    def __str__(self) -> str:
-        return str(self.descriptor)
 
 
 class WorkerRuntime:
@@ -151,7 +144,7 @@ class WorkerRuntime:
 
     def _expanded(self, descriptor_id: int) -> None:
         self.expanded.add(descriptor_id)
-        self.send(("want", 1))
+        self.send(Want(1))
         self._maybe_finished(descriptor_id)
 
     async def _batches(self, descriptor: Any) -> AsyncIterator[list[Any]]:
@@ -174,13 +167,13 @@ class WorkerRuntime:
         rest = batch[index + keep : end]
         handed = [self.job.item_id(item) for item in rest] if self.options.track_items else []
         batches = [ItemBatch(tuple(rest[n : n + keep])) for n in range(0, len(rest), keep)]
-        self.send(("split", batches, descriptor_id, handed, None))
+        self.send(Split(batches, descriptor_id, handed, None))
         return index + keep
 
     def abort(self, reason: str) -> None:
         if not self.aborting:
             self.aborting = True
-            self.send(("abort", reason))
+            self.send(Stopping(reason))
 
     def _maybe_finished(self, descriptor_id: int) -> None:
         if descriptor_id in self.expanded and self.open_items.get(descriptor_id) == 0:
@@ -189,7 +182,7 @@ class WorkerRuntime:
             self.flush()  # the driver counts its items before it forgets the descriptor
             if self.parts is not None:
                 self.parts.write()
-            self.send(("finished", descriptor_id))
+            self.send(Finished(descriptor_id))
 
     async def consume(self) -> None:
         stats = self.ctx.stats
@@ -289,7 +282,7 @@ class WorkerRuntime:
             delta = self.ctx.stats.take()
             if self.parts is not None:
                 self.parts.add(delta)
-            self.send(("progress", delta))
+            self.send(Progress(delta))
 
 
 async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
@@ -340,7 +333,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
     if own_process:  # SIGTERM (the driver ending a job it was told to stop, or anyone else)
-        loop.add_signal_handler(signal.SIGTERM, inbox.put_nowait, ("cancel",))
+        loop.add_signal_handler(signal.SIGTERM, inbox.put_nowait, Cancel())
 
     def receive() -> None:
         try:
@@ -349,7 +342,7 @@ async def _serve(
         except (EOFError, OSError) as exc:
             if os.environ.get("S3BULK_DEBUG"):
                 print(f"worker {worker_id}: pipe closed: {exc!r}", file=sys.stderr)
-            inbox.put_nowait(("driver-gone",))
+            inbox.put_nowait(DriverGone())
 
     watch_pipe(loop, conn, receive)
     send = _Sender(conn)
@@ -383,7 +376,7 @@ async def _run_worker(
     def split(descriptors: list[Any], handed: list[str] | None = None, narrowed: Any = None) -> None:
         """Hand descriptors to other workers. `handed` names items they hold that the descriptor
         being expanded would yield again if redone; `narrowed` is that descriptor's new extent."""
-        send(("split", descriptors, EXPANDING.get(), handed or [], narrowed))
+        send(Split(descriptors, EXPANDING.get(), handed or [], narrowed))
 
     ctx.split = split
     ctx.want_split = lambda: runtime.split_allowed
@@ -392,35 +385,34 @@ async def _run_worker(
     consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
     reporter = asyncio.create_task(runtime.report_progress())
     expanders: set[asyncio.Task[None]] = set()
-    send(("want", DESCRIPTOR_PREFETCH))
+    send(Want(DESCRIPTOR_PREFETCH))
     cancelled = False
     while True:
-        message = await inbox.get()
-        if message[0] == "work":
-            _, descriptor_id, descriptor, split_allowed = message
-            runtime.split_allowed = split_allowed
-            task = asyncio.create_task(runtime.expand(descriptor_id, descriptor))
-            expanders.add(task)
-            task.add_done_callback(expanders.discard)
-        elif message[0] == "split-allowed":
-            runtime.split_allowed = message[1]
-        elif message[0] == "abort":  # another worker's job asked to stop
-            runtime.aborting = True
-        elif message[0] == "stop":
-            break
-        elif message[0] == "driver-gone":
-            # The driver was killed: stop at once rather than finish work nobody will record.
-            # Cancelling runs each item's cleanup (a download's temporary file is removed, a
-            # multipart upload aborted); the journal has only what the driver confirmed, so a
-            # resume redoes the rest.
-            await _cancel([*expanders, *consumers, reporter])
-            return
-        elif message[0] == "cancel":
-            # The job was interrupted (Ctrl-C, SIGTERM): the same cleanup, then tell the driver
-            # what finished, so the journal knows it and the uploads that were aborted.
-            await _cancel([*expanders, *consumers, reporter])
-            cancelled = True
-            break
+        match await inbox.get():
+            case Work(descriptor_id, descriptor, split_allowed):
+                runtime.split_allowed = split_allowed
+                task = asyncio.create_task(runtime.expand(descriptor_id, descriptor))
+                expanders.add(task)
+                task.add_done_callback(expanders.discard)
+            case SplitAllowed(allowed):
+                runtime.split_allowed = allowed
+            case Abort():  # another worker's job asked to stop
+                runtime.aborting = True
+            case Stop():
+                break
+            case DriverGone():
+                # The driver was killed: stop at once rather than finish work nobody will record.
+                # Cancelling runs each item's cleanup (a download's temporary file is removed, a
+                # multipart upload aborted); the journal has only what the driver confirmed, so
+                # a resume redoes the rest.
+                await _cancel([*expanders, *consumers, reporter])
+                return
+            case Cancel():
+                # The job was interrupted (Ctrl-C, SIGTERM): the same cleanup, then tell the
+                # driver what finished, so the journal knows it and the uploads that were aborted.
+                await _cancel([*expanders, *consumers, reporter])
+                cancelled = True
+                break
     for task in expanders:
         task.cancel()
     if not cancelled:  # stopped normally: the consumers finish what is queued
@@ -440,7 +432,7 @@ async def _run_worker(
     usage = resource.getrusage(resource.RUSAGE_THREAD if options.in_process else resource.RUSAGE_SELF)
     ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()
-    send(("done",))
+    send(Done())
 
 
 def worker_main(
@@ -462,7 +454,7 @@ def worker_main(
     except BaseException as exc:
         code = 1
         with contextlib.suppress(Exception):
-            conn.send(("crash", f"{type(exc).__name__}: {exc}"))
+            conn.send(Crash(f"{type(exc).__name__}: {exc}"))
     finally:
         with contextlib.suppress(Exception):
             conn.close()
@@ -489,7 +481,7 @@ def thread_main(conn: Connection, pickled_job: bytes, options: EngineOptions, wo
         run_loop(_serve(conn, pickle.loads(pickled_job), options, worker_id))
     except BaseException as exc:
         with contextlib.suppress(Exception):
-            conn.send(("crash", f"{type(exc).__name__}: {exc}"))
+            conn.send(Crash(f"{type(exc).__name__}: {exc}"))
     finally:
         with contextlib.suppress(Exception):
             conn.close()
