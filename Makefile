@@ -36,6 +36,8 @@ reliability: setup
 lint: .venv/.synced
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports
+	.venv/bin/mypy
 
 clean:
 	rm -rf .venv .tools bench/out

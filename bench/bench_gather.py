@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from s3bulk.arrays.gather import METADATA
-from s3bulk.benchmark.measure import Results, clean_env, measure
-from s3bulk.benchmark.network import DelayedMinio
+from s3bulk._arrays.gather import METADATA
+from s3bulk._benchmark.measure import Results, clean_env, measure
+from s3bulk._benchmark.network import DelayedMinio
 from s3bulk.testing.wtk import WtkSpec, write_files
 
 ROOT = Path(__file__).resolve().parent
@@ -68,8 +68,8 @@ def link_bandwidth(env: dict[str, str], bucket: str, key: str, streams: int) -> 
     """Bytes/s of `streams` concurrent 16 MiB ranged GETs through the proxy."""
     import obstore
 
-    from s3bulk.config import AwsSettings
-    from s3bulk.stores.objects import s3_store
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.objects import s3_store
 
     os.environ.update(env)
     store = s3_store(AwsSettings.from_env(), bucket)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from s3bulk.benchmark.measure import clean_env, measure, tmpfs_dir
+from s3bulk._benchmark.measure import clean_env, measure, tmpfs_dir
 from s3bulk.testing import MinioServer
 from s3bulk.testing.raycluster import RayCluster
 

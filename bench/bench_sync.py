@@ -32,8 +32,8 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from s3bulk.benchmark.measure import Results, clean_env, measure
-from s3bulk.benchmark.suite import rclone_env
+from s3bulk._benchmark.measure import Results, clean_env, measure
+from s3bulk._benchmark.suite import rclone_env
 from s3bulk.testing import MinioServer
 
 ROOT = Path(__file__).resolve().parent

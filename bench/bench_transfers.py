@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from s3bulk.benchmark.measure import Results, clean_env, measure
+from s3bulk._benchmark.measure import Results, clean_env, measure
 from s3bulk.testing import MinioServer
 
 ROOT = Path(__file__).resolve().parent

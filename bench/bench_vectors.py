@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3bulk.benchmark.measure import clean_env, measure
+from s3bulk._benchmark.measure import clean_env, measure
 from s3bulk.testing import MotoServer
 
 DIMENSION = 1024
@@ -89,9 +89,9 @@ def make_index(endpoint: str, bucket: str, index: str) -> None:
 
 def cpu_per_batch(endpoint: str, vectors: np.ndarray, batches: int) -> dict[str, list[float]]:
     """Client CPU seconds per batch, alternating boto3 and s3bulk so both see the same moto."""
-    from s3bulk.config import AwsSettings
-    from s3bulk.stores.vectors import VectorsClient
-    from s3bulk.vectors.payload import put_vectors_body
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.payload import put_vectors_body
 
     make_index(endpoint, "bench-cpu", "boto3")
     make_index(endpoint, "bench-cpu", "s3bulk")
@@ -129,9 +129,9 @@ def cpu_per_batch(endpoint: str, vectors: np.ndarray, batches: int) -> dict[str,
 
 def build_and_sign_rate(vectors: np.ndarray, seconds: float = 3.0) -> float:
     """Vectors/s one process builds and signs (what it could send if the network were free)."""
-    from s3bulk.config import AwsSettings
-    from s3bulk.stores.vectors import VectorsClient
-    from s3bulk.vectors.payload import put_vectors_body
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.payload import put_vectors_body
 
     client = VectorsClient(AwsSettings.from_env())
     keys = [f"doc-{n}" for n in range(BATCH)]

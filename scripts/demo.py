@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 import s3bulk
-from s3bulk.report import Report, human_bytes
-from s3bulk.stores.s3 import S3Client
+from s3bulk._report import Report, human_bytes
+from s3bulk._stores.s3 import S3Client
 from s3bulk.testing import MinioServer
 
 

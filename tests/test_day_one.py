@@ -157,8 +157,8 @@ def test_a_profile_s_endpoint_and_services_section_are_used(
 def test_endpoint_variables_and_addressing_style_follow_botocore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from s3bulk.config import AwsSettings
-    from s3bulk.stores.s3 import S3Client
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.s3 import S3Client
 
     for name in list(os.environ):
         if name.startswith("AWS_"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from s3bulk.engine.dispatch import Dispatcher, Slot
-from s3bulk.engine.job import Redo
-from s3bulk.engine.messages import (
+from s3bulk._engine.dispatch import Dispatcher, Slot
+from s3bulk._engine.job import Redo
+from s3bulk._engine.messages import (
     Abort,
     Crash,
     Done,
@@ -19,7 +19,7 @@ from s3bulk.engine.messages import (
     Want,
     Work,
 )
-from s3bulk.report import WorkerStats
+from s3bulk._report import WorkerStats
 
 
 class FakeLink:

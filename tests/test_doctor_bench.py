@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
-from s3bulk.benchmark.network import ToxiproxyServer
-from s3bulk.cli.bench import parse_rtts
+from s3bulk._benchmark.network import ToxiproxyServer
+from s3bulk._cli.bench import parse_rtts
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli
 
 import s3bulk
-from s3bulk.errors import ItemError, S3Error, classify
-from s3bulk.stores.retry import RetryPolicy, with_retries
+from s3bulk._errors import ItemError, S3Error, classify
+from s3bulk._stores.retry import RetryPolicy, with_retries
 
 
 def test_full_jitter_stays_under_the_cap() -> None:
@@ -126,7 +126,7 @@ def test_a_killed_worker_loses_nothing_and_fails_the_job(
 
 
 def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone() -> None:
-    from s3bulk.engine.budget import ByteBudget
+    from s3bulk._engine.budget import ByteBudget
 
     budget = ByteBudget(10)
     peak = 0

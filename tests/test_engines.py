@@ -15,10 +15,12 @@ import pytest
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, tree_digests
 
 import s3bulk
-from s3bulk.engine import ENGINES, Engine, WorkerContext
-from s3bulk.engine.adaptive import WINDOW_SECONDS, AdaptiveLimit
-from s3bulk.engine.worker import EngineOptions
-from s3bulk.report import Report, WorkerStats
+from s3bulk._engine.adaptive import WINDOW_SECONDS, AdaptiveLimit
+from s3bulk._engine.driver import Engine
+from s3bulk._engine.job import WorkerContext
+from s3bulk._engine.strategies import ENGINES
+from s3bulk._engine.worker import EngineOptions
+from s3bulk._report import Report, WorkerStats
 
 MiB = 1024**2
 FILES = {f"p{i % 4}/f{i:04d}.bin": os.urandom(i % 5000) for i in range(240)} | {
@@ -215,7 +217,7 @@ def test_adaptive_limit_halves_when_throttled() -> None:
 
 
 def test_token_bucket_keeps_the_rate_and_lets_an_oversized_batch_through() -> None:
-    from s3bulk.engine.ratelimit import TokenBucket
+    from s3bulk._engine.ratelimit import TokenBucket
 
     now = [0.0]
 
@@ -238,7 +240,7 @@ def test_token_bucket_keeps_the_rate_and_lets_an_oversized_batch_through() -> No
 
 
 def test_token_bucket_halves_when_throttled_and_climbs_back() -> None:
-    from s3bulk.engine.ratelimit import TokenBucket
+    from s3bulk._engine.ratelimit import TokenBucket
 
     now = [0.0]
     bucket = TokenBucket(1000, burst=100, clock=lambda: now[0])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, bucket_problems, new_bucket, run_cli, tree_problems
 
-from s3bulk.benchmark.network import ToxiproxyServer
+from s3bulk._benchmark.network import ToxiproxyServer
 
 OBJECTS = 5000
 MiB = 1024 * 1024
@@ -195,8 +195,8 @@ def _summary_text(summary: dict[str, object]) -> str:
     """The summary a user without --json reads, for this run's report (with --stats)."""
     import io
 
-    from s3bulk.progress import print_summary
-    from s3bulk.report import Report
+    from s3bulk._cli.progress import print_summary
+    from s3bulk._report import Report
 
     fields = {name: summary[name] for name in Report.__dataclass_fields__ if name in summary}
     out = io.StringIO()

@@ -258,10 +258,10 @@ def test_b_tree_walk_finds_chunks_as_h5py_does(tmp_path: Path) -> None:
 
     from obstore.store import LocalStore
 
-    from s3bulk.arrays.files import FileRef
-    from s3bulk.arrays.gather import _describe_all, _Reading, _walk_trees
-    from s3bulk.arrays.selection import parse_selection
-    from s3bulk.stores.blockfile import BlockFile
+    from s3bulk._arrays.files import FileRef
+    from s3bulk._arrays.gather import _describe_all, _Reading, _walk_trees
+    from s3bulk._arrays.selection import parse_selection
+    from s3bulk._stores.blockfile import BlockFile
 
     path = tmp_path / "deep.h5"
     with h5py.File(path, "w") as handle:

@@ -155,7 +155,7 @@ def test_journals_of_the_untyped_format_still_resume_and_unknown_ones_are_refuse
 ) -> None:
     """A journal written before typed specs (format 1: `{"args": {...}}`) resumes; one of a format
     this s3bulk does not know is refused with one line that says why."""
-    from s3bulk.journal import Journal
+    from s3bulk._journal.local import Journal
 
     bucket = new_bucket(minio)
     source = make_tree(tmp_path / "src", {"a.txt": b"a", "b/c.txt": b"c"})

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import Endpoint, run_cli
 
-from s3bulk.config import AwsSettings
-from s3bulk.sources.listing import list_prefix, list_sequential
-from s3bulk.stores.storage import Storage
+from s3bulk._config import AwsSettings
+from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._stores.storage import Storage
 
 
 def put_empty(endpoint: Endpoint, bucket: str, keys: list[str]) -> None:

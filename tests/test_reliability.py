@@ -158,7 +158,7 @@ def test_connections_cut_mid_body_leave_no_truncated_file_or_object(
     connections at a time the bodies of 200 KiB objects are cut mid-stream again and again,
     uploads and downloads alike: every object and file arrives whole or the run says which did
     not; here all arrive, after retries."""
-    from s3bulk.benchmark.network import ToxiproxyServer
+    from s3bulk._benchmark.network import ToxiproxyServer
 
     files = {f"p/f{i:04d}.bin": (i.to_bytes(4, "big") * 51_200) for i in range(120)}
     source = make_tree(tmp_path / "src", files)
@@ -270,7 +270,7 @@ def test_a_file_that_appears_during_its_download_is_left_alone(
     """A 10 MiB download (streamed to its temporary file), slowed to 4 MB/s by toxiproxy; once
     that temporary file exists, another program creates the target. The download fails with that
     named, the other file keeps its content, and no temporary file is left."""
-    from s3bulk.benchmark.network import ToxiproxyServer
+    from s3bulk._benchmark.network import ToxiproxyServer
 
     minio.client().put_object(Bucket=bucket, Key="big.bin", Body=b"s3" * 5 * 1024 * 1024)
     target = tmp_path / "down" / "big.bin"

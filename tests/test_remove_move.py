@@ -10,9 +10,9 @@ from pathlib import Path
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, sha256, tree_digests
 
 import s3bulk
-from s3bulk.config import AwsSettings
-from s3bulk.stores.retry import Retrier, RetryPolicy
-from s3bulk.stores.storage import Storage
+from s3bulk._config import AwsSettings
+from s3bulk._stores.retry import Retrier, RetryPolicy
+from s3bulk._stores.storage import Storage
 
 
 def _upload_many(minio: Endpoint, tmp_path: Path, bucket: str, count: int, prefix: str) -> None:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from s3bulk.cli.options import parse_size
-from s3bulk.errors import UsageError
-from s3bulk.plan.filters import Filters
-from s3bulk.urls import LocalLocation, S3Location, local_target, parse_location, parse_s3, relative_key
+from s3bulk._cli.options import parse_size
+from s3bulk._errors import UsageError
+from s3bulk._plan.filters import Filters
+from s3bulk._urls import LocalLocation, S3Location, local_target, parse_location, parse_s3, relative_key
 
 
 def test_s3_urls_parse_bucket_and_key() -> None:

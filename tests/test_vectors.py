@@ -12,11 +12,11 @@ import orjson
 import pytest
 from conftest import Endpoint
 
-from s3bulk.config import AwsSettings
-from s3bulk.errors import S3Error
-from s3bulk.stores.vectors import VectorsClient
-from s3bulk.vectors.payload import put_vectors_body
-from s3bulk.vectors.validate import check_rows
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error
+from s3bulk._stores.vectors import VectorsClient
+from s3bulk._vectors.payload import put_vectors_body
+from s3bulk._vectors.validate import check_rows
 
 
 def _settings(moto: Endpoint, monkeypatch: pytest.MonkeyPatch) -> AwsSettings:
@@ -85,7 +85,7 @@ def test_service_errors_are_named_and_final(moto: Endpoint, monkeypatch: pytest.
 
 
 def test_throttling_answers_are_retryable_and_marked() -> None:
-    from s3bulk.stores.vectors import _error
+    from s3bulk._stores.vectors import _error
 
     slow = _error("PutVectors", 429, "TooManyRequestsException:", b'{"message":"Rate exceeded"}')
     busy = _error("PutVectors", 503, "", b'{"__type":"ServiceUnavailableException","message":"later"}')

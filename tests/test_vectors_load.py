@@ -176,8 +176,8 @@ def test_npy_keys_file_jsonl_and_s3_sources(
     moto: Endpoint, minio: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3bulk import put_vectors
-    from s3bulk.config import AwsSettings
-    from s3bulk.errors import UsageError
+    from s3bulk._config import AwsSettings
+    from s3bulk._errors import UsageError
 
     for name in list(os.environ):
         if name.startswith("AWS_"):
@@ -349,7 +349,7 @@ def test_token_buckets_keep_each_index_under_its_limit(
     """Two indexes, each allowed 2,000 vectors/s by the proxy: the loader stays under the limit
     of each (no throttling at all) while the two together go past one index's limit."""
     from s3bulk import put_vectors
-    from s3bulk.config import AwsSettings
+    from s3bulk._config import AwsSettings
 
     source = write_parquet(tmp_path / "docs.parquet", embeddings(12_000, 8), row_group_size=4000)
     bucket, first = new_index(moto, 8)
@@ -370,7 +370,7 @@ def test_token_buckets_keep_each_index_under_its_limit(
         assert proxy.log.peak_rate(window=2.0, index=index) <= (1900 * 2 + 500 + 500) / 2
     assert proxy.log.peak_rate(window=2.0) > 3000  # together, well past what one index allows
     assert report.stage_seconds["rate"] > 0  # the report says the limit, not the client, held it
-    from s3bulk.diagnosis import verdict
+    from s3bulk._report import verdict
 
     assert verdict(report).startswith("rate-limited, as asked")
 
@@ -379,7 +379,7 @@ def test_throttling_backs_off_and_loses_nothing(moto: Endpoint, moto_env: None, 
     """The loader is told 8,000 vectors/s; the service gives 1,500 and answers 429/503 above it.
     Every vector lands, and the loader settles under the real limit within seconds."""
     from s3bulk import put_vectors
-    from s3bulk.config import AwsSettings
+    from s3bulk._config import AwsSettings
 
     source = write_parquet(tmp_path / "docs.parquet", embeddings(15_000, 8), row_group_size=5000)
     bucket, index = new_index(moto, 8)

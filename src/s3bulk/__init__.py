@@ -1,10 +1,14 @@
 """s3bulk: bulk work on object storage that saturates the service, not the Python interpreter.
 
-The public surface is small: `ls`, `copy`, `move`, `sync`, `remove`, `resume`, `retry_failed`,
-`doctor`, `put_vectors`, `gather`, `gather_to_file` (each with an `_async` twin), `verify_vectors`,
-`count_vectors`,
-`list_jobs`, `ENGINES`, and the `Report` they return.
-Names load on first use (PEP 562) so `import s3bulk` and the CLI start fast.
+    report = s3bulk.copy("s3://src/data/", "s3://dst/data/")
+    assert report.ok, report.failures
+
+The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `remove`, `resume`,
+`retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `gather`, `gather_to_file`,
+`doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they
+return and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every
+module is private (`s3bulk._*`), but `s3bulk.testing`: real servers on loopback for users' own
+tests. Names load on first use (PEP 562), so `import s3bulk` and the CLI start fast.
 """
 
 from __future__ import annotations
@@ -15,43 +19,45 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "AwsSettings": "s3bulk.config",
-    "Failure": "s3bulk.report",
-    "ItemError": "s3bulk.errors",
-    "Listing": "s3bulk.api",
-    "ObjectInfo": "s3bulk.stores.s3xml",
-    "Report": "s3bulk.report",
-    "S3BulkError": "s3bulk.errors",
-    "UsageError": "s3bulk.errors",
-    "copy": "s3bulk.api",
-    "copy_async": "s3bulk.api",
-    "ls": "s3bulk.api",
-    "ls_async": "s3bulk.api",
-    "move": "s3bulk.api",
-    "move_async": "s3bulk.api",
-    "sync": "s3bulk.api",
-    "sync_async": "s3bulk.api",
-    "remove": "s3bulk.api",
-    "remove_async": "s3bulk.api",
-    "resume": "s3bulk.api",
-    "resume_async": "s3bulk.api",
-    "retry_failed": "s3bulk.api",
-    "retry_failed_async": "s3bulk.api",
-    "list_jobs": "s3bulk.journal",
-    "ENGINES": "s3bulk.engine.strategies",
-    "Diagnosis": "s3bulk.doctor",
-    "doctor": "s3bulk.doctor",
-    "doctor_async": "s3bulk.doctor",
-    "put_vectors": "s3bulk.api",
-    "put_vectors_async": "s3bulk.api",
-    "verify_vectors": "s3bulk.api",
-    "verify_vectors_async": "s3bulk.api",
-    "count_vectors_async": "s3bulk.api",
-    "gather": "s3bulk.api",
-    "gather_async": "s3bulk.api",
-    "gather_to_file": "s3bulk.api",
-    "gather_to_file_async": "s3bulk.api",
-    "count_vectors": "s3bulk.api",
+    "copy": "s3bulk._api",
+    "copy_async": "s3bulk._api",
+    "move": "s3bulk._api",
+    "move_async": "s3bulk._api",
+    "sync": "s3bulk._api",
+    "sync_async": "s3bulk._api",
+    "remove": "s3bulk._api",
+    "remove_async": "s3bulk._api",
+    "resume": "s3bulk._api",
+    "resume_async": "s3bulk._api",
+    "retry_failed": "s3bulk._api",
+    "retry_failed_async": "s3bulk._api",
+    "ls": "s3bulk._api",
+    "ls_async": "s3bulk._api",
+    "Listing": "s3bulk._api",
+    "put_vectors": "s3bulk._api",
+    "put_vectors_async": "s3bulk._api",
+    "verify_vectors": "s3bulk._api",
+    "verify_vectors_async": "s3bulk._api",
+    "count_vectors": "s3bulk._api",
+    "count_vectors_async": "s3bulk._api",
+    "gather": "s3bulk._api",
+    "gather_async": "s3bulk._api",
+    "gather_to_file": "s3bulk._api",
+    "gather_to_file_async": "s3bulk._api",
+    "doctor": "s3bulk._doctor",
+    "doctor_async": "s3bulk._doctor",
+    "Diagnosis": "s3bulk._doctor",
+    "list_jobs": "s3bulk._journal.local",
+    "Report": "s3bulk._report",
+    "Failure": "s3bulk._report",
+    "ObjectInfo": "s3bulk._stores.s3xml",
+    "AwsSettings": "s3bulk._config",
+    "ENGINES": "s3bulk._engine.strategies",
+    "S3BulkError": "s3bulk._errors",
+    "UsageError": "s3bulk._errors",
+    "ItemError": "s3bulk._errors",
+    "S3Error": "s3bulk._errors",
+    "JobInterrupted": "s3bulk._errors",
 }
 
 __all__ = [
@@ -60,10 +66,12 @@ __all__ = [
     "Diagnosis",
     "Failure",
     "ItemError",
+    "JobInterrupted",
     "Listing",
     "ObjectInfo",
     "Report",
     "S3BulkError",
+    "S3Error",
     "UsageError",
     "copy",
     "copy_async",
@@ -95,7 +103,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from s3bulk.api import (
+    from s3bulk._api import (
         Listing,
         copy,
         copy_async,
@@ -122,17 +130,24 @@ if TYPE_CHECKING:
         verify_vectors,
         verify_vectors_async,
     )
-    from s3bulk.config import AwsSettings
-    from s3bulk.doctor import Diagnosis, doctor, doctor_async
-    from s3bulk.engine.strategies import ENGINES
-    from s3bulk.errors import ItemError, S3BulkError, UsageError
-    from s3bulk.journal import list_jobs
-    from s3bulk.report import Failure, Report
-    from s3bulk.stores.s3xml import ObjectInfo
+    from s3bulk._config import AwsSettings
+    from s3bulk._doctor import Diagnosis, doctor, doctor_async
+    from s3bulk._engine.strategies import ENGINES
+    from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
+    from s3bulk._journal.local import list_jobs
+    from s3bulk._report import Failure, Report
+    from s3bulk._stores.s3xml import ObjectInfo
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 's3bulk' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, found directly
+    return value
+
+
+def __dir__() -> list[str]:
+    """What an IDE or `dir(s3bulk)` should show: the API, not the private modules loaded so far."""
+    return [*__all__, "__version__", "testing"]

@@ -1,0 +1,531 @@
+"""The Python API: plain functions with sync and async twins, like obstore's verbs.
+
+report = s3bulk.copy("s3://src/data/", "s3://dst/data/")
+assert report.ok, report.failures
+
+Each function takes plain arguments (a str or a `Path` for a location, one glob or several), builds
+the command's typed spec (`s3bulk._commands`), which checks them, and runs it (`s3bulk._runner`).
+Its defaults are the spec's: written once, there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from s3bulk._commands import (
+    CopySpec,
+    GatherSpec,
+    MoveSpec,
+    PutVectorsSpec,
+    RemoveSpec,
+    Spec,
+    SyncSpec,
+)
+from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.gather import ENGINE as GATHER
+from s3bulk._commands.put_vectors import ENGINE as VECTORS
+from s3bulk._commands.remove import ENGINE as REMOVE
+from s3bulk._config import AwsSettings
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._errors import UsageError
+from s3bulk._report import Report
+from s3bulk._urls import parse_s3
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from s3bulk._stores.s3xml import ObjectInfo
+    from s3bulk._vectors.verify import VerifyReport
+
+# The engine, the signed client and their HTTP stack are imported where used: every CLI command
+# imports this module, and `gather` (obstore only) should not pay ~0.4 s for aiohttp. numpy too:
+# its BLAS starts threads on import, and a driver with threads cannot fork its workers.
+
+Progress = Callable[[Report], None] | None
+Records = Callable[[list[dict[str, Any]]], None] | None
+Location = str | os.PathLike[str]
+Patterns = str | Iterable[str]
+P = ParamSpec("P")
+R = TypeVar("R")
+COPY = EngineSpec()  # the engine defaults of cp, mv and sync
+RUN_OPTIONS = ("settings", "journal", "on_progress", "on_records")
+
+
+@dataclass
+class Listing:
+    objects: list[ObjectInfo] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    report: Report = field(default_factory=lambda: Report("ls"))
+
+
+async def ls_async(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+    report: Report | None = None,
+) -> AsyncIterator[ObjectInfo | str]:
+    """Stream the objects under an s3:// prefix in key order (recursive: many key ranges listed
+    in parallel unless `partitioned` is False or, by default, the endpoint is on loopback), or one
+    level of objects and sub-prefixes (str) when not recursive."""
+    from s3bulk._sources.listing import list_prefix, list_sequential, partitioning_pays
+    from s3bulk._stores.storage import Storage
+
+    location = parse_s3(url)
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    settings = settings or AwsSettings.from_env()
+    if partitioned is None:
+        partitioned = partitioning_pays(settings.resolved_endpoint)
+    report = report if report is not None else Report("ls", source=url)
+    client = Storage(settings, connections=concurrency)
+    started = time.perf_counter()
+    try:
+        if recursive and partitioned:
+            async for objects in list_prefix(client, location.bucket, location.key, concurrency=concurrency):
+                report.objects_done += len(objects)
+                report.bytes_done += sum(info.size for info in objects)
+                for info in objects:
+                    yield info
+        else:
+            delimiter = None if recursive else "/"
+            async for page in list_sequential(client, location.bucket, location.key, delimiter=delimiter):
+                for prefix in page.common_prefixes:
+                    yield prefix
+                report.objects_done += len(page.objects)
+                report.bytes_done += sum(info.size for info in page.objects)
+                for info in page.objects:
+                    yield info
+    finally:
+        report.requests = dict(client.meter.requests)
+        report.wall_seconds = time.perf_counter() - started
+        report.stage_seconds["list"] = report.wall_seconds
+        await client.close()
+
+
+def ls(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+) -> Listing:
+    """List a prefix into memory (use `ls_async` to stream very large listings)."""
+    listing = Listing(report=Report("ls", source=url))
+
+    async def collect() -> None:
+        async for entry in ls_async(
+            url,
+            recursive=recursive,
+            concurrency=concurrency,
+            partitioned=partitioned,
+            settings=settings,
+            report=listing.report,
+        ):
+            if isinstance(entry, str):
+                listing.prefixes.append(entry)
+            else:
+                listing.objects.append(entry)
+
+    asyncio.run(collect())
+    return listing
+
+
+def _sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """The blocking twin of an async API function, with its very signature (IDEs and type
+    checkers see every parameter), run in a fresh event loop like obstore's sync verbs."""
+
+    @functools.wraps(function)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+        return asyncio.run(function(*args, **kwargs))
+
+    name = function.__name__.removesuffix("_async")
+    blocking.__name__ = blocking.__qualname__ = name
+    blocking.__doc__ = f"Synchronous twin of `{function.__name__}`.\n\n{function.__doc__ or ''}"
+    return blocking
+
+
+async def run_async(
+    spec: Spec,
+    *,
+    settings: AwsSettings | None = None,
+    journal: bool = True,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Run any command's spec (CopySpec, SyncSpec, RemoveSpec, ...): what each function below does
+    once it has built its spec, and what the CLI calls."""
+    from s3bulk._runner import execute
+
+    return await execute(spec, settings, journal=journal, on_progress=on_progress, on_records=on_records)
+
+
+run = _sync_twin(run_async)
+
+
+def _spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tuple[Spec, dict[str, Any]]:
+    """A function's arguments as its command's spec (engine settings into an EngineSpec) and the
+    options of the run itself (settings, journal, callbacks)."""
+    options = dict(arguments)
+    run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
+    knobs = {name: options.pop(name) for name in EngineSpec.__dataclass_fields__ if name in options}
+    return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options
+
+
+async def _run(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
+    spec, run_options = _spec(kind, engine, arguments)
+    return await run_async(spec, **run_options)
+
+
+async def copy_async(
+    source: Location,
+    destination: Location,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = COPY.engine,
+    workers: int | None = None,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
+    max_memory: int | None = None,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Copy between local paths and S3 (upload, download, or server-side S3 → S3 copy).
+
+    A trailing '/' on the source means everything under that prefix or directory. `include` and
+    `exclude` take one glob or a sequence of them. The job is journaled (see `resume_async`)
+    unless `journal` is False or it is a dry run. `engine` is one of s3bulk.ENGINES (serial,
+    threads, async, processes, hybrid, auto, ray). With engine="ray", `ray_address` names the
+    cluster (default: a local Ray instance) and `journal_url` where the object-store journal
+    goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
+    `follow_symlinks`. Uploads get a Content-Type guessed from the file name unless
+    `guess_mime_type` is False."""
+    return await _run(CopySpec, COPY, locals())
+
+
+async def move_async(
+    source: Location,
+    destination: Location,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = COPY.engine,
+    workers: int | None = None,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
+    max_memory: int | None = None,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Copy, then delete each source whose copy succeeded (a failed copy keeps its source).
+    The options are `copy_async`'s."""
+    return await _run(MoveSpec, COPY, locals())
+
+
+async def sync_async(
+    source: Location,
+    destination: Location,
+    *,
+    mode: str = SyncSpec.mode,
+    delete: bool = False,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = COPY.engine,
+    workers: int | None = None,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
+    max_memory: int | None = None,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
+    what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
+    `delete` removes what the source lacks. Every other option is `copy_async`'s."""
+    return await _run(SyncSpec, COPY, locals())
+
+
+async def remove_async(
+    target: str,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = REMOVE.engine,
+    workers: int | None = None,
+    concurrency: int = REMOVE.concurrency,
+    max_attempts: int = REMOVE.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
+    1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them."""
+    return await _run(RemoveSpec, REMOVE, locals())
+
+
+async def resume_async(
+    job_id: str,
+    *,
+    engine: str | None = None,
+    workers: int | None = None,
+    max_memory: int | None = None,
+    ray_address: str | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Continue a journaled job (killed, interrupted or failed), skipping every finished item.
+    `engine`, `workers`, `max_memory` and `ray_address` replace the job's own when given."""
+    from s3bulk._runner import continue_job
+
+    overrides = {"engine": engine, "workers": workers, "max_memory": max_memory, "ray_address": ray_address}
+    return await continue_job(
+        job_id, "resume", overrides=overrides, on_progress=on_progress, on_records=on_records
+    )
+
+
+async def retry_failed_async(
+    job_id: str,
+    *,
+    engine: str | None = None,
+    workers: int | None = None,
+    max_memory: int | None = None,
+    ray_address: str | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Run only the items (and listings) that failed in a journaled job (options as `resume_async`)."""
+    from s3bulk._runner import continue_job
+
+    overrides = {"engine": engine, "workers": workers, "max_memory": max_memory, "ray_address": ray_address}
+    return await continue_job(
+        job_id, "retry-failed", overrides=overrides, on_progress=on_progress, on_records=on_records
+    )
+
+
+copy = _sync_twin(copy_async)
+move = _sync_twin(move_async)
+sync = _sync_twin(sync_async)
+remove = _sync_twin(remove_async)
+resume = _sync_twin(resume_async)
+retry_failed = _sync_twin(retry_failed_async)
+
+
+async def put_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
+    key_template: str | None = None,
+    batch_size: int = PutVectorsSpec.batch_size,
+    vectors_per_second: float = PutVectorsSpec.vectors_per_second,
+    requests_per_second: float = PutVectorsSpec.requests_per_second,
+    on_error: str = PutVectorsSpec.on_error,
+    rejects: Location | None = None,
+    engine: str = VECTORS.engine,
+    workers: int | None = None,
+    concurrency: int = VECTORS.concurrency,
+    max_attempts: int = VECTORS.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Load embeddings from Parquet, .npy or JSON Lines files (local or s3://) into S3 Vectors.
+
+    Each index gets `vectors_per_second` and `requests_per_second` (the service's documented
+    per-index write limits), backing off when throttled; several indexes shard the rows by key.
+    Without `vector_column`, a Parquet file's one list-of-numbers column holds the vectors (and
+    a `key` or `id` column the keys). Bad rows stop the job (`on_error="abort"`) or are left out
+    (`"skip"`); either way they are listed in the rejects file. One process is the default
+    (`engine="async"`): building a batch costs ~20 ms, so it keeps well ahead of one index's
+    limit (see s3bulk._commands.put_vectors)."""
+    arguments = locals() | {
+        "sources": locations(sources, "sources"),
+        "indexes": patterns(index, "index"),
+        "keys_file": None if keys_file is None else location(keys_file, "keys_file"),
+        "rejects": None if rejects is None else location(rejects, "rejects"),
+    }
+    del arguments["index"]
+    return await _run(PutVectorsSpec, VECTORS, arguments)
+
+
+put_vectors = _sync_twin(put_vectors_async)
+
+
+async def verify_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
+    key_template: str | None = None,
+    sample: int | None = 1000,
+    seed: int = 0,
+    settings: AwsSettings | None = None,
+) -> VerifyReport:
+    """Fetch `sample` random rows of the source back from the indexes (every row if None) and
+    compare data bit for bit and metadata; the source is named as for `put_vectors_async`."""
+    from s3bulk._sources.embeddings import EmbeddingSpec, resolve_columns
+    from s3bulk._vectors.verify import verify_vectors as verify
+
+    settings = settings or AwsSettings.from_env()
+    source = EmbeddingSpec(
+        locations(sources, "sources"),
+        format=format,
+        key_column=key_column or "",
+        vector_column=vector_column or "",
+        metadata_columns=tuple(patterns(metadata_columns, "metadata_columns")),
+        keys_file=None if keys_file is None else location(keys_file, "keys_file"),
+        key_template=key_template,
+        settings=settings,
+    )
+    source = (await asyncio.to_thread(resolve_columns, source))[0]
+    return await verify(source, bucket, patterns(index, "index"), settings, sample=sample, seed=seed)
+
+
+verify_vectors = _sync_twin(verify_vectors_async)
+
+
+async def count_vectors_async(
+    bucket: str, index: str | Iterable[str], *, segments: int = 16, settings: AwsSettings | None = None
+) -> dict[str, int]:
+    """Vectors per index, by ListVectors in `segments` parallel segments (1 to 16)."""
+    from s3bulk._vectors.verify import count_vectors as count
+
+    return await count(settings or AwsSettings.from_env(), bucket, patterns(index, "index"), segments)
+
+
+count_vectors = _sync_twin(count_vectors_async)
+
+
+# ---- arrays ----------------------------------------------------------------------------------
+async def gather_to_file_async(
+    sources: Location | Iterable[Location],
+    dataset: str,
+    selection: str = GatherSpec.selection,
+    output: Location = GatherSpec.output,
+    *,
+    combine: str = GatherSpec.combine,
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: Location | None = None,
+    engine: str = GATHER.engine,
+    workers: int | None = None,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Gather `selection` of `dataset` from HDF5 files (URLs, `s3://bucket/wtk/*.h5` globs,
+    prefixes or local paths) into `output` (.npy, .csv or .parquet), via a temp file and a rename.
+
+    Files are joined along `axis` of each file's part (`combine="concat"`), or stacked on a new
+    first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
+    indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
+    started = time.perf_counter()
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["started"]
+    report = await _run(GatherSpec, GATHER, arguments)
+    report.wall_seconds = time.perf_counter() - started
+    return report
+
+
+gather_to_file = _sync_twin(gather_to_file_async)
+
+
+async def gather_async(
+    sources: Location | Iterable[Location],
+    dataset: str,
+    selection: str = GatherSpec.selection,
+    *,
+    combine: str = GatherSpec.combine,
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: Location | None = None,
+    engine: str = GATHER.engine,
+    workers: int | None = None,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> np.ndarray:
+    """`selection` of `dataset` across HDF5 files as one numpy array (options as in
+    `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
+    import numpy as np
+
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["np"]
+    with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
+        arguments["output"] = os.path.join(directory, "result.npy")
+        await _run(GatherSpec, GATHER, arguments)
+        result: np.ndarray = np.load(arguments["output"])
+        return result
+
+
+gather = _sync_twin(gather_async)

@@ -1,0 +1,107 @@
+"""The `s3bulk` command. Thin: parse options, call the API, print. No logic lives here."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+
+import typer
+
+from s3bulk._cli import bench, cp, doctor, gather, jobs, ls, rm, sync, vectors
+from s3bulk._cli.output import Interrupted, guarded, install
+from s3bulk._errors import S3BulkError
+from s3bulk._text import printable
+
+app = typer.Typer(
+    name="s3bulk",
+    help="Bulk work on S3 that saturates the service, not the Python interpreter.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+COMMANDS: dict[str, Callable[..., int]] = {
+    "ls": ls.ls_command,
+    "cp": cp.cp_command,
+    "mv": cp.mv_command,
+    "sync": sync.sync_command,
+    "rm": rm.rm_command,
+    "jobs": jobs.jobs_command,
+    "bench": bench.bench_command,
+    "doctor": doctor.doctor_command,
+    "gather": gather.gather_command,
+}
+for _name, _command in COMMANDS.items():
+    app.command(name=_name)(guarded(_command))
+app.add_typer(vectors.app, name="vectors")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from s3bulk import __version__
+
+        sys.stdout.write(f"s3bulk {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
+    """Bulk work on S3 that saturates the service, not the Python interpreter."""
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code (0 only when every object succeeded)."""
+    install()
+    arguments = sys.argv[1:] if argv is None else argv
+    try:
+        result = app(args=arguments, prog_name="s3bulk", standalone_mode=False)
+        return int(result or 0)
+    except Interrupted as exc:
+        detail = f": {printable(str(exc))}" if str(exc) else ""
+        sys.stderr.write(f"interrupted{detail}\n")
+        return exc.exit_code
+    except S3BulkError as exc:
+        sys.stderr.write(f"error: {printable(str(exc))}\n")
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        return 130
+    except typer.TyperException as exc:  # typer's (vendored click) usage errors: unknown flags etc.
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        sys.stderr.write(f"error: {printable(message)} (see: {_help_for(arguments)})\n")
+        return int(getattr(exc, "exit_code", 2))
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+def _help_for(arguments: list[str]) -> str:
+    """The help that explains the mistake: the command's own, if the command exists."""
+    words = [arg for arg in arguments if not arg.startswith("-")][:2]
+    if not words or words[0] not in (*COMMANDS, "vectors"):
+        return "s3bulk --help"
+    if words[0] == "vectors" and len(words) > 1 and words[1] in VECTOR_COMMANDS:
+        return f"s3bulk vectors {words[1]} --help"
+    return f"s3bulk {words[0]} --help"
+
+
+VECTOR_COMMANDS = ("put", "verify", "count", "create-bucket", "create-index")
+
+
+def main() -> None:
+    """Entry point. Exits with os._exit after flushing: a native runtime's threads can abort a
+    normal interpreter shutdown after all work is done (docs/architecture.md, known hazards),
+    and the exit code must reflect the job, never that."""
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, OSError):
+            stream.flush()
+    os._exit(code)

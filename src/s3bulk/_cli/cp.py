@@ -1,0 +1,140 @@
+"""`s3bulk cp SRC DST` and `s3bulk mv SRC DST`: upload, download or server-side copy (mv then
+deletes each source whose copy succeeded); a trailing '/' means a prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from s3bulk._api import copy_async, move_async
+from s3bulk._cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    MaxMemoryOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
+from s3bulk._cli.options import (
+    ConcurrencyOption,
+    EndpointOption,
+    EngineOption,
+    ExcludeOption,
+    FollowSymlinksOption,
+    IncludeOption,
+    JournalUrlOption,
+    ListRangesOption,
+    MaxInFlightOption,
+    MultipartThresholdOption,
+    NoGuessMimeTypeOption,
+    NoSignOption,
+    NoVerifyOption,
+    PartSizeOption,
+    ProfileOption,
+    RayAddressOption,
+    RegionOption,
+    WorkersOption,
+    parse_optional_size,
+    parse_size,
+    parse_switch,
+    settings_from,
+)
+from s3bulk._engine.strategies import DEFAULT_ENGINE
+
+SourceArgument = typer.Argument(
+    None, help="s3://bucket/key, s3://bucket/prefix/, a file or a directory.", show_default=False
+)
+DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local path.", show_default=False)
+
+
+def make_copy_command(command: str) -> Callable[..., int]:
+    def copy_command(
+        source: str | None = SourceArgument,
+        destination: str | None = DestinationArgument,
+        include: list[str] = IncludeOption,
+        exclude: list[str] = ExcludeOption,
+        dry_run: bool = DryRunOption,
+        as_json: bool = JsonOption,
+        quiet: bool = QuietOption,
+        stats: bool = StatsOption,
+        engine: str | None = EngineOption,
+        ray_address: str | None = RayAddressOption,
+        journal_url: str | None = JournalUrlOption,
+        workers: int | None = WorkersOption,
+        concurrency: int = ConcurrencyOption,
+        max_in_flight: str = MaxInFlightOption,
+        max_memory: str | None = MaxMemoryOption,
+        part_size: str = PartSizeOption,
+        multipart_threshold: str = MultipartThresholdOption,
+        copy_multipart_threshold: str = typer.Option(
+            "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
+        ),
+        list_ranges: str = ListRangesOption,
+        follow_symlinks: bool = FollowSymlinksOption,
+        no_guess_mime_type: bool = NoGuessMimeTypeOption,
+        resume: str | None = ResumeOption,
+        retry_failed: str | None = RetryFailedOption,
+        endpoint_url: str | None = EndpointOption,
+        profile: str | None = ProfileOption,
+        region: str | None = RegionOption,
+        no_verify_ssl: bool = NoVerifyOption,
+        no_sign_request: bool = NoSignOption,
+    ) -> int:
+        memory = parse_optional_size(max_memory, "--max-memory")
+        start = continuation(
+            command,
+            resume,
+            retry_failed,
+            [source, destination],
+            {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+        )
+        if start is None:
+            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+            assert source is not None and destination is not None
+
+            run = copy_async if command == "cp" else move_async
+
+            def start(on_progress: Any, on_records: Any) -> Any:
+                return run(
+                    source,
+                    destination,
+                    include=include,
+                    exclude=exclude,
+                    dry_run=dry_run,
+                    engine=engine or DEFAULT_ENGINE,
+                    workers=workers,
+                    ray_address=ray_address,
+                    journal_url=journal_url,
+                    concurrency=concurrency,
+                    max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
+                    max_memory=memory,
+                    part_size=parse_size(part_size, "--part-size"),
+                    multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
+                    copy_multipart_threshold=parse_size(
+                        copy_multipart_threshold, "--copy-multipart-threshold"
+                    ),
+                    partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                    follow_symlinks=follow_symlinks,
+                    settings=settings,
+                    on_progress=on_progress,
+                    on_records=on_records,
+                    guess_mime_type=not no_guess_mime_type,
+                )
+
+        return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+
+    copy_command.__doc__ = (
+        "Copy objects between local paths and S3, many in flight across all cores."
+        if command == "cp"
+        else "Move objects: copy, then delete each source whose copy succeeded."
+    )
+    return copy_command
+
+
+cp_command = make_copy_command("cp")
+mv_command = make_copy_command("mv")

@@ -1,0 +1,52 @@
+"""`s3bulk jobs`: the journaled jobs, newest first, and how to continue them."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+from s3bulk._cli.progress import json_line
+from s3bulk._journal.local import list_jobs, state_dir
+
+
+def jobs_command(
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per job."),
+    limit: int = typer.Option(20, "--limit", help="Show at most this many jobs (0: all)."),
+) -> int:
+    """List journaled jobs: id, command, state, items done and failed."""
+    jobs = list_jobs()
+    shown = jobs[:limit] if limit else jobs
+    out = sys.stdout
+    if not jobs and not as_json:
+        out.write(f"no jobs in {state_dir()}\n")
+        return 0
+    for job in shown:
+        args = job.spec.get("spec") or job.spec.get("args", {})  # format 2, or 1
+        where = " ".join(str(args[name]) for name in ("source", "target", "destination") if args.get(name))
+        if as_json:
+            json_line(
+                {
+                    "job_id": job.job_id,
+                    "command": job.command,
+                    "status": job.status,
+                    "created": job.created,
+                    "runs": job.runs,
+                    "done": job.done,
+                    "failed": job.failed,
+                    "args": args,
+                },
+                out,
+            )
+            continue
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.created))
+        out.write(
+            f"{job.job_id}  {created}  {job.command:<4}  {job.status:<11}  "
+            f"done {job.done:,}  failed {job.failed:,}  {where}\n"
+        )
+        if job.status == "interrupted":
+            out.write(f"    continue: s3bulk {job.command} --resume {job.job_id}\n")
+        elif job.status == "failed":
+            out.write(f"    rerun failures: s3bulk {job.command} --retry-failed {job.job_id}\n")
+    return 0

@@ -1,0 +1,94 @@
+"""`s3bulk ls`: print like `aws s3 ls`, or JSON lines, with an optional summary."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime
+
+import typer
+
+from s3bulk._api import ls_async
+from s3bulk._cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    parse_switch,
+    settings_from,
+)
+from s3bulk._cli.output import stdout_gone
+from s3bulk._cli.progress import json_line
+from s3bulk._report import Report
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._text import printable
+from s3bulk._urls import relative_key
+
+
+def _local_time(iso: str) -> str:
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return iso
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ls_command(
+    url: str = typer.Argument(..., help="s3://bucket/prefix/ to list."),
+    recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
+    concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
+    list_ranges: str = typer.Option(
+        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+    ),
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """List objects; with -r, many key ranges are listed in parallel and printed in key order."""
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    report = Report("ls", source=url)
+    out = sys.stdout
+    prefix = url.split("://", 1)[-1].partition("/")[2]
+
+    async def run() -> None:
+        lines: list[str] = []
+        async for entry in ls_async(
+            url,
+            recursive=recursive,
+            concurrency=concurrency,
+            partitioned=parse_switch(list_ranges, "--list-ranges"),
+            settings=settings,
+            report=report,
+        ):
+            if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
+                return
+            if as_json:
+                if isinstance(entry, str):
+                    json_line({"prefix": entry}, out)
+                else:
+                    json_line(entry._asdict(), out)
+                continue
+            if isinstance(entry, str):
+                lines.append(f"{'PRE':>30} {printable(relative_key(entry, prefix))}")
+            else:
+                assert isinstance(entry, ObjectInfo)
+                name = entry.key if recursive else relative_key(entry.key, prefix)
+                lines.append(f"{_local_time(entry.last_modified)} {entry.size:>10} {printable(name)}")
+            if len(lines) >= 1000:
+                out.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            out.write("\n".join(lines) + "\n")
+
+    asyncio.run(run())
+    if summarize:
+        if as_json:
+            json_line({"summary": {"objects": report.objects_done, "bytes": report.bytes_done}}, out)
+        else:
+            out.write(f"\nTotal Objects: {report.objects_done}\n   Total Size: {report.bytes_done}\n")
+    return 0

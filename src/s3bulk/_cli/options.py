@@ -1,0 +1,107 @@
+"""Options shared by commands, and parsing of human sizes like 8MiB."""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(text: str, option: str) -> int:
+    match = _SIZE.match(text)
+    if not match:
+        raise UsageError(f"{option}: cannot read size {text!r}: use e.g. 8MiB, 64MB or 1048576")
+    number, unit, binary = match.groups()
+    base = 1024 if binary or unit == "" else 1000
+    return int(float(number) * base ** _POWERS[unit.lower()])
+
+
+def parse_optional_size(text: str | None, option: str) -> int | None:
+    return None if text is None else parse_size(text, option)
+
+
+def parse_switch(text: str, option: str) -> bool | None:
+    """auto -> None (decide from the situation), on -> True, off -> False."""
+    value = text.strip().lower()
+    if value in ("auto", "on", "off"):
+        return {"auto": None, "on": True, "off": False}[value]
+    raise UsageError(f"{option}: expected auto, on or off, not {text!r}")
+
+
+EndpointOption = typer.Option(None, "--endpoint-url", help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS).")
+ProfileOption = typer.Option(None, "--profile", help="AWS profile (default: AWS_PROFILE).")
+RegionOption = typer.Option(None, "--region", help="AWS region (default: AWS_REGION or the profile's).")
+NoVerifyOption = typer.Option(False, "--no-verify-ssl", help="Do not verify TLS certificates (unsafe).")
+NoSignOption = typer.Option(False, "--no-sign-request", help="Anonymous access to public buckets.")
+
+
+def settings_from(
+    endpoint_url: str | None,
+    profile: str | None,
+    region: str | None,
+    no_verify_ssl: bool,
+    no_sign_request: bool,
+) -> AwsSettings:
+    if no_verify_ssl:
+        import sys
+
+        sys.stderr.write("warning: TLS certificate verification is off (--no-verify-ssl)\n")
+    settings = AwsSettings.from_env(
+        profile=profile,
+        region=region,
+        endpoint_url=endpoint_url,
+        verify_ssl=not no_verify_ssl,
+        anonymous=no_sign_request,
+    )
+    settings.check_profile()
+    return settings
+
+
+IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
+ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
+EngineOption = typer.Option(
+    None,
+    "--engine",
+    help="serial, threads, async, processes, hybrid (the default: processes x asyncio), auto "
+    "(hybrid with an adaptive in-flight limit) or ray (hybrid workers across a Ray cluster).",
+    show_default=False,
+)
+RayAddressOption = typer.Option(
+    None,
+    "--ray-address",
+    help="--engine ray: the cluster to run on, e.g. ray://head:10001 (default: a local Ray instance).",
+)
+JournalUrlOption = typer.Option(
+    None,
+    "--journal-url",
+    help="--engine ray: where the job's journal goes in the object store, as s3://bucket/prefix/ "
+    "(default: s3://BUCKET/.s3bulk/jobs/ beside the data).",
+)
+WorkersOption = typer.Option(
+    None, "--workers", help="Worker processes, or threads for --engine threads (default: per core)."
+)
+ConcurrencyOption = typer.Option(
+    64, "--concurrency", help="Requests in flight per worker (async, hybrid; auto: a quarter of its ceiling)."
+)
+MaxInFlightOption = typer.Option(
+    "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
+)
+FollowSymlinksOption = typer.Option(
+    False, "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
+)
+NoGuessMimeTypeOption = typer.Option(
+    False,
+    "--no-guess-mime-type",
+    help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
+)
+PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
+MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
+ListRangesOption = typer.Option(
+    "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+)

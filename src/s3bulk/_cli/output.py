@@ -1,0 +1,100 @@
+"""Where the CLI's words go, and what happens when nobody is there to read them.
+
+- Lines for people pass through `printable`: a key can hold terminal escapes.
+- stdout may be a pipe its reader closes early (`s3bulk cp ... | head -1`). A job must not fail,
+  or stop half-way, because its log is no longer read: later writes are dropped and the exit code
+  stays the job's. A listing, whose only product is its output, stops (`Guarded.broken`).
+- Ctrl-C: typer turns a KeyboardInterrupt into a silent exit code; `guarded` commands turn it
+  into `Interrupted`, whose line (naming the job and how to finish it) `cli.run` prints.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO, TypeVar
+
+from s3bulk._errors import S3BulkError
+from s3bulk._text import printable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Interrupted(S3BulkError):
+    """Ctrl-C or SIGTERM stopped the command; str() says what was stopped and how to go on."""
+
+    exit_code = 130
+
+
+class Guarded:
+    """A text stream whose writes are dropped once its reader has gone (EPIPE)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._lost()
+            except OSError as exc:
+                if exc.errno != errno.EPIPE:
+                    raise
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self.stream.flush()
+            except OSError:
+                self._lost()
+
+    def _lost(self) -> None:
+        """The reader is gone: point the descriptor at /dev/null, so nothing (a flush at exit, a
+        native library) can fail on it again."""
+        self.broken = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
+        return getattr(self.stream, name)
+
+
+def install() -> None:
+    """Guard stdout and stderr for the rest of the process (the CLI's entry point calls it)."""
+    if not isinstance(sys.stdout, Guarded):
+        sys.stdout = Guarded(sys.stdout)
+    if not isinstance(sys.stderr, Guarded):
+        sys.stderr = Guarded(sys.stderr)
+
+
+def stdout_gone() -> bool:
+    return isinstance(sys.stdout, Guarded) and sys.stdout.broken
+
+
+def say(line: str, *, err: bool = False) -> None:
+    """One line for people, with anything a terminal would act on escaped."""
+    (sys.stderr if err else sys.stdout).write(printable(line) + "\n")
+
+
+def guarded(command: F) -> F:
+    """A typer command whose Ctrl-C reaches `cli.run` as `Interrupted` with its message."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise Interrupted(str(exc)) from None
+
+    return run  # type: ignore[return-value]

@@ -1,0 +1,209 @@
+"""Live progress on a terminal and the final summary, for people and (with --json) machines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import orjson
+
+from s3bulk._pricing import PRICE_SOURCE
+from s3bulk._report import Report, describe_cpu, human_bytes, per_item_ms, verdict
+from s3bulk._text import is_utf8, printable
+
+
+def _rate_line(report: Report) -> str:
+    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA)."""
+    seconds = max(report.wall_seconds, 1e-9)
+    if report.command.startswith("vectors"):
+        return _vectors_line(report, seconds)
+    rate = report.bytes_done / seconds
+    line = (
+        f"{report.objects_done:,}/{report.objects_total:,} obj  "
+        f"{human_bytes(report.bytes_done)}/{human_bytes(report.bytes_total)}  "
+        f"retries {report.retries}  failed {report.objects_failed}  "
+        f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(rate)}/s"
+    )
+    remaining = report.bytes_total - report.bytes_done
+    if rate > 0 and remaining > 0:
+        line += f"  ETA {remaining / rate:,.0f}s"
+    return line
+
+
+def _vectors_line(report: Report, seconds: float) -> str:
+    rate = report.vectors_done / seconds
+    line = (
+        f"{report.vectors_done:,}/{report.objects_total:,} vectors  {rate:,.0f} vec/s  "
+        f"batches in flight {report.in_flight}  throttles {report.throttles}  "
+        f"rejected {report.vectors_rejected:,}  failed batches {report.objects_failed}"
+    )
+    remaining = report.objects_total - report.vectors_done - report.vectors_rejected
+    if rate > 0 and remaining > 0:
+        line += f"  ETA {remaining / rate:,.0f}s"
+    return line
+
+
+class LiveProgress:
+    """A one-line live display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.live: Any = None
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __enter__(self) -> LiveProgress:
+        if self.enabled:  # rich is imported only for terminals: it costs ~0.1 s of start-up
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            self._text = Text
+            self.live = Live(Text(""), console=Console(stderr=True), refresh_per_second=8, transient=True)
+            self.live.__enter__()
+        return self
+
+    def update(self, report: Report) -> None:
+        if self.live is not None:
+            self.live.update(self._text(printable(f"{report.command}: {_rate_line(report)}")))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+
+LONG_JOB_SECONDS = 30.0  # a job this long also shows requests, the engine and where time went
+SHOWN_OBJECTS = 10  # objects named one line each, as `aws s3 cp` names them, before only counting
+
+
+def object_line(command: str, record: dict[str, Any]) -> str:
+    """`aws s3`'s line for one object: "upload: ./a.txt to s3://b/a.txt", "delete: s3://b/k"."""
+    source, destination = record.get("source", ""), record.get("destination", "")
+    if not destination:
+        return f"delete: {source}"
+    if command == "mv":
+        verb = "move"
+    elif source.startswith("s3://"):
+        verb = "copy" if destination.startswith("s3://") else "download"
+    else:
+        verb = "upload"
+    return f"{verb}: {source} to {destination}"
+
+
+def summary_line(report: Report) -> str:
+    """What the job did, in one line: counts always, a rate once it means something."""
+    verb = "stopped" if report.aborted else "would do" if report.dry_run else "done"
+    seconds = report.wall_seconds
+    if report.command.startswith("vectors"):
+        rate = report.vectors_done / seconds if seconds else 0.0
+        head = (
+            f"{report.command} {verb}: {report.vectors_done:,} vectors in {report.objects_done:,} batches "
+            f"({human_bytes(report.bytes_done)} of JSON) in {seconds:.2f}s ({rate:,.0f} vectors/s)"
+        )
+        counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, "failed batches")]
+    else:
+        noun = "range read" if report.command == "gather" else "object"
+        done = report.objects_done
+        head = (
+            f"{report.command} {verb}: {done:,} {noun}{'' if done == 1 else 's'}, "
+            f"{human_bytes(report.bytes_done)} in {seconds:.2f}s"
+        )
+        if seconds >= 1:
+            head += f" ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s)"
+        counts = [(report.objects_failed, "failed"), (report.objects_skipped, "skipped")]
+    counts = [
+        (report.objects_unchanged, "unchanged"),
+        (report.objects_already_done, "already done earlier"),
+        (report.objects_deleted, "deleted"),
+        *counts,
+        (report.retries, f"retries ({report.throttles:,} throttled)" if report.throttles else "retries"),
+    ]
+    extras = [f"{count:,} {label}" for count, label in counts if count]
+    return head + ("; " + ", ".join(extras) if extras else "")
+
+
+def print_summary(
+    report: Report,
+    command: str = "",
+    *,
+    stats: bool = False,
+    quiet: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> None:
+    """The end of a job for people: one summary line (and notes); requests, the engine and where
+    the time went for long jobs or with `stats`; every failure on stderr; and, when something
+    failed, the command that reruns it. `quiet`: the failures only."""
+    out, err = out or sys.stdout, err or sys.stderr
+    if not quiet:
+        _line(out, summary_line(report))
+        for note in report.notes:
+            _line(out, note)
+        if stats or report.wall_seconds >= LONG_JOB_SECONDS:
+            _print_stats(report, out)
+    if report.aborted:
+        _line(err, f"error: stopped: {report.aborted}")
+    for failure in report.failures:
+        if not failure.source:  # a job-level problem (a worker crash), not one object
+            _line(err, f"error: {failure.reason}")
+            continue
+        arrow = f" -> {failure.destination}" if failure.destination else ""
+        label = "skipped" if failure.skipped else "failed"
+        _line(err, f"{label}: {failure.source}{arrow}: {failure.reason}")
+    if report.job_id and (report.aborted or report.objects_failed):
+        name = command or report.command.split()[0]
+        if report.aborted:
+            _line(
+                err, f"job {report.job_id}: after the fix, finish it: s3bulk {name} --resume {report.job_id}"
+            )
+        else:
+            _line(
+                err, f"job {report.job_id}: rerun the failures: s3bulk {name} --retry-failed {report.job_id}"
+            )
+
+
+def _print_stats(report: Report, out: TextIO) -> None:
+    if report.requests:
+        requests = ", ".join(f"{kind} {count:,}" for kind, count in sorted(report.requests.items()))
+        _line(out, f"requests: {requests} ({_dollars(report.request_cost)} at {PRICE_SOURCE})")
+    if report.engine and (report.objects_done or report.objects_failed):
+        stages = ", ".join(f"{stage} {ms:.2f}" for stage, ms in per_item_ms(report).items())
+        cuts = (
+            f" (limit lowered {report.limit_cuts:,} times, {report.concurrency:,} at the end)"
+            if report.limit_cuts
+            else ""
+        )
+        _line(
+            out,
+            f"engine {report.engine}: {report.workers} worker(s), up to {report.concurrency_peak:,} "
+            f"in flight{cuts}; ms per item: {stages}; {describe_cpu(report)}",
+        )
+        _line(out, f"where the time went: {verdict(report)}")
+    if report.job_id:
+        _line(out, f"job {report.job_id}")
+
+
+def _line(stream: TextIO, text: str) -> None:
+    stream.write(printable(text) + "\n")
+
+
+def _dollars(amount: float) -> str:
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.6f}".rstrip("0").rstrip(".")
+
+
+def json_line(data: Any, out: TextIO | None = None) -> None:
+    """One JSON object per line. Keys stay exact (the encoder escapes control characters); a
+    local name that is not UTF-8 (its bytes kept as surrogates) is written with visible escapes."""
+    try:
+        text = orjson.dumps(data).decode()
+    except TypeError:  # orjson refuses surrogates: they come only from such local names
+        text = orjson.dumps(_escaped(data)).decode()
+    (out or sys.stdout).write(text + "\n")
+
+
+def _escaped(data: Any) -> Any:
+    if isinstance(data, str):
+        return printable(data) if not is_utf8(data) else data
+    if isinstance(data, dict):
+        return {_escaped(key): _escaped(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_escaped(value) for value in data]
+    return data

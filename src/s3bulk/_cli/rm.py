@@ -1,0 +1,92 @@
+"""`s3bulk rm TARGET`: delete an object, a prefix (ending in '/') or the keys a glob matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from s3bulk._api import remove_async
+from s3bulk._cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
+from s3bulk._cli.options import (
+    EndpointOption,
+    EngineOption,
+    ExcludeOption,
+    IncludeOption,
+    JournalUrlOption,
+    ListRangesOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RayAddressOption,
+    RegionOption,
+    WorkersOption,
+    parse_switch,
+    settings_from,
+)
+from s3bulk._engine.strategies import DEFAULT_ENGINE
+
+
+def rm_command(
+    target: str | None = typer.Argument(
+        None, help="s3://bucket/key, s3://bucket/prefix/ or s3://bucket/logs/*.gz", show_default=False
+    ),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
+    dry_run: bool = DryRunOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
+    journal_url: str | None = JournalUrlOption,
+    workers: int | None = WorkersOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
+    list_ranges: str = ListRangesOption,
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Delete objects, 1,000 keys per request, several requests in flight."""
+    start = continuation(
+        "rm",
+        resume,
+        retry_failed,
+        [target],
+        {"engine": engine, "workers": workers, "ray_address": ray_address},
+    )
+    if start is None:
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        assert target is not None
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return remove_async(
+                target,
+                include=include,
+                exclude=exclude,
+                dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
+                workers=workers,
+                ray_address=ray_address,
+                journal_url=journal_url,
+                concurrency=concurrency,
+                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                settings=settings,
+                on_progress=on_progress,
+                on_records=on_records,
+            )
+
+    return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

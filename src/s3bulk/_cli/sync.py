@@ -1,0 +1,127 @@
+"""`s3bulk sync SRC DST`: copy only what differs; `--delete` also removes what SRC lacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from s3bulk._api import sync_async
+from s3bulk._cli.cp import DestinationArgument, SourceArgument
+from s3bulk._cli.jobrun import (
+    DryRunOption,
+    JsonOption,
+    MaxMemoryOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
+from s3bulk._cli.options import (
+    ConcurrencyOption,
+    EndpointOption,
+    EngineOption,
+    ExcludeOption,
+    FollowSymlinksOption,
+    IncludeOption,
+    JournalUrlOption,
+    ListRangesOption,
+    MaxInFlightOption,
+    MultipartThresholdOption,
+    NoGuessMimeTypeOption,
+    NoSignOption,
+    NoVerifyOption,
+    PartSizeOption,
+    ProfileOption,
+    RayAddressOption,
+    RegionOption,
+    WorkersOption,
+    parse_optional_size,
+    parse_size,
+    parse_switch,
+    settings_from,
+)
+from s3bulk._engine.strategies import DEFAULT_ENGINE
+from s3bulk._errors import UsageError
+
+
+def sync_command(
+    source: str | None = SourceArgument,
+    destination: str | None = DestinationArgument,
+    size_only: bool = typer.Option(False, "--size-only", help="Compare sizes only."),
+    checksum: bool = typer.Option(
+        False, "--checksum", help="Compare contents (MD5/ETag) when sizes match, not modification times."
+    ),
+    delete: bool = typer.Option(False, "--delete", help="Delete destination objects missing at the source."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
+    dry_run: bool = DryRunOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
+    journal_url: str | None = JournalUrlOption,
+    workers: int | None = WorkersOption,
+    concurrency: int = ConcurrencyOption,
+    max_in_flight: str = MaxInFlightOption,
+    max_memory: str | None = MaxMemoryOption,
+    part_size: str = PartSizeOption,
+    multipart_threshold: str = MultipartThresholdOption,
+    list_ranges: str = ListRangesOption,
+    follow_symlinks: bool = FollowSymlinksOption,
+    no_guess_mime_type: bool = NoGuessMimeTypeOption,
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
+    if size_only and checksum:
+        raise UsageError("--size-only and --checksum exclude each other: pick one")
+    memory = parse_optional_size(max_memory, "--max-memory")
+    start = continuation(
+        "sync",
+        resume,
+        retry_failed,
+        [source, destination],
+        {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+    )
+    if start is None:
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        assert source is not None and destination is not None
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return sync_async(
+                source,
+                destination,
+                mode="size" if size_only else "checksum" if checksum else "mtime",
+                delete=delete,
+                include=include,
+                exclude=exclude,
+                dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
+                workers=workers,
+                ray_address=ray_address,
+                journal_url=journal_url,
+                concurrency=concurrency,
+                max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
+                max_memory=memory,
+                part_size=parse_size(part_size, "--part-size"),
+                multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
+                partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                follow_symlinks=follow_symlinks,
+                guess_mime_type=not no_guess_mime_type,
+                settings=settings,
+                on_progress=on_progress,
+                on_records=on_records,
+            )
+
+    return run_job(
+        start, verb="cp", command="sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats
+    )

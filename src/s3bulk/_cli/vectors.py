@@ -1,0 +1,301 @@
+"""`s3bulk vectors put|verify|count|create-bucket|create-index`: embeddings into S3 Vectors."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import typer
+
+from s3bulk._cli.jobrun import (
+    JsonOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
+from s3bulk._cli.options import (
+    EngineOption,
+    JournalUrlOption,
+    ProfileOption,
+    RayAddressOption,
+    RegionOption,
+    WorkersOption,
+)
+from s3bulk._cli.output import guarded
+from s3bulk._cli.progress import json_line
+from s3bulk._config import AwsSettings
+
+app = typer.Typer(
+    help="Bulk-load embeddings into S3 Vectors at the per-index write limit, verify and count them.",
+    no_args_is_help=True,
+)
+
+BucketOption = typer.Option(..., "--bucket", help="The vector bucket.")
+IndexesOption = typer.Option(
+    ..., "--index", help="The index; repeat it to shard rows over several indexes by key."
+)
+VectorsEndpointOption = typer.Option(
+    None, "--endpoint-url", help="S3 Vectors endpoint (default: AWS_ENDPOINT_URL_S3VECTORS or AWS)."
+)
+S3EndpointOption = typer.Option(
+    None, "--s3-endpoint-url", help="S3 endpoint for s3:// sources (default: AWS_ENDPOINT_URL_S3 or AWS)."
+)
+SourcesArgument = typer.Argument(
+    None, help="Parquet, .npy or .jsonl files, directories of them, or s3:// objects or prefixes/."
+)
+FormatOption = typer.Option(None, "--format", help="parquet, npy or jsonl (default: by file suffix).")
+KeyColumnOption = typer.Option(
+    None, "--key-column", help="Column (field) holding each vector's key (default: key, else id)."
+)
+VectorColumnOption = typer.Option(
+    None,
+    "--vector-column",
+    help="Column (field) holding the vector (default: vector, else the one list-of-numbers column).",
+)
+MetadataOption = typer.Option(
+    None, "--metadata-columns", help="Comma-separated columns stored as each vector's metadata."
+)
+KeysFileOption = typer.Option(None, "--keys-file", help=".npy: a text file with one key per row.")
+KeyTemplateOption = typer.Option(
+    None, "--key-template", help="Generate keys, e.g. '{file}:{row}' (a re-run overwrites the same keys)."
+)
+
+
+def _settings(
+    endpoint_url: str | None, s3_endpoint_url: str | None, profile: str | None, region: str | None
+) -> AwsSettings:
+    settings = AwsSettings.from_env(
+        profile=profile, region=region, endpoint_url=s3_endpoint_url, vectors_endpoint_url=endpoint_url
+    )
+    settings.check_profile()
+    return settings
+
+
+def _columns(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+@app.command("put")
+@guarded
+def put_command(
+    sources: list[str] | None = SourcesArgument,
+    bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
+    index: list[str] | None = typer.Option(
+        None, "--index", help="The index; repeat it to shard rows over several indexes by key."
+    ),
+    format: str | None = FormatOption,
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
+    metadata_columns: str | None = MetadataOption,
+    keys_file: str | None = KeysFileOption,
+    key_template: str | None = KeyTemplateOption,
+    batch_size: int = typer.Option(500, "--batch-size", help="Vectors per PutVectors (at most 500)."),
+    vectors_per_second: float = typer.Option(
+        2500, "--vectors-per-second", help="Per index: the service's documented write limit."
+    ),
+    requests_per_second: float = typer.Option(1000, "--requests-per-second", help="Per index."),
+    on_error: str = typer.Option(
+        "abort", "--on-error", help="abort: stop at the first bad row; skip: load the rest, list bad rows."
+    ),
+    rejects: str | None = typer.Option(
+        None,
+        "--rejects",
+        help="Where bad rows are listed, as JSON lines (default: next to the job's journal).",
+    ),
+    engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
+    journal_url: str | None = JournalUrlOption,
+    workers: int | None = WorkersOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="PutVectors requests in flight per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    s3_endpoint_url: str | None = S3EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+) -> int:
+    """Load embeddings at the per-index write limit, from one process by default."""
+    from s3bulk._api import put_vectors_async
+
+    start = continuation(
+        "vectors-put",
+        resume,
+        retry_failed,
+        [" ".join(sources or ()) or None, bucket, " ".join(index or ()) or None],
+        {"engine": engine, "workers": workers, "ray_address": ray_address},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
+        assert sources and bucket and index
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return put_vectors_async(
+                sources,
+                bucket,
+                index,
+                format=format,
+                key_column=key_column,
+                vector_column=vector_column,
+                metadata_columns=_columns(metadata_columns),
+                keys_file=keys_file,
+                key_template=key_template,
+                batch_size=batch_size,
+                vectors_per_second=vectors_per_second,
+                requests_per_second=requests_per_second,
+                on_error=on_error,
+                rejects=rejects,
+                engine=engine or "async",
+                workers=workers,
+                ray_address=ray_address,
+                journal_url=journal_url,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors put", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
+
+
+@app.command("verify")
+@guarded
+def verify_command(
+    sources: list[str] = typer.Argument(..., help="The files the index was loaded from."),
+    bucket: str = BucketOption,
+    index: list[str] = IndexesOption,
+    sample: int = typer.Option(1000, "--sample", help="Rows to check, chosen at random."),
+    check_all: bool = typer.Option(False, "--all", help="Check every row instead of a sample."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the sample (the same seed checks the same rows)."),
+    format: str | None = FormatOption,
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
+    metadata_columns: str | None = MetadataOption,
+    keys_file: str | None = KeysFileOption,
+    key_template: str | None = KeyTemplateOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    endpoint_url: str | None = VectorsEndpointOption,
+    s3_endpoint_url: str | None = S3EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+) -> int:
+    """Fetch a sample of rows back (GetVectors) and compare data and metadata with the source."""
+    from s3bulk._api import verify_vectors_async
+
+    report = asyncio.run(
+        verify_vectors_async(
+            sources,
+            bucket,
+            index,
+            format=format,
+            key_column=key_column,
+            vector_column=vector_column,
+            metadata_columns=_columns(metadata_columns),
+            keys_file=keys_file,
+            key_template=key_template,
+            sample=None if check_all else sample,
+            seed=seed,
+            settings=_settings(endpoint_url, s3_endpoint_url, profile, region),
+        )
+    )
+    if as_json:
+        json_line(report.to_dict())
+    else:
+        sys.stdout.write(
+            f"vectors verify: {report.matched:,} of {report.sampled:,} rows match, "
+            f"{len(report.missing):,} missing, "
+            f"{len(report.differ):,} differ, {report.invalid:,} invalid in the source (never loaded) "
+            f"in {report.wall_seconds:.2f}s ({report.requests.get('GetVectors', 0):,} GetVectors)\n"
+        )
+        for key in report.missing[:20]:
+            sys.stderr.write(f"missing: {key}\n")
+        for key, what in report.differ[:20]:
+            sys.stderr.write(f"differs: {key}: {what}\n")
+    return 0 if report.ok else 1
+
+
+@app.command("count")
+@guarded
+def count_command(
+    bucket: str = BucketOption,
+    index: list[str] = IndexesOption,
+    segments: int = typer.Option(16, "--segments", help="Parallel ListVectors segments (1-16)."),
+    endpoint_url: str | None = VectorsEndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+) -> int:
+    """Count the vectors in each index (ListVectors, in parallel segments)."""
+    from s3bulk._api import count_vectors_async
+
+    settings = _settings(endpoint_url, None, profile, region)
+    counts = asyncio.run(count_vectors_async(bucket, index, segments=segments, settings=settings))
+    for name, number in counts.items():
+        sys.stdout.write(f"{bucket}/{name}\t{number}\n")
+    if len(counts) > 1:
+        sys.stdout.write(f"total\t{sum(counts.values())}\n")
+    return 0
+
+
+@app.command("create-bucket")
+@guarded
+def create_bucket_command(
+    bucket: str = typer.Argument(..., help="Name of the new vector bucket."),
+    endpoint_url: str | None = VectorsEndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+) -> int:
+    """Create a vector bucket."""
+    from s3bulk._stores.vectors import VectorsClient
+
+    async def create() -> None:
+        client = VectorsClient(_settings(endpoint_url, None, profile, region))
+        try:
+            await client.create_vector_bucket(bucket)
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+    sys.stdout.write(f"created vector bucket {bucket}\n")
+    return 0
+
+
+@app.command("create-index")
+@guarded
+def create_index_command(
+    bucket: str = BucketOption,
+    index: str = typer.Option(..., "--index", help="Name of the new index."),
+    dimension: int = typer.Option(..., "--dimension", help="Values per vector (1-4096)."),
+    metric: str = typer.Option("cosine", "--metric", help="cosine or euclidean."),
+    non_filterable: list[str] = typer.Option(
+        [],
+        "--non-filterable",
+        help="Metadata keys stored but not filterable (repeatable; lifts the 2 KB cap).",
+    ),
+    endpoint_url: str | None = VectorsEndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+) -> int:
+    """Create an index (float32) in a vector bucket."""
+    from s3bulk._errors import UsageError
+    from s3bulk._stores.vectors import VectorsClient
+
+    if metric not in ("cosine", "euclidean"):
+        raise UsageError(f"--metric {metric!r}: use cosine or euclidean")
+    if not 1 <= dimension <= 4096:
+        raise UsageError(f"--dimension {dimension}: S3 Vectors indexes hold 1 to 4096 values per vector")
+
+    async def create() -> None:
+        client = VectorsClient(_settings(endpoint_url, None, profile, region))
+        try:
+            await client.create_index(bucket, index, dimension, metric, tuple(non_filterable))
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+    sys.stdout.write(f"created index {bucket}/{index} ({dimension} dimensions, {metric})\n")
+    return 0

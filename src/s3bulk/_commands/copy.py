@@ -1,0 +1,581 @@
+"""`cp` and `mv`: upload (local → S3), download (S3 → local) or server-side copy (S3 → S3) as one
+job; mv then deletes each source whose copy succeeded. The spec is what the user asked for, the
+Command turns it into the job.
+
+source → plan → engine → store: the driver turns the source into descriptors (key ranges of a
+listing, batches of local paths); workers list their range or take their batch, map each key to
+its destination (refusing keys that would escape a local destination), and move the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, patterns
+from s3bulk._commands.remove import BatchDeleter
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
+from s3bulk._plan.filters import Filters
+from s3bulk._report import Failure, WorkerStats
+from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
+from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._stores.multipart import UploadHooks
+from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
+from s3bulk._stores.storage import Attributes, Parts, Storage
+from s3bulk._text import is_utf8
+from s3bulk._urls import (
+    LocalLocation,
+    Location,
+    S3Location,
+    basename,
+    local_target,
+    parse_location,
+    relative_key,
+)
+
+if TYPE_CHECKING:
+    from s3bulk._commands.base import JobPlan
+
+
+MiB = 1024**2
+GiB = 1024**3
+MIN_PART = 5 * MiB  # S3's smallest part (but the last)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CopySpec(Spec):
+    command: ClassVar[str] = "cp"
+    source: str
+    destination: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    part_size: int = 8 * MiB
+    multipart_threshold: int = 64 * MiB  # uploads and ranged downloads above this go in parts
+    copy_multipart_threshold: int = 5 * GiB  # server-side copies above this use UploadPartCopy
+    partitioned_listing: bool | None = None  # key ranges listed in parallel; None: decide
+    follow_symlinks: bool = False
+    guess_mime_type: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", location(self.source, "source"))
+        object.__setattr__(self, "destination", location(self.destination, "destination"))
+        object.__setattr__(self, "include", patterns(self.include, "include"))
+        object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
+        parse_location(self.source), parse_location(self.destination)  # malformed: one line now
+        if self.part_size < MIN_PART:
+            raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
+        for name in ("multipart_threshold", "copy_multipart_threshold"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"--{name.replace('_', '-')} cannot be negative")
+
+    def places(self) -> tuple[str, str]:
+        return self.source, self.destination
+
+    def s3_locations(self) -> tuple[str, ...]:
+        return tuple(each for each in (self.destination, self.source) if each.startswith("s3://"))
+
+    def absolute(self) -> CopySpec:
+        return replace(self, source=absolute(self.source), destination=absolute(self.destination))
+
+    def part_size_for_memory(self) -> int:
+        return self.part_size
+
+    def leaving_out(self, pattern: str) -> CopySpec:
+        return replace(self, exclude=(*self.exclude, pattern))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoveSpec(CopySpec):
+    command: ClassVar[str] = "mv"
+
+
+class CopyCommand(Command):
+    name: ClassVar[str] = "cp"
+    spec: ClassVar[type[Spec]] = CopySpec
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        assert isinstance(spec, CopySpec)
+        source, destination = parse_location(spec.source), parse_location(spec.destination)
+        job = CopyJob(source, destination, settings, copy_options(spec, settings, plan))
+        job.preflight_requests = await job.preflight()
+        return job
+
+    def verb(self, job: Job) -> str:
+        direction: str = getattr(job, "direction", "")
+        return direction if self.name == "cp" else f"{self.name} ({direction})"
+
+
+class MoveCommand(CopyCommand):
+    name: ClassVar[str] = "mv"
+    spec: ClassVar[type[Spec]] = MoveSpec
+
+
+MiB = 1024**2
+GiB = 1024**3
+LOCAL_BATCH = 256
+
+Direction = Literal["upload", "download", "copy"]
+MARKER_DATA = (
+    "its key ends in '/', which names a directory locally, yet it holds %d bytes: not downloaded "
+    "(copy it to a key without the '/' first)"
+)
+
+
+class TransferItem(NamedTuple):
+    source: str  # key or local path
+    destination: str  # key or local path
+    size: int
+    mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
+    etag: str = ""  # the source object's ETag, when listed (copies keep a multipart layout by it)
+
+
+@dataclass(frozen=True)
+class LocalBatch:
+    """A work descriptor: local files (paths relative to `root`) to upload."""
+
+    root: str
+    entries: tuple[tuple[str, int, str, bool], ...]  # (relative path, size, problem or "", refused)
+
+    def __str__(self) -> str:
+        return f"{len(self.entries)} files under {self.root}"
+
+
+@dataclass(frozen=True)
+class ObjectBatch:
+    """A work descriptor: one listed page (keys and sizes), handed from the worker that listed it
+    to an idle one, so work spreads across processes even when the key space cannot be split."""
+
+    objects: tuple[ObjectInfo, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.objects)} listed objects from {self.objects[0].key}" if self.objects else "no objects"
+        )
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    filters: Filters = field(default_factory=Filters)
+    dry_run: bool = False
+    part_size: int = 8 * MiB
+    multipart_threshold: int = 64 * MiB
+    copy_multipart_threshold: int = 5 * GiB
+    part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
+    concurrency: int = 64
+    partitioned_listing: bool = True
+    delete_source: bool = False  # mv: delete each source once its copy succeeded
+    follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
+    guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
+    keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
+
+
+def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOptions:
+    """The job's options from the user's spec and the runner's plan (the byte budget sets how
+    many parts of one large object are in flight)."""
+    listing = spec.partitioned_listing
+    return CopyOptions(
+        filters=Filters(spec.include, spec.exclude),
+        dry_run=spec.dry_run,
+        part_size=spec.part_size,
+        multipart_threshold=spec.multipart_threshold,
+        copy_multipart_threshold=spec.copy_multipart_threshold,
+        concurrency=spec.engine.concurrency,
+        partitioned_listing=partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+        delete_source=spec.command == "mv",
+        follow_symlinks=spec.follow_symlinks,
+        guess_mime_type=spec.guess_mime_type,
+        keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
+        part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
+    )
+
+
+def parts_in_flight(budget: int, part_size: int, most: int = 8) -> int:
+    """Parts of one large object in flight at once, so that they fit the byte budget."""
+    return max(1, min(most, budget // max(1, part_size)))
+
+
+_MIME_TYPES = mimetypes.MimeTypes()  # Python's own table only: the same answer on every machine
+
+
+def content_type(path: str) -> str | None:
+    """The Content-Type `aws s3 cp` would give a file of this name (None: the service's default)."""
+    return _MIME_TYPES.guess_type(path, strict=False)[0]
+
+
+async def check_bucket(client: Storage, bucket: str, prefix: str) -> None:
+    """Raise the service's answer if listing `bucket` shows it cannot be used at all (no such
+    bucket, bad credentials). AccessDenied is not such an answer: write-only credentials may not
+    list, and the writes themselves will tell."""
+    try:
+        await client.list_objects_v2(bucket, prefix, max_keys=1)
+    except S3Error as error:
+        if error.job_wide:
+            raise
+
+
+def direction_of(source: Location, destination: Location) -> Direction:
+    if isinstance(source, LocalLocation) and isinstance(destination, S3Location):
+        return "upload"
+    if isinstance(source, S3Location) and isinstance(destination, LocalLocation):
+        return "download"
+    if isinstance(source, S3Location) and isinstance(destination, S3Location):
+        return "copy"
+    raise UsageError("both locations are local: s3bulk copies to, from or within S3 (use cp/rsync)")
+
+
+@dataclass
+class CopyJob:
+    source: Location
+    destination: Location
+    settings: AwsSettings
+    options: CopyOptions = field(default_factory=CopyOptions)
+    direction: Direction = field(init=False)
+    preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
+    preflight_notes: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.direction = direction_of(self.source, self.destination)
+        self._storage: Storage | None = None  # per worker, made by `open`
+        self._deleter: BatchDeleter | None = None
+        self._written = False  # some item of this worker reached the destination
+        self._many = self._source_is_many()
+        self._local_root = ""
+        if isinstance(self.source, LocalLocation):
+            path = self.source.path
+            if not path.exists():
+                raise UsageError(f"local source {str(path)!r} does not exist")
+            if self.source.trailing_slash and not path.is_dir():
+                raise UsageError(f"local source {str(path)!r} is not a directory (drop the trailing '/')")
+            # items are named relative to this: a directory's contents, or the directory itself
+            self._local_root = str(path if self.source.trailing_slash else path.parent)
+        self._check_destination()
+
+    def _check_destination(self) -> None:
+        """Refuse, before any request, what every item would fail at: a copy onto itself, into its
+        own source (the copies would be listed and copied again), many objects into a file."""
+        source, destination = self.source, self.destination
+        if isinstance(source, S3Location) and isinstance(destination, S3Location):
+            if source.bucket != destination.bucket:
+                return
+            if not self._many:
+                if source.key == destination.key or (
+                    destination.is_prefix and destination.key + basename(source.key) == source.key
+                ):
+                    raise UsageError(
+                        f"source and destination are the same object ({source}): nothing to copy"
+                    )
+                return
+            target = destination.key if destination.is_prefix else destination.key + "/"
+            if target == source.key:
+                raise UsageError(
+                    f"source and destination are the same ({source}): nothing would be copied; "
+                    "to change attributes, copy to another prefix"
+                )
+            if target.startswith(source.key):
+                raise UsageError(
+                    f"destination s3://{destination.bucket}/{target} is inside the source {source}: "
+                    "the copies would be listed and copied again; pick a prefix outside it"
+                )
+        elif isinstance(destination, LocalLocation) and self._many:
+            path = destination.path
+            if path.exists() and not path.is_dir():
+                raise UsageError(
+                    f"destination {str(path)!r} is a file, and many objects need a directory: "
+                    "give a directory (it is created if missing)"
+                )
+
+    async def preflight(self) -> dict[str, int]:
+        """Before the job starts (and before its journal exists): one listing request on the
+        bucket written to, so bad credentials or a missing bucket stop the job with one line
+        instead of failing every item. Returns the requests it made."""
+        destination = self.destination
+        if self.options.dry_run or not isinstance(destination, S3Location):
+            return {}
+        storage = Storage(self.settings, connections=2)
+        try:
+            await check_bucket(storage, destination.bucket, destination.key)
+        finally:
+            await storage.close()
+        return dict(storage.meter.requests)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_storage"] = None
+        state["_deleter"] = None
+        return state
+
+    # ---- driver side -------------------------------------------------------------------------
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        source = self.source
+        if isinstance(source, S3Location):
+            yield KeyRange() if source.is_prefix else SingleObject(source.key)
+            return
+        path = source.path
+        if path.is_file():
+            refused = not is_utf8(path.name)
+            problem = NOT_UTF8 if refused else ""
+            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, problem, refused),))
+            return
+        root = self._local_root
+        top = "" if source.trailing_slash else path.name
+        batch: list[tuple[str, int, str, bool]] = []
+        for entry in walk(str(path), self.options.follow_symlinks):
+            relative = f"{top}/{entry.relative}" if top else entry.relative
+            batch.append((relative, entry.size, entry.problem, entry.refused))
+            if len(batch) >= LOCAL_BATCH:
+                yield LocalBatch(root, tuple(batch))
+                batch = []
+                await asyncio.sleep(0)
+        if batch:
+            yield LocalBatch(root, tuple(batch))
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            if isinstance(self.source, S3Location):
+                yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch))
+            else:
+                entries = tuple((item_id, size, "", False) for item_id, size in batch)
+                yield LocalBatch(self._local_root, entries)
+
+    def item_id(self, item: TransferItem) -> str:
+        """The source key, or for uploads the path relative to the walked root."""
+        if self._local_root:
+            return item.source[len(self._local_root) :].lstrip("/")
+        return item.source
+
+    # ---- worker side -------------------------------------------------------------------------
+    async def open(self, ctx: WorkerContext) -> None:
+        stats = ctx.stats
+
+        def started(bucket: str, key: str, upload_id: str) -> None:
+            stats.uploads_started.append((bucket, key, upload_id))
+            ctx.report_now()  # to the journal before any part is sent
+
+        self._storage = Storage(
+            self.settings,
+            connections=self.options.concurrency * 2,
+            retry=ctx.retrier,
+            hooks=UploadHooks(started=started, ended=stats.uploads_ended.append),
+        )
+        if self.options.delete_source and isinstance(self.source, S3Location):
+            self._deleter = BatchDeleter(self._storage, self.source.bucket)
+
+    async def close(self, ctx: WorkerContext) -> None:
+        if self._storage is not None:
+            await self._storage.close()
+
+    @property
+    def storage(self) -> Storage:
+        assert self._storage is not None, "the job is not open in this worker"
+        return self._storage
+
+    @property
+    def parts(self) -> Parts:
+        options = self.options
+        return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
+
+    def cost(self, item: TransferItem) -> int:
+        if self.options.dry_run or self.direction == "copy":  # server-side: no bytes pass through us
+            return 0
+        if item.size > self.options.multipart_threshold:
+            return self.options.part_size * self.options.part_concurrency
+        return item.size
+
+    def describe(self, item: TransferItem) -> tuple[str, str, int]:
+        return self._source_url(item.source), self._destination_url(item.destination), item.size
+
+    def _source_url(self, source: str) -> str:
+        if isinstance(self.source, S3Location):
+            return f"s3://{self.source.bucket}/{source}"
+        return source
+
+    def _destination_url(self, destination: str) -> str:
+        if isinstance(self.destination, S3Location):
+            return f"s3://{self.destination.bucket}/{destination}"
+        return destination
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[TransferItem]]:
+        stats = ctx.stats
+        if isinstance(descriptor, LocalBatch):
+            items = []
+            for relative, size, problem, refused in descriptor.entries:
+                if problem:
+                    path = os.path.join(descriptor.root, relative)
+                    stats.failures.append(Failure(path, "", problem, skipped=not refused))
+                    if refused:
+                        stats.objects_failed += 1
+                    else:
+                        stats.objects_skipped += 1
+                    continue
+                if not self.options.filters.accepts(relative):
+                    continue
+                items.append(self._upload_item(descriptor.root, relative, size))
+            items = ctx.drop_done(items, self.item_id)
+            stats.objects_listed += len(items)
+            stats.bytes_listed += sum(item.size for item in items)
+            yield items
+            return
+        assert isinstance(self.source, S3Location)
+        if isinstance(descriptor, ObjectBatch):
+            yield self._map_objects(list(descriptor.objects), ctx)
+            return
+        if isinstance(descriptor, SingleObject):
+            found = await find_object(self.storage, self.source.bucket, descriptor.key)
+            yield self._map_objects([found], ctx)
+            return
+        async for objects in iter_range(
+            self.storage,
+            self.source.bucket,
+            self.source.key,
+            descriptor,
+            on_split=ctx.split if self.options.partitioned_listing else None,
+            want_split=ctx.want_split,
+        ):
+            if ctx.want_split():  # other workers are short of work: hand them this page
+                ctx.split([ObjectBatch(tuple(objects))], handed=[info.key for info in objects])
+            else:
+                yield self._map_objects(objects, ctx)
+
+    def _source_is_many(self) -> bool:
+        source = self.source
+        return source.is_prefix if isinstance(source, S3Location) else source.path.is_dir()
+
+    def _destination_key(self, relative: str) -> str:
+        """Where `relative` lands in S3. Many objects always go below the destination as a
+        prefix, with or without its trailing '/': they can never collapse onto one key."""
+        destination = self.destination
+        assert isinstance(destination, S3Location)
+        if destination.is_prefix:
+            return destination.key + relative
+        if self._many:
+            return f"{destination.key}/{relative}"
+        return destination.key
+
+    def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
+        return TransferItem(os.path.join(root, relative), self._destination_key(relative), size)
+
+    def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+        with ctx.stats.timed("plan"):
+            return self._plan_objects(objects, ctx)
+
+    def _plan_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+        stats = ctx.stats
+        source = self.source
+        destination = self.destination
+        assert isinstance(source, S3Location)
+        single = not source.is_prefix
+        filters = self.options.filters
+        items = []
+        for info in objects:
+            relative = basename(info.key) if single else relative_key(info.key, source.key)
+            if filters and not filters.accepts(relative):
+                continue
+            if isinstance(destination, LocalLocation):
+                if info.key.endswith("/"):  # a "directory marker": a directory locally, no file
+                    if info.size:  # it holds data nothing local can hold under that name: say so
+                        stats.objects_skipped += 1
+                        stats.failures.append(
+                            Failure(
+                                f"s3://{source.bucket}/{info.key}", "", MARKER_DATA % info.size, skipped=True
+                            )
+                        )
+                    continue
+                root = destination.path
+                if single and not destination.is_prefix:
+                    target = str(root)
+                else:
+                    try:
+                        target = str(local_target(root, relative))
+                    except ValueError as exc:
+                        stats.objects_failed += 1
+                        stats.failures.append(
+                            Failure(f"s3://{source.bucket}/{info.key}", "", f"refused key: {exc}")
+                        )
+                        continue
+            else:
+                target = self._destination_key(relative)
+            items.append(
+                TransferItem(info.key, target, info.size, epoch_seconds(info.last_modified), info.etag)
+            )
+        items = ctx.drop_done(items, self.item_id)
+        stats.objects_listed += len(items)
+        stats.bytes_listed += sum(item.size for item in items)
+        return items
+
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        if self.options.dry_run:
+            return int(item.size)
+        try:
+            if self.direction == "download":
+                moved = await self._download(item, ctx)
+            elif self.direction == "upload":
+                moved = await self._upload(item, ctx)
+            else:
+                moved = await self._copy(item, ctx)
+        except JobAborted:
+            raise
+        except Exception as exc:
+            raise self._refused_destination(classify(exc)) from None
+        self._written = True
+        if self.options.delete_source:
+            await self._delete_source(item, ctx)
+        return moved
+
+    def _refused_destination(self, error: ItemError) -> ItemError:
+        """AccessDenied on a write before any write of this worker succeeded: the destination
+        refuses these credentials, so every item would fail alike (a job-wide error). After a
+        success it is about that key (a bucket policy on a prefix, object lock)."""
+        denied = isinstance(error, S3Error) and error.code == "AccessDenied"
+        if denied and self.direction != "download" and not self._written:
+            error.job_wide = True
+        return error
+
+    async def _delete_source(self, item: TransferItem, ctx: WorkerContext) -> None:
+        """mv: runs only after the copy succeeded, so a failed copy never loses its source."""
+        try:
+            if self._deleter is not None:
+                await self._deleter.delete(item.source)
+            else:
+                os.unlink(item.source)
+        except (ItemError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
+        ctx.stats.objects_deleted += 1
+
+    async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
+        assert isinstance(self.source, S3Location)
+        return await self.storage.download(
+            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts
+        )
+
+    async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
+        assert isinstance(self.destination, S3Location)
+        kind = content_type(item.source) if self.options.guess_mime_type else None
+        attributes = Attributes(content_type=kind)
+        return await self.storage.upload(
+            item.source, self.destination.bucket, item.destination, attributes, self.parts
+        )
+
+    async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:
+        source, destination = self.source, self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        parts = Parts(
+            self.options.part_size, self.options.part_concurrency, self.options.copy_multipart_threshold
+        )
+        await self.storage.copy(
+            source.bucket,
+            item.source,
+            destination.bucket,
+            item.destination,
+            size=item.size,
+            etag=item.etag,
+            parts=parts,
+            keep_layout=self.options.keep_part_layout,
+        )
+        return item.size

@@ -1,0 +1,148 @@
+"""`vectors put`: embeddings from Parquet, .npy or JSON Lines files into S3 Vectors indexes.
+
+The job (`s3bulk._vectors.job`) is loaded when one runs: it needs numpy, whose BLAS starts threads
+on import, and the registry imports every command's module (a driver with threads cannot fork
+its workers; engine/launch.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, patterns
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import Job
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._errors import UsageError
+from s3bulk._journal.local import private_directory, state_dir
+from s3bulk._vectors.limits import (
+    MAX_VECTORS_PER_REQUEST,
+    REQUESTS_PER_SECOND,
+    VECTORS_PER_SECOND,
+)
+
+if TYPE_CHECKING:
+    pass
+
+MiB = 1024**2
+FORMATS = (None, "parquet", "npy", "jsonl")
+# One process by default: building a batch costs ~20 ms, well ahead of one index's write limit
+ENGINE = EngineSpec(engine="async", concurrency=16, max_attempts=8, max_in_flight_bytes=64 * MiB)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutVectorsSpec(Spec):
+    command: ClassVar[str] = "vectors-put"
+    sources: tuple[str, ...]
+    bucket: str
+    indexes: tuple[str, ...]
+    format: str | None = None  # parquet, npy or jsonl; None: by each file's suffix
+    key_column: str | None = None  # None: `key`, else `id` (Parquet)
+    vector_column: str | None = None  # None: `vector`, else the one list-of-numbers column
+    metadata_columns: tuple[str, ...] = ()
+    keys_file: str | None = None  # .npy: one key per line
+    key_template: str | None = None  # generated keys, e.g. "{file}:{row}"
+    batch_size: int = MAX_VECTORS_PER_REQUEST
+    vectors_per_second: float = VECTORS_PER_SECOND  # per index
+    requests_per_second: float = REQUESTS_PER_SECOND  # per index
+    on_error: str = "abort"  # or "skip": bad rows go to the rejects file, the rest loads
+    rejects: str | None = None  # None: next to the job's journal
+    engine: EngineSpec = ENGINE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", locations(self.sources, "sources"))
+        object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
+        object.__setattr__(self, "metadata_columns", patterns(self.metadata_columns, "metadata_columns"))
+        if self.on_error not in ("abort", "skip"):
+            raise UsageError(f"--on-error {self.on_error!r}: use abort or skip")
+        if not 1 <= self.batch_size <= MAX_VECTORS_PER_REQUEST:
+            raise UsageError(
+                f"--batch-size {self.batch_size}: PutVectors takes 1 to {MAX_VECTORS_PER_REQUEST} vectors"
+            )
+        for name in ("vectors_per_second", "requests_per_second"):
+            if not getattr(self, name) > 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be positive")
+        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
+            raise UsageError("--index: name each index once (several shard the rows by key)")
+        if self.format not in FORMATS:
+            raise UsageError(f"--format {self.format!r}: use parquet, npy or jsonl")
+
+    def places(self) -> tuple[str, str]:
+        return " ".join(self.sources), "/".join((self.bucket, *self.indexes))
+
+    def s3_locations(self) -> tuple[str, ...]:
+        return tuple(each for each in self.sources if each.startswith("s3://"))
+
+    def needs_credentials(self) -> bool:
+        return True  # S3 Vectors, whatever the sources
+
+    def absolute(self) -> PutVectorsSpec:
+        return replace(
+            self,
+            sources=tuple(absolute(each) for each in self.sources),
+            keys_file=absolute(self.keys_file) if self.keys_file else None,
+            rejects=absolute(self.rejects) if self.rejects else None,
+        )
+
+
+class PutVectorsCommand(Command):
+    name: ClassVar[str] = "vectors-put"
+    spec: ClassVar[type[Spec]] = PutVectorsSpec
+
+    def settle(self, spec: Spec, plan: JobPlan) -> Spec:
+        assert isinstance(spec, PutVectorsSpec)
+        return spec if spec.rejects else replace(spec, rejects=default_rejects_path(plan.job_id))
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        """The job, after reading each index's shape (so a wrong name or a dimension mismatch
+        stops the job before anything is read or sent) and finding the columns the user did
+        not name."""
+        from s3bulk._sources.embeddings import EmbeddingSpec, resolve_columns
+        from s3bulk._vectors.indexes import index_shapes
+        from s3bulk._vectors.job import PutOptions, PutVectorsJob
+
+        assert isinstance(spec, PutVectorsSpec) and spec.rejects is not None  # settled
+        source = EmbeddingSpec(
+            spec.sources,
+            format=spec.format,
+            key_column=spec.key_column or "",
+            vector_column=spec.vector_column or "",
+            metadata_columns=spec.metadata_columns,
+            keys_file=spec.keys_file,
+            key_template=spec.key_template,
+            settings=settings,
+        )
+        source, note = await asyncio.to_thread(resolve_columns, source)
+        options = PutOptions(
+            bucket=spec.bucket,
+            indexes=spec.indexes,
+            batch_size=spec.batch_size,
+            vectors_per_second=spec.vectors_per_second,
+            requests_per_second=spec.requests_per_second,
+            on_error=spec.on_error,
+            rejects_path=spec.rejects,
+            concurrency=spec.engine.concurrency,
+        )
+        requests: collections.Counter[str] = collections.Counter()
+        shapes = await index_shapes(settings, options.bucket, options.indexes, requests)
+        job = PutVectorsJob(source, options, settings, shapes, workers=plan.workers)
+        job.preflight_requests = dict(requests)
+        job.preflight_notes = [note] if note else []
+        return job
+
+    def verb(self, job: Job) -> str:
+        return "vectors put"
+
+
+def default_rejects_path(job_id: str) -> str:
+    """Next to the job's journal (so every run of a job appends to one list), or, for a job
+    without a journal, in the current directory."""
+    if not job_id:
+        return os.path.abspath("s3bulk-rejects.jsonl")
+    directory = state_dir()
+    private_directory(directory)
+    return str(directory / f"{job_id}.rejects.jsonl")

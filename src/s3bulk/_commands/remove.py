@@ -1,0 +1,259 @@
+"""`rm`: delete one object, a prefix, or the keys a glob matches; and deleting many keys for
+`sync --delete` and `mv`. DeleteObjects, 1,000 keys a request, several requests in flight, with
+per-key outcomes (the storage seam retries the keys the service refused for a reason worth
+retrying: `Storage.delete_many`).
+
+`BatchDeleter` lets many concurrent tasks (mv's copies) each delete one key while the requests
+still carry many keys: keys gather for a moment and go out together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+from s3bulk._commands.base import Command, JobPlan, Spec, patterns
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._errors import ItemError, UsageError
+from s3bulk._plan.filters import Filters
+from s3bulk._report import Failure, WorkerStats
+from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
+from s3bulk._urls import S3Location, parse_s3, relative_key
+
+ENGINE = EngineSpec(concurrency=16)  # DeleteObjects requests in flight per worker
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoveSpec(Spec):
+    command: ClassVar[str] = "rm"
+    target: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    partitioned_listing: bool | None = None
+    engine: EngineSpec = ENGINE
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, str):
+            raise TypeError(f"target must be an s3:// URL (str), not {type(self.target).__name__}")
+        object.__setattr__(self, "include", patterns(self.include, "include"))
+        object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
+        location = parse_s3(self.target)
+        if not location.key and not self.target.rstrip().endswith("/"):
+            raise UsageError(  # emptying a bucket must be spelled out
+                f"refusing to delete every object in s3://{location.bucket} from {self.target!r}: "
+                f"say s3://{location.bucket}/ (or s3://{location.bucket}/*) if that is what you want"
+            )
+
+    def places(self) -> tuple[str, str]:
+        return self.target, ""
+
+    def s3_locations(self) -> tuple[str, ...]:
+        return (self.target,)
+
+    def leaving_out(self, pattern: str) -> RemoveSpec:
+        return replace(self, exclude=(*self.exclude, pattern))
+
+
+class RemoveCommand(Command):
+    name: ClassVar[str] = "rm"
+    spec: ClassVar[type[Spec]] = RemoveSpec
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        from s3bulk._plan.filters import Filters
+        from s3bulk._sources.listing import partitioning_pays
+
+        assert isinstance(spec, RemoveSpec)
+        listing = spec.partitioned_listing
+        options = RemoveOptions(
+            Filters(spec.include, spec.exclude),
+            spec.dry_run,
+            spec.engine.concurrency,
+            partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+        )
+        return RemoveJob(parse_s3(spec.target), settings, options)
+
+
+class BatchDeleter:
+    """Each caller awaits the deletion of its own key; keys that arrive within `linger` seconds
+    of each other (or 1,000 of them) share one DeleteObjects request."""
+
+    def __init__(self, storage: Storage, bucket: str, linger: float = 0.02) -> None:
+        self.storage = storage
+        self.bucket = bucket
+        self.linger = linger
+        self._pending: dict[str, asyncio.Future[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def delete(self, key: str) -> None:
+        """Returns once `key` is deleted; raises ItemError (not retryable) if it could not be."""
+        loop = asyncio.get_running_loop()
+        future = self._pending.get(key)
+        if future is None:
+            future = self._pending[key] = loop.create_future()
+        if len(self._pending) >= MAX_KEYS_PER_DELETE:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.linger, self._flush)
+        await asyncio.shield(future)
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, {}
+        task = asyncio.create_task(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: dict[str, asyncio.Future[None]]) -> None:
+        try:
+            failed = await self.storage.delete_many(self.bucket, list(batch))
+        except Exception as exc:  # a bug must still fail every waiting caller, not hang them
+            failed = dict.fromkeys(batch, f"internal error: {exc!r}")
+        for key, future in batch.items():
+            if future.done():
+                continue
+            if key in failed:
+                future.set_exception(ItemError(failed[key], retryable=False))
+            else:
+                future.set_result(None)
+
+
+@dataclass(frozen=True)
+class DeleteBatch:
+    """An item (and a descriptor): up to 1,000 keys of one bucket, deleted with one request."""
+
+    bucket: str
+    keys: tuple[tuple[str, int], ...]  # (key, size)
+
+    def __str__(self) -> str:
+        first = self.keys[0][0] if self.keys else ""
+        return f"{len(self.keys)} keys from s3://{self.bucket}/{first}"
+
+
+async def run_delete_batch(storage: Storage, batch: DeleteBatch, dry_run: bool) -> BatchOutcome:
+    """Delete a batch and say key by key what happened; never raises for a key's failure."""
+    sizes = dict(batch.keys)
+    failed = {} if dry_run else await storage.delete_many(batch.bucket, list(sizes))
+    url = f"s3://{batch.bucket}/"
+    done = [(key, size, url + key) for key, size in batch.keys if key not in failed]
+    failures = [
+        Failure(url + key, "", reason, item_id=key, size=sizes[key]) for key, reason in failed.items()
+    ]
+    return BatchOutcome(done, failures)
+
+
+_WILDCARDS = "*?["
+
+
+def split_wildcard(key: str) -> tuple[str, str]:
+    """('logs/2024-', 'logs/2024-*.gz') for 'logs/2024-*.gz': list the literal part, match the
+    pattern against whole keys. No wildcard: the pattern is empty."""
+    positions = [key.index(char) for char in _WILDCARDS if char in key]
+    if not positions:
+        return key, ""
+    return key[: min(positions)], key
+
+
+@dataclass(frozen=True)
+class RemoveOptions:
+    filters: Filters = field(default_factory=Filters)
+    dry_run: bool = False
+    concurrency: int = 16
+    partitioned_listing: bool = True
+
+
+@dataclass
+class RemoveJob:
+    """Delete one object, everything under a prefix, or the keys matching a glob."""
+
+    target: S3Location
+    settings: AwsSettings
+    options: RemoveOptions = field(default_factory=RemoveOptions)
+    prefix: str = field(init=False)
+    pattern: str = field(init=False)
+    preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
+    preflight_notes: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.prefix, self.pattern = split_wildcard(self.target.key)
+        self._storage: Storage | None = None
+        self._key_filter = Filters(include=(self.pattern,)) if self.pattern else Filters()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__) | {"_storage": None}
+
+    @property
+    def single(self) -> bool:
+        return not self.pattern and not self.target.is_prefix
+
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        yield SingleObject(self.target.key) if self.single else KeyRange()
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            yield DeleteBatch(self.target.bucket, tuple(batch))
+
+    async def open(self, ctx: WorkerContext) -> None:
+        self._storage = Storage(self.settings, connections=self.options.concurrency * 2, retry=ctx.retrier)
+
+    async def close(self, ctx: WorkerContext) -> None:
+        if self._storage is not None:
+            await self._storage.close()
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[DeleteBatch]]:
+        assert self._storage is not None
+        if isinstance(descriptor, DeleteBatch):
+            yield [descriptor]
+            return
+        bucket = self.target.bucket
+        if isinstance(descriptor, SingleObject):
+            found = await find_object(self._storage, bucket, descriptor.key)
+            yield self._batch([found], ctx)
+            return
+        async for objects in iter_range(
+            self._storage,
+            bucket,
+            self.prefix,
+            descriptor,
+            on_split=ctx.split if self.options.partitioned_listing else None,
+            want_split=ctx.want_split,
+        ):
+            batch = self._batch([info for info in objects if self._wanted(info.key)], ctx)
+            if batch:
+                yield batch
+
+    def _batch(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[DeleteBatch]:
+        """One DeleteBatch of the keys an earlier run did not delete yet (empty: none left)."""
+        keys = ctx.drop_done([(info.key, info.size) for info in objects], lambda entry: entry[0])
+        ctx.stats.objects_listed += len(keys)
+        ctx.stats.bytes_listed += sum(size for _, size in keys)
+        return [DeleteBatch(self.target.bucket, tuple(keys))] if keys else []
+
+    def _wanted(self, key: str) -> bool:
+        if not self._key_filter.accepts(key):
+            return False
+        filters = self.options.filters
+        return not filters or filters.accepts(relative_key(key, self.prefix))
+
+    async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
+        assert self._storage is not None
+        return await run_delete_batch(self._storage, item, self.options.dry_run)
+
+    def cost(self, item: DeleteBatch) -> int:
+        return 0
+
+    def describe(self, item: DeleteBatch) -> tuple[str, str, int]:
+        return f"s3://{item.bucket}/{item.keys[0][0] if item.keys else ''}", "", sum(s for _, s in item.keys)
+
+    def item_id(self, item: DeleteBatch) -> str:
+        return item.keys[0][0] if item.keys else ""

@@ -1,0 +1,394 @@
+"""`sync SRC DST`: make DST hold what SRC holds, transferring only what differs.
+
+source → plan → engine → store: the driver lists both sides in key order, merge-joins them
+(`plan.diff`) and streams batches of actions (copy, check-then-copy, delete) to the workers,
+which run them with `cp`'s operations. Listings, the diff and the transfers overlap, and memory
+stays flat in the object count (a page per side plus a bounded queue of action batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, NamedTuple
+
+from s3bulk._commands.base import JobPlan, Spec
+from s3bulk._commands.copy import MARKER_DATA, CopyCommand, CopyJob, CopySpec, TransferItem
+from s3bulk._commands.remove import DeleteBatch, run_delete_batch
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._errors import UsageError
+from s3bulk._plan.diff import Entry, SyncMode, decide, etag_matches_file, merge_join
+from s3bulk._report import Failure, WorkerStats
+from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._sources.local import walk
+from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
+from s3bulk._stores.retry import Meter, Retrier
+from s3bulk._stores.s3xml import epoch_seconds
+from s3bulk._stores.storage import Storage
+from s3bulk._urls import LocalLocation, Location, S3Location, local_target, parse_location
+
+MODES = ("mtime", "size", "checksum")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncSpec(CopySpec):
+    command: ClassVar[str] = "sync"
+    mode: str = "mtime"  # changed: sizes differ or the source is newer; "size"; "checksum"
+    delete: bool = False  # also delete what the source lacks
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode not in MODES:
+            raise UsageError(f"unknown sync mode {self.mode!r}: use mtime, size or checksum")
+
+
+class SyncCommand(CopyCommand):
+    name: ClassVar[str] = "sync"
+    spec: ClassVar[type[Spec]] = SyncSpec
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        from s3bulk._commands.copy import copy_options
+
+        assert isinstance(spec, SyncSpec)
+        source, destination = parse_location(spec.source), parse_location(spec.destination)
+        options = copy_options(spec, settings, plan)
+        job = SyncJob(source, destination, settings, options, mode=spec.mode, delete=spec.delete)  # type: ignore[arg-type]
+        job.preflight_requests = await job.preflight()
+        return job
+
+    def verb(self, job: Job) -> str:
+        return f"sync ({getattr(job, 'direction', '')})"
+
+
+ACTIONS_PER_BATCH = 1000
+LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
+DELETE_PREFIX = "delete:"
+
+
+class CheckItem(NamedTuple):
+    """Copy `transfer` unless the local side's MD5 already matches `etag` (checksum mode)."""
+
+    transfer: TransferItem
+    etag: str
+
+
+class LocalDelete(NamedTuple):
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class SyncBatch:
+    """A descriptor: actions the driver's diff decided, plus what it found needs nothing."""
+
+    items: tuple[Any, ...] = ()
+    unchanged: int = 0
+    problems: tuple[Failure, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{len(self.items)} sync actions"
+
+
+def as_directory(location: Location) -> Location:
+    """sync always works on prefixes and directories, with or without the trailing '/'."""
+    if isinstance(location, S3Location):
+        key = location.key
+        return S3Location(location.bucket, key if not key or key.endswith("/") else key + "/")
+    return LocalLocation(location.path, trailing_slash=True)
+
+
+@dataclass
+class SyncJob(CopyJob):
+    mode: SyncMode = "mtime"
+    delete: bool = False
+
+    def __post_init__(self) -> None:
+        source = self.source
+        if isinstance(source, LocalLocation) and source.path.exists() and not source.path.is_dir():
+            raise UsageError(
+                f"sync works on directories and prefixes, and {str(source.path)!r} is a file: "
+                "use s3bulk cp for one file"
+            )
+        # s3://b/name without '/' is read as the prefix name/, unless it names an object (preflight)
+        self._maybe_object = source.key if isinstance(source, S3Location) and not source.is_prefix else ""
+        self.source = as_directory(source)
+        self.destination = as_directory(self.destination)
+        super().__post_init__()
+        self._local_side = self.direction != "copy"
+        if (
+            self.delete
+            and isinstance(self.source, S3Location)
+            and isinstance(self.destination, S3Location)
+            and self.source.bucket == self.destination.bucket
+            and self.source.key.startswith(self.destination.key)
+        ):
+            raise UsageError(
+                f"the source {self.source} is inside the destination {self.destination}: with --delete, "
+                "sync would delete the source itself; pick a destination outside it"
+            )
+
+    async def preflight(self) -> dict[str, int]:
+        """CopyJob's check of the bucket written to; and `sync s3://b/name ...` where `name` is an
+        object and `name/` holds nothing is refused, as a local file is (cp copies one object)."""
+        requests = await super().preflight()
+        if not self._maybe_object:
+            return requests
+        assert isinstance(self.source, S3Location)
+        storage = Storage(self.settings, connections=2)
+        try:
+            bucket = self.source.bucket
+            below = await storage.list_objects_v2(bucket, self.source.key, max_keys=1)
+            named = await storage.list_objects_v2(bucket, self._maybe_object, max_keys=1)
+        finally:
+            await storage.close()
+        if not below.objects and named.objects and named.objects[0].key == self._maybe_object:
+            raise UsageError(
+                f"sync works on prefixes, and s3://{bucket}/{self._maybe_object} is an object: "
+                "use s3bulk cp for one object (or end the URL with '/' for a prefix)"
+            )
+        return requests | {
+            kind: requests.get(kind, 0) + count for kind, count in storage.meter.requests.items()
+        }
+
+    # ---- driver side: list both sides, diff, emit actions ------------------------------------
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats))
+        try:
+            pairs = merge_join(
+                _prefetch(self._entries(self.source, client, is_source=True)),
+                _prefetch(self._entries(self.destination, client, is_source=False)),
+                chunk=ACTIONS_PER_BATCH,
+            )
+            async for chunk in pairs:
+                with stats.timed("plan"):
+                    batch = self._plan(chunk)
+                if batch.items or batch.unchanged or batch.problems:
+                    yield batch
+        finally:
+            await client.close()
+
+    async def _entries(
+        self, location: Location, client: Storage, is_source: bool
+    ) -> AsyncIterator[list[Entry]]:
+        filters = self.options.filters
+        if isinstance(location, LocalLocation):
+            page: list[Entry] = []
+            root = str(location.path)
+            if not is_source and not location.path.exists():
+                return
+            for entry in walk(root, self.options.follow_symlinks and is_source):
+                if entry.relative.endswith(PART_SUFFIX) and not is_source:
+                    # our own download in flight, not part of the tree; or one whose process was
+                    # killed outright, which nothing else would ever remove
+                    remove_if_stale(os.path.join(root, entry.relative))
+                    continue
+                if filters and not filters.accepts(entry.relative):
+                    continue
+                if entry.problem:
+                    if is_source:  # reported as skipped; a destination oddity is left alone
+                        page.append(Entry(entry.relative, 0, 0.0, "", "", entry.problem, entry.refused))
+                    continue
+                page.append(
+                    Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
+                )
+                if len(page) >= 1000:
+                    yield page
+                    page = []
+                    await asyncio.sleep(0)
+            if page:
+                yield page
+            return
+        prefix = location.key
+        skip_markers = self._local_side  # "dir/" marker objects have no file counterpart
+        if self.options.partitioned_listing:
+            pages = list_prefix(client, location.bucket, prefix, concurrency=LISTING_CONCURRENCY)
+        else:
+            pages = (page.objects async for page in list_sequential(client, location.bucket, prefix))
+        async for objects in pages:
+            entries = []
+            for info in objects:
+                relative = info.key[len(prefix) :]
+                if filters and not filters.accepts(relative):
+                    continue
+                if skip_markers and info.key.endswith("/"):  # a directory locally, never a file
+                    if is_source and info.size:  # holding data that cannot land: named, skipped
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
+                    continue
+                entries.append(
+                    Entry(relative, info.size, epoch_seconds(info.last_modified), info.etag, info.key)
+                )
+            yield entries
+
+    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> SyncBatch:
+        items: list[Any] = []
+        deletes: list[tuple[str, int]] = []
+        problems: list[Failure] = []
+        unchanged = 0
+        for source, destination in chunk:
+            if source is None:
+                assert destination is not None
+                if self.delete:
+                    deletes.append((destination.name, destination.size))
+                continue
+            if source.problem:
+                path = os.path.join(str(self.source), source.relative)
+                problems.append(Failure(path, "", source.problem, skipped=not source.refused))
+                continue
+            decision = decide(source, destination, self.mode, self._local_side)
+            if decision == "same":
+                unchanged += 1
+                continue
+            try:
+                transfer = self._transfer(source.relative, source.size, source.mtime, source.etag)
+            except ValueError as exc:
+                problems.append(Failure(source.name, "", f"refused key: {exc}"))
+                continue
+            if decision == "check":
+                etag = source.etag or (destination.etag if destination else "")
+                items.append(CheckItem(transfer, etag))
+            else:
+                items.append(transfer)
+        items.extend(self._delete_items(deletes))
+        return SyncBatch(tuple(items), unchanged, tuple(problems))
+
+    def _transfer(self, relative: str, size: int, mtime: float, etag: str = "") -> TransferItem:
+        source, destination = self.source, self.destination
+        if isinstance(source, S3Location):
+            name = source.key + relative
+        else:
+            name = os.path.join(str(source.path), relative)
+        if isinstance(destination, S3Location):
+            target = destination.key + relative
+        else:
+            target = str(local_target(destination.path, relative))
+        return TransferItem(name, target, size, mtime, etag)
+
+    def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
+        if not deletes:
+            return []
+        if isinstance(self.destination, S3Location):
+            return [DeleteBatch(self.destination.bucket, tuple(deletes))]
+        return [LocalDelete(path, size) for path, size in deletes]
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            items: list[Any] = []
+            deletes = []
+            for item_id, size in batch:
+                if item_id.startswith(DELETE_PREFIX):
+                    deletes.append((item_id[len(DELETE_PREFIX) :], size))
+                else:
+                    items.append(self._transfer(item_id, size, 0.0))
+            items.extend(self._delete_items(deletes))
+            yield SyncBatch(tuple(items))
+
+    # ---- worker side --------------------------------------------------------------------------
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
+        stats = ctx.stats
+        assert isinstance(descriptor, SyncBatch)
+        stats.objects_unchanged += descriptor.unchanged
+        for problem in descriptor.problems:
+            stats.failures.append(problem)
+            if problem.skipped:
+                stats.objects_skipped += 1
+            else:
+                stats.objects_failed += 1
+        items = ctx.drop_done(list(descriptor.items), self.item_id)
+        for item in items:
+            stats.objects_listed += len(item.keys) if isinstance(item, DeleteBatch) else 1
+            if not isinstance(item, DeleteBatch | LocalDelete):
+                stats.bytes_listed += self._transfer_of(item).size
+        yield items
+
+    @staticmethod
+    def _transfer_of(item: Any) -> TransferItem:
+        return item.transfer if isinstance(item, CheckItem) else item
+
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        if isinstance(item, DeleteBatch):
+            outcome = await run_delete_batch(self.storage, item, self.options.dry_run)
+            ctx.stats.objects_deleted += len(outcome.done)
+            return BatchOutcome(
+                [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
+                [replace(failure, item_id=DELETE_PREFIX + failure.item_id) for failure in outcome.failures],
+            )
+        if isinstance(item, LocalDelete):
+            if not self.options.dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(item.path)
+            ctx.stats.objects_deleted += 1
+            return 0
+        if isinstance(item, CheckItem):
+            transfer = item.transfer
+            local = transfer.source if self.direction == "upload" else transfer.destination
+            same = await asyncio.to_thread(
+                etag_matches_file, local, item.etag, transfer.size, self.options.part_size
+            )
+            if same:  # nothing to do after all: it leaves the totals instead of counting as done
+                ctx.stats.objects_unchanged += 1
+                ctx.stats.objects_listed -= 1
+                ctx.stats.bytes_listed -= transfer.size
+                return BatchOutcome([], [])
+            item = transfer
+        return await super().run(item, ctx)
+
+    def cost(self, item: Any) -> int:
+        if isinstance(item, DeleteBatch | LocalDelete):
+            return 0
+        return super().cost(self._transfer_of(item))
+
+    def describe(self, item: Any) -> tuple[str, str, int]:
+        if isinstance(item, DeleteBatch):
+            return f"s3://{item.bucket}/{item.keys[0][0]}", "", 0
+        if isinstance(item, LocalDelete):
+            return item.path, "", item.size
+        return super().describe(self._transfer_of(item))
+
+    def item_id(self, item: Any) -> str:
+        if isinstance(item, DeleteBatch):
+            return DELETE_PREFIX + item.keys[0][0]
+        if isinstance(item, LocalDelete):
+            return DELETE_PREFIX + item.path
+        transfer = self._transfer_of(item)
+        if isinstance(self.source, S3Location):
+            return transfer.source[len(self.source.key) :]
+        return transfer.source[len(str(self.source.path)) :].lstrip("/")
+
+
+def _counted_in(stats: WorkerStats) -> Retrier:
+    """The driver's listings count their requests and retries in its own stats."""
+
+    def retried(error: Exception) -> None:
+        stats.retries += 1
+        stats.throttles += bool(getattr(error, "throttled", False))
+
+    return Retrier(meter=Meter(stats.requests, stats.stage_seconds, retried))
+
+
+async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncIterator[list[Entry]]:
+    """List one side ahead of the merge, so both sides' round trips overlap."""
+    queue: asyncio.Queue[list[Entry] | BaseException | None] = asyncio.Queue(maxsize=depth)
+
+    async def fill() -> None:
+        try:
+            async for page in pages:
+                await queue.put(page)
+        except BaseException as exc:
+            await queue.put(exc)
+            return
+        await queue.put(None)
+
+    task = asyncio.create_task(fill())
+    try:
+        while (page := await queue.get()) is not None:
+            if isinstance(page, BaseException):
+                raise page
+            yield page
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task

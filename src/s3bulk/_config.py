@@ -1,0 +1,283 @@
+"""AWS settings from the standard environment and profiles, through botocore's credential chain.
+
+Settings travel to worker processes; credentials never do: each process resolves them itself from
+the same environment (env vars, profiles, SSO, IMDS), so no secret crosses a pipe or a journal.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from s3bulk._errors import UsageError, register_secret
+
+if TYPE_CHECKING:
+    from botocore.credentials import ReadOnlyCredentials
+
+
+class _Frozen(NamedTuple):
+    """botocore's ReadOnlyCredentials, field for field (its signers read just these)."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+
+
+def _env_endpoint(env: Any, service: str) -> str | None:
+    return env.get(f"AWS_ENDPOINT_URL_{service}") or env.get("AWS_ENDPOINT_URL") or None
+
+
+def _ignore_configured(value: Any) -> bool:
+    return str(value or "").strip().lower() == "true"
+
+
+def _check_endpoint(url: str | None) -> str | None:
+    if url and not url.startswith(("http://", "https://")):
+        raise UsageError(f"endpoint URL {url!r} must start with http:// or https://")
+    return url
+
+
+def _profile_error(profile: str | None, exc: Exception) -> UsageError:
+    """One line for a profile that cannot be used: the usual cause is a name that is not there."""
+    name = profile if profile is not None else os.environ.get("AWS_PROFILE")
+    if type(exc).__name__ == "ProfileNotFound":
+        return UsageError(
+            f"AWS profile {name!r} not found in the AWS config or credentials file: "
+            "check the name (aws configure list-profiles) or drop --profile / AWS_PROFILE"
+        )
+    return UsageError(f"cannot load AWS profile {name!r}: {exc}")
+
+
+class _EnvCredentials:
+    """Keys from the environment, which never refresh. botocore's own Credentials class would
+    do the same, but importing botocore.credentials costs ~0.2 s of every command's start-up."""
+
+    def __init__(self, frozen: _Frozen) -> None:
+        self._frozen = frozen
+
+    def get_frozen_credentials(self) -> _Frozen:
+        return self._frozen
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, which containers and taskset narrow)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+DEFAULT_READ_TIMEOUT = 60.0
+
+
+def read_timeout_seconds() -> float:
+    """How long a connection may deliver nothing before the request counts as stalled and is
+    retried: without it, a connection silently dropped by a middlebox holds its item until the
+    600 s request timeout. S3BULK_READ_TIMEOUT (seconds) overrides the 60 s default, as the AWS
+    CLI's --cli-read-timeout does; every process reads it from the environment it inherits."""
+    text = os.environ.get("S3BULK_READ_TIMEOUT", "")
+    if not text:
+        return DEFAULT_READ_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise UsageError(f"S3BULK_READ_TIMEOUT={text!r} is not a positive number of seconds: e.g. 60")
+    return seconds
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    profile: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    verify_ssl: bool = True
+    anonymous: bool = False
+    vectors_endpoint_url: str | None = None  # S3 Vectors (the S3 endpoint serves s3:// sources)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        profile: str | None = None,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        verify_ssl: bool = True,
+        anonymous: bool = False,
+        vectors_endpoint_url: str | None = None,
+    ) -> AwsSettings:
+        """Settings as the AWS SDKs resolve them. Endpoints: the explicit one, then the service's
+        own variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_S3VECTORS), then AWS_ENDPOINT_URL;
+        without any, the profile's `services` section and its `endpoint_url` (`resolved_endpoint`)."""
+        env = os.environ
+        ignore = _ignore_configured(env.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"))
+        endpoint = endpoint_url or (None if ignore else _env_endpoint(env, "S3"))
+        vectors = vectors_endpoint_url or (None if ignore else _env_endpoint(env, "S3VECTORS"))
+        read_timeout_seconds()  # a bad value is a usage error now, not in a worker later
+        for url in (endpoint, vectors):
+            _check_endpoint(url)
+        return cls(
+            vectors_endpoint_url=vectors.rstrip("/") if vectors else None,
+            profile=profile or os.environ.get("AWS_PROFILE") or None,
+            region=region,
+            endpoint_url=endpoint.rstrip("/") if endpoint else None,
+            verify_ssl=verify_ssl,
+            anonymous=anonymous,
+        )
+
+    def check_profile(self) -> None:
+        """Fail now, with one line, if the named profile does not exist (or its files cannot be
+        read): not later, in a worker, as a traceback."""
+        if self.profile:
+            self._scoped_config  # noqa: B018 -- reading it is the check
+
+    @cached_property
+    def _session(self) -> Any:
+        import botocore.session  # ~0.3 s of imports: only paid when profiles or config files matter
+
+        try:
+            session = botocore.session.Session(profile=self.profile)
+            session.get_scoped_config()  # an unknown profile raises here, not deep in a request
+        except Exception as exc:  # botocore raises ProfileNotFound and friends
+            raise _profile_error(self.profile, exc) from None
+        return session
+
+    @cached_property
+    def _env_only(self) -> bool:
+        """True when the environment alone settles credentials and region. botocore's chain
+        would pick the same values (environment variables come first in it), so the session,
+        and its import time, can be skipped."""
+        env = os.environ
+        has_keys = bool(env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"))
+        has_region = bool(self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"))
+        return has_keys and has_region and not self.profile
+
+    @cached_property
+    def _full_config(self) -> dict[str, Any]:
+        """The shared config file as botocore reads it (profiles, `services` sections). Read with
+        botocore's own loader, which costs ~20 ms where a session costs ~300 ms."""
+        if not self._env_only:
+            return dict(self._session.full_config)
+        from botocore.configloader import load_config
+
+        path = os.path.expanduser(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
+        if not os.path.isfile(path):
+            return {}
+        try:
+            return dict(load_config(path))
+        except Exception as exc:
+            raise UsageError(f"cannot read the AWS config file {path}: {exc}") from None
+
+    @cached_property
+    def _scoped_config(self) -> dict[str, Any]:
+        """The profile's own section of the config file."""
+        if not self._env_only:
+            return dict(self._session.get_scoped_config())
+        profiles = self._full_config.get("profiles", {})
+        return dict(profiles.get("default", {}))
+
+    def _configured_endpoint(self, service: str) -> str | None:
+        """The endpoint the config file gives `service` ("s3", "s3vectors"), in botocore's order
+        (botocore.configprovider.ConfiguredEndpointProvider): the profile's `services` section
+        first, then the profile's own `endpoint_url`; none if endpoints from files are ignored."""
+        scoped = self._scoped_config
+        if _ignore_configured(scoped.get("ignore_configured_endpoint_urls")):
+            return None
+        section_name = scoped.get("services")
+        if section_name:
+            section = self._full_config.get("services", {}).get(section_name)
+            if not section:
+                raise UsageError(
+                    f"profile {self.profile or 'default'!r} names services section {section_name!r}, "
+                    "which the AWS config file does not have: add [services "
+                    f"{section_name}] or remove the profile's 'services' line"
+                )
+            url = (section.get(service) or {}).get("endpoint_url")
+            if url:
+                return _check_endpoint(str(url))
+        url = scoped.get("endpoint_url")
+        return _check_endpoint(str(url)) if url else None
+
+    @cached_property
+    def resolved_region(self) -> str:
+        env_region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if self.region or self._env_only:
+            return self.region or env_region or "us-east-1"
+        region = self._session.get_config_variable("region")
+        return region or "us-east-1"
+
+    @cached_property
+    def resolved_endpoint(self) -> str:
+        if self.endpoint_url:
+            return self.endpoint_url
+        configured = self._configured_endpoint("s3")
+        if configured:
+            return configured.rstrip("/")
+        return f"https://s3.{self.resolved_region}.amazonaws.com"
+
+    @cached_property
+    def resolved_vectors_endpoint(self) -> str:
+        if self.vectors_endpoint_url:
+            return self.vectors_endpoint_url
+        configured = self._configured_endpoint("s3vectors")
+        if configured:
+            return configured.rstrip("/")
+        return f"https://s3vectors.{self.resolved_region}.api.aws"
+
+    @cached_property
+    def path_style(self) -> bool:
+        """The profile's `s3 = addressing_style` (path, virtual) decides; by default (auto) custom
+        endpoints (MinIO, on-premise) get path-style URLs and AWS gets virtual hosts."""
+        style = (self._scoped_config.get("s3") or {}).get("addressing_style")
+        if style in ("path", "virtual"):
+            return bool(style == "path")
+        if style not in (None, "auto"):
+            raise UsageError(
+                f"addressing_style = {style!r} in the AWS config file: use path, virtual or auto"
+            )
+        return not self.resolved_endpoint.endswith(".amazonaws.com")
+
+    @cached_property
+    def _credentials(self) -> Any:
+        if self._env_only:
+            env = os.environ
+            return _EnvCredentials(
+                _Frozen(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], env.get("AWS_SESSION_TOKEN"))
+            )
+        try:
+            credentials = self._session.get_credentials()
+        except Exception as exc:
+            raise UsageError(f"cannot load AWS credentials: {exc}") from None
+        if credentials is None:
+            raise UsageError(
+                "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or AWS_PROFILE, or pass --no-sign-request for public buckets"
+            )
+        return credentials
+
+    def credentials(self) -> ReadOnlyCredentials | None:
+        """Current credentials (refreshed by botocore when they expire); None when anonymous."""
+        if self.anonymous:
+            return None
+        frozen = self._credentials.get_frozen_credentials()
+        register_secret(frozen.secret_key)
+        register_secret(frozen.token)
+        return frozen
+
+    def credential_expiry(self) -> datetime | None:
+        expiry = getattr(self._credentials, "_expiry_time", None)
+        if isinstance(expiry, datetime):
+            return expiry.astimezone(UTC)
+        return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle only the plain settings: sessions and credentials are rebuilt per process."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)

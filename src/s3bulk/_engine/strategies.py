@@ -1,0 +1,66 @@
+"""The execution strategies users can pick with `--engine`, as the seed articles compared them.
+
+| engine    | workers                  | in flight per worker | what it shows                       |
+|-----------|--------------------------|----------------------|-------------------------------------|
+| serial    | 1 thread                 | 1                    | the baseline: one request at a time |
+| threads   | cores + 4 threads        | 1                    | ThreadPoolExecutor's default shape; |
+|           |                          |                      | I/O overlaps, CPU work shares a GIL |
+| async     | 1 thread, one event loop | --concurrency        | many requests, one core             |
+| processes | one process per core     | 1                    | ProcessPoolExecutor's shape         |
+| hybrid    | one process per core     | --concurrency        | every core, many requests each      |
+| auto      | one process per core     | AIMD: starts at      | hybrid that finds the service's     |
+|           |                          | --concurrency, 1-4x  | knee itself and backs off on 503s   |
+| ray       | one Ray task per cluster | --concurrency        | hybrid across many machines         |
+|           | CPU                      |                      | (`ray_launch.py`)                   |
+
+Every engine runs the same Job through the same worker loop, journal and report; only the number
+and kind of workers and the in-flight limit differ, so their results are identical and their
+timings comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from s3bulk._config import cores
+from s3bulk._errors import UsageError
+
+__all__ = ["AUTO_CEILING_FACTOR", "DEFAULT_ENGINE", "ENGINES", "Strategy", "choose", "cores"]
+
+ENGINES = ("serial", "threads", "async", "processes", "hybrid", "auto", "ray")
+DEFAULT_ENGINE = "hybrid"
+AUTO_CEILING_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    workers: int
+    concurrency: int  # per worker; for adaptive, the ceiling
+    in_process: bool  # threads of the main process rather than processes
+    adaptive: bool = False
+
+
+def choose(name: str, workers: int | None, concurrency: int) -> Strategy:
+    """The strategy for `--engine name`; `workers` and `concurrency` apply where they mean something."""
+    if name not in ENGINES:
+        raise UsageError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if workers is not None and name in ("serial", "async"):
+        raise UsageError(f"--workers does not apply to --engine {name} (one worker): drop it")
+    if name == "serial":
+        return Strategy(name, 1, 1, in_process=True)
+    if name == "async":
+        return Strategy(name, 1, concurrency, in_process=True)
+    if name == "threads":
+        return Strategy(name, workers or min(32, cores() + 4), 1, in_process=True)
+    if name == "processes":
+        return Strategy(name, workers or cores(), 1, in_process=False)
+    if name == "hybrid":
+        return Strategy(name, workers or cores(), concurrency, in_process=False)
+    if name == "ray":  # workers=0: one per CPU of the cluster, known once connected
+        return Strategy(name, workers or 0, concurrency, in_process=False)
+    return Strategy(
+        name, workers or cores(), concurrency * AUTO_CEILING_FACTOR, in_process=False, adaptive=True
+    )

@@ -1,0 +1,193 @@
+"""Errors users see, and the line between failures worth retrying and final ones.
+
+Every message is one line that names the problem and, where there is one, the fix. Messages pass
+through `redact` so a secret that slipped into an exception text (a URL, a server echo) is never
+printed, logged or journaled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+
+_SECRETS: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a credential so `redact` can scrub it from any text shown to users."""
+    if value and len(value) >= 4:
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    for secret in _SECRETS:
+        text = text.replace(secret, "****")
+    return text
+
+
+class S3BulkError(Exception):
+    """A problem the user can act on; str() is the one-line message."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+class UsageError(S3BulkError):
+    """Bad input: a malformed URL, a conflicting option, a missing file. Nothing was done."""
+
+    exit_code = 2
+
+
+class JobAborted(S3BulkError):
+    """The job must stop (`--on-error abort` met a bad row): items in flight finish, nothing new
+    starts, and the journal keeps what was done, so a run after the fix resumes from there."""
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """The job was stopped by Ctrl-C or SIGTERM: what ran was finished or cleaned up (multipart
+    uploads aborted, temporary files removed) and journaled. str() is the line to print, naming
+    the job and the command that finishes it. A KeyboardInterrupt, so code that stops on one
+    still does."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, job_id: str = "") -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class ItemError(S3BulkError):
+    """One object failed; `retryable` says whether trying again may help."""
+
+    throttled = False  # the service asked us to slow down (adaptive concurrency backs off)
+    unreachable = False  # no connection at all (refused, down): the service may be restarting
+    # no other item can succeed either (bad credentials, no such bucket, the destination refuses
+    # us): the job stops at the first one, with one line, instead of failing every item alike
+    job_wide = False
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class S3Error(ItemError):
+    """An error answer from the service: HTTP status plus the S3 error code."""
+
+    RETRYABLE_CODES = frozenset(
+        {
+            "SlowDown",
+            "RequestTimeout",
+            "RequestTimeTooSkewed",
+            "InternalError",
+            "ServiceUnavailable",
+            "Throttling",
+            "ThrottlingException",
+            "TooManyRequestsException",
+            "XMinioServerNotInitialized",
+        }
+    )
+
+    THROTTLE_CODES = frozenset(
+        {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable"}
+    )
+
+    # Answers about the account, the credentials or the bucket, never about one key.
+    JOB_WIDE_CODES = frozenset(
+        {
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "ExpiredToken",
+            "InvalidToken",
+            "TokenRefreshRequired",
+            "AccountProblem",
+            "AllAccessDisabled",
+            "NoSuchBucket",
+            "InvalidBucketName",
+            "PermanentRedirect",
+            "AuthorizationHeaderMalformed",
+        }
+    )
+
+    def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
+        self.status = status
+        self.code = code
+        self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
+        self.job_wide = code in self.JOB_WIDE_CODES
+        retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
+        hint = _HINTS.get(code, "")
+        text = f"{what}: " if what else ""
+        text += f"{code or 'HTTP ' + str(status)} ({status})"
+        if message:
+            text += f": {message}"
+        if hint:
+            text += f"; {hint}"
+        super().__init__(text, retryable=retryable)
+
+
+_HINTS = {
+    "NoSuchBucket": "check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
+    "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID / AWS_PROFILE",
+    "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE",
+    "AccessDenied": "check the credentials' permissions for this bucket and key",
+}
+
+_CODE_IN_BODY = re.compile(r"<Code>([^<]+)</Code>")
+_MESSAGE_IN_BODY = re.compile(r"<Message>([^<]*)</Message>")
+_STATUS_IN_TEXT = re.compile(r"\b([1-5]\d\d) [A-Z][A-Za-z ]+")
+
+
+def classify(exc: BaseException, what: str = "") -> ItemError:
+    """Turn any exception from a store, the network or the disk into an ItemError.
+
+    obstore folds the service's answer into its message text, so the S3 error code and status are
+    recovered from it; network-level failures (resets, timeouts) are retryable, disk and
+    validation failures are final.
+    """
+    if isinstance(exc, ItemError):
+        return exc
+    text = html.unescape(redact(str(exc)).strip())  # obstore passes the service's XML on as is
+    code_match = _CODE_IN_BODY.search(text)
+    if code_match:
+        status_match = _STATUS_IN_TEXT.search(text)
+        status = int(status_match.group(1)) if status_match else 400
+        message_match = _MESSAGE_IN_BODY.search(text)
+        return S3Error(status, code_match.group(1), message_match.group(1) if message_match else "", what)
+    prefix = f"{what}: " if what else ""
+    name = type(exc).__name__
+    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+        return transient(f"{prefix}{name}: {text}", text, isinstance(exc, ConnectionRefusedError))
+    if isinstance(exc, OSError) and exc.filename is not None:  # local disk: final
+        reason = exc.strerror or text
+        return ItemError(f"{prefix}{reason}: {exc.filename}", retryable=False)
+    lowered = text.lower()
+    network: tuple[str, ...] = ("connection", "timed out", "timeout", "reset", "broken pipe")
+    network += ("error sending request", "cannot connect", "connect call failed")
+    # a body cut mid-stream (reqwest/hyper: "request or response body error", "error decoding
+    # response body"; aiohttp: "payload is not completed"): the next attempt gets it whole
+    network += ("body error", "decoding response body", "unexpected eof", "payload is not completed")
+    if any(word in lowered for word in network):
+        return transient(f"{prefix}{text.splitlines()[0]}", text, False)
+    status_match = _STATUS_IN_TEXT.search(text)
+    if status_match:
+        status = int(status_match.group(1))
+        return (
+            S3Error(status, "", "", what)
+            if status != 404
+            else ItemError(f"{prefix}not found (404)", retryable=False)
+        )
+    first_line = text.splitlines()[0] if text else name
+    return ItemError(f"{prefix}{first_line}", retryable=False)
+
+
+# How clients say no connection could be made at all: obstore (reqwest's error kind), aiohttp, the OS.
+_UNREACHABLE = ("kind: connect", "cannot connect to host", "connection refused", "connect call failed")
+
+
+def transient(message: str, text: str, refused: bool = False) -> ItemError:
+    """A network failure: retryable, and marked unreachable when no connection was made at all."""
+    error = ItemError(message, retryable=True)
+    error.unreachable = refused or any(marker in text.lower() for marker in _UNREACHABLE)
+    return error

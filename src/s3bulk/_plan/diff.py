@@ -1,0 +1,180 @@
+"""The sync plan: a streaming merge-join of two listings in key order, and what to do per key.
+
+Both sides arrive sorted (S3 lists in UTF-8 byte order, which is code-point order; local walks
+are sorted the same way), so one pass over both streams pairs every name with its counterpart
+while holding only the current page of each. Memory does not grow with the object count, and the
+first transfers start as soon as the first pages are compared.
+
+What "changed" means (`SyncMode`):
+- ``mtime`` (default, like ``aws s3 sync``): sizes differ, or the source is newer than the
+  destination. Downloads give the file the object's LastModified time, uploads and copies leave a
+  destination newer than its source, so a second sync of an unchanged tree transfers nothing.
+- ``size``: sizes differ.
+- ``checksum``: sizes differ, or the contents differ. S3 to S3 compares ETags. Against a local file
+  the file's MD5 is computed (by a worker, off the driver) and compared with the object's ETag; a
+  multipart ETag (``md5-of-part-md5s-N``) is recomputed with each part size that gives N parts
+  (ours, then the common 8/16/5/64 MiB and size/N rounded to 1 MiB). Objects whose ETag is not an
+  MD5 at all (SSE-KMS, SSE-C) are copied, since nothing can prove them equal without reading them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import AsyncIterator
+from typing import Literal, NamedTuple
+
+from s3bulk._errors import S3BulkError
+
+SyncMode = Literal["mtime", "size", "checksum"]
+Decision = Literal["copy", "check", "same"]
+MiB = 1024**2
+
+
+class Entry(NamedTuple):
+    relative: str  # the name below the synced prefix or directory
+    size: int
+    mtime: float  # seconds since the epoch
+    etag: str  # "" for local files
+    name: str  # the full key or local path
+    problem: str = ""  # a local source entry that cannot be uploaded (symlink, unreadable, ...)
+    refused: bool = False  # the problem fails the item (a name that is not UTF-8), not just skips it
+
+
+class ListingOrderError(S3BulkError):
+    """A listing came out of key order: merging it could delete what exists, so stop."""
+
+
+async def merge_join(
+    source: AsyncIterator[list[Entry]], destination: AsyncIterator[list[Entry]], chunk: int = 1000
+) -> AsyncIterator[list[tuple[Entry | None, Entry | None]]]:
+    """Pairs (source, destination) by name, in order; a side without the name gives None."""
+    sides = (source, destination)
+    pages: list[list[Entry] | None] = [[], []]
+    index = [0, 0]
+    last = ["", ""]
+
+    async def refill(side: int) -> None:
+        while True:
+            page = await anext(sides[side], None)
+            if page is None:
+                pages[side] = None
+                return
+            if page:
+                _check_order(page, last[side], side)
+                last[side] = page[-1].relative
+                pages[side], index[side] = page, 0
+                return
+
+    out: list[tuple[Entry | None, Entry | None]] = []
+    await refill(0)
+    await refill(1)
+    while True:
+        src_page, dst_page = pages
+        if src_page is None and dst_page is None:
+            break
+        if src_page is None:
+            assert dst_page is not None
+            out.extend((None, entry) for entry in dst_page[index[1] :])
+            await refill(1)
+        elif dst_page is None:
+            out.extend((entry, None) for entry in src_page[index[0] :])
+            await refill(0)
+        else:
+            i, j = index
+            while i < len(src_page) and j < len(dst_page):
+                a, b = src_page[i], dst_page[j]
+                if a.relative == b.relative:
+                    out.append((a, b))
+                    i += 1
+                    j += 1
+                elif a.relative < b.relative:
+                    out.append((a, None))
+                    i += 1
+                else:
+                    out.append((None, b))
+                    j += 1
+            index[0], index[1] = i, j
+            if i == len(src_page):
+                await refill(0)
+            if j == len(dst_page):
+                await refill(1)
+        if len(out) >= chunk:
+            yield out
+            out = []
+    if out:
+        yield out
+
+
+def _check_order(page: list[Entry], previous: str, side: int) -> None:
+    for entry in page:
+        if entry.relative <= previous:
+            which = ("source", "destination")[side]
+            raise ListingOrderError(
+                f"the {which} listing is not in key order ({previous!r} then {entry.relative!r}); "
+                "refusing to sync against it (is the endpoint S3-compatible?)"
+            )
+        previous = entry.relative
+
+
+def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side: bool) -> Decision:
+    """Whether `source` must be copied over `destination`; "check" asks a worker to hash a local
+    file first (only in checksum mode with a local side)."""
+    if destination is None or source.size != destination.size:
+        return "copy"
+    if mode == "size":
+        return "same"
+    if mode == "mtime":
+        return "copy" if source.mtime > destination.mtime else "same"
+    if local_side:
+        return "check"
+    return "same" if source.etag and source.etag == destination.etag else "copy"
+
+
+def etag_matches_file(path: str, etag: str, size: int, part_size: int) -> bool:
+    """Whether a local file has the content an S3 ETag describes (see the module doc)."""
+    etag = etag.strip('"').lower()
+    digest, _, parts_text = etag.partition("-")
+    if len(digest) != 32 or not all(c in "0123456789abcdef" for c in digest):
+        return False  # not an MD5 (SSE-KMS and the like): cannot prove equality
+    if not parts_text:
+        return _md5_file(path, size or 1)[0] == digest
+    if not parts_text.isdigit():
+        return False
+    parts = int(parts_text)
+    candidates = [part_size, 8 * MiB, 16 * MiB, 5 * MiB, 64 * MiB]
+    if parts:
+        candidates.append(math.ceil(size / parts / MiB) * MiB)
+    tried = set()
+    for candidate in candidates:
+        if candidate in tried or candidate <= 0 or math.ceil(size / candidate) != parts:
+            continue
+        tried.add(candidate)
+        part_digests = _md5_file(path, candidate)[1]
+        combined = hashlib.md5(b"".join(part_digests), usedforsecurity=False).hexdigest()
+        if combined == digest:
+            return True
+    return False
+
+
+def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:
+    """The whole file's MD5 (hex) and the MD5 of each `part_size` part (raw digests)."""
+    whole = hashlib.md5(usedforsecurity=False)
+    parts: list[bytes] = []
+    with open(path, "rb") as handle:
+        while True:
+            part = hashlib.md5(usedforsecurity=False)
+            remaining = part_size
+            while remaining:
+                block = handle.read(min(remaining, MiB))
+                if not block:
+                    break
+                whole.update(block)
+                part.update(block)
+                remaining -= len(block)
+            if remaining == part_size:
+                break
+            parts.append(part.digest())
+            if remaining:
+                break
+    return whole.hexdigest(), parts

@@ -1,0 +1,290 @@
+"""Run any command's job end to end: its spec, the engine fitted to the machine, the journal.
+
+The runner knows the shapes every command shares (a typed spec, a Command that builds its job:
+`s3bulk._commands`), never a command by name. The same code runs a fresh job, resumes one from
+its journal (`--resume JOB`: skip what is done) and reruns only its failures (`--retry-failed
+JOB`). Credentials are never part of a spec; each run resolves them from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from s3bulk._commands import JobPlan, Spec, command_named
+from s3bulk._commands.base import SPEC_VERSION
+from s3bulk._config import AwsSettings, cores
+from s3bulk._engine.driver import Engine
+from s3bulk._engine.strategies import Strategy, choose
+from s3bulk._engine.worker import EngineOptions
+from s3bulk._errors import ItemError, JobInterrupted, UsageError
+from s3bulk._journal.local import Journal, new_job_id
+from s3bulk._journal.store import JOBS_PREFIX, StoreJournal, default_url
+from s3bulk._report import RecordSink, Report, human_bytes
+from s3bulk._stores.retry import RetryPolicy
+from s3bulk._stores.storage import Storage
+
+Mode = Literal["run", "resume", "retry-failed"]
+MiB = 1024**2
+
+# What processes cost before any object data moves, as summed RSS (what `top` shows a user; a
+# forked worker's shared pages count again in its own RSS), measured on this project's jobs:
+# bench/RESULTS.md, "--max-memory". Bodies in flight cost about 2.5x their bytes at the peak
+# (an upload part is read, signed, and partly buffered again by the socket's writer).
+IN_PROCESS_BASE_BYTES = 72 * MiB  # the driver with its worker as a thread (engines async/serial)
+DRIVER_BASE_BYTES = 64 * MiB  # the driver of worker processes
+WORKER_BASE_BYTES = 56 * MiB  # each worker process
+BODY_OVERHEAD = 2.5
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    workers: int  # worker processes; 0: one worker in the driver's own process
+    max_in_flight_bytes: int
+
+
+def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int, part_size: int) -> MemoryPlan:
+    """Fit the whole job under `max_memory` (interpreters, clients, bodies in flight): as many
+    worker processes as can each hold one part in flight, else one worker inside the driver's
+    process (no second interpreter at all); then the byte budget that fits."""
+    floor = IN_PROCESS_BASE_BYTES + int(BODY_OVERHEAD * part_size)
+    if max_memory < floor:
+        raise UsageError(
+            f"--max-memory {human_bytes(max_memory)} is below the {human_bytes(floor)} a job needs: raise "
+            f"it (the interpreter and its clients take about {human_bytes(IN_PROCESS_BASE_BYTES)}, "
+            f"plus one {human_bytes(part_size)} part in flight; a smaller --part-size lowers that)"
+        )
+    per_worker = WORKER_BASE_BYTES + int(BODY_OVERHEAD * part_size)
+    fitting = min(workers or cores(), (max_memory - DRIVER_BASE_BYTES) // per_worker)
+    if workers and fitting < workers:
+        raise UsageError(
+            f"--workers {workers} does not fit in --max-memory {human_bytes(max_memory)} "
+            f"(each worker process needs about {human_bytes(per_worker)}): use --workers {max(fitting, 1)}"
+            + (" or drop --workers" if fitting < 2 else "")
+        )
+    if fitting < 2:  # one process worker costs more than none: run in the driver's process
+        budget = int((max_memory - IN_PROCESS_BASE_BYTES) / BODY_OVERHEAD)
+        return MemoryPlan(0, max(MiB, min(max_in_flight_bytes, budget)))
+    budget = int(((max_memory - DRIVER_BASE_BYTES) // fitting - WORKER_BASE_BYTES) / BODY_OVERHEAD)
+    return MemoryPlan(fitting, max(MiB, min(max_in_flight_bytes, budget)))
+
+
+def settings_spec(settings: AwsSettings) -> dict[str, Any]:
+    """What a resumed run needs to reach the same store: never any credential."""
+    return {
+        "profile": settings.profile,
+        "region": settings.region,
+        "endpoint_url": settings.resolved_endpoint if settings.endpoint_url else None,
+        "vectors_endpoint_url": settings.vectors_endpoint_url,
+        "verify_ssl": settings.verify_ssl,
+        "anonymous": settings.anonymous,
+    }
+
+
+async def execute(
+    spec: Spec,
+    settings: AwsSettings | None = None,
+    *,
+    journal: Journal | bool = True,
+    mode: Mode = "run",
+    on_progress: Callable[[Report], None] | None = None,
+    on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> Report:
+    """Run one command's job. `journal=True` starts a new journal (not for dry runs, nor for a
+    command that keeps none); a Journal continues that job in `mode`."""
+    command = command_named(spec.command)
+    settings = settings or AwsSettings.from_env()
+    if spec.needs_credentials():
+        settings.credentials()  # fail fast, before any process starts, when there are none
+    strategy, in_flight = _strategy(spec)
+    handle = journal if isinstance(journal, Journal) else None
+    new_journal = journal is True and command.journaled and not spec.dry_run
+    job_id = handle.job_id if handle else new_job_id() if new_journal else ""
+    ray = strategy.name == "ray"
+    if ray and new_journal:
+        spec = _with_store_journal(spec, job_id)
+    plan = JobPlan(job_id, strategy.workers, in_flight)
+    spec = command.settle(spec, plan)
+    job = await command.build(spec, settings, plan)  # refused here: nothing is left behind
+    if new_journal:
+        document = {
+            "version": SPEC_VERSION,
+            "spec": spec.absolute().to_json(),
+            "settings": settings_spec(settings),
+        }
+        if ray and spec.engine.journal_url:  # first: it may be refused
+            store = StoreJournal(spec.engine.journal_url, settings)
+            await asyncio.to_thread(store.write_spec, job_id, command.name, document)
+        handle = Journal.create(command.name, document, job_id=job_id)
+    store_url = spec.engine.journal_url if ray and handle else None
+    snapshot = None
+    if handle is not None:
+        handle.begin_run(mode)
+        if store_url and mode != "run":  # workers elsewhere read what is done from the store
+            handle.checkpoint()
+            publish = StoreJournal(store_url, settings).publish_for_workers
+            snapshot = await asyncio.to_thread(publish, handle.path, handle.run)
+    engine = Engine(
+        strategy,
+        EngineOptions(
+            max_in_flight_bytes=in_flight,
+            retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
+            record_items=_records_wanted(on_records),
+            journal_path=str(handle.path) if handle else None,
+            skip_done=mode != "run",
+            track_items=ray,
+            ray_address=spec.engine.ray_address if ray else None,
+            journal_url=store_url,
+            journal_run=handle.run if handle else 0,
+            journal_snapshot=snapshot,
+        ),
+    )
+    source, destination = spec.places()
+    report = Report(
+        command.verb(job),
+        source=source,
+        destination=destination,
+        dry_run=spec.dry_run,
+        requests=dict(getattr(job, "preflight_requests", {})),
+        notes=list(getattr(job, "preflight_notes", [])),
+        job_id=handle.job_id if handle else "",
+    )
+    if store_url:
+        report.notes.append(f"journal also in {store_url} (from any machine: --resume {store_url})")
+    completed = False
+    try:
+        if handle is not None and mode != "run":
+            await _abort_leftover_uploads(handle, settings, report)
+        rows = handle.failed_items() if handle is not None and mode == "retry-failed" else None
+        await engine.run(job, report, on_progress, on_records, journal=handle, retry_rows=rows)
+        completed = True
+    except BaseException as exc:
+        await command.finish(spec, job, report, completed=False)
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            raise _interrupted(command.cli_name, report, handle) from None
+        raise
+    finally:
+        if handle is not None:
+            handle.end_run(report, interrupted=not completed)
+            handle.close()
+    await command.finish(spec, job, report, completed=True)
+    return report
+
+
+def _interrupted(name: str, report: Report, handle: Journal | None) -> JobInterrupted:
+    """The one line an interrupted job leaves: what it did, and how to finish it."""
+    total = f" of {report.objects_total:,}" if report.objects_total else ""
+    done = f"{report.objects_done:,}{total} items done"
+    if handle is None:
+        return JobInterrupted(f"{name} stopped: {done}")
+    job = handle.job_id
+    return JobInterrupted(
+        f"job {job} ({name}) stopped: {done}; finish it with: s3bulk {name} --resume {job}", job_id=job
+    )
+
+
+def _records_wanted(on_records: Callable[[list[dict[str, Any]]], None] | None) -> int:
+    """Per-object records each worker sends: none without a callback, else all unless it is a
+    RecordSink that wants only the first few."""
+    if on_records is None:
+        return 0
+    first = on_records.first if isinstance(on_records, RecordSink) else None
+    return sys.maxsize if first is None else first
+
+
+async def _abort_leftover_uploads(handle: Journal, settings: AwsSettings, report: Report) -> None:
+    """Multipart uploads that a run killed outright left on the server (they cost money until a
+    lifecycle rule removes them): the run that resumes the job aborts them."""
+    leftovers = handle.leftover_uploads()
+    if not leftovers:
+        return
+    storage = Storage(settings, connections=8)
+    aborted = []
+    try:
+        for bucket, key, upload_id in leftovers:
+            try:
+                await storage.abort_upload(bucket, key, upload_id)
+            except ItemError:
+                continue
+            aborted.append(upload_id)
+    finally:
+        await storage.close()
+        for kind, count in storage.meter.requests.items():
+            report.requests[kind] = report.requests.get(kind, 0) + count
+    handle.forget_uploads(aborted)
+    if aborted:
+        report.notes.append(f"aborted {len(aborted)} multipart upload(s) an earlier run left unfinished")
+
+
+def _with_store_journal(spec: Spec, job_id: str) -> Spec:
+    """A ray job also journals in the object store, beside its data unless --journal-url says
+    where; listings of a bucket's root then leave the journal's own objects out."""
+    chosen = spec.engine.journal_url
+    url = f"{chosen.rstrip('/')}/{job_id}/" if chosen else default_url(spec.s3_locations(), job_id)
+    if not url:
+        return spec
+    return spec.with_engine(journal_url=url).leaving_out(JOBS_PREFIX + "*")
+
+
+def _strategy(spec: Spec) -> tuple[Strategy, int]:
+    """The engine's strategy and per-worker byte budget, fitted under --max-memory if given
+    (`plan_memory`): fewer worker processes, or none (the async engine's one worker in the
+    driver's process), then a smaller budget; threads share one process's budget.
+    The ray engine runs one worker per CPU of its cluster unless --workers says otherwise."""
+    asked = spec.engine
+    strategy = choose(asked.engine, asked.workers, asked.concurrency)
+    if strategy.name == "ray":
+        from s3bulk._engine.ray_launch import cluster_cpus, connect
+
+        connect(asked.ray_address)  # first: a cluster out of reach leaves nothing behind
+        if not strategy.workers:
+            strategy = dataclasses.replace(strategy, workers=cluster_cpus())
+        return strategy, asked.max_in_flight_bytes
+    in_flight = asked.max_in_flight_bytes
+    if asked.max_memory:
+        wanted = None if strategy.in_process else asked.workers
+        plan = plan_memory(asked.max_memory, wanted, in_flight, spec.part_size_for_memory())
+        in_flight = plan.max_in_flight_bytes
+        if strategy.in_process:  # threads of one process: they share what one worker may hold
+            in_flight = max(MiB, in_flight // strategy.workers)
+        elif plan.workers == 0:
+            strategy = choose("async", None, strategy.concurrency)
+        else:
+            strategy = dataclasses.replace(strategy, workers=plan.workers)
+    return strategy, in_flight
+
+
+async def continue_job(
+    job_id: str,
+    mode: Mode,
+    *,
+    expect_command: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    on_progress: Callable[[Report], None] | None = None,
+    on_records: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> Report:
+    """Resume a job, or rerun its failures, from its journal: a local one by id, or one in the
+    object store by its URL (a ray job's, from any machine). `overrides` replace engine settings."""
+    if job_id.startswith("s3://"):
+        job_id = await asyncio.to_thread(StoreJournal(job_id, AwsSettings.from_env()).import_into)
+    journal = Journal.open(job_id)
+    try:
+        command = command_named(journal.command)
+        if expect_command and command.name != expect_command:
+            flag = "--resume" if mode == "resume" else "--retry-failed"
+            raise UsageError(
+                f"job {job_id} is a '{command.cli_name}' job: run s3bulk {command.cli_name} {flag} {job_id}"
+            )
+        document = journal.spec
+        spec = command.load_spec(document).with_engine(**(overrides or {}))
+    except BaseException:
+        journal.close()
+        raise
+    settings = AwsSettings.from_env(**document["settings"])
+    return await execute(
+        spec, settings, journal=journal, mode=mode, on_progress=on_progress, on_records=on_records
+    )

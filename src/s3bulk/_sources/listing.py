@@ -1,0 +1,312 @@
+"""List one prefix with many requests in flight by splitting the key space into ranges.
+
+S3 pages a listing 1,000 keys at a time and each page needs the previous page's token, so a plain
+paginator is a chain of round trips. But `StartAfter` lets a listing begin anywhere, so the key
+space can be cut into ranges ``(after, upto]`` listed side by side. The cut points are not known in
+advance; they are discovered from the data:
+
+1. The first page of a range shows how keys are shaped: its keys share a common prefix ``C``.
+2. For each character position ``q`` above the page's varying part, one ``MaxKeys=1`` probe asks
+   "is there any key beyond this page at level ``q``?" (all probes at once, one round trip).
+3. The highest such level is where the remaining keys fan out; the characters the page uses there
+   give the boundaries (``list/001``, ``list/002``, ... for numbered keys; ``1``..``f`` for hex).
+
+Every new range splits again after its own first page while more parallelism is wanted, so skewed
+key spaces are refined where the keys are. Correctness does not depend on the guesses: the ranges
+always tile the key space exactly, each key is listed once, and a bad guess only costs an empty
+range's single request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import ipaddress
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from s3bulk._errors import ItemError
+from s3bulk._stores.s3xml import ListPage, ObjectInfo
+
+
+class Lister(Protocol):
+    """What listing needs of a store: one ListObjectsV2 page (stores.storage.Storage)."""
+
+    async def list_objects_v2(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        delimiter: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage: ...
+
+
+MAX_PROBE_LEVELS = 12
+MAX_FANOUT = 48
+
+
+def partitioning_pays(endpoint: str) -> bool:
+    """Whether parallel key ranges are worth their cost against this endpoint.
+
+    Ranges overlap round trips; they pay wherever there is latency to hide (every real network).
+    Against a loopback server there is none, the server shares our cores, and some servers
+    (MinIO) restart a directory walk for every StartAfter, so each extra range is pure extra work:
+    measured here, 20,000 keys listed in 1.77 s over ranges vs 1.17 s sequentially.
+    """
+    host = urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Keys k with ``after < k <= upto`` (None: unbounded on that side) under a listing prefix."""
+
+    after: str | None = None
+    upto: str | None = None
+
+    def __str__(self) -> str:
+        start = f"after {self.after!r}" if self.after else "from the first"
+        end = f"up to {self.upto!r}" if self.upto else "to the last"
+        return f"keys {start} {end}"
+
+
+@dataclass(frozen=True)
+class SingleObject:
+    """A descriptor naming one key (no trailing '/'): listed with MaxKeys=1 to learn its size."""
+
+    key: str
+
+    def __str__(self) -> str:
+        return self.key
+
+
+async def find_object(client: Lister, bucket: str, key: str) -> ObjectInfo:
+    """One object's listing entry (size, time, ETag) from a MaxKeys=1 listing, which costs what a
+    HEAD costs and needs no other permission than the listing does. ItemError if it is absent."""
+    page = await client.list_objects_v2(bucket, key, max_keys=1)
+    if page.objects and page.objects[0].key == key:
+        return page.objects[0]
+    raise ItemError(
+        f"no such object: s3://{bucket}/{key} (for everything under a prefix, end the URL with '/')",
+        retryable=False,
+    )
+
+
+# called with the ranges handed on and, as `narrowed`, what is left of the range being listed
+SplitHook = Callable[..., None]
+
+
+def _common_prefix(first: str, last: str) -> str:
+    size = 0
+    for a, b in zip(first, last, strict=False):
+        if a != b:
+            break
+        size += 1
+    return first[:size]
+
+
+def _successor(char: str) -> str | None:
+    code = ord(char) + 1
+    if 0xD800 <= code <= 0xDFFF:
+        code = 0xE000
+    return chr(code) if code <= 0x10FFFF else None
+
+
+def _probe_points(prefix: str, keys: list[str], upto: str | None) -> list[tuple[int, str]]:
+    """(level, StartAfter) pairs asking whether keys exist beyond the page at each level."""
+    last = keys[-1]
+    common = _common_prefix(keys[0], last)
+    top = min(len(common) + 1, len(last))
+    points = []
+    for level in range(len(prefix), top)[:MAX_PROBE_LEVELS]:
+        successor = _successor(last[level])
+        if successor is None:
+            continue
+        point = last[:level] + successor
+        if upto is not None and point >= upto:
+            continue
+        points.append((level, point))
+    return points
+
+
+def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
+    """Boundaries at `level`, from the characters the page itself uses at or below that level."""
+    last = keys[-1]
+    alphabet = sorted({char for key in keys for char in key[level:]} | {last[level]})
+    stem = last[:level]
+    boundaries = [stem + char for char in alphabet if char > last[level]]
+    if upto is not None:
+        boundaries = [b for b in boundaries if b < upto]
+    if len(boundaries) > MAX_FANOUT:
+        step = len(boundaries) / MAX_FANOUT
+        boundaries = [boundaries[int(i * step)] for i in range(MAX_FANOUT)]
+    return boundaries
+
+
+async def discover_split(
+    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
+) -> list[str]:
+    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts."""
+    keys = [info.key for info in objects]
+    points = _probe_points(prefix, keys, upto)
+    if not points:
+        return []
+    replies = await asyncio.gather(
+        *(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1) for _, point in points)
+    )
+    for (level, _), reply in zip(points, replies, strict=True):
+        if reply.objects and (upto is None or reply.objects[0].key <= upto):
+            return _fanout(level, keys, upto)
+    return []
+
+
+async def iter_range(
+    client: Lister,
+    bucket: str,
+    prefix: str,
+    key_range: KeyRange,
+    *,
+    on_split: SplitHook | None = None,
+    want_split: Callable[[], bool] = lambda: True,
+) -> AsyncIterator[list[ObjectInfo]]:
+    """Pages of one range. After the first full page it may hand the rest of its range, cut into
+    parts, to `on_split` and keep only the first part for itself."""
+    upto = key_range.upto
+    token: str | None = None
+    first_page = True
+    while True:
+        page: ListPage = await client.list_objects_v2(
+            bucket, prefix, start_after=key_range.after if token is None else None, continuation_token=token
+        )
+        objects = page.objects
+        finished = not page.is_truncated
+        if upto is not None and objects and objects[-1].key > upto:
+            objects = objects[: bisect.bisect_right([o.key for o in objects], upto)]
+            finished = True
+        if objects:
+            yield objects
+        if finished or not page.next_token:
+            return
+        if first_page and on_split is not None and objects and want_split():
+            boundaries = await discover_split(client, bucket, prefix, objects, upto)
+            if boundaries:
+                bounds = [*boundaries, upto]
+                handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
+                on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
+                upto = boundaries[0]
+        first_page = False
+        token = page.next_token
+
+
+class _Node:
+    """A range in key order; pages wait in a small queue so output can be emitted sorted."""
+
+    __slots__ = ("key_range", "next", "queue")
+
+    def __init__(self, key_range: KeyRange) -> None:
+        self.key_range = key_range
+        self.queue: asyncio.Queue[list[ObjectInfo] | BaseException | None] = asyncio.Queue(maxsize=2)
+        self.next: _Node | None = None
+
+
+async def list_prefix(
+    client: Lister,
+    bucket: str,
+    prefix: str,
+    *,
+    concurrency: int = 16,
+    max_ranges: int = 64,
+) -> AsyncIterator[list[ObjectInfo]]:
+    """All objects under `prefix`, in key order, listed over up to `max_ranges` parallel ranges.
+
+    Memory stays bounded: each range holds at most two pages before it waits for the reader.
+    """
+    semaphore = asyncio.Semaphore(concurrency)
+    head = _Node(KeyRange())
+    active = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    class _Limited:
+        """The client, with requests gated by the listing's in-flight limit."""
+
+        async def list_objects_v2(self, *args: object, **kwargs: object) -> ListPage:
+            async with semaphore:
+                return await client.list_objects_v2(*args, **kwargs)  # type: ignore[arg-type]
+
+    limited = _Limited()
+
+    def start(node: _Node) -> None:
+        nonlocal active
+        active += 1
+        task = asyncio.create_task(run(node))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def run(node: _Node) -> None:
+        nonlocal active
+
+        def split(ranges: list[KeyRange], narrowed: KeyRange | None = None) -> None:
+            after = node
+            for key_range in ranges:
+                new = _Node(key_range)
+                new.next, after.next = after.next, new
+                after = new
+                start(new)
+
+        failure: Exception | None = None
+        try:
+            async for objects in iter_range(
+                limited,
+                bucket,
+                prefix,
+                node.key_range,
+                on_split=split,
+                want_split=lambda: active < max_ranges,
+            ):
+                await node.queue.put(objects)
+        except Exception as exc:  # handed to the reader, which raises it in order
+            failure = exc
+        finally:
+            active -= 1
+        # Cancelled, the task has left above: the reader is gone, and a put into its full queue
+        # would wait forever (it hung the end of a sync whose listing had failed).
+        if failure is not None:
+            await node.queue.put(failure)
+        await node.queue.put(None)
+
+    start(head)
+    node: _Node | None = head
+    try:
+        while node is not None:
+            while (item := await node.queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+            node = node.next
+    finally:
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def list_sequential(
+    client: Lister, bucket: str, prefix: str, *, delimiter: str | None = None
+) -> AsyncIterator[ListPage]:
+    """A plain paginator (used for delimiter listings and as the benchmark's baseline)."""
+    token: str | None = None
+    while True:
+        page = await client.list_objects_v2(bucket, prefix, continuation_token=token, delimiter=delimiter)
+        yield page
+        if not page.is_truncated or not page.next_token:
+            return
+        token = page.next_token

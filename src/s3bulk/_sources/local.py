@@ -1,0 +1,104 @@
+"""Walk a local directory as a stream of (relative path, size) entries, lazily.
+
+Entries come in S3 key order: depth first, each directory's entries sorted by name with a
+directory compared as ``name/``. That is exactly the order a ListObjectsV2 of the same tree
+returns (``a-b`` before ``a/x`` because '-' < '/'), which `sync` needs to merge-join a local tree
+with a listing without holding either in memory.
+Symbolic links are not followed unless asked (`--follow-symlinks`): a link may point outside the
+tree or loop, so by default they are reported as skipped. When followed, a link to a directory
+that is already being walked (an ancestor: a loop) and a link to nothing are skipped and named.
+A name that is not UTF-8 (a Latin-1 `caf\xe9.txt`) cannot be an S3 key: it is refused by name, and
+the upload fails for it while the rest goes on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from stat import S_ISDIR, S_ISREG
+
+from s3bulk._text import is_utf8
+
+
+@dataclass(frozen=True)
+class LocalEntry:
+    relative: str  # '/'-separated, relative to the walk root
+    size: int
+    problem: str = ""  # non-empty: not uploadable (symlink, unreadable directory)
+    mtime: float = 0.0
+    refused: bool = False  # the problem fails the item (the user must act), not just skips it
+
+
+NOT_UTF8 = "its name is not valid UTF-8, and S3 keys must be: rename it (e.g. convmv -f latin1 -t utf8)"
+
+
+def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
+    # a stack of open directories, each an iterator over its sorted entries: a directory is
+    # entered exactly where its name falls among its siblings
+    stack: list[_Open] = []
+    problem = _enter(root, "", stack, follow_symlinks)
+    if problem:
+        yield LocalEntry(".", 0, problem)
+    while stack:
+        current = stack[-1]
+        entry = next(current.entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        relative = f"{current.relative}/{entry.name}" if current.relative else entry.name
+        if not is_utf8(entry.name):  # os.fsdecode kept its bytes as surrogates: no key can hold them
+            yield LocalEntry(relative, 0, NOT_UTF8, refused=True)
+            continue
+        if entry.is_symlink() and not follow_symlinks:
+            yield LocalEntry(relative, 0, "symbolic link not followed (--follow-symlinks follows it)")
+            continue
+        try:
+            stat = entry.stat(follow_symlinks=follow_symlinks)
+        except FileNotFoundError:
+            yield LocalEntry(relative, 0, "broken symbolic link: its target does not exist")
+            continue
+        except OSError as exc:
+            problem = "symbolic link loop" if exc.errno == errno.ELOOP else f"cannot stat: {exc.strerror}"
+            yield LocalEntry(relative, 0, problem)
+            continue
+        if S_ISDIR(stat.st_mode):
+            if (stat.st_dev, stat.st_ino) in {(opened.device, opened.inode) for opened in stack}:
+                yield LocalEntry(relative, 0, "symbolic link loop: it leads back to a directory above it")
+                continue
+            problem = _enter(entry.path, relative, stack, follow_symlinks)
+            if problem:
+                yield LocalEntry(relative, 0, problem)
+        elif S_ISREG(stat.st_mode):
+            yield LocalEntry(relative, stat.st_size, mtime=stat.st_mtime)
+        else:
+            yield LocalEntry(relative, 0, "not a regular file")
+
+
+@dataclass
+class _Open:
+    relative: str
+    entries: Iterator[os.DirEntry[str]]
+    device: int
+    inode: int
+
+
+def _enter(directory: str, relative: str, stack: list[_Open], follow_symlinks: bool) -> str:
+    """Push a directory's sorted entries; returns a problem text when it cannot be read."""
+    try:
+        stat = os.stat(directory)
+        with os.scandir(directory) as entries:
+            listing = sorted(entries, key=lambda entry: _key_order(entry, follow_symlinks))
+    except OSError as exc:
+        return f"cannot read directory: {exc.strerror}"
+    stack.append(_Open(relative, iter(listing), stat.st_dev, stat.st_ino))
+    return ""
+
+
+def _key_order(entry: os.DirEntry[str], follow_symlinks: bool) -> str:
+    try:
+        is_dir = entry.is_dir(follow_symlinks=follow_symlinks)
+    except OSError:
+        is_dir = False
+    return entry.name + "/" if is_dir else entry.name

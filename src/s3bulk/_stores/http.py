@@ -1,0 +1,113 @@
+"""Signed HTTP to an AWS-shaped service: botocore's SigV4 signer and credential chain, aiohttp,
+a request count by kind. The base of both s3bulk's S3 client (XML) and its S3 Vectors client
+(JSON): they differ in the service name they sign for and in how an error answer is read.
+
+No boto3 client is on this path: botocore's per-request serialisation is the very cost the seed
+articles measured, so only its signer and credentials are borrowed. Retries are not made here:
+the storage seam (`stores.storage`) wraps each request with the one retry policy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from s3bulk._config import AwsSettings, read_timeout_seconds
+from s3bulk._errors import S3Error, transient
+from s3bulk._stores.retry import Meter
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# aiohttp is imported when the first request is sent, not with this module: it costs ~0.2 s,
+# and a command that never sends a signed request (a help text, a local gather) never pays it.
+
+
+class SignedHttp:
+    """One per process and event loop (its connection pool is the loop's)."""
+
+    service: ClassVar[str]  # what requests are signed for: "s3", "s3vectors"
+
+    def __init__(
+        self, settings: AwsSettings, endpoint: str, *, max_connections: int = 64, meter: Meter | None = None
+    ) -> None:
+        self.settings = settings
+        self.endpoint = endpoint.rstrip("/")
+        self.max_connections = max_connections
+        self.meter = meter or Meter()
+        self._region = settings.resolved_region
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def requests(self) -> Any:
+        return self.meter.requests
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(
+                limit=self.max_connections,
+                ttl_dns_cache=300,
+                ssl=self.settings.verify_ssl,  # True: the default context, which verifies
+            )
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, skip_auto_headers=["User-Agent", "Accept-Encoding"]
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def sign(self, method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
+        """The headers with SigV4's added (as they are, for anonymous access)."""
+        credentials = self.settings.credentials()
+        if credentials is None:
+            return headers
+        from botocore.auth import S3SigV4Auth, SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method=method, url=url, data=body, headers=headers)
+        signer = S3SigV4Auth if self.service == "s3" else SigV4Auth
+        signer(credentials, self.service, self._region).add_auth(request)
+        return dict(request.headers.items())
+
+    async def send(
+        self,
+        kind: str,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        what: str = "",
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One signed request, counted as `kind`; an error answer raises `error()`'s S3Error, a
+        network failure a retryable ItemError (marked unreachable when no connection was made)."""
+        began = time.perf_counter()
+        signed = self.sign(method, url, dict(headers or {}), body)
+        self.meter.stage_seconds["build"] += time.perf_counter() - began
+        self.meter.requests[kind] += 1
+        import aiohttp
+        import yarl
+
+        try:
+            async with self._http().request(
+                method, yarl.URL(url, encoded=True), headers=signed, data=body or None
+            ) as response:
+                payload = await response.read()
+                status = response.status
+                reply_headers = dict(response.headers)
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
+            refused = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
+            raise transient(f"{what or kind}: {type(exc).__name__}: {exc}", str(exc), refused) from None
+        if status >= 300:
+            raise self.error(status, reply_headers, payload, what or kind)
+        return status, reply_headers, payload
+
+    def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
+        """The service's error answer as an S3Error (retryable, throttled, job-wide as its code says)."""
+        raise NotImplementedError

@@ -1,0 +1,133 @@
+"""Where a finished download takes its place: atomically, and never over a file that something
+else created while the download ran.
+
+A download is written to a temporary file beside its target and renamed once complete, so the
+target is either absent, the old file, or the whole new object. If the target did not exist when
+the download began, it lands with link() + unlink(), which fails instead of replacing: a file
+that appeared meanwhile (another program, a second job) is someone else's and is left alone, and
+the item fails with a line that says so. A target that existed when the download began is
+replaced, as `cp` promises.
+
+A process killed outright (kill -9 of the whole job, a crash, a power cut) cannot remove its
+temporary files; the first download into a directory sweeps those whose process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+
+from s3bulk._errors import ItemError, JobAborted
+
+# link() is refused by filesystems without hard links (FAT, some FUSE and SMB mounts)
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
+
+
+def temporary_path(target: str, number: int) -> str:
+    """Beside the target (same filesystem, so the rename is atomic), hidden, and naming the
+    process that writes it: `.NAME.PID-N.s3bulk-part`."""
+    name = os.path.basename(target)[:200]
+    return os.path.join(os.path.dirname(target), f".{name}.{os.getpid()}-{number}{PART_SUFFIX}")
+
+
+def sweep_stale_parts(directory: str) -> int:
+    """Remove the temporary files in `directory` whose writing process no longer exists."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        removed += remove_if_stale(entry.path)
+    return removed
+
+
+def remove_if_stale(path: str) -> bool:
+    """Remove `path` if it is a temporary download file whose writing process is gone."""
+    name = os.path.basename(path)
+    if not name.endswith(PART_SUFFIX):
+        return False
+    owner = name[: -len(PART_SUFFIX)].rsplit(".", 1)[-1].split("-", 1)[0]
+    if not owner.isdigit() or _alive(int(owner)):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+CLASH = "a file and a directory cannot share a name locally (keys '{name}' and '{name}/...')"
+
+
+def directory_clash(target: str) -> ItemError:
+    """The target is a directory: other keys (`x/...`) made it, so the object `x` cannot land."""
+    return ItemError(
+        f"{target} is a directory holding other keys below it: "
+        + CLASH.format(name=os.path.basename(target)),
+        retryable=False,
+    )
+
+
+def file_in_the_way(parent: str) -> ItemError | None:
+    """The ancestor of `parent` that is a file (the object `x` landed, so `x/y` cannot), if any."""
+    path = parent
+    while path and path not in (".", os.sep):
+        if os.path.isfile(path):
+            return ItemError(
+                f"{path} is a file, so nothing can go below it: " + CLASH.format(name=os.path.basename(path)),
+                retryable=False,
+            )
+        path = os.path.dirname(path)
+    return None
+
+
+def land(temporary: str, target: str, *, existed: bool) -> None:
+    """Move a complete temporary file to `target` (see the module's docstring)."""
+    if os.path.isdir(target):
+        raise directory_clash(target)
+    if existed:
+        os.replace(temporary, target)
+        return
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        if os.path.isdir(target):
+            raise directory_clash(target) from None
+        raise ItemError(
+            f"{target} appeared while it was being downloaded and was left as it is; "
+            "delete it and rerun (--retry-failed) to replace it",
+            retryable=False,
+        ) from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        if os.path.lexists(target):  # the best such filesystems allow: a narrow race remains
+            raise ItemError(
+                f"{target} appeared while it was being downloaded; left as it is", retryable=False
+            ) from None
+        os.replace(temporary, target)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+
+
+def disk_full(exc: OSError, directory: str) -> JobAborted | None:
+    """A full disk stops the job rather than failing every remaining item one by one: nothing new
+    starts, what is done stays journaled, and a resume after freeing space finishes the rest."""
+    if exc.errno not in _DISK_FULL:
+        return None
+    return JobAborted(f"no space left on the device holding {directory}: free space, then resume the job")

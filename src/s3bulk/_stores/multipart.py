@@ -1,0 +1,225 @@
+"""Multipart uploads and copies whose upload ids s3bulk knows.
+
+An upload that is started and never completed or aborted stays on the server, invisible in
+listings, and is billed until a lifecycle rule removes it. obstore's multipart upload keeps its
+id to itself, so a job stopped mid-way (Ctrl-C, SIGTERM, kill -9) could neither abort it nor say
+it exists. Here every upload id is reported the moment it exists (`UploadHooks.started`, which the
+journal records) and again when it is completed or aborted (`ended`): a stopped job aborts what
+it started, and a job killed outright has its leftovers aborted by the run that resumes it.
+
+Copies of multipart objects keep the source's part layout when it can be found (a HEAD of part 1),
+so the copy's ETag equals the source's and `sync --checksum` sees them as equal; and they carry
+the source's attributes (Content-Type, metadata, Cache-Control, tags, ...), which a multipart
+copy otherwise drops, because CreateMultipartUpload starts with none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+from s3bulk._errors import ItemError
+from s3bulk._stores.s3 import S3Client, quote_key
+
+T = TypeVar("T")
+MAX_PARTS = 10_000
+MIN_PART = 5 * 1024**2
+ABORT_SECONDS = 10.0
+# Retry one request (a part) with the job's policy: the store does not choose its own.
+Retry = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+# What a copy keeps of its source: what CopyObject itself copies (metadata directive COPY).
+COPIED_HEADERS = (
+    "content-type",
+    "content-encoding",
+    "content-disposition",
+    "content-language",
+    "cache-control",
+    "expires",
+    "x-amz-website-redirect-location",
+)
+
+
+def _nobody(*_: str) -> None:
+    """Hooks nobody listens to (a module function, so jobs holding it still pickle)."""
+
+
+@dataclass(frozen=True)
+class UploadHooks:
+    """Told of every upload id as it starts (bucket, key, id) and once it is finished with."""
+
+    started: Callable[[str, str, str], None] = _nobody
+    ended: Callable[[str], None] = _nobody
+
+
+def fit_part_size(size: int, part_size: int) -> int:
+    """`part_size`, raised if needed so that `size` takes at most 10,000 parts (S3's limit)."""
+    return max(part_size, MIN_PART, math.ceil(size / MAX_PARTS))
+
+
+def etag_parts(etag: str) -> int:
+    """N for a multipart ETag (`md5-N`), 0 for a plain MD5 or anything else."""
+    _, _, parts = etag.strip('"').partition("-")
+    return int(parts) if parts.isdigit() else 0
+
+
+@contextlib.asynccontextmanager
+async def _upload(
+    client: S3Client, bucket: str, key: str, headers: dict[str, str], hooks: UploadHooks, retry: Retry
+) -> AsyncIterator[str]:
+    """An upload id for the block; aborted if the block fails or is cancelled, and reported as
+    ended only once it is completed or surely aborted (else the journal keeps it for later)."""
+    upload_id: str = await retry(lambda: client.create_multipart_upload(bucket, key, headers))
+    hooks.started(bucket, key, upload_id)
+    try:
+        yield upload_id
+    except BaseException:
+        try:  # bounded: a job being stopped must not hang on a service that does not answer
+            await asyncio.wait_for(client.abort_multipart_upload(bucket, key, upload_id), ABORT_SECONDS)
+        except Exception:  # the original failure is the one to report; a resume aborts it
+            pass
+        else:
+            hooks.ended(upload_id)
+        raise
+    hooks.ended(upload_id)
+
+
+# Sends part `number` (bytes first..last, inclusive) of the upload `upload_id`; returns its ETag.
+SendPart = Callable[[str, int, int, int], Awaitable[str]]
+
+
+async def _in_parts(
+    client: S3Client,
+    bucket: str,
+    key: str,
+    size: int,
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+    send: SendPart,
+) -> None:
+    """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
+    most `concurrency` at once, the first failure cancelling the rest), then completed."""
+    part_size = fit_part_size(size, part_size)
+    semaphore = asyncio.Semaphore(max(1, concurrency))
+    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
+
+        async def part(number: int, first: int) -> str:
+            last = min(first + part_size, size) - 1
+            async with semaphore:
+                etag: str = await retry(lambda: send(upload_id, number, first, last))
+                return etag
+
+        starts = range(0, size, part_size) if size else range(1)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
+        etags = [task.result() for task in tasks]
+        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
+
+
+async def upload_file(
+    client: S3Client,
+    bucket: str,
+    key: str,
+    path: str,
+    size: int,
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+) -> None:
+    """Upload a local file in parts, `concurrency` parts in memory at once."""
+    descriptor = os.open(path, os.O_RDONLY)
+
+    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        body = await asyncio.to_thread(os.pread, descriptor, last - first + 1, first)
+        if len(body) != last - first + 1:
+            raise ItemError(f"{path} shrank while it was being uploaded", retryable=False)
+        return await client.upload_part(bucket, key, upload_id, number, body)
+
+    try:
+        await _in_parts(
+            client,
+            bucket,
+            key,
+            size,
+            part_size=part_size,
+            concurrency=concurrency,
+            headers=headers,
+            hooks=hooks,
+            retry=retry,
+            send=send,
+        )
+    finally:
+        os.close(descriptor)
+
+
+async def copy_attributes(client: S3Client, bucket: str, key: str, head: dict[str, str]) -> dict[str, str]:
+    """The headers that give a new upload the attributes of the object `head` describes."""
+    headers = {name: head[name] for name in COPIED_HEADERS if head.get(name)}
+    headers.update({name: value for name, value in head.items() if name.startswith("x-amz-meta-")})
+    if int(head.get("x-amz-tagging-count") or 0):
+        tags = await client.get_tagging(bucket, key)
+        if tags:
+            headers["x-amz-tagging"] = urlencode(tags, quote_via=quote)
+    return headers
+
+
+async def source_part_size(client: S3Client, bucket: str, key: str, size: int, etag: str) -> int | None:
+    """The part size a multipart object was uploaded with, when every part but the last has it
+    (what every common tool does), found from part 1's size; None if the layout is otherwise."""
+    parts = etag_parts(etag)
+    if parts < 1:
+        return None
+    if parts == 1:
+        return max(size, 1)
+    head = await client.head_object(bucket, key, part_number=1)
+    first = int(head.get("content-length") or 0)
+    if first and first * (parts - 1) < size <= first * parts:
+        return first
+    return None
+
+
+async def copy_in_parts(
+    client: S3Client,
+    source_bucket: str,
+    source_key: str,
+    bucket: str,
+    key: str,
+    size: int,
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+) -> None:
+    """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here)."""
+    source = f"/{source_bucket}/{quote_key(source_key)}"
+
+    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        return await client.upload_part_copy(bucket, key, upload_id, number, source, first, last)
+
+    await _in_parts(
+        client,
+        bucket,
+        key,
+        size,
+        part_size=part_size,
+        concurrency=concurrency,
+        headers=headers,
+        hooks=hooks,
+        retry=retry,
+        send=send,
+    )

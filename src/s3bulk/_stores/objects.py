@@ -1,0 +1,84 @@
+"""obstore stores configured from AWS settings, plus the checks that decide which keys it can carry.
+
+obstore (Rust, async, releases the GIL) moves object bytes. Credentials come from botocore's
+chain through a provider callback, so profiles, SSO and instance roles work and refresh. obstore's
+own retries are off: the engine retries whole items with jitter and counts every retry.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from obstore.store import S3Store
+
+from s3bulk._config import AwsSettings, read_timeout_seconds
+
+
+class BotocoreCredentials:
+    """obstore credential provider backed by botocore (refreshable credentials included)."""
+
+    def __init__(self, settings: AwsSettings) -> None:
+        self.settings = settings
+
+    def __call__(self) -> dict[str, Any]:
+        credentials = self.settings.credentials()
+        assert credentials is not None
+        expiry: datetime | None = self.settings.credential_expiry()
+        return {
+            "access_key_id": credentials.access_key,
+            "secret_access_key": credentials.secret_key,
+            "token": credentials.token,
+            "expires_at": expiry,
+        }
+
+
+def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -> S3Store:
+    """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
+    the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
+    upload ids must be known, and each part is retried alone by the engine's policy)."""
+    endpoint = settings.resolved_endpoint
+    config: dict[str, Any] = {
+        "region": settings.resolved_region,
+        "endpoint": endpoint,
+        "virtual_hosted_style_request": not settings.path_style and "." not in bucket,
+    }
+    if settings.anonymous:
+        config["skip_signature"] = True
+    client_options: dict[str, Any] = {
+        "allow_http": endpoint.startswith("http://"),
+        "allow_invalid_certificates": not settings.verify_ssl,
+        "pool_max_idle_per_host": str(max_connections),
+        "connect_timeout": "15s",
+        "timeout": "600s",
+        "read_timeout": f"{max(1, round(read_timeout_seconds() * 1000))}ms",
+    }
+    return S3Store(
+        bucket,
+        config=config,  # type: ignore[arg-type]
+        client_options=client_options,  # type: ignore[arg-type]
+        retry_config={"max_retries": 0, "retry_timeout": timedelta(minutes=2)},
+        credential_provider=None if settings.anonymous else BotocoreCredentials(settings),  # type: ignore[arg-type]
+    )
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def obstore_can_address(key: str) -> bool:
+    """obstore's path model refuses empty and '.'/'..' segments and control characters, and drops
+    a trailing '/'; such keys (legal in S3) go through the signed client instead of being refused
+    or silently changed."""
+    if not key or key.startswith("/") or key.endswith("/") or _CONTROL.search(key):
+        return False
+    return all(part not in ("", ".", "..") for part in key.split("/"))
+
+
+def store_for(root: str, settings: AwsSettings, *, max_connections: int = 64) -> Any:
+    """obstore's store for a root: "s3://bucket", or a local directory (LocalStore)."""
+    if root.startswith("s3://"):
+        return s3_store(settings, root[len("s3://") :], max_connections=max_connections)
+    from obstore.store import LocalStore
+
+    return LocalStore(root)

@@ -1,0 +1,139 @@
+"""The one retry policy of every request s3bulk sends, and where its retries are counted.
+
+Capped exponential backoff with full jitter (sleep = U(0, min(cap, base * 2^n))): retries of many
+concurrent requests spread out, so a throttled service is not hit by synchronised waves. Only
+errors marked retryable are tried again (errors.classify decides).
+
+Two answers are waited out without spending attempts, for up to RetryPolicy.patience_seconds:
+- a service that accepted requests and then stops accepting connections (a restart, a failover);
+- a service that says slow down (503 SlowDown, 429). Six quick attempts would fail items, even
+  a whole listing partition, while the service only asked for patience.
+
+Every retry is told to a `Meter` (requests by kind, signing time, retries): the engine's worker
+counts it in the report and, when the service throttled, halves its in-flight limit
+(engine/adaptive.py), whichever request it was: an object's PUT, a listing page, a DeleteObjects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from s3bulk._errors import ItemError, JobAborted, classify
+
+T = TypeVar("T")
+_service_reached = False  # some request of this process succeeded: an unreachable service is an outage
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 6
+    base_seconds: float = 0.1
+    cap_seconds: float = 20.0
+    # A service that accepts no connection at all (restarting, failing over), or that throttles,
+    # is waited for this long before such failures count as attempts: six quick attempts would
+    # fail every item in flight during a 3-second restart. Unreachable counts only once this
+    # process has reached the service: a wrong endpoint still fails within the usual attempts.
+    patience_seconds: float = 300.0
+    outage_cap_seconds: float = 5.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.cap_seconds, self.base_seconds * (2**attempt)))
+
+    def outage_delay(self, waited: int) -> float:
+        """Equal jitter: at least half the step, so items waiting out an outage do not hammer it."""
+        step = min(self.outage_cap_seconds, 0.25 * (2**waited))
+        return random.uniform(step / 2, step)
+
+    def patience_delay(self, error: ItemError, waited: int) -> float | None:
+        """How long to wait before trying again without spending an attempt, or None."""
+        if not error.retryable:
+            return None
+        if error.unreachable and _service_reached:
+            return self.outage_delay(waited)
+        if error.throttled:
+            return self.delay(waited + 1)
+        return None
+
+
+def _ignore(error: ItemError) -> None:
+    """A meter nobody reads (a module function, so what holds it still pickles)."""
+
+
+@dataclass
+class Meter:
+    """Where a store's activity is counted: requests by kind, time per stage ("build": signing),
+    and each retry (`retried`, which may also slow the job down when the service throttles)."""
+
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    stage_seconds: MutableMapping[str, float] = field(default_factory=lambda: collections.defaultdict(float))
+    retried: Callable[[ItemError], None] = _ignore
+
+
+async def with_retries(
+    action: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    what: str = "",
+    on_retry: Callable[[ItemError], None] | None = None,
+) -> T:
+    """`action()` until it succeeds, a final error, or the policy's attempts are spent."""
+    attempt = 0
+    waited = 0  # retries while the service was unreachable or throttling
+    waiting_since: float | None = None
+    global _service_reached
+    while True:
+        try:
+            result = await action()
+            _service_reached = True
+            return result
+        except (asyncio.CancelledError, JobAborted):
+            raise
+        except Exception as exc:
+            error = classify(exc, what)
+            pause = policy.patience_delay(error, waited)
+            if pause is not None:
+                now = time.monotonic()
+                waiting_since = waiting_since if waiting_since is not None else now
+                if now - waiting_since < policy.patience_seconds:
+                    if on_retry is not None:
+                        on_retry(error)
+                    await asyncio.sleep(pause)
+                    waited += 1
+                    continue
+            attempt += 1
+            if not error.retryable or attempt >= policy.max_attempts:
+                if error.unreachable and not _service_reached:  # a wrong endpoint, or none up
+                    error.job_wide = True
+                raise error from None
+            if on_retry is not None:
+                on_retry(error)
+            await asyncio.sleep(policy.delay(attempt))
+
+
+@dataclass(frozen=True)
+class Retrier:
+    """The policy and the meter together: what a store calls around each request."""
+
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    meter: Meter = field(default_factory=Meter)
+
+    async def __call__(
+        self,
+        action: Callable[[], Awaitable[T]],
+        what: str = "",
+        on_throttle: Callable[[], None] | None = None,
+    ) -> T:
+        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say)."""
+
+        def retried(error: ItemError) -> None:
+            self.meter.retried(error)
+            if error.throttled and on_throttle is not None:
+                on_throttle()
+
+        return await with_retries(action, self.policy, what=what, on_retry=retried)

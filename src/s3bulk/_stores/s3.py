@@ -1,0 +1,210 @@
+"""s3bulk's own S3 client: the S3 REST operations over signed HTTP (`stores.http`) and the stdlib
+XML parser.
+
+It covers what obstore cannot do: listings with raw StartAfter/MaxKeys/Delimiter control (needed
+to list key ranges concurrently, and for keys obstore's path model refuses such as ``a//b``),
+server-side copy across buckets (CopyObject, UploadPartCopy), multipart uploads whose ids s3bulk
+must know (`stores.multipart`), HEAD and tagging, and plain GET/PUT for keys obstore cannot
+address. Jobs do not use it directly: the storage seam (`stores.storage`) chooses between it and
+obstore, and retries.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import ClassVar
+from urllib.parse import quote
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error
+from s3bulk._stores import s3xml
+from s3bulk._stores.http import SignedHttp
+from s3bulk._stores.retry import Meter
+from s3bulk._stores.s3xml import ListPage
+
+
+def quote_key(key: str) -> str:
+    return quote(key, safe="/~")
+
+
+def _query(params: dict[str, str]) -> str:
+    return "&".join(
+        f"{quote(name, safe='~')}={quote(value, safe='~')}" if value != "" else quote(name, safe="~")
+        for name, value in sorted(params.items())
+    )
+
+
+class S3Client(SignedHttp):
+    service: ClassVar[str] = "s3"
+
+    def __init__(
+        self, settings: AwsSettings, *, max_connections: int = 64, meter: Meter | None = None
+    ) -> None:
+        super().__init__(settings, settings.resolved_endpoint, max_connections=max_connections, meter=meter)
+
+    def url(self, bucket: str, key: str = "") -> str:
+        if self.settings.path_style or "." in bucket:
+            return f"{self.endpoint}/{bucket}/{quote_key(key)}"
+        scheme, _, host = self.endpoint.partition("://")
+        return f"{scheme}://{bucket}.{host}/{quote_key(key)}"
+
+    def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
+        code, message = s3xml.parse_error(payload)
+        return S3Error(status, code, message, what)
+
+    async def request(
+        self,
+        kind: str,
+        method: str,
+        bucket: str,
+        key: str = "",
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        what: str = "",
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Send one signed request; S3 error answers raise S3Error (retryable or final)."""
+        url = self.url(bucket, key)
+        if params:
+            url += "?" + _query(params)
+        try:
+            return await self.send(kind, method, url, headers=headers, body=body, what=what)
+        except S3Error as error:
+            if error.code or error.status != 404:
+                raise
+            raise S3Error(404, "NoSuchKey" if key else "NoSuchBucket", "", what) from None  # a HEAD
+
+    async def list_objects_v2(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        delimiter: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        params = {"list-type": "2", "encoding-type": "url", "prefix": prefix}
+        if max_keys != 1000:
+            params["max-keys"] = str(max_keys)
+        if start_after:
+            params["start-after"] = start_after
+        if continuation_token:
+            params["continuation-token"] = continuation_token
+        if delimiter:
+            params["delimiter"] = delimiter
+        what = f"list s3://{bucket}/{prefix}"
+        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+        return s3xml.parse_list_objects_v2(body)
+
+    async def get_object(self, bucket: str, key: str) -> bytes:
+        _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
+        return body
+
+    async def put_object(
+        self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        await self.request(
+            "PUT", "PUT", bucket, key, body=body, headers=headers, what=f"put s3://{bucket}/{key}"
+        )
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        await self.request("DELETE", "DELETE", bucket, key, what=f"delete s3://{bucket}/{key}")
+
+    async def delete_objects(self, bucket: str, keys: list[str]) -> list[tuple[str, str, str]]:
+        """Delete up to 1,000 keys in one request; returns (key, code, message) of those that failed."""
+        body = s3xml.delete_objects_body(keys)
+        headers = {
+            "Content-Type": "application/xml",
+            "Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode(),
+        }
+        _, _, reply = await self.request(
+            "DELETE",
+            "POST",
+            bucket,
+            params={"delete": ""},
+            headers=headers,
+            body=body,
+            what=f"delete {len(keys)} keys in s3://{bucket}",
+        )
+        return s3xml.parse_delete_errors(reply)
+
+    async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
+        what = f"copy s3://{src_bucket}/{src_key}"
+        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}"}
+        _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
+        _raise_if_error_body(body, what)  # CopyObject can fail with 200 OK and an <Error> body
+
+    async def head_object(self, bucket: str, key: str, *, part_number: int | None = None) -> dict[str, str]:
+        """The object's headers (names in lower case): its attributes, or with `part_number`
+        the size of that part of a multipart object (Content-Length)."""
+        params = {"partNumber": str(part_number)} if part_number else None
+        _, headers, _ = await self.request(
+            "HEAD", "HEAD", bucket, key, params=params, what=f"head s3://{bucket}/{key}"
+        )
+        return {name.lower(): value for name, value in headers.items()}
+
+    async def get_tagging(self, bucket: str, key: str) -> dict[str, str]:
+        _, _, body = await self.request(
+            "GET", "GET", bucket, key, params={"tagging": ""}, what=f"get tags of s3://{bucket}/{key}"
+        )
+        return s3xml.parse_tags(body)
+
+    async def create_multipart_upload(self, bucket: str, key: str, headers: dict[str, str]) -> str:
+        what = f"start multipart upload of s3://{bucket}/{key}"
+        _, _, body = await self.request(
+            "PUT", "POST", bucket, key, params={"uploads": ""}, headers=headers, what=what
+        )
+        return s3xml.find_text(body, "UploadId")
+
+    async def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+        params = {"partNumber": str(number), "uploadId": upload_id}
+        what = f"upload part {number} of s3://{bucket}/{key}"
+        _, headers, _ = await self.request("PUT", "PUT", bucket, key, params=params, body=body, what=what)
+        return next((value for name, value in headers.items() if name.lower() == "etag"), "")
+
+    async def upload_part_copy(
+        self, bucket: str, key: str, upload_id: str, number: int, source: str, first: int, last: int
+    ) -> str:
+        headers = {"x-amz-copy-source": source}
+        if last >= first:
+            headers["x-amz-copy-source-range"] = f"bytes={first}-{last}"
+        params = {"partNumber": str(number), "uploadId": upload_id}
+        what = f"copy part {number} to s3://{bucket}/{key}"
+        _, _, reply = await self.request(
+            "COPY", "PUT", bucket, key, params=params, headers=headers, what=what
+        )
+        _raise_if_error_body(reply, what)
+        return s3xml.find_text(reply, "ETag")
+
+    async def complete_multipart_upload(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> None:
+        what = f"complete multipart upload of s3://{bucket}/{key}"
+        _, _, reply = await self.request(
+            "PUT",
+            "POST",
+            bucket,
+            key,
+            params={"uploadId": upload_id},
+            body=s3xml.complete_multipart_body(etags),
+            what=what,
+        )
+        _raise_if_error_body(reply, what)  # CompleteMultipartUpload can fail with 200 OK
+
+    async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """Abort an upload; one that is already gone (completed, aborted) is not an error."""
+        what = f"abort multipart upload of s3://{bucket}/{key}"
+        try:
+            await self.request("DELETE", "DELETE", bucket, key, params={"uploadId": upload_id}, what=what)
+        except S3Error as error:
+            if error.status != 404:
+                raise
+
+
+def _raise_if_error_body(body: bytes, what: str) -> None:
+    code, message = s3xml.parse_error(body)
+    if code:
+        raise S3Error(500 if code in S3Error.RETRYABLE_CODES else 400, code, message, what)

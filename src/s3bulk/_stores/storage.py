@@ -1,0 +1,438 @@
+"""The storage seam: what every job does with object storage, in verbs (list, head, download,
+upload, copy, delete many, read a range), for one worker.
+
+Behind each verb it picks the transport: obstore (Rust, GIL-free) moves object bytes; s3bulk's
+own signed client (`stores.s3`) lists with raw StartAfter control, copies across buckets, runs
+multipart uploads whose ids must be known (`stores.multipart`), and handles the keys obstore's
+path model cannot address. Every request is counted by kind, every error classified
+(errors.classify) and retried with the one policy (`stores.retry`), so a throttle on any of them
+(a listing page, a DeleteObjects, a part) reaches the engine's adaptive limit.
+
+The local side of a transfer is here too: a download lands atomically (a temporary file beside
+the target, then a rename that never replaces a file someone else created; `landing.py`).
+Object attributes travel as `Attributes`, so whatever a later option sets (Content-Type now;
+Cache-Control, metadata, storage class, encryption next) is added in this one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import obstore
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.landing import (
+    directory_clash,
+    disk_full,
+    file_in_the_way,
+    land,
+    sweep_stale_parts,
+    temporary_path,
+)
+from s3bulk._stores.multipart import (
+    UploadHooks,
+    copy_attributes,
+    copy_in_parts,
+    etag_parts,
+    source_part_size,
+    upload_file,
+)
+from s3bulk._stores.objects import obstore_can_address, store_for
+from s3bulk._stores.retry import Meter, Retrier
+from s3bulk._stores.s3 import S3Client
+from s3bulk._stores.s3xml import ListPage, xml_safe
+
+T = TypeVar("T")
+MiB = 1024**2
+MAX_KEYS_PER_DELETE = 1000
+STREAM_CHUNK = 256 * 1024
+# Bodies up to this size arrive whole and are written with one call. Streaming a 1 MiB body in
+# 256 KiB chunks costs an await and a Rust-to-Python crossing per chunk; measured on 400 x 1 MiB
+# downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user CPU s. The byte budget counts
+# the whole body as the item's cost either way, so memory stays bounded.
+WHOLE_BODY_MAX = 8 * MiB
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What an upload sets on its object, besides its bytes."""
+
+    content_type: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Type": self.content_type} if self.content_type else {}
+
+    def obstore(self) -> dict[str, str] | None:
+        return self.headers() or None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """How large objects move: in parts of `size` bytes, `in_flight` at once, above `threshold`."""
+
+    size: int = 8 * MiB
+    in_flight: int = 8
+    threshold: int = 64 * MiB
+
+
+class Storage:
+    """One worker's storage (its connection pools are its event loop's). `retry` carries the
+    policy and the meter the worker counts into; `hooks` hear of every multipart upload id."""
+
+    def __init__(
+        self,
+        settings: AwsSettings,
+        *,
+        connections: int = 64,
+        retry: Retrier | None = None,
+        hooks: UploadHooks | None = None,
+    ) -> None:
+        self.settings = settings
+        self.retry = retry or Retrier()
+        self.meter: Meter = self.retry.meter
+        self.hooks = hooks or UploadHooks()
+        self.connections = connections
+        self.client = S3Client(settings, max_connections=connections, meter=self.meter)
+        self._stores: dict[str, Any] = {}
+        self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
+        self._temporaries = 0
+
+    async def close(self) -> None:
+        await self.client.close()
+        self._stores.clear()
+
+    def _store(self, root: str) -> Any:
+        """obstore's store for "s3://bucket" or a local directory."""
+        store = self._stores.get(root)
+        if store is None:
+            store = self._stores[root] = store_for(root, self.settings, max_connections=self.connections * 2)
+        return store
+
+    async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
+        return await self.retry(action, what)
+
+    # ---- listing and looking -------------------------------------------------------------------
+    async def list_objects_v2(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        delimiter: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One ListObjectsV2 page (keys in full, whatever they hold), retried."""
+        return await self._retrying(
+            lambda: self.client.list_objects_v2(
+                bucket,
+                prefix,
+                start_after=start_after,
+                continuation_token=continuation_token,
+                delimiter=delimiter,
+                max_keys=max_keys,
+            ),
+            f"list s3://{bucket}/{prefix}",
+        )
+
+    async def head(self, bucket: str, key: str, part_number: int | None = None) -> dict[str, str]:
+        """The object's headers, names in lower case (with `part_number`: that part's size)."""
+        return await self._retrying(
+            lambda: self.client.head_object(bucket, key, part_number=part_number), f"head s3://{bucket}/{key}"
+        )
+
+    # ---- reading -------------------------------------------------------------------------------
+    async def read_range(self, root: str, key: str, start: int, end: int) -> memoryview:
+        """Bytes [start, end) of an object ("s3://bucket" root) or a local file (directory root),
+        checked for length and retried whole; a view of obstore's buffer, not a copy."""
+        url = f"{root}/{key}"
+
+        async def read() -> memoryview:
+            self.meter.requests["GET"] += root.startswith("s3://")
+            data = memoryview(await obstore.get_range_async(self._store(root), key, start=start, end=end))
+            if len(data) != end - start:
+                raise ItemError(f"{url}: got {len(data)} bytes of {end - start}", retryable=True)
+            return data
+
+        return await self._retrying(read, f"read {url}")
+
+    async def download(
+        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts
+    ) -> int:
+        """The object into the file `target`, which is either absent or complete afterwards, never
+        half-written: fetched into a temporary file beside it (again from the start if a fetch
+        fails), size checked, given the object's time, then landed (landing.py)."""
+        parent = self._make_parent(target)
+        if os.path.isdir(target):  # made for keys below this one: no need to fetch it to know
+            raise directory_clash(target)
+        self._temporaries += 1
+        temporary = temporary_path(target, self._temporaries)
+        existed = os.path.lexists(target)
+        try:
+            written = await self._retrying(
+                lambda: self._fetch(bucket, key, temporary, size, parts, parent), f"get s3://{bucket}/{key}"
+            )
+            if mtime:
+                os.utime(temporary, (mtime, mtime))
+            land(temporary, target, existed=existed)
+        except OSError as exc:
+            raise disk_full(exc, parent) or exc from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)  # landed: already gone; else what is left of the fetch
+        return written
+
+    def _make_parent(self, target: str) -> str:
+        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
+        if parent not in self._made:
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise file_in_the_way(parent) or ItemError(
+                    f"cannot create {parent}", retryable=False
+                ) from None
+            sweep_stale_parts(parent)  # left by an earlier run killed outright
+            if len(self._made) > 100_000:
+                self._made.clear()
+            self._made.add(parent)
+        return parent
+
+    async def _fetch(
+        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, parent: str
+    ) -> int:
+        """One attempt at the object's bytes into `temporary`; a full disk stops the job."""
+        try:
+            return await self._fetch_into(bucket, key, temporary, size, parts)
+        except OSError as exc:
+            raise disk_full(exc, parent) or exc from None
+
+    async def _fetch_into(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
+        """The object's bytes into `temporary`: whole, streamed, or in ranges."""
+        if not obstore_can_address(key):
+            _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
+            written = _write_file(temporary, data)
+        elif size > parts.threshold:
+            written = await self._fetch_ranges(bucket, key, temporary, size, parts)
+        else:
+            self.meter.requests["GET"] += 1
+            result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
+            if size <= WHOLE_BODY_MAX:
+                written = _write_file(temporary, await result.bytes_async())
+            else:  # streamed: memory per download stays at one chunk
+                written = 0
+                with open(temporary, "wb") as handle:
+                    async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                        written += handle.write(chunk)
+        if written != size:
+            raise ItemError(
+                f"short read: got {written} of {size} bytes (object changed or connection cut)",
+                retryable=True,
+            )
+        return written
+
+    async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
+        store = self._store(f"s3://{bucket}")
+        semaphore = asyncio.Semaphore(parts.in_flight)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+
+            async def fetch(start: int) -> int:
+                end = min(start + parts.size, size)
+                async with semaphore:
+                    self.meter.requests["GET"] += 1
+                    data = await obstore.get_range_async(store, key, start=start, end=end)
+                return os.pwrite(descriptor, memoryview(data), start)
+
+            sizes = await asyncio.gather(*(fetch(start) for start in range(0, size, parts.size)))
+        finally:
+            os.close(descriptor)
+        return sum(sizes)
+
+    # ---- writing -------------------------------------------------------------------------------
+    async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
+        """A local file to an object; a large one in parts (each retried alone), its upload id
+        told to `hooks` so that nothing is ever left behind. Returns the bytes sent."""
+        size = os.stat(path).st_size  # the file may have changed since it was listed
+        if not os.access(path, os.R_OK):
+            raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
+        if size > parts.threshold:
+            await upload_file(
+                self.client,
+                bucket,
+                key,
+                path,
+                size,
+                part_size=parts.size,
+                concurrency=parts.in_flight,
+                headers=attributes.headers(),
+                hooks=self.hooks,
+                retry=self.retry,
+            )
+        elif not obstore_can_address(key):
+            await self._retrying(
+                lambda: self._put_signed(bucket, key, _read_file(path), attributes),
+                f"put s3://{bucket}/{key}",
+            )
+        else:
+            await self._retrying(
+                lambda: self._put_file(bucket, key, path, attributes), f"put s3://{bucket}/{key}"
+            )
+        return size
+
+    async def _put_file(self, bucket: str, key: str, path: str, attributes: Attributes) -> None:
+        self.meter.requests["PUT"] += 1
+        await obstore.put_async(
+            self._store(f"s3://{bucket}"),
+            key,
+            Path(path),
+            attributes=attributes.obstore(),
+            use_multipart=False,
+        )
+
+    async def _put_signed(self, bucket: str, key: str, body: bytes, attributes: Attributes) -> None:
+        await self.client.put_object(bucket, key, body, attributes.headers())
+
+    async def put_bytes(
+        self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
+    ) -> None:
+        """A small object from memory (probes, journal parts), retried."""
+        attributes = attributes or Attributes()
+        if obstore_can_address(key):
+
+            async def put() -> None:
+                self.meter.requests["PUT"] += 1
+                await obstore.put_async(
+                    self._store(f"s3://{bucket}"),
+                    key,
+                    body,
+                    attributes=attributes.obstore(),
+                    use_multipart=False,
+                )
+
+            await self._retrying(put, f"put s3://{bucket}/{key}")
+        else:
+            await self._retrying(
+                lambda: self._put_signed(bucket, key, body, attributes), f"put s3://{bucket}/{key}"
+            )
+
+    async def copy(
+        self,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        etag: str,
+        parts: Parts,
+        keep_layout: bool = False,
+    ) -> None:
+        """A server-side copy (no bytes pass here), keeping the source's attributes. Above the
+        threshold, or for a multipart source when `keep_layout`, it copies in parts, in the
+        source's own part layout where it can be found, so both objects have the same ETag."""
+        what = f"copy s3://{source_bucket}/{source_key}"
+        if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
+            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts)
+        elif source_bucket == bucket and obstore_can_address(source_key) and obstore_can_address(key):
+
+            async def copy() -> None:
+                self.meter.requests["COPY"] += 1
+                await obstore.copy_async(self._store(f"s3://{bucket}"), source_key, key)
+
+            await self._retrying(copy, what)
+        else:
+            await self._retrying(
+                lambda: self.client.copy_object(source_bucket, source_key, bucket, key), what
+            )
+
+    async def _copy_in_parts(
+        self, source_bucket: str, source_key: str, bucket: str, key: str, size: int, etag: str, parts: Parts
+    ) -> None:
+        client, retry = self.client, self.retry
+        head = await self.head(source_bucket, source_key)
+        size = int(head.get("content-length") or size)
+        etag = head.get("etag", etag).strip('"')
+        layout = await retry(lambda: source_part_size(client, source_bucket, source_key, size, etag))
+        await copy_in_parts(
+            client,
+            source_bucket,
+            source_key,
+            bucket,
+            key,
+            size,
+            part_size=layout or parts.size,
+            concurrency=parts.in_flight,
+            headers=await retry(lambda: copy_attributes(client, source_bucket, source_key, head)),
+            hooks=self.hooks,
+            retry=retry,
+        )
+
+    # ---- deleting ------------------------------------------------------------------------------
+    async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:
+        """Delete `keys` (any number, 1,000 per DeleteObjects); returns {key: reason} for those
+        that could not be deleted. A DeleteObjects answer can be "200 OK" and still refuse keys
+        (AccessDenied, SlowDown, InternalError): the retryable ones are sent again."""
+        failed: dict[str, str] = {}
+        for key in (key for key in keys if not xml_safe(key)):  # no XML body can name them
+            try:
+                await self._retrying(
+                    partial(self.client.delete_object, bucket, key), f"delete s3://{bucket}/{key}"
+                )
+            except ItemError as exc:
+                failed[key] = str(exc)
+        batched = [key for key in keys if xml_safe(key)]
+        for start in range(0, len(batched), MAX_KEYS_PER_DELETE):
+            failed.update(await self._delete_batch(bucket, batched[start : start + MAX_KEYS_PER_DELETE]))
+        return failed
+
+    async def _delete_batch(self, bucket: str, keys: list[str]) -> dict[str, str]:
+        failed: dict[str, str] = {}
+        policy = self.retry.policy
+        attempt = 0
+        while keys:
+            try:
+                errors = await self._retrying(
+                    partial(self.client.delete_objects, bucket, keys),
+                    f"delete {len(keys)} keys in s3://{bucket}",
+                )
+            except ItemError as exc:  # the request as a whole failed, after its own retries
+                return failed | dict.fromkeys(keys, str(exc))
+            attempt += 1
+            again = []
+            for key, code, message in errors:
+                status = 500 if code in S3Error.RETRYABLE_CODES else 400
+                error = S3Error(status, code, message, f"delete s3://{bucket}/{key}")
+                if error.retryable and attempt < policy.max_attempts:
+                    again.append(key)
+                    self.meter.retried(error)
+                else:
+                    failed[key] = str(error)
+            keys = again
+            if keys:
+                await asyncio.sleep(policy.delay(attempt))
+        return failed
+
+    async def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        """Abort a multipart upload (one already gone is not an error)."""
+        await self._retrying(
+            lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
+            f"abort an upload of s3://{bucket}/{key}",
+        )
+
+
+def _write_file(path: str, data: bytes | memoryview | obstore.Bytes) -> int:
+    with open(path, "wb") as handle:
+        return handle.write(data)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()

@@ -1,0 +1,116 @@
+"""A small client for S3 Vectors' REST-JSON API over signed HTTP (`stores.http`, service
+`s3vectors`) and orjson.
+
+Every operation is a POST of a JSON body to `/{Operation}` (botocore's model,
+`botocore/data/s3vectors/*/service-2.json`, is the reference for shapes and errors). The body of
+a PutVectors is built by the caller (`s3bulk._vectors.payload`) as bytes: building it is the CPU
+cost the seed measured (boto3 spends 0.6-0.7 s per 500 x 1024 batch), so it must never pass
+through botocore's serialiser. Errors become S3Error with the service's exception name, and each
+call is retried by the one retry policy (`stores.retry`): 429 TooManyRequests and 503
+ServiceUnavailable count as throttling, which the caller's token buckets hear of too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import orjson
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error
+from s3bulk._stores.http import SignedHttp
+from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
+
+
+def vectors_endpoint(settings: AwsSettings) -> str:
+    """The configured one (variables, the profile), else AWS's regional endpoint."""
+    return settings.resolved_vectors_endpoint
+
+
+class VectorsClient(SignedHttp):
+    """One per process and event loop; requests counted by operation, signing time as "build"."""
+
+    service: ClassVar[str] = "s3vectors"
+
+    def __init__(
+        self,
+        settings: AwsSettings,
+        *,
+        max_connections: int = 64,
+        meter: Meter | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(settings, vectors_endpoint(settings), max_connections=max_connections, meter=meter)
+        self.retry = Retrier(policy or RetryPolicy(), self.meter)
+
+    def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
+        error_type = next(
+            (value for name, value in headers.items() if name.lower() == "x-amzn-errortype"), ""
+        )
+        return _error(what, status, error_type, payload)
+
+    async def call_once(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+        """POST one operation, once: error answers raise S3Error (retryable, throttled as the
+        service says). For a caller whose every attempt must pass its own rate limits first."""
+        payload = body if isinstance(body, bytes) else orjson.dumps(body)
+        url = f"{self.endpoint}/{operation}"
+        headers = {"Content-Type": "application/json"}
+        _, _, reply = await self.send(operation, "POST", url, headers=headers, body=payload)
+        return orjson.loads(reply) if reply else {}
+
+    async def call(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+        """POST one operation, retried by the one policy."""
+        result: dict[str, Any] = await self.retry(lambda: self.call_once(operation, body), operation)
+        return result
+
+    async def create_vector_bucket(self, bucket: str) -> None:
+        await self.call("CreateVectorBucket", {"vectorBucketName": bucket})
+
+    async def create_index(
+        self,
+        bucket: str,
+        index: str,
+        dimension: int,
+        metric: str = "cosine",
+        non_filterable: tuple[str, ...] = (),
+    ) -> None:
+        body: dict[str, Any] = {
+            "vectorBucketName": bucket,
+            "indexName": index,
+            "dataType": "float32",
+            "dimension": dimension,
+            "distanceMetric": metric,
+        }
+        if non_filterable:
+            body["metadataConfiguration"] = {"nonFilterableMetadataKeys": list(non_filterable)}
+        await self.call("CreateIndex", body)
+
+    async def get_index(self, bucket: str, index: str) -> dict[str, Any]:
+        reply = await self.call("GetIndex", {"vectorBucketName": bucket, "indexName": index})
+        found: dict[str, Any] = reply.get("index", reply)
+        return found
+
+    async def put_vectors(self, body: bytes) -> None:
+        await self.call("PutVectors", body)
+
+    async def get_vectors(self, bucket: str, index: str, keys: list[str]) -> list[dict[str, Any]]:
+        body = {
+            "vectorBucketName": bucket,
+            "indexName": index,
+            "keys": keys,
+            "returnData": True,
+            "returnMetadata": True,
+        }
+        vectors: list[dict[str, Any]] = (await self.call("GetVectors", body)).get("vectors", [])
+        return vectors
+
+
+def _error(operation: str, status: int, error_type: str, reply: bytes) -> S3Error:
+    try:
+        data = orjson.loads(reply) if reply else {}
+    except orjson.JSONDecodeError:
+        data = {}
+    code = (error_type or str(data.get("__type", "")) or str(data.get("code", ""))).split(":")[0]
+    code = code.rsplit("#", 1)[-1]
+    message = str(data.get("message") or data.get("Message") or "")
+    return S3Error(status, code, message, operation)

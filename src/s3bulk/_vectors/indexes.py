@@ -1,0 +1,61 @@
+"""The indexes a load writes to: each index's shape (read with GetIndex, so rows are checked
+against it before anything is sent), and which index a key goes to when several share a load."""
+
+from __future__ import annotations
+
+import collections
+import zlib
+from dataclasses import dataclass
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error, UsageError
+from s3bulk._stores.retry import Meter
+from s3bulk._stores.vectors import VectorsClient
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    """What the rows must fit: the index's own settings, read with GetIndex before the load."""
+
+    dimension: int
+    metric: str
+    non_filterable: frozenset[str]
+
+
+def index_of(key: str, indexes: tuple[str, ...]) -> str:
+    """The index a key belongs to: stable across runs, machines and Python versions (crc32)."""
+    if len(indexes) == 1:
+        return indexes[0]
+    return indexes[zlib.crc32(key.encode()) % len(indexes)]
+
+
+async def index_shapes(
+    settings: AwsSettings,
+    bucket: str,
+    indexes: tuple[str, ...],
+    requests: collections.Counter[str] | None = None,
+) -> dict[str, IndexShape]:
+    client = VectorsClient(
+        settings, max_connections=4, meter=Meter(requests) if requests is not None else None
+    )
+    try:
+        shapes = {}
+        for index in indexes:
+            try:
+                found = await client.get_index(bucket, index)
+            except S3Error as error:
+                if error.status == 404 or error.code in ("NotFoundException", "ResourceNotFoundException"):
+                    raise UsageError(
+                        f"index {index!r} not found in vector bucket {bucket!r}: create it with "
+                        f"s3bulk vectors create-index --bucket {bucket} --index {index} --dimension N"
+                    ) from None
+                raise
+            config = found.get("metadataConfiguration") or {}
+            shapes[index] = IndexShape(
+                int(found["dimension"]),
+                str(found.get("distanceMetric", "cosine")),
+                frozenset(config.get("nonFilterableMetadataKeys") or ()),
+            )
+        return shapes
+    finally:
+        await client.close()
