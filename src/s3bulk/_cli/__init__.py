@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
+import pkgutil
 import sys
-from collections.abc import Callable
 
 import typer
 
-from s3bulk._cli import bench, cp, doctor, gather, jobs, ls, rm, sync, vectors
 from s3bulk._cli.output import Interrupted, guarded, install
 from s3bulk._errors import S3BulkError
 from s3bulk._text import printable
@@ -22,20 +22,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-COMMANDS: dict[str, Callable[..., int]] = {
-    "ls": ls.ls_command,
-    "cp": cp.cp_command,
-    "mv": cp.mv_command,
-    "sync": sync.sync_command,
-    "rm": rm.rm_command,
-    "jobs": jobs.jobs_command,
-    "bench": bench.bench_command,
-    "doctor": doctor.doctor_command,
-    "gather": gather.gather_command,
-}
-for _name, _command in COMMANDS.items():
-    app.command(name=_name)(guarded(_command))
-app.add_typer(vectors.app, name="vectors")
+COMMANDS: list[str] = []  # names, as registered below
+GROUPS: dict[str, list[str]] = {}  # `s3bulk vectors put`: group name -> its commands
+
+
+def _register() -> None:
+    """Every module of this package adds the commands it declares (`COMMANDS`: name -> function,
+    `GROUPS`: name -> a typer app of subcommands): a new command is a new module, nothing else."""
+    for found in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{found.name}")
+        for name, command in getattr(module, "COMMANDS", {}).items():
+            app.command(name=name)(guarded(command))
+            COMMANDS.append(name)
+        for name, group in getattr(module, "GROUPS", {}).items():
+            app.add_typer(group, name=name)
+            GROUPS[name] = [each.name or "" for each in group.registered_commands]
+
+
+_register()
 
 
 def _print_version(value: bool) -> None:
@@ -86,14 +90,11 @@ def run(argv: list[str] | None = None) -> int:
 def _help_for(arguments: list[str]) -> str:
     """The help that explains the mistake: the command's own, if the command exists."""
     words = [arg for arg in arguments if not arg.startswith("-")][:2]
-    if not words or words[0] not in (*COMMANDS, "vectors"):
+    if not words or words[0] not in (*COMMANDS, *GROUPS):
         return "s3bulk --help"
-    if words[0] == "vectors" and len(words) > 1 and words[1] in VECTOR_COMMANDS:
-        return f"s3bulk vectors {words[1]} --help"
+    if len(words) > 1 and words[1] in GROUPS.get(words[0], ()):
+        return f"s3bulk {words[0]} {words[1]} --help"
     return f"s3bulk {words[0]} --help"
-
-
-VECTOR_COMMANDS = ("put", "verify", "count", "create-bucket", "create-index")
 
 
 def main() -> None:

@@ -138,3 +138,6 @@ def make_copy_command(command: str) -> Callable[..., int]:
 
 cp_command = make_copy_command("cp")
 mv_command = make_copy_command("mv")
+
+
+COMMANDS = {"cp": cp_command, "mv": mv_command}  # found by s3bulk._cli: the commands this module adds

@@ -36,3 +36,6 @@ def doctor_command(
     else:
         print(render(result))
     return 0
+
+
+COMMANDS = {"doctor": doctor_command}  # found by s3bulk._cli: the commands this module adds

@@ -86,3 +86,6 @@ def gather_command(
     else:
         print_summary(report, "gather", stats=stats, quiet=quiet)
     return 0
+
+
+COMMANDS = {"gather": gather_command}  # found by s3bulk._cli: the commands this module adds

@@ -50,3 +50,6 @@ def jobs_command(
         elif job.status == "failed":
             out.write(f"    rerun failures: s3bulk {job.command} --retry-failed {job.job_id}\n")
     return 0
+
+
+COMMANDS = {"jobs": jobs_command}  # found by s3bulk._cli: the commands this module adds

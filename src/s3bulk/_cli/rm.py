@@ -90,3 +90,6 @@ def rm_command(
             )
 
     return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+
+
+COMMANDS = {"rm": rm_command}  # found by s3bulk._cli: the commands this module adds

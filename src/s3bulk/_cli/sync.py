@@ -125,3 +125,6 @@ def sync_command(
     return run_job(
         start, verb="cp", command="sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats
     )
+
+
+COMMANDS = {"sync": sync_command}  # found by s3bulk._cli: the commands this module adds

@@ -299,3 +299,6 @@ def create_index_command(
     asyncio.run(create())
     sys.stdout.write(f"created index {bucket}/{index} ({dimension} dimensions, {metric})\n")
     return 0
+
+
+GROUPS = {"vectors": app}  # found by s3bulk._cli: the commands this module adds

@@ -579,3 +579,6 @@ class CopyJob:
             keep_layout=self.options.keep_part_layout,
         )
         return item.size
+
+
+COMMANDS = (CopyCommand(), MoveCommand())  # found by the registry (s3bulk._commands)

@@ -124,3 +124,6 @@ class GatherCommand(Command):
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+COMMANDS = (GatherCommand(),)  # found by the registry (s3bulk._commands)

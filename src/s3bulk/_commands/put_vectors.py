@@ -146,3 +146,6 @@ def default_rejects_path(job_id: str) -> str:
     directory = state_dir()
     private_directory(directory)
     return str(directory / f"{job_id}.rejects.jsonl")
+
+
+COMMANDS = (PutVectorsCommand(),)  # found by the registry (s3bulk._commands)

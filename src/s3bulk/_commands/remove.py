@@ -257,3 +257,6 @@ class RemoveJob:
 
     def item_id(self, item: DeleteBatch) -> str:
         return item.keys[0][0] if item.keys else ""
+
+
+COMMANDS = (RemoveCommand(),)  # found by the registry (s3bulk._commands)

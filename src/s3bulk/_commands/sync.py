@@ -392,3 +392,6 @@ async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncI
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
+
+
+COMMANDS = (SyncCommand(),)  # found by the registry (s3bulk._commands)

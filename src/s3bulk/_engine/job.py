@@ -19,11 +19,13 @@ from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 
 
 class BatchOutcome(NamedTuple):
-    """What one batch item did member by member (a DeleteObjects of up to 1,000 keys reports
-    each key's fate); a single item's `run` returns just its byte count instead."""
+    """What one item did member by member (a DeleteObjects of up to 1,000 keys reports each key's
+    fate), or what it found (a HEAD's attributes, as `records`). A single item's `run` may return
+    just its byte count instead."""
 
     done: list[tuple[str, int, str]]  # (item id, bytes, source URL for --json records)
     failures: list[Failure]
+    records: tuple[dict[str, Any], ...] = ()  # per done member, when a source and size say too little
 
 
 @dataclass(frozen=True)

@@ -268,7 +268,8 @@ class WorkerRuntime:
             stats.done_ids.extend((item_id, size) for item_id, size, _ in outcome.done)
         wanted = self.options.record_items - self.recorded
         if wanted > 0:
-            records = [{"source": url, "size": size} for _, size, url in outcome.done[:wanted]]
+            found = outcome.records or tuple({"source": url, "size": size} for _, size, url in outcome.done)
+            records = list(found[:wanted])
             self.recorded += len(records)
             stats.records.extend(records)
 
