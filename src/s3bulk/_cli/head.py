@@ -1,0 +1,69 @@
+"""`s3bulk head URL` (also `stat`): every attribute of one object, or of each object under a
+prefix, as a block of `name  value` lines or, with --json, one JSON object per object."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import typer
+
+from s3bulk._cli.jobrun import StatsOption
+from s3bulk._cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    settings_from,
+)
+from s3bulk._cli.progress import json_line, print_summary
+from s3bulk._report import RecordSink
+from s3bulk._text import printable
+
+
+def head_command(
+    url: str = typer.Argument(..., help="s3://bucket/key, or s3://bucket/prefix/ for every object below it."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per object."),
+    concurrency: int = typer.Option(32, "--concurrency", help="HEAD requests in flight."),
+    stats: bool = StatsOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Show every attribute of an object (size, ETag, Content-Type, metadata, storage class,
+    encryption, checksums), or of each object under a prefix."""
+    from s3bulk._api import run_async
+    from s3bulk._commands.head import ENGINE, HeadSpec
+    from s3bulk._engine.spec import EngineSpec
+
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    spec = HeadSpec(target=url, engine=EngineSpec(engine=ENGINE.engine, concurrency=concurrency))
+
+    def show(records: list[dict[str, Any]]) -> None:
+        for record in records:
+            if as_json:
+                json_line({"url": record["source"], **record["attributes"]})
+            else:
+                sys.stdout.write(_block(record["source"], record["attributes"]))
+
+    report = asyncio.run(run_async(spec, settings=settings, on_records=RecordSink(show)))
+    print_summary(report, "head", stats=stats, quiet=not stats)
+    return 0 if report.ok else 1
+
+
+def _block(url: str, found: dict[str, Any]) -> str:
+    lines = [printable(url)]
+    for name, value in found.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{key}={each}" for key, each in value.items())
+        elif name == "size":
+            value = f"{value:,}"
+        lines.append(f"  {name.replace('_', '-'):<26}{printable(str(value))}")
+    return "\n".join(lines) + "\n"
+
+
+COMMANDS = {"head": head_command, "stat": head_command}  # found by s3bulk._cli

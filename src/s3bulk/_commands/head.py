@@ -1,0 +1,165 @@
+"""`head` (and `stat`): every attribute of one object, or of every object under a prefix, the
+HEADs sent in parallel over a listing split into key ranges.
+
+All a command is, in one module: the spec (what the user asked), the Command (how that becomes
+a job) and the job (what a worker does with each object). The registry finds it by `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from s3bulk._commands.base import Command, JobPlan, Spec
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._report import WorkerStats
+from s3bulk._sources.listing import KeyRange, SingleObject, iter_range, partitioning_pays
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.storage import Storage
+from s3bulk._urls import S3Location, parse_s3
+
+ENGINE = EngineSpec(engine="async", concurrency=32)  # HEADs are small: one process keeps up
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadSpec(Spec):
+    command: ClassVar[str] = "head"
+    target: str  # s3://bucket/key, or s3://bucket/prefix/ for every object below
+    engine: EngineSpec = ENGINE
+
+    def __post_init__(self) -> None:
+        parse_s3(self.target)  # malformed: one line now
+
+    def places(self) -> tuple[str, str]:
+        return self.target, ""
+
+    def s3_locations(self) -> tuple[str, ...]:
+        return (self.target,)
+
+
+class HeadCommand(Command):
+    name: ClassVar[str] = "head"
+    spec: ClassVar[type[Spec]] = HeadSpec
+    journaled: ClassVar[bool] = False  # it changes nothing: run it again
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        assert isinstance(spec, HeadSpec)
+        return HeadJob(parse_s3(spec.target), settings, partitioning_pays(settings.resolved_endpoint))
+
+
+@dataclass
+class HeadJob:
+    location: S3Location
+    settings: AwsSettings
+    partitioned_listing: bool = True
+    preflight_requests: dict[str, int] = field(default_factory=dict)
+    preflight_notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._storage: Storage | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_storage": None}
+
+    # ---- driver side -------------------------------------------------------------------------
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        key = self.location.key
+        yield KeyRange() if self.location.is_prefix else SingleObject(key)
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        return iter(())  # no journal: a head is run again whole
+
+    # ---- worker side -------------------------------------------------------------------------
+    async def open(self, ctx: WorkerContext) -> None:
+        self._storage = Storage(self.settings, connections=64, retry=ctx.retrier)
+
+    async def close(self, ctx: WorkerContext) -> None:
+        if self._storage is not None:
+            await self._storage.close()
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[ObjectInfo]]:
+        assert self._storage is not None
+        if isinstance(descriptor, SingleObject):  # HEAD it straight away: no listing needed
+            yield [ObjectInfo(descriptor.key, 0, "", "")]
+            return
+        location = self.location
+        split = ctx.split if self.partitioned_listing else None
+        async for objects in iter_range(
+            self._storage,
+            location.bucket,
+            location.key,
+            descriptor,
+            on_split=split,
+            want_split=ctx.want_split,
+        ):
+            ctx.stats.objects_listed += len(objects)
+            yield objects
+
+    async def run(self, item: ObjectInfo, ctx: WorkerContext) -> BatchOutcome:
+        assert self._storage is not None
+        url = f"s3://{self.location.bucket}/{item.key}"
+        headers = await self._storage.head(self.location.bucket, item.key)
+        found = attributes(headers)
+        record = {"source": url, "size": found["size"], "attributes": found}
+        return BatchOutcome([(item.key, found["size"], url)], [], (record,))
+
+    def item_id(self, item: ObjectInfo) -> str:
+        return item.key
+
+    def cost(self, item: ObjectInfo) -> int:
+        return 0
+
+    def describe(self, item: ObjectInfo) -> tuple[str, str, int]:
+        return f"s3://{self.location.bucket}/{item.key}", "", item.size
+
+
+# What a HEAD answer holds, under the names users know from `aws s3api head-object`.
+_NAMED = {
+    "etag": "etag",
+    "last-modified": "last_modified",
+    "content-type": "content_type",
+    "content-encoding": "content_encoding",
+    "content-disposition": "content_disposition",
+    "content-language": "content_language",
+    "cache-control": "cache_control",
+    "expires": "expires",
+    "x-amz-storage-class": "storage_class",
+    "x-amz-server-side-encryption": "server_side_encryption",
+    "x-amz-server-side-encryption-aws-kms-key-id": "sse_kms_key_id",
+    "x-amz-version-id": "version_id",
+    "x-amz-website-redirect-location": "website_redirect_location",
+    "x-amz-tagging-count": "tag_count",
+    "x-amz-object-lock-mode": "object_lock_mode",
+    "x-amz-object-lock-retain-until-date": "object_lock_retain_until",
+    "x-amz-restore": "restore",
+}
+
+
+def attributes(headers: dict[str, str]) -> dict[str, Any]:
+    """A HEAD's headers (names in lower case) as the object's attributes: size, ETag, times,
+    Content-* and Cache-Control, storage class (STANDARD when S3 leaves it out), encryption,
+    checksums, and the user's metadata (`x-amz-meta-*`, under `metadata`)."""
+    found: dict[str, Any] = {"size": int(headers.get("content-length") or 0)}
+    found |= {name: headers[header] for header, name in _NAMED.items() if header in headers}
+    found.setdefault("storage_class", "STANDARD")
+    checksums = {
+        header.removeprefix("x-amz-checksum-"): value
+        for header, value in headers.items()
+        if header.startswith("x-amz-checksum-") and header != "x-amz-checksum-type"
+    }
+    if checksums:
+        found["checksums"] = checksums
+    metadata = {
+        header.removeprefix("x-amz-meta-"): value
+        for header, value in headers.items()
+        if header.startswith("x-amz-meta-")
+    }
+    if metadata:
+        found["metadata"] = metadata
+    return found
+
+
+COMMANDS = (HeadCommand(),)  # found by the registry (s3bulk._commands)
