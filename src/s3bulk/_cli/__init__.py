@@ -99,7 +99,7 @@ def _help_for(arguments: list[str]) -> str:
 
 def main() -> None:
     """Entry point. Exits with os._exit after flushing: a native runtime's threads can abort a
-    normal interpreter shutdown after all work is done (docs/architecture.md, known hazards),
+    normal interpreter shutdown after all work is done (docs/architecture.md, hazards),
     and the exit code must reflect the job, never that."""
     code = run()
     for stream in (sys.stdout, sys.stderr):

@@ -440,7 +440,7 @@ def worker_main(
     conn: Connection, job: Job, options: EngineOptions, worker_id: int, inherited_fds: tuple[int, ...] = ()
 ) -> None:
     """Process entry point. Leaves with os._exit: obstore's runtime threads can abort a normal
-    interpreter shutdown (see ARCHITECTURE.md, known hazards), and the driver already has every
+    interpreter shutdown (docs/architecture.md, hazards), and the driver already has every
     result by then. `inherited_fds` are the driver's pipe ends a fork copied into this process."""
     for descriptor in inherited_fds:
         with contextlib.suppress(OSError):
