@@ -6,7 +6,8 @@ Kill points: a seeded number of requests answered by the service, after which a 
 every request until the kill (so no trial can race past its point): a fifth of the trials die
 within the first 3 answers (start-up, listing: before the journal holds anything), the rest
 anywhere up to 90% of the job. Half kill the whole process group (a crashed machine), half
-only the driver (its workers must notice and exit). S3BULK_CRASH_TRIALS sets the trials per kind.
+only the driver (its workers must notice and exit). S3BULK_CRASH_TRIALS sets the trials per kind:
+`make test` runs 5 (early, mid-way and late kills, both kinds of kill), `make reliability` 10.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from test_vectors_load import embeddings, new_index, stored, vectors_env, write_
 
 from s3bulk.testing.throttle import LoopbackProxy, S3ThrottlingProxy, ThrottlingProxy
 
-TRIALS = int(os.environ.get("S3BULK_CRASH_TRIALS", "10"))
+TRIALS = int(os.environ.get("S3BULK_CRASH_TRIALS", "5"))
 FILES = 1200
 ROWS, BATCH = 20_000, 500
 
