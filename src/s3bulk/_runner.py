@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from s3bulk._commands import JobPlan, Spec, command_named
+from s3bulk._commands import Command, JobPlan, Spec, command_named
 from s3bulk._commands.base import SPEC_VERSION
 from s3bulk._config import AwsSettings, cores
 from s3bulk._engine.driver import Engine
@@ -111,55 +111,28 @@ async def execute(
     spec = command.settle(spec, plan)
     job = await command.build(spec, settings, plan)  # refused here: nothing is left behind
     if new_journal:
-        document = {
-            "version": SPEC_VERSION,
-            "spec": spec.absolute().to_json(),
-            "settings": settings_spec(settings),
-        }
-        if ray and spec.engine.journal_url:  # first: it may be refused
-            store = StoreJournal(spec.engine.journal_url, settings)
-            await asyncio.to_thread(store.write_spec, job_id, command.name, document)
-        handle = Journal.create(command.name, document, job_id=job_id)
+        handle = await _start_journal(command, spec, settings, job_id, in_store=ray)
     store_url = spec.engine.journal_url if ray and handle else None
-    snapshot = None
-    if handle is not None:
-        handle.begin_run(mode)
-        if store_url and mode != "run":  # workers elsewhere read what is done from the store
-            handle.checkpoint()
-            publish = StoreJournal(store_url, settings).publish_for_workers
-            snapshot = await asyncio.to_thread(publish, handle.path, handle.run)
-    engine = Engine(
-        strategy,
-        EngineOptions(
-            max_in_flight_bytes=in_flight,
-            retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
-            record_items=_records_wanted(on_records),
-            journal_path=str(handle.path) if handle else None,
-            skip_done=mode != "run",
-            track_items=ray,
-            ray_address=spec.engine.ray_address if ray else None,
-            journal_url=store_url,
-            journal_run=handle.run if handle else 0,
-            journal_snapshot=snapshot,
-        ),
+    snapshot = await _begin_run(handle, mode, store_url, settings)
+    options = EngineOptions(
+        max_in_flight_bytes=in_flight,
+        retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
+        record_items=_records_wanted(on_records),
+        journal_path=str(handle.path) if handle else None,
+        skip_done=mode != "run",
+        track_items=ray,
+        ray_address=spec.engine.ray_address if ray else None,
+        journal_url=store_url,
+        journal_run=handle.run if handle else 0,
+        journal_snapshot=snapshot,
     )
-    source, destination = spec.places()
-    report = Report(
-        command.verb(job),
-        source=source,
-        destination=destination,
-        dry_run=spec.dry_run,
-        requests=dict(getattr(job, "preflight_requests", {})),
-        notes=list(getattr(job, "preflight_notes", [])),
-        job_id=handle.job_id if handle else "",
-    )
-    if store_url:
-        report.notes.append(f"journal also in {store_url} (from any machine: --resume {store_url})")
+    report = _new_report(command, spec, job, handle, store_url)
     completed = False
     try:
         if handle is not None and mode != "run":
             await _abort_leftover_uploads(handle, settings, report)
         rows = handle.failed_items() if handle is not None and mode == "retry-failed" else None
+        engine = Engine(strategy, options)
         await engine.run(job, report, on_progress, on_records, journal=handle, retry_rows=rows)
         completed = True
     except BaseException as exc:
@@ -172,6 +145,56 @@ async def execute(
             handle.end_run(report, interrupted=not completed)
             handle.close()
     await command.finish(spec, job, report, completed=True)
+    return report
+
+
+async def _start_journal(
+    command: Command, spec: Spec, settings: AwsSettings, job_id: str, *, in_store: bool
+) -> Journal:
+    """The new job's journal, holding its spec (never a credential); a ray job's is first
+    written to the object store, which may refuse it before anything local exists."""
+    document = {
+        "version": SPEC_VERSION,
+        "spec": spec.absolute().to_json(),
+        "settings": settings_spec(settings),
+    }
+    if in_store and spec.engine.journal_url:
+        store = StoreJournal(spec.engine.journal_url, settings)
+        await asyncio.to_thread(store.write_spec, job_id, command.name, document)
+    return Journal.create(command.name, document, job_id=job_id)
+
+
+async def _begin_run(
+    handle: Journal | None, mode: Mode, store_url: str | None, settings: AwsSettings
+) -> str | None:
+    """Open this run in the journal; a resumed ray job publishes what is done to the object
+    store, where its workers elsewhere read it (the snapshot's URL)."""
+    if handle is None:
+        return None
+    handle.begin_run(mode)
+    if not store_url or mode == "run":
+        return None
+    handle.checkpoint()
+    publish = StoreJournal(store_url, settings).publish_for_workers
+    return await asyncio.to_thread(publish, handle.path, handle.run)
+
+
+def _new_report(
+    command: Command, spec: Spec, job: Any, handle: Journal | None, store_url: str | None
+) -> Report:
+    """The report the engine fills, holding what the job found before it started."""
+    source, destination = spec.places()
+    report = Report(
+        command.verb(job),
+        source=source,
+        destination=destination,
+        dry_run=spec.dry_run,
+        requests=dict(getattr(job, "preflight_requests", {})),
+        notes=list(getattr(job, "preflight_notes", [])),
+        job_id=handle.job_id if handle else "",
+    )
+    if store_url:
+        report.notes.append(f"journal also in {store_url} (from any machine: --resume {store_url})")
     return report
 
 
