@@ -1,0 +1,107 @@
+"""The sync plan and the local walk, without a server: the merge-join of two listings, what
+"changed" means in each mode, multipart ETags against local files, filters, and the walk order
+that lets a local tree be merged with a listing. A server would add nothing to these."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from s3bulk._plan.diff import Entry, ListingOrderError, decide, etag_matches_file, merge_join
+from s3bulk._plan.filters import Filters
+from s3bulk._sources.local import walk
+
+MiB = 1024**2
+
+
+def entry(name: str, size: int = 1, mtime: float = 0.0, etag: str = "") -> Entry:
+    return Entry(name, size, mtime, etag, name)
+
+
+async def pages(*pages: list[Entry]) -> AsyncIterator[list[Entry]]:
+    for page in pages:
+        yield page
+
+
+def joined(
+    source: list[list[Entry]], destination: list[list[Entry]], chunk: int = 1000
+) -> list[tuple[str, str]]:
+    async def run() -> list[tuple[str, str]]:
+        out = []
+        async for chunk_ in merge_join(pages(*source), pages(*destination), chunk=chunk):
+            out += [(a.relative if a else "-", b.relative if b else "-") for a, b in chunk_]
+        return out
+
+    return asyncio.run(run())
+
+
+def test_merge_join_pairs_every_name_across_page_boundaries_and_empty_pages() -> None:
+    source = [[entry("a"), entry("b")], [], [entry("d"), entry("f")]]
+    destination = [[entry("b")], [entry("c"), entry("d")], [entry("e"), entry("g")]]
+    assert joined(source, destination, chunk=2) == [
+        ("a", "-"),
+        ("b", "b"),
+        ("-", "c"),
+        ("d", "d"),
+        ("-", "e"),
+        ("f", "-"),
+        ("-", "g"),
+    ]
+    assert joined([], [[entry("x")]]) == [("-", "x")]
+    assert joined([[entry("x")]], []) == [("x", "-")]
+
+
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_a_listing_out_of_key_order_stops_the_merge(side: str) -> None:
+    unordered = [[entry("b")], [entry("a")]]
+    ordered = [[entry("a"), entry("b")]]
+    source, destination = (unordered, ordered) if side == "source" else (ordered, unordered)
+    with pytest.raises(ListingOrderError, match=f"the {side} listing is not in key order"):
+        joined(source, destination)
+
+
+def test_what_changed_means_in_each_mode() -> None:
+    old, new = entry("k", 5, mtime=100, etag="e1"), entry("k", 5, mtime=200, etag="e2")
+    assert decide(new, None, "mtime", local_side=False) == "copy"
+    assert decide(entry("k", 6), entry("k", 5), "size", local_side=False) == "copy"
+    assert decide(new, old, "size", local_side=False) == "same"
+    assert decide(new, old, "mtime", local_side=False) == "copy"
+    assert decide(old, new, "mtime", local_side=False) == "same"  # destination newer: done before
+    assert decide(new, old, "checksum", local_side=False) == "copy"
+    assert decide(old, entry("k", 5, etag="e1"), "checksum", local_side=False) == "same"
+    assert decide(old, old, "checksum", local_side=True) == "check"  # a worker hashes the file
+
+
+def test_etags_single_and_multipart_match_the_file_they_describe(tmp_path) -> None:
+    data = os.urandom(2 * MiB + 123)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    single = hashlib.md5(data).hexdigest()
+    assert etag_matches_file(str(path), f'"{single}"', len(data), 8 * MiB)
+
+    part = MiB  # a layout none of the common part sizes gives: found from size / parts
+    digests = b"".join(hashlib.md5(data[i : i + part]).digest() for i in range(0, len(data), part))
+    multipart = f"{hashlib.md5(digests).hexdigest()}-3"
+    assert etag_matches_file(str(path), multipart, len(data), 8 * MiB)
+
+    assert not etag_matches_file(str(path), f"{hashlib.md5(b'x').hexdigest()}", len(data), 8 * MiB)
+    assert not etag_matches_file(str(path), "not-an-md5-kms", len(data), 8 * MiB)
+
+
+def test_filters_include_then_exclude_across_directories() -> None:
+    filters = Filters(include=("*.txt",), exclude=("logs/*",))
+    assert filters.accepts("a.txt") and filters.accepts("deep/dir/b.txt")
+    assert not filters.accepts("logs/c.txt") and not filters.accepts("d.csv")
+    assert not Filters() and Filters().accepts("anything")
+
+
+def test_the_local_walk_is_in_s3_key_order(tmp_path) -> None:
+    for name in ["a-b", "a/x", "a/y/z", "a0", "b"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"1")
+    names = [e.relative for e in walk(str(tmp_path))]
+    assert names == sorted(names, key=lambda n: n.encode()) == ["a-b", "a/x", "a/y/z", "a0", "b"]
