@@ -1,10 +1,14 @@
-"""s3bulk vs s5cmd on the same local MinIO, in the same run, interleaved, medians of N runs.
+"""s3bulk against s5cmd and a bare obstore loop on the same local MinIO, in the same run,
+interleaved, medians of N runs.
 
-    uv run python bench/bench_transfers.py [--runs 3] [--quick]
+    uv run python bench/bench_transfers.py [--runs 3] [--quick] [--rtt 10] [--also async]
 
-Workloads (issue 2): 2,000 x 1 MiB download and upload, 10,000 x 4 KiB download, 10,000 x 4 KiB
+Workloads: 2,000 x 1 MiB download and upload, 10,000 x 4 KiB download, 10,000 x 4 KiB
 server-side copy, listing 100,000 keys. Client and MinIO share this machine's cores, so the
-client's CPU per object decides throughput, exactly the cost s3bulk exists to cut.
+client's CPU per object decides throughput, exactly the cost s3bulk exists to cut. The obstore
+loop (bench/obstore_loop.py: same transport, no journal, progress or atomic landing) is the
+yardstick of what s3bulk's engine costs on top of the work. Each tool is measured from outside:
+wall time of the whole process, CPU of its process tree, peak summed RSS of the tree.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from s3bulk._benchmark.measure import Results, clean_env, measure
-from s3bulk.testing import MinioServer
+from s3bulk._benchmark.network import DelayedMinio
 
 ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 S5CMD = str(BIN / "s5cmd")
 S3BULK = str(BIN / "s3bulk")
+LOOP = [sys.executable, str(ROOT / "obstore_loop.py")]
+PEERS = ("s5cmd", "obstore")
 
 
 def make_files(directory: Path, count: int, size: int) -> None:
@@ -49,6 +56,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes, one run")
     parser.add_argument("--only", default="", help="comma-separated workload names")
+    parser.add_argument("--rtt", type=float, default=0.0, help="milliseconds of round trip to MinIO")
+    parser.add_argument("--also", default="", help="comma-separated s3bulk engines to add as tools")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="NAME=EXECUTABLE",
+        help="another s3bulk to measure beside this one (an earlier commit's, say); repeatable",
+    )
     parser.add_argument("--output", default=str(ROOT / "out" / "transfers.json"))
     args = parser.parse_args()
     scale = 10 if args.quick else 1
@@ -60,66 +76,16 @@ def main() -> None:
     keep = ROOT.parent / ".tools" / f"bench-minio-{many}"
     fresh = not (keep / ".ready").exists()
     keep.mkdir(parents=True, exist_ok=True)
-    with MinioServer(data_dir=keep) as minio:
+    with DelayedMinio(keep, args.rtt) as minio:
         env = clean_env(minio.client_env())
-        for bucket in ("bench", "copydst"):
-            subprocess.run([*s5cmd(env), "mb", f"s3://{bucket}"], env=env, capture_output=True)
-        subprocess.run([*s5cmd(env), "rm", "s3://copydst/*"], env=env, capture_output=True)
-        subprocess.run([*s5cmd(env), "rm", "s3://bench/up-*"], env=env, capture_output=True)
-        print(f"preparing data: {large} x 1 MiB, {small} x 4 KiB, {many} keys for listing")
-        make_files(work / "large", large, 1024**2)
-        make_files(work / "small", small, 4096)
-        s5(env, "cp", f"{work}/large/*", "s3://bench/large/")
-        s5(env, "cp", f"{work}/small/*", "s3://bench/small/")
-        if fresh:
-            empty = work / "many"
-            make_files(empty, many, 0)
-            subprocess.run(
-                [*s5cmd(env), "--numworkers", "64", "cp", f"{empty}/*", "s3://bench/many/"],
-                env=env,
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            shutil.rmtree(empty)
-            (keep / ".ready").touch()
-
-        def target(name: str) -> Path:
-            path = work / "out" / name
-            shutil.rmtree(path, ignore_errors=True)
-            return path
-
-        workloads = {
-            "download 1MiB": {
-                "s5cmd": lambda: [*s5cmd(env), "cp", "s3://bench/large/*", f"{target('dl-s5')}/"],
-                "s3bulk": lambda: [S3BULK, "cp", "s3://bench/large/", f"{target('dl-s3bulk')}/"],
-            },
-            "upload 1MiB": {
-                "s5cmd": lambda: [*s5cmd(env), "cp", f"{work}/large/*", "s3://bench/up-s5/"],
-                "s3bulk": lambda: [S3BULK, "cp", f"{work}/large/", "s3://bench/up-s3bulk/"],
-            },
-            "download 4KiB": {
-                "s5cmd": lambda: [*s5cmd(env), "cp", "s3://bench/small/*", f"{target('dls-s5')}/"],
-                "s3bulk": lambda: [S3BULK, "cp", "s3://bench/small/", f"{target('dls-s3bulk')}/"],
-            },
-            "copy 4KiB": {
-                "s5cmd": lambda: [*s5cmd(env), "cp", "s3://bench/small/*", "s3://copydst/s5/"],
-                "s3bulk": lambda: [S3BULK, "cp", "s3://bench/small/", "s3://copydst/s3bulk/"],
-            },
-            "list keys": {
-                "s5cmd": lambda: [*s5cmd(env), "ls", "s3://bench/many/*"],
-                "s3bulk": lambda: [S3BULK, "ls", "-r", "s3://bench/many/"],
-            },
-        }
+        prepare(env, work, keep, fresh, (large, small, many))
+        others = dict(each.split("=", 1) for each in args.compare)
+        workloads = workloads_for(env, work, [e for e in args.also.split(",") if e], others)
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             workloads = {name: tools for name, tools in workloads.items() if name in wanted}
-        counts = {
-            "download 1MiB": large,
-            "upload 1MiB": large,
-            "download 4KiB": small,
-            "copy 4KiB": small,
-            "list keys": many,
-        }
+        counts = {"download 1MiB": large, "upload 1MiB": large, "download 4KiB": small}
+        counts |= {"copy 4KiB": small, "list keys": many}
         for run in range(runs):
             for name, tools in workloads.items():
                 order = list(tools.items()) if run % 2 == 0 else list(reversed(tools.items()))
@@ -127,49 +93,138 @@ def main() -> None:
                     result = measure(command(), env, tool, name)
                     results.runs.append(result)
                     print(
-                        f"run {run + 1} {name:14} {tool:7} {result.seconds:7.2f}s "
-                        f"{counts[name] / result.seconds:9.0f} obj/s  peak RSS {result.peak_rss_mib:6.1f} MiB"
+                        f"run {run + 1} {name:14} {tool:14} {result.seconds:7.2f}s "
+                        f"{counts[name] / result.seconds:9.0f} obj/s  CPU {result.cpu_seconds:6.2f}s  "
+                        f"peak RSS {result.peak_rss_mib:6.1f} MiB",
+                        flush=True,
                     )
+        setting = minio.describe()
     shutil.rmtree(work, ignore_errors=True)
-    print()
-    print(
-        "| workload | objects | s5cmd s | s3bulk s | s3bulk / s5cmd throughput "
-        "| s5cmd RSS MiB | s3bulk RSS MiB | RSS ratio |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    summary = []
-    for name in workloads:
-        s5_seconds = results.median(name, "s5cmd", "seconds")
-        ours = results.median(name, "s3bulk", "seconds")
-        s5_rss = results.median(name, "s5cmd", "peak_rss_mib")
-        our_rss = results.median(name, "s3bulk", "peak_rss_mib")
-        summary.append(
-            {
-                "workload": name,
-                "objects": counts[name],
-                "s5cmd_s": s5_seconds,
-                "s3bulk_s": ours,
-                "ratio": s5_seconds / ours,
-                "s5cmd_rss": s5_rss,
-                "s3bulk_rss": our_rss,
-            }
-        )
-        print(
-            f"| {name} | {counts[name]:,} | {s5_seconds:.2f} | {ours:.2f} | {s5_seconds / ours:.2f}x | "
-            f"{s5_rss:.0f} | {our_rss:.0f} | {our_rss / s5_rss:.2f} |"
-        )
+    summary = summarise(results, workloads, counts)
+    print(f"\n{setting}; medians of {runs}\n")
+    print_table(summary)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(
         json.dumps(
             {
                 "runs": [r.__dict__ for r in results.runs],
                 "summary": summary,
+                "setting": setting,
                 "date": time.strftime("%Y-%m-%d %H:%M"),
                 "runs_per_tool": runs,
             },
             indent=1,
         )
     )
+
+
+def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tuple[int, int, int]) -> None:
+    large, small, many = counts
+    subprocess.run([*s5cmd(env), "mb", "s3://bench"], env=env, capture_output=True)
+    for leftover in ("s3://bench/up-*", "s3://bench/copy-*"):
+        subprocess.run([*s5cmd(env), "rm", leftover], env=env, capture_output=True)
+    print(f"preparing data: {large} x 1 MiB, {small} x 4 KiB, {many} keys for listing", flush=True)
+    make_files(work / "large", large, 1024**2)
+    make_files(work / "small", small, 4096)
+    s5(env, "cp", f"{work}/large/*", "s3://bench/large/")
+    s5(env, "cp", f"{work}/small/*", "s3://bench/small/")
+    if fresh:
+        empty = work / "many"
+        make_files(empty, many, 0)
+        s5(env, "--numworkers", "64", "cp", f"{empty}/*", "s3://bench/many/")
+        shutil.rmtree(empty)
+        (keep / ".ready").touch()
+
+
+def workloads_for(
+    env: dict[str, str], work: Path, engines: list[str], others: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """For each workload, a command per tool (made when run: a target directory starts empty)."""
+
+    def target(name: str) -> str:
+        path = work / "out" / name
+        shutil.rmtree(path, ignore_errors=True)
+        return f"{path}/"
+
+    tool_s5 = s5cmd(env)
+    ours = {name: [executable] for name, executable in others.items()} | {"s3bulk": [S3BULK]}
+    ours |= {f"s3bulk {e}": [S3BULK, "--engine", e] for e in engines}
+    workloads: dict[str, dict[str, Any]] = {
+        "download 1MiB": {
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/large/*", target("dl-s5")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/large/", target("dl-loop")],
+        },
+        "upload 1MiB": {
+            "s5cmd": lambda: [*tool_s5, "cp", f"{work}/large/*", "s3://bench/up-s5/"],
+            "obstore": lambda: [*LOOP, "upload", f"{work}/large", "s3://bench/up-loop/"],
+        },
+        "download 4KiB": {
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls-s5")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/small/", target("dls-loop")],
+        },
+        "copy 4KiB": {
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", "s3://bench/copy-s5/"],
+            "obstore": lambda: [*LOOP, "copy", "s3://bench/small/", "s3://bench/copy-loop/"],
+        },
+        "list keys": {
+            "s5cmd": lambda: [*tool_s5, "ls", "s3://bench/many/*"],
+            "obstore": lambda: [*LOOP, "list", "s3://bench/many/"],
+        },
+    }
+    for tool, prefix in ours.items():
+        tag = tool.replace(" ", "-")
+
+        def with_engine(args: list[str], prefix: list[str] = prefix) -> list[str]:
+            return [prefix[0], args[0], *prefix[1:], *args[1:]]
+
+        workloads["download 1MiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", "s3://bench/large/", target(f"dl-{t}")]
+        )
+        workloads["upload 1MiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", f"{work}/large/", f"s3://bench/up-{t}/"]
+        )
+        workloads["download 4KiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", "s3://bench/small/", target(f"dls-{t}")]
+        )
+        workloads["copy 4KiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", "s3://bench/small/", f"s3://bench/copy-{t}/"]
+        )
+        workloads["list keys"][tool] = lambda f=with_engine: f(["ls", "-r", "s3://bench/many/"])
+    return workloads
+
+
+def summarise(results: Results, workloads: dict[str, Any], counts: dict[str, int]) -> list[dict[str, Any]]:
+    summary = []
+    for name, tools in workloads.items():
+        row: dict[str, Any] = {"workload": name, "objects": counts[name]}
+        for tool in tools:
+            seconds = results.median(name, tool, "seconds")
+            row[tool] = {
+                "seconds": seconds,
+                "per_second": counts[name] / seconds,
+                "cpu_seconds": results.median(name, tool, "cpu_seconds"),
+                "peak_rss_mib": results.median(name, tool, "peak_rss_mib"),
+            }
+        summary.append(row)
+    return summary
+
+
+def print_table(summary: list[dict[str, Any]]) -> None:
+    """Throughput, client CPU and peak summed RSS per tool; s3bulk's as ratios to each peer."""
+    tools = [tool for tool in summary[0] if tool not in ("workload", "objects")]
+    ours = [tool for tool in tools if tool not in PEERS]
+    header = ["workload", *(f"{t} obj/s" for t in tools), *(f"{t} CPU s" for t in tools)]
+    header += [*(f"{t} RSS MiB" for t in tools)]
+    header += [f"{t} / {peer}" for t in ours for peer in PEERS]
+    print("| " + " | ".join(header) + " |")
+    print("|---" * len(header) + "|")
+    for row in summary:
+        cells = [row["workload"]]
+        cells += [f"{row[t]['per_second']:,.0f}" for t in tools]
+        cells += [f"{row[t]['cpu_seconds']:.2f}" for t in tools]
+        cells += [f"{row[t]['peak_rss_mib']:.0f}" for t in tools]
+        cells += [f"{row[peer]['seconds'] / row[t]['seconds']:.2f}x" for t in ours for peer in PEERS]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

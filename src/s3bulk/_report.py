@@ -138,6 +138,7 @@ class Report:
     destination: str = ""
     engine: str = ""
     workers: int = 0
+    inline: bool = False  # the one worker ran in the driver's own event loop
     dry_run: bool = False
     objects_total: int = 0
     bytes_total: int = 0

@@ -19,7 +19,7 @@ from s3bulk._commands import Command, JobPlan, Spec, command_named
 from s3bulk._commands.base import SPEC_VERSION
 from s3bulk._config import AwsSettings, cores
 from s3bulk._engine.driver import Engine
-from s3bulk._engine.strategies import Strategy, choose
+from s3bulk._engine.strategies import DEFAULT_ENGINE, Strategy, choose, in_the_driver
 from s3bulk._engine.worker import EngineOptions
 from s3bulk._errors import ItemError, JobInterrupted, UsageError
 from s3bulk._journal.local import Journal, new_job_id
@@ -47,10 +47,12 @@ class MemoryPlan:
     max_in_flight_bytes: int
 
 
-def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int, part_size: int) -> MemoryPlan:
+def plan_memory(
+    max_memory: int, workers: int | None, max_in_flight_bytes: int, part_size: int, *, processes: bool = True
+) -> MemoryPlan:
     """Fit the whole job under `max_memory` (interpreters, clients, bodies in flight): as many
-    worker processes as can each hold one part in flight, else one worker inside the driver's
-    process (no second interpreter at all); then the byte budget that fits."""
+    worker processes as can each hold one part in flight, else (or without `processes`) one
+    worker inside the driver's process (no second interpreter at all); then the byte budget."""
     floor = IN_PROCESS_BASE_BYTES + int(BODY_OVERHEAD * part_size)
     if max_memory < floor:
         raise UsageError(
@@ -58,6 +60,11 @@ def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int, 
             f"it (the interpreter and its clients take about {human_bytes(IN_PROCESS_BASE_BYTES)}, "
             f"plus one {human_bytes(part_size)} part in flight; a smaller --part-size lowers that)"
         )
+    in_process = MemoryPlan(
+        0, max(MiB, min(max_in_flight_bytes, int((max_memory - IN_PROCESS_BASE_BYTES) / BODY_OVERHEAD)))
+    )
+    if not processes:
+        return in_process
     per_worker = WORKER_BASE_BYTES + int(BODY_OVERHEAD * part_size)
     fitting = min(workers or cores(), (max_memory - DRIVER_BASE_BYTES) // per_worker)
     if workers and fitting < workers:
@@ -66,9 +73,8 @@ def plan_memory(max_memory: int, workers: int | None, max_in_flight_bytes: int, 
             f"(each worker process needs about {human_bytes(per_worker)}): use --workers {max(fitting, 1)}"
             + (" or drop --workers" if fitting < 2 else "")
         )
-    if fitting < 2:  # one process worker costs more than none: run in the driver's process
-        budget = int((max_memory - IN_PROCESS_BASE_BYTES) / BODY_OVERHEAD)
-        return MemoryPlan(0, max(MiB, min(max_in_flight_bytes, budget)))
+    if fitting < 2:  # one worker process costs more than none: run in the driver
+        return in_process
     budget = int(((max_memory - DRIVER_BASE_BYTES) // fitting - WORKER_BASE_BYTES) / BODY_OVERHEAD)
     return MemoryPlan(fitting, max(MiB, min(max_in_flight_bytes, budget)))
 
@@ -100,7 +106,7 @@ async def execute(
     settings = settings or AwsSettings.from_env()
     if spec.needs_credentials():
         settings.credentials()  # fail fast, before any process starts, when there are none
-    strategy, in_flight = _strategy(spec)
+    strategy, in_flight = _strategy(spec, command)
     handle = journal if isinstance(journal, Journal) else None
     new_journal = journal is True and command.journaled and not spec.dry_run
     job_id = handle.job_id if handle else new_job_id() if new_journal else ""
@@ -253,13 +259,17 @@ def _with_store_journal(spec: Spec, job_id: str) -> Spec:
     return spec.with_engine(journal_url=url).leaving_out(JOBS_PREFIX + "*")
 
 
-def _strategy(spec: Spec) -> tuple[Strategy, int]:
-    """The engine's strategy and per-worker byte budget, fitted under --max-memory if given
-    (`plan_memory`): fewer worker processes, or none (the async engine's one worker in the
-    driver's process), then a smaller budget; threads share one process's budget.
-    The ray engine runs one worker per CPU of its cluster unless --workers says otherwise."""
+def _strategy(spec: Spec, command: Command) -> tuple[Strategy, int]:
+    """The engine's strategy and per-worker byte budget. The default engine sizes itself from
+    the job: one worker in the driver's own process when the job's per-item Python work is small
+    (`Command.python_bound`), one process per core when it is not, or what --workers says. Under
+    --max-memory (`plan_memory`): fewer worker processes, or none (one worker in the driver's
+    process), then a smaller budget; threads share one process's budget. The ray engine runs
+    one worker per CPU of its cluster unless --workers says otherwise."""
     asked = spec.engine
     strategy = choose(asked.engine, asked.workers, asked.concurrency)
+    if asked.engine == DEFAULT_ENGINE and asked.workers is None and not command.python_bound(spec):
+        strategy = in_the_driver(strategy)
     if strategy.name == "ray":
         from s3bulk._engine.ray_launch import cluster_cpus, connect
 
@@ -268,14 +278,17 @@ def _strategy(spec: Spec) -> tuple[Strategy, int]:
             strategy = dataclasses.replace(strategy, workers=cluster_cpus())
         return strategy, asked.max_in_flight_bytes
     in_flight = asked.max_in_flight_bytes
-    if asked.max_memory:
+    if asked.max_memory and strategy.inline:  # no worker process to fit: only the bodies
+        plan = plan_memory(asked.max_memory, None, in_flight, spec.part_size_for_memory(), processes=False)
+        in_flight = plan.max_in_flight_bytes
+    elif asked.max_memory:
         wanted = None if strategy.in_process else asked.workers
         plan = plan_memory(asked.max_memory, wanted, in_flight, spec.part_size_for_memory())
         in_flight = plan.max_in_flight_bytes
         if strategy.in_process:  # threads of one process: they share what one worker may hold
             in_flight = max(MiB, in_flight // strategy.workers)
         elif plan.workers == 0:
-            strategy = choose("async", None, strategy.concurrency)
+            strategy = in_the_driver(strategy)
         else:
             strategy = dataclasses.replace(strategy, workers=plan.workers)
     return strategy, in_flight

@@ -1,10 +1,11 @@
 """Run one command, and measure it the same way whatever the tool: wall time, CPU seconds of its
 whole process tree, and the tree's peak memory.
 
-Memory is the sum of PSS (proportional set size) over the tree: forked workers share their
-parent's pages copy-on-write, and summing RSS would count those shared pages once per process.
-For a single process (s5cmd) PSS and RSS are the same thing. CPU comes from wait4(): the child's
-rusage includes every descendant it waited for (s3bulk's workers, a process pool's children).
+Memory is the peak of the RSS summed over the tree, what a user adds up in `top`, and beside
+it the sum of PSS (proportional set size), which counts the pages forked workers share with their
+parent copy-on-write once. For a single process (s5cmd) the two are the same thing. CPU comes
+from wait4(): the child's rusage includes every descendant it waited for (s3bulk's workers, a
+process pool's children).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ class Run:
     tool: str
     workload: str
     seconds: float
-    peak_rss_mib: float
+    peak_rss_mib: float  # summed RSS of the process tree
     returncode: int
     cpu_seconds: float = 0.0
     stdout: str = ""
+    peak_pss_mib: float = 0.0  # summed PSS: shared pages counted once
 
 
 @dataclass
@@ -42,16 +44,19 @@ class Results:
         return statistics.median(values) if values else float("nan")
 
 
-def _tree_pss(process: psutil.Process) -> int:
-    total = 0
+def _tree_memory(process: psutil.Process) -> tuple[int, int]:
+    """(summed RSS, summed PSS) of `process` and its descendants."""
+    rss = pss = 0
     try:
         members = [process, *process.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
+        return 0, 0
     for member in members:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += member.memory_full_info().pss
-    return total
+            info = member.memory_full_info()
+            rss += info.rss
+            pss += info.pss
+    return rss, pss
 
 
 def measure(
@@ -63,13 +68,13 @@ def measure(
             command, env=env, stdout=out if keep_stdout else subprocess.DEVNULL, stderr=err
         )
         watched = psutil.Process(process.pid)
-        peak = 0
+        peak = [0, 0]
         done = threading.Event()
 
         def sample() -> None:
-            nonlocal peak
             while not done.is_set():
-                peak = max(peak, _tree_pss(watched))
+                rss, pss = _tree_memory(watched)
+                peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
                 time.sleep(0.02)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -86,7 +91,7 @@ def measure(
     if process.returncode != 0:
         print(f"  ! {tool} {workload} exited {process.returncode}: {stderr[-500:]}")
     cpu = usage.ru_utime + usage.ru_stime
-    return Run(tool, workload, seconds, peak / 1024**2, process.returncode, cpu, stdout)
+    return Run(tool, workload, seconds, peak[0] / 1024**2, process.returncode, cpu, stdout, peak[1] / 1024**2)
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:

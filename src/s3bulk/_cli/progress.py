@@ -171,9 +171,10 @@ def _print_stats(report: Report, out: TextIO) -> None:
             if report.limit_cuts
             else ""
         )
+        workers = "one worker in this process" if report.inline else f"{report.workers} worker(s)"
         _line(
             out,
-            f"engine {report.engine}: {report.workers} worker(s), up to {report.concurrency_peak:,} "
+            f"engine {report.engine}: {workers}, up to {report.concurrency_peak:,} "
             f"in flight{cuts}; ms per item: {stages}; {describe_cpu(report)}",
         )
         _line(out, f"where the time went: {verdict(report)}")

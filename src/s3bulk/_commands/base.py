@@ -157,6 +157,12 @@ class Command:
         """The spec with what depends on the job's id filled in (vectors: the rejects file)."""
         return spec
 
+    def python_bound(self, spec: Spec) -> bool:
+        """Whether each item costs enough Python CPU (building payloads, hashing, decoding) that
+        more interpreters make the job faster. Transfers are not: obstore moves their bytes on
+        its own threads, so the default engine runs them in one process (`runner._strategy`)."""
+        return False
+
     def verb(self, job: Job) -> str:
         """What the report calls the job: "upload", "sync (download)", "rm"."""
         return self.name

@@ -67,6 +67,9 @@ class GatherCommand(Command):
     spec: ClassVar[type[Spec]] = GatherSpec
     journaled: ClassVar[bool] = False
 
+    def python_bound(self, spec: Spec) -> bool:
+        return True  # chunks are decompressed and selected in the workers
+
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         from s3bulk._arrays.gather import GatherOptions, partial_path, plan_gather
         from s3bulk._arrays.index import IndexCache

@@ -93,6 +93,9 @@ class PutVectorsCommand(Command):
     name: ClassVar[str] = "vectors-put"
     spec: ClassVar[type[Spec]] = PutVectorsSpec
 
+    def python_bound(self, spec: Spec) -> bool:
+        return True  # request bodies are built from arrays in Python, ~6 MB each
+
     def settle(self, spec: Spec, plan: JobPlan) -> Spec:
         assert isinstance(spec, PutVectorsSpec)
         return spec if spec.rejects else replace(spec, rejects=default_rejects_path(plan.job_id))

@@ -50,6 +50,10 @@ class SyncCommand(CopyCommand):
     name: ClassVar[str] = "sync"
     spec: ClassVar[type[Spec]] = SyncSpec
 
+    def python_bound(self, spec: Spec) -> bool:
+        assert isinstance(spec, SyncSpec)
+        return spec.mode == "checksum"  # local files are hashed by the workers
+
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         from s3bulk._commands.copy import copy_options
 

@@ -17,15 +17,16 @@ import resource
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from multiprocessing.connection import Connection
+from functools import partial
 from typing import Any
 
 from s3bulk._engine.dispatch import Dispatcher, Listener, Slot
 from s3bulk._engine.job import Job
-from s3bulk._engine.launch import Launcher, ProcessLauncher, ThreadLauncher, WorkerHandle
+from s3bulk._engine.launch import InlineLauncher, Launcher, ProcessLauncher, ThreadLauncher, WorkerHandle
+from s3bulk._engine.links import WorkerLink
 from s3bulk._engine.messages import Cancel, Stop
 from s3bulk._engine.strategies import Strategy, choose
-from s3bulk._engine.worker import EngineOptions, watch_pipe
+from s3bulk._engine.worker import EngineOptions
 from s3bulk._journal.local import Journal
 from s3bulk._report import Failure, Report, WorkerStats, listed, timed
 
@@ -50,6 +51,7 @@ class Engine:
             concurrency=strategy.concurrency,
             adaptive=strategy.adaptive,
             in_process=strategy.in_process,
+            inline=strategy.inline,
             workers=strategy.workers,
         )
 
@@ -72,13 +74,15 @@ class Engine:
             from s3bulk._engine.ray_launch import RayLauncher  # ray loads only for this engine
 
             return RayLauncher(self.options.ray_address)
+        if self.strategy.inline:
+            return InlineLauncher()
         return ThreadLauncher() if self.strategy.in_process else ProcessLauncher()
 
 
 def _driver_breakdown(own: float, driver_cpu: Mapping[str, float]) -> dict[str, float]:
     measured = {activity: round(seconds, 3) for activity, seconds in driver_cpu.items()}
     measured["source"] = round(max(0.0, own - sum(driver_cpu.values())), 3)
-    measured["total"] = round(own, 3)
+    measured["total"] = own
     return measured
 
 
@@ -113,7 +117,7 @@ class _Run(Listener):
         self.all_done = asyncio.Event()
         self.worker_gone = asyncio.Event()
         self.feeder: asyncio.Task[None] | None = None
-        self.conns: list[Connection] = []
+        self.links: list[WorkerLink] = []
         self.processes: list[WorkerHandle] = []
         self.dispatcher = Dispatcher([], self, track_items=engine.options.track_items)
 
@@ -132,7 +136,7 @@ class _Run(Listener):
             self.feeder.cancel()
 
     def gone(self, slot: Slot) -> None:
-        self.loop.remove_reader(self.conns[slot.index].fileno())
+        self.links[slot.index].detach()
         self.worker_gone.set()
 
     def woke(self) -> None:
@@ -144,13 +148,14 @@ class _Run(Listener):
     # ---- the run -------------------------------------------------------------------------------
     async def run(self) -> Report:
         launcher = self.engine._launcher()
-        for index, (conn, process) in enumerate(
+        for index, (link, process) in enumerate(
             launcher.launch(self.engine.workers, self.job, self.engine.options)
         ):
-            self.conns.append(conn)
+            self.links.append(link)
             self.processes.append(process)
-            self.dispatcher.slots.append(Slot(index, conn))
-            watch_pipe(self.loop, conn, self._reader(self.dispatcher.slots[-1]))
+            slot = Slot(index, link)
+            self.dispatcher.slots.append(slot)
+            link.attach(self.loop, self._deliverer(slot), partial(self.dispatcher.lost, slot))
         self.feeder = asyncio.create_task(self._feed())
         ticker = asyncio.create_task(self._tick())
         try:
@@ -170,18 +175,17 @@ class _Run(Listener):
             self._end_workers(launcher)
         return self._finish()
 
-    def _reader(self, slot: Slot) -> Callable[[], None]:
-        conn = self.conns[slot.index]
+    def _deliverer(self, slot: Slot) -> Callable[[Any], bool]:
+        """What the link calls with each of the worker's messages; False once it is done."""
 
-        def on_readable() -> None:
-            try:
-                with timed(self.driver_cpu, "merge", time.thread_time):
-                    while not slot.done and conn.poll():
-                        self.dispatcher.handle(slot, conn.recv())
-            except (EOFError, OSError) as exc:
-                self.dispatcher.lost(slot, type(exc).__name__)
+        def deliver(message: Any) -> bool:
+            if slot.done:
+                return False
+            with timed(self.driver_cpu, "merge", time.thread_time):
+                self.dispatcher.handle(slot, message)
+            return not slot.done
 
-        return on_readable
+        return deliver
 
     async def _descriptors(self) -> AsyncIterator[Any]:
         if self.retry_rows is None:
@@ -224,7 +228,7 @@ class _Run(Listener):
                 self._debug()
             for slot, process in zip(self.dispatcher.slots, self.processes, strict=True):
                 if not slot.done and not process.is_alive():
-                    self._reader(slot)()  # take any last messages first
+                    self.links[slot.index].drain()  # take any last messages first
                     self.dispatcher.lost(slot, f"exit code {process.exitcode}")
 
     def _debug(self) -> None:
@@ -263,11 +267,11 @@ class _Run(Listener):
         await self._until_workers_are_done(CANCEL_SECONDS)
 
     def _end_workers(self, launcher: Launcher) -> None:
-        for slot, conn, process in zip(self.dispatcher.slots, self.conns, self.processes, strict=True):
+        for slot, link, process in zip(self.dispatcher.slots, self.links, self.processes, strict=True):
             if not slot.done:
-                self.loop.remove_reader(conn.fileno())
+                link.detach()
                 process.terminate()
-            conn.close()  # a thread worker sees EOF and stops
+            link.close()  # a thread worker sees EOF and stops
         for process in self.processes:
             process.join(timeout=10)
             if process.is_alive():  # it did not end when asked to: end it
@@ -293,6 +297,7 @@ class _Run(Listener):
         report.driver_cpu = _driver_breakdown(own, self.driver_cpu)
         report.engine = self.engine.name
         report.workers = self.engine.workers
+        report.inline = self.engine.strategy.inline
         if self.on_progress is not None:
             self.on_progress(report)
         return report

@@ -33,6 +33,7 @@ import ray
 
 from s3bulk._engine.job import Job
 from s3bulk._engine.launch import WorkerHandle
+from s3bulk._engine.links import PipeLink, WorkerLink
 from s3bulk._engine.messages import Hello
 from s3bulk._engine.worker import EngineOptions, thread_main
 from s3bulk._errors import UsageError
@@ -156,7 +157,7 @@ class RayLauncher:
         self.listener = socket.create_server((_driver_host(), 0), backlog=64)
         self.task = ray.remote(num_cpus=1, max_retries=0)(_run_worker)
 
-    def launch(self, count: int, job: Job, options: EngineOptions) -> list[tuple[Connection, WorkerHandle]]:
+    def launch(self, count: int, job: Job, options: EngineOptions) -> list[tuple[WorkerLink, WorkerHandle]]:
         address = self.listener.getsockname()[:2]
         pickled = pickle.dumps(job)
         refs = [self.task.remote(address, self.key, pickled, options, index) for index in range(count)]
@@ -180,7 +181,7 @@ class RayLauncher:
             for conn in conns.values():
                 conn.close()
             raise
-        return [(conns[index], _RayWorker(refs[index])) for index in range(count)]
+        return [(PipeLink(conns[index]), _RayWorker(refs[index])) for index in range(count)]
 
     def _authenticated(self, sock: socket.socket) -> Connection | None:
         sock.setblocking(True)

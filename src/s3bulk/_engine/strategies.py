@@ -5,7 +5,7 @@
 | serial    | 1 thread                 | 1                    | the baseline: one request at a time |
 | threads   | cores + 4 threads        | 1                    | ThreadPoolExecutor's default shape; |
 |           |                          |                      | I/O overlaps, CPU work shares a GIL |
-| async     | 1 thread, one event loop | --concurrency        | many requests, one core             |
+| async     | the driver's event loop  | --concurrency        | many requests, one core             |
 | processes | one process per core     | 1                    | ProcessPoolExecutor's shape         |
 | hybrid    | one process per core     | --concurrency        | every core, many requests each      |
 | auto      | one process per core     | AIMD: starts at      | hybrid that finds the service's     |
@@ -20,12 +20,12 @@ timings comparable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from s3bulk._config import cores
 from s3bulk._errors import UsageError
 
-__all__ = ["AUTO_CEILING_FACTOR", "DEFAULT_ENGINE", "ENGINES", "Strategy", "choose", "cores"]
+__all__ = ["AUTO_CEILING_FACTOR", "DEFAULT_ENGINE", "ENGINES", "Strategy", "choose", "cores", "in_the_driver"]
 
 ENGINES = ("serial", "threads", "async", "processes", "hybrid", "auto", "ray")
 DEFAULT_ENGINE = "hybrid"
@@ -39,6 +39,7 @@ class Strategy:
     concurrency: int  # per worker; for adaptive, the ceiling
     in_process: bool  # threads of the main process rather than processes
     adaptive: bool = False
+    inline: bool = False  # the one worker is a task of the driver's own event loop
 
 
 def choose(name: str, workers: int | None, concurrency: int) -> Strategy:
@@ -52,7 +53,7 @@ def choose(name: str, workers: int | None, concurrency: int) -> Strategy:
     if name == "serial":
         return Strategy(name, 1, 1, in_process=True)
     if name == "async":
-        return Strategy(name, 1, concurrency, in_process=True)
+        return Strategy(name, 1, concurrency, in_process=True, inline=True)
     if name == "threads":
         return Strategy(name, workers or min(32, cores() + 4), 1, in_process=True)
     if name == "processes":
@@ -64,3 +65,10 @@ def choose(name: str, workers: int | None, concurrency: int) -> Strategy:
     return Strategy(
         name, workers or cores(), concurrency * AUTO_CEILING_FACTOR, in_process=False, adaptive=True
     )
+
+
+def in_the_driver(strategy: Strategy) -> Strategy:
+    """`strategy` with its one worker running in the driver's own event loop: what the default
+    engine does for a job whose per-item Python work is small (runner._strategy), and what any
+    engine does when --max-memory leaves no room for a second interpreter."""
+    return replace(strategy, workers=1, in_process=True, inline=True)

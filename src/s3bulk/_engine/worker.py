@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from s3bulk._engine.adaptive import AdaptiveLimit
 from s3bulk._engine.budget import ByteBudget
 from s3bulk._engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext
+from s3bulk._engine.links import InlineLink, watch_pipe
 from s3bulk._engine.messages import (
     Abort,
     Cancel,
@@ -61,6 +62,7 @@ class EngineOptions:
     concurrency: int = 64  # requests in flight per worker (with `adaptive`, the ceiling)
     adaptive: bool = False  # find the in-flight limit by AIMD (engine "auto")
     in_process: bool = False  # workers are threads of the driver's process
+    inline: bool = False  # the one worker is a task of the driver's own event loop
     workers: int = 1  # how many workers share the job (work is handed over only if several)
     max_in_flight_bytes: int = 16 * 1024**2  # per worker process
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -292,17 +294,6 @@ async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def watch_pipe(loop: asyncio.AbstractEventLoop, conn: Connection, callback: Any) -> None:
-    """Call `callback` when the pipe has data, keeping the pipe in blocking mode.
-
-    uvloop (libuv's uv_poll_init) switches a watched fd to non-blocking; a message that arrives in
-    pieces would then fail recv() with EAGAIN, and a sender thread's send() likewise. The loop only
-    polls this fd, it never reads it, so blocking mode is safe to restore.
-    """
-    loop.add_reader(conn.fileno(), callback)
-    os.set_blocking(conn.fileno(), True)
-
-
 class _Sender:
     """Sends to the driver from a thread. The event loop must never block on a full pipe: the
     driver may itself be blocked sending this worker a page, and only this loop drains that."""
@@ -354,8 +345,13 @@ async def _serve(
         send.close()
 
 
+async def inline_main(link: InlineLink, job: Job, options: EngineOptions, worker_id: int) -> None:
+    """Entry point of a worker that is a task of the driver's event loop (`links.InlineLink`)."""
+    await _run_worker(link.inbox, link.from_worker, job, options, worker_id)
+
+
 async def _run_worker(
-    inbox: asyncio.Queue[Any], send: _Sender, job: Job, options: EngineOptions, worker_id: int
+    inbox: asyncio.Queue[Any], send: Callable[[Any], None], job: Job, options: EngineOptions, worker_id: int
 ) -> None:
     ctx = WorkerContext(worker_id, retry=options.retry)
     runtime = WorkerRuntime(job, options, ctx, send)
@@ -430,8 +426,10 @@ async def _run_worker(
     if journal_copy is not None:
         os.unlink(journal_copy)
     # a thread worker counts its own thread; the driver counts the rest of the shared process
-    usage = resource.getrusage(resource.RUSAGE_THREAD if options.in_process else resource.RUSAGE_SELF)
-    ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
+    # (an inline worker's thread is the driver's: the driver counts it all)
+    if not options.inline:
+        usage = resource.getrusage(resource.RUSAGE_THREAD if options.in_process else resource.RUSAGE_SELF)
+        ctx.stats.cpu_seconds += usage.ru_utime + usage.ru_stime
     runtime.flush()
     send(Done())
 
