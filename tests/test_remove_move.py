@@ -116,10 +116,10 @@ def test_max_memory_fits_the_job_or_says_what_it_needs(
 ) -> None:
     bucket = new_bucket(minio)
     source = make_tree(tmp_path / "src", {f"f{i:03d}.txt": b"x" * i for i in range(50)})
-    report = s3bulk.copy(f"{source}/", f"s3://{bucket}/m/", max_memory=128 * 1000**2)
+    report = s3bulk.copy(f"{source}/", f"s3://{bucket}/m/", engine="processes", max_memory=128 * 1000**2)
     assert report.ok and report.objects_done == 50, report.failures
     # a second interpreter does not fit in 128 MB: the one worker runs in the driver's process
-    assert (report.engine, report.workers) == ("async", 1)
+    assert (report.engine, report.workers, report.inline) == ("processes", 1, True)
 
     too_small = run_cli(minio.env, "cp", "--max-memory", "50MB", f"{source}/", f"s3://{bucket}/n/")
     assert too_small.returncode == 2

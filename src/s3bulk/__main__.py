@@ -1,5 +1,5 @@
 """`python -m s3bulk` runs the CLI."""
 
-from s3bulk._cli import main
+from s3bulk._main import main
 
 main()

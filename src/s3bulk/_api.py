@@ -35,6 +35,7 @@ from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.remove import ENGINE as REMOVE
 from s3bulk._config import AwsSettings
 from s3bulk._engine.spec import EngineSpec
+from s3bulk._engine.worker import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import Report
 from s3bulk._urls import parse_s3
@@ -138,7 +139,7 @@ def ls(
             else:
                 listing.objects.append(entry)
 
-    asyncio.run(collect())
+    run_loop(collect())
     return listing
 
 
@@ -148,7 +149,7 @@ def _sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
 
     @functools.wraps(function)
     def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-        return asyncio.run(function(*args, **kwargs))
+        return run_loop(function(*args, **kwargs))
 
     name = function.__name__.removesuffix("_async")
     blocking.__name__ = blocking.__qualname__ = name

@@ -116,23 +116,37 @@ def safe_relative_path(relative_key: str) -> PurePosixPath:
             raise ValueError("key has a '..' segment that would escape the destination")
         if part in ("", "."):
             raise ValueError("key has an empty or '.' path segment")
-        if len(part.encode()) > 255:
+        if len(part) > 63 and len(part.encode()) > 255:
             raise ValueError("key has a path segment longer than 255 bytes")
     return PurePosixPath(*parts)
 
 
 def local_target(root: Path, relative_key: str) -> Path:
     """Join a key under a destination directory, refusing anything that would land outside it."""
-    target = root.joinpath(*safe_relative_path(relative_key).parts)
-    if not target.resolve().is_relative_to(_resolved(root)):  # a symlinked directory in the way
+    return Path(local_target_path(str(root), relative_key))
+
+
+def local_target_path(root: str, relative_key: str) -> str:
+    """`local_target` as a string: the per-object step of every download, so no pathlib on it.
+    A symlinked directory below the root that points outside it is refused. Each directory is
+    resolved once per job (a cache): a download never follows a link in its file's own name
+    (landing replaces the name), so directories are what could lead outside."""
+    safe_relative_path(relative_key)
+    directory = relative_key.rpartition("/")[0]
+    if directory and not _inside(root, directory):
         raise ValueError("key resolves outside the destination directory")
-    return target
+    return os.path.join(root, relative_key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _inside(root: str, directory: str) -> bool:
+    return Path(root, directory).resolve().is_relative_to(_resolved(root))
 
 
 @functools.lru_cache(maxsize=16)
-def _resolved(root: Path) -> Path:
+def _resolved(root: str) -> Path:
     """A destination root resolves the same for the whole job: resolve it once, not per object."""
-    return root.resolve()
+    return Path(root).resolve()
 
 
 def relative_key(key: str, prefix: str) -> str:

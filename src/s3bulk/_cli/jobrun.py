@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from s3bulk._cli.progress import SHOWN_OBJECTS, LiveProgress, json_line, object_line, print_summary
+from s3bulk._engine.worker import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import RecordSink, Report
 
@@ -119,7 +120,7 @@ def run_job(
         return await start(progress.update, sink)
 
     with LiveProgress(enabled=not (as_json or quiet)) as progress:
-        report = asyncio.run(main(progress))
+        report = run_loop(main(progress))
     if as_json:
         for failure in report.failures:
             status = "skipped" if failure.skipped else "failed"

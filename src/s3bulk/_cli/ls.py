@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import sys
 from datetime import datetime
 
@@ -20,12 +20,14 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
+from s3bulk._engine.worker import run_loop
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._text import printable
 from s3bulk._urls import relative_key
 
 
+@functools.lru_cache(maxsize=4096)  # objects written together share their second
 def _local_time(iso: str) -> str:
     try:
         moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
@@ -85,7 +87,7 @@ def ls_command(
         if lines:
             out.write("\n".join(lines) + "\n")
 
-    asyncio.run(run())
+    run_loop(run())
     if summarize:
         if as_json:
             json_line({"summary": {"objects": report.objects_done, "bytes": report.bytes_done}}, out)

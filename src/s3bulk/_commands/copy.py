@@ -34,7 +34,7 @@ from s3bulk._urls import (
     Location,
     S3Location,
     basename,
-    local_target,
+    local_target_path,
     parse_location,
     relative_key,
 )
@@ -486,12 +486,12 @@ class CopyJob:
                             )
                         )
                     continue
-                root = destination.path
+                root_text = str(destination.path)
                 if single and not destination.is_prefix:
-                    target = str(root)
+                    target = root_text
                 else:
                     try:
-                        target = str(local_target(root, relative))
+                        target = local_target_path(root_text, relative)
                     except ValueError as exc:
                         stats.objects_failed += 1
                         stats.failures.append(

@@ -29,7 +29,7 @@ from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3xml import epoch_seconds
 from s3bulk._stores.storage import Storage
-from s3bulk._urls import LocalLocation, Location, S3Location, local_target, parse_location
+from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path, parse_location
 
 MODES = ("mtime", "size", "checksum")
 
@@ -268,7 +268,7 @@ class SyncJob(CopyJob):
         if isinstance(destination, S3Location):
             target = destination.key + relative
         else:
-            target = str(local_target(destination.path, relative))
+            target = local_target_path(str(destination.path), relative)
         return TransferItem(name, target, size, mtime, etag)
 
     def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:

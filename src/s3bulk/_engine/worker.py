@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from s3bulk._engine.adaptive import AdaptiveLimit
 from s3bulk._engine.budget import ByteBudget
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from s3bulk._journal.store import PartWriter
 from s3bulk._report import Failure, listed
 
+T = TypeVar("T")
 PROGRESS_INTERVAL = 0.1
 EXPANDING: contextvars.ContextVar[int] = contextvars.ContextVar("expanding", default=0)
 DESCRIPTOR_PREFETCH = 2
@@ -462,15 +463,15 @@ def worker_main(
         os._exit(code)
 
 
-def run_loop(main: Coroutine[Any, Any, None]) -> None:
-    """Run `main` in a fresh event loop of this thread: uvloop where it is installed."""
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` in a fresh event loop of this thread: uvloop where it is installed (its wake-ups
+    from obstore's threads and its socket handling cost a fraction of asyncio's own loop)."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main)
-        return
+        return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main)
+        return runner.run(main)
 
 
 def thread_main(conn: Connection, pickled_job: bytes, options: EngineOptions, worker_id: int) -> None:

@@ -302,11 +302,26 @@ async def list_prefix(
 async def list_sequential(
     client: Lister, bucket: str, prefix: str, *, delimiter: str | None = None
 ) -> AsyncIterator[ListPage]:
-    """A plain paginator (used for delimiter listings and as the benchmark's baseline)."""
-    token: str | None = None
-    while True:
-        page = await client.list_objects_v2(bucket, prefix, continuation_token=token, delimiter=delimiter)
-        yield page
-        if not page.is_truncated or not page.next_token:
-            return
-        token = page.next_token
+    """A plain paginator (used for delimiter listings, on loopback, and as the benchmark's
+    baseline). The next page is requested before this one is handed on, so whatever the caller
+    does with a page (print it, plan its items) overlaps the service's time for the next one."""
+
+    def fetch(token: str | None) -> asyncio.Task[ListPage]:
+        return asyncio.ensure_future(
+            client.list_objects_v2(bucket, prefix, continuation_token=token, delimiter=delimiter)
+        )
+
+    pending = fetch(None)
+    try:
+        while True:
+            page = await pending
+            more = page.is_truncated and bool(page.next_token)
+            if more:
+                pending = fetch(page.next_token)
+            yield page
+            if not more:
+                return
+    finally:
+        if not pending.done():
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)

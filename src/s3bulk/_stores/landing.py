@@ -97,10 +97,11 @@ def file_in_the_way(parent: str) -> ItemError | None:
 
 def land(temporary: str, target: str, *, existed: bool) -> None:
     """Move a complete temporary file to `target` (see the module's docstring)."""
-    if os.path.isdir(target):
-        raise directory_clash(target)
     if existed:
-        os.replace(temporary, target)
+        try:
+            os.replace(temporary, target)
+        except IsADirectoryError:  # became a directory while the object was fetched
+            raise directory_clash(target) from None
         return
     try:
         os.link(temporary, target)
