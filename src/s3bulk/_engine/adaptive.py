@@ -46,6 +46,7 @@ class AdaptiveLimit:
         self.decreases = 0
         self._clock = clock
         self._changed = asyncio.Condition()
+        self._waiting = 0  # requests waiting for a slot: while any wait, nobody jumps the queue
         self._find_knee = find_knee
         self._slow_start = find_knee
         self._holds = 0
@@ -65,11 +66,16 @@ class AdaptiveLimit:
         self._saturated = self.in_flight >= self.limit
 
     async def acquire(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.in_flight < self.limit)
-            self.in_flight += 1
-            if self.in_flight >= self.limit:
-                self._saturated = True
+        if self._waiting or self.in_flight >= self.limit:
+            self._waiting += 1
+            try:
+                async with self._changed:
+                    await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            finally:
+                self._waiting -= 1
+        self.in_flight += 1
+        if self.in_flight >= self.limit:
+            self._saturated = True
 
     async def release(self, latency: float, moved: int = 0) -> None:
         self.in_flight -= 1
@@ -78,7 +84,7 @@ class AdaptiveLimit:
         self._latencies.append(latency)
         self._maybe_adjust()
         free = self.limit - self.in_flight
-        if free > 0:  # wake only as many waiters as may start: hundreds wait at a low limit
+        if free > 0 and self._waiting:  # wake only as many as may start: hundreds wait at a low limit
             async with self._changed:
                 self._changed.notify(free)
 

@@ -15,6 +15,7 @@ class ByteBudget:
         self.limit = max(1, limit)
         self.used = 0
         self._changed = asyncio.Condition()
+        self._waiting = 0  # items waiting for room: while any wait, nobody jumps the queue
 
     def _fits(self, cost: int) -> bool:
         return self.used == 0 or self.used + cost <= self.limit
@@ -23,14 +24,22 @@ class ByteBudget:
         cost = min(max(cost, 0), self.limit)
         if cost == 0:
             return 0
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._fits(cost))
+        if not self._waiting and self._fits(cost):  # the usual case: no lock, no wake-up
             self.used += cost
+            return cost
+        self._waiting += 1
+        try:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self._fits(cost))
+                self.used += cost
+        finally:
+            self._waiting -= 1
         return cost
 
     async def release(self, cost: int) -> None:
         if cost == 0:
             return
-        async with self._changed:
-            self.used -= cost
-            self._changed.notify_all()
+        self.used -= cost
+        if self._waiting:
+            async with self._changed:
+                self._changed.notify_all()
