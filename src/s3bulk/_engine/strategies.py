@@ -8,6 +8,9 @@
 | async     | the driver's event loop  | --concurrency        | many requests, one core             |
 | processes | one process per core     | 1                    | ProcessPoolExecutor's shape         |
 | hybrid    | one process per core     | --concurrency        | every core, many requests each      |
+|           | (the default: for jobs   |                      | (transfers: one worker in the       |
+|           | without Python work per  |                      | driver's loop, `in_the_driver`)     |
+|           | item, one in the driver) |                      |                                     |
 | auto      | one process per core     | AIMD: starts at      | hybrid that finds the service's     |
 |           |                          | --concurrency, 1-4x  | knee itself and backs off on 503s   |
 | ray       | one Ray task per cluster | --concurrency        | hybrid across many machines         |
