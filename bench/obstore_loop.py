@@ -109,3 +109,5 @@ if __name__ == "__main__":
         listing(*places)
     else:
         asyncio.run({"download": download, "upload": upload, "copy": copy}[verb](*places))
+    sys.stdout.flush()
+    os._exit(0)  # obstore's runtime threads can abort a normal shutdown (docs/architecture.md)
