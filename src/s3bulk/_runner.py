@@ -278,12 +278,10 @@ def _strategy(spec: Spec, command: Command) -> tuple[Strategy, int]:
             strategy = dataclasses.replace(strategy, workers=cluster_cpus())
         return strategy, asked.max_in_flight_bytes
     in_flight = asked.max_in_flight_bytes
-    if asked.max_memory and strategy.inline:  # no worker process to fit: only the bodies
-        plan = plan_memory(asked.max_memory, None, in_flight, spec.part_size_for_memory(), processes=False)
-        in_flight = plan.max_in_flight_bytes
-    elif asked.max_memory:
+    if asked.max_memory:
         wanted = None if strategy.in_process else asked.workers
-        plan = plan_memory(asked.max_memory, wanted, in_flight, spec.part_size_for_memory())
+        part = spec.part_size_for_memory()
+        plan = plan_memory(asked.max_memory, wanted, in_flight, part, processes=not strategy.in_process)
         in_flight = plan.max_in_flight_bytes
         if strategy.in_process:  # threads of one process: they share what one worker may hold
             in_flight = max(MiB, in_flight // strategy.workers)

@@ -11,7 +11,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from s3bulk._errors import UsageError
 
@@ -92,8 +92,8 @@ def parse_s3(text: str) -> S3Location:
     return location
 
 
-def safe_relative_path(relative_key: str) -> PurePosixPath:
-    """The local relative path for an object key, or UsageError-free ValueError for hostile keys.
+def check_key(relative_key: str) -> None:
+    """ValueError when the key cannot name a local file below a destination.
 
     Refused: absolute keys, ``..`` and ``.`` segments, empty segments (``a//b`` would silently merge
     with ``a/b``), NUL bytes and other control characters (a file named with ESC sequences rewrites
@@ -110,15 +110,13 @@ def safe_relative_path(relative_key: str) -> PurePosixPath:
         )
     if relative_key.startswith("/"):
         raise ValueError("key is an absolute path")
-    parts = relative_key.split("/")
-    for part in parts:
+    for part in relative_key.split("/"):
         if part == "..":
             raise ValueError("key has a '..' segment that would escape the destination")
         if part in ("", "."):
             raise ValueError("key has an empty or '.' path segment")
         if len(part) > 63 and len(part.encode()) > 255:
             raise ValueError("key has a path segment longer than 255 bytes")
-    return PurePosixPath(*parts)
 
 
 def local_target(root: Path, relative_key: str) -> Path:
@@ -131,7 +129,7 @@ def local_target_path(root: str, relative_key: str) -> str:
     A symlinked directory below the root that points outside it is refused. Each directory is
     resolved once per job (a cache): a download never follows a link in its file's own name
     (landing replaces the name), so directories are what could lead outside."""
-    safe_relative_path(relative_key)
+    check_key(relative_key)
     directory = relative_key.rpartition("/")[0]
     if directory and not _inside(root, directory):
         raise ValueError("key resolves outside the destination directory")

@@ -471,6 +471,7 @@ class CopyJob:
         assert isinstance(source, S3Location)
         single = not source.is_prefix
         filters = self.options.filters
+        root_text = str(destination.path) if isinstance(destination, LocalLocation) else ""
         items = []
         for info in objects:
             relative = basename(info.key) if single else relative_key(info.key, source.key)
@@ -486,7 +487,6 @@ class CopyJob:
                             )
                         )
                     continue
-                root_text = str(destination.path)
                 if single and not destination.is_prefix:
                     target = root_text
                 else:

@@ -446,9 +446,8 @@ def _write_file(path: str, data: bytes | memoryview | obstore.Bytes, mtime: floa
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     try:
         written = os.write(descriptor, data)
-        view = memoryview(data)
-        while written < len(view):  # a short write (a signal, a pipe-like filesystem): go on
-            written += os.write(descriptor, view[written:])
+        while written < len(data):  # a short write (a signal, a pipe-like filesystem): go on
+            written += os.write(descriptor, memoryview(data)[written:])
         if mtime:
             os.utime(descriptor, (mtime, mtime))
     finally:
