@@ -7,12 +7,18 @@ import asyncio
 import json
 import random
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from urllib.parse import quote_plus
+from xml.sax.saxutils import escape
 
 import pytest
 from conftest import Endpoint, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from s3bulk._config import AwsSettings
 from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._stores import s3xml
 from s3bulk._stores.storage import Storage
 
 
@@ -123,3 +129,53 @@ def test_ls_missing_bucket_is_one_clear_line(minio: Endpoint) -> None:
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1
     assert "NoSuchBucket" in result.stderr
+
+
+_KEYS = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
+
+
+def _page(keys: list[str], *, url: bool, checksum: bool, spaced: bool) -> bytes:
+    """A ListObjectsV2 page as AWS writes it (or pretty-printed, which the fast reader declines)."""
+    gap = "\n  " if spaced else ""
+    entries = "".join(
+        f"<Contents>{gap}<Key>{quote_plus(key) if url else escape(key)}</Key>{gap}"
+        f"<LastModified>2026-11-23T22:31:0{i % 10}.{i:03d}Z</LastModified>{gap}"
+        f"<ETag>&quot;{i:032x}&quot;</ETag>{gap}"
+        + (
+            "<ChecksumAlgorithm>CRC64NVME</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType>"
+            if checksum
+            else ""
+        )
+        + f"<Size>{i * 7}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+        for i, key in enumerate(keys)
+    )
+    encoding = "<EncodingType>url</EncodingType>" if url else ""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>b</Name><Prefix></Prefix><NextContinuationToken>a&amp;b==</NextContinuationToken>"
+        f"<KeyCount>{len(keys)}</KeyCount><MaxKeys>1000</MaxKeys>{encoding}<IsTruncated>true</IsTruncated>"
+        f"{entries}</ListBucketResult>"
+    ).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(_KEYS, max_size=20), url=st.booleans(), checksum=st.booleans(), spaced=st.booleans())
+def test_a_listing_page_reads_the_same_by_either_parser(
+    keys: list[str], url: bool, checksum: bool, spaced: bool
+) -> None:
+    """The one-expression reader of a page (5x faster) must agree with ElementTree on every key."""
+    if not url:
+        keys = [key for key in keys if not s3xml._NOT_XML.search(key) and "\r" not in key]
+    body = _page(keys, url=url, checksum=checksum, spaced=spaced)
+    page = s3xml.parse_list_objects_v2(body)
+    assert page == s3xml._parse_page_tree(body)
+    assert [info.key for info in page.objects] == keys
+    assert page.next_token == "a&b==" and page.is_truncated
+    assert [info.etag for info in page.objects] == [f"{i:032x}" for i in range(len(keys))]
+    assert (s3xml._parse_regular_page(body) is None) == (spaced and bool(keys))
+
+
+def test_listing_times_parse_to_the_second_they_name() -> None:
+    for moment in ("2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", "2026-11-23T22:31:04.123456+02:00"):
+        expected = datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+        assert s3xml.epoch_seconds(moment) == pytest.approx(expected, abs=1e-6)

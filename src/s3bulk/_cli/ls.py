@@ -22,13 +22,19 @@ from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
 from s3bulk._engine.worker import run_loop
 from s3bulk._report import Report
-from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.s3xml import ObjectInfo, split_iso
 from s3bulk._text import printable
 from s3bulk._urls import relative_key
 
 
-@functools.lru_cache(maxsize=4096)  # objects written together share their second
 def _local_time(iso: str) -> str:
+    """The listing's time in the local zone, to the second, as `aws s3 ls` prints it."""
+    second, _fraction, zone = split_iso(iso)
+    return _local_second(second + zone)
+
+
+@functools.lru_cache(maxsize=4096)  # objects written together share their second
+def _local_second(iso: str) -> str:
     try:
         moment = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone()
     except ValueError:

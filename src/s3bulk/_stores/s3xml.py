@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import html
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -30,6 +32,15 @@ class ListPage(NamedTuple):
     next_token: str | None
 
 
+# A listing entry in the element order S3 documents (the checksum fields are optional). A page whose
+# every <Contents> matches is read with one regular expression, ~5x faster than building its tree;
+# anything else (another order, whitespace, CDATA) goes through ElementTree.
+_CONTENTS = re.compile(
+    rb"<Contents><Key>([^<]*)</Key><LastModified>([^<]*)</LastModified><ETag>([^<]*)</ETag>"
+    rb"(?:<Checksum\w+>[^<]*</Checksum\w+>)*<Size>(\d+)</Size>"
+)
+
+
 def _ns(root: ET.Element) -> str:
     return root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
 
@@ -37,6 +48,43 @@ def _ns(root: ET.Element) -> str:
 def parse_list_objects_v2(body: bytes) -> ListPage:
     """Parse a ListObjectsV2 page requested with encoding-type=url (keys arrive URL-encoded so
     that any byte, even ones XML 1.0 cannot carry, survives)."""
+    return _parse_regular_page(body) or _parse_page_tree(body)
+
+
+def _parse_regular_page(body: bytes) -> ListPage | None:
+    """The page read by `_CONTENTS`, or None when any entry is not in the regular form."""
+    entries = _CONTENTS.findall(body)
+    if len(entries) != body.count(b"<Contents>") or b"<CommonPrefixes>" in body or b"<![CDATA[" in body:
+        return None
+    head = body[: body.find(b"<Contents>")] if entries else body
+    tail = body[body.rfind(b"</Contents>") :] if entries else b""
+    fields = dict(re.findall(rb"<(EncodingType|IsTruncated|NextContinuationToken)>([^<]*)</", head + tail))
+    decode = _url_decoded if fields.get(b"EncodingType", b"").lower() == b"url" else _xml_unescaped
+    objects = [
+        ObjectInfo(decode(key), int(size), modified.decode(), _etag(etag))
+        for key, modified, etag, size in entries
+    ]
+    token = fields.get(b"NextContinuationToken")
+    truncated = fields.get(b"IsTruncated", b"false").lower() == b"true"
+    return ListPage(objects, [], truncated, _xml_unescaped(token) if token is not None else None)
+
+
+def _url_decoded(raw: bytes) -> str:
+    text = raw.decode()
+    return unquote_plus(text) if "%" in text or "+" in text else text
+
+
+def _etag(raw: bytes) -> str:
+    """An ETag without its quotes, which servers send as &quot; or &#34; (or plain)."""
+    return _xml_unescaped(raw.replace(b"&#34;", b"").replace(b"&quot;", b"")).strip('"')
+
+
+def _xml_unescaped(raw: bytes) -> str:
+    text = raw.decode()
+    return html.unescape(text) if "&" in text else text
+
+
+def _parse_page_tree(body: bytes) -> ListPage:
     root = ET.fromstring(body)
     ns = _ns(root)
     url_encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
@@ -60,7 +108,27 @@ def epoch_seconds(last_modified: str) -> float:
     """Seconds since the epoch from a listing's ISO 8601 time ('' when unknown gives 0)."""
     if not last_modified:
         return 0.0
-    return datetime.fromisoformat(last_modified.replace("Z", "+00:00")).timestamp()
+    second, fraction, zone = split_iso(last_modified)
+    return _epoch_of_second(second + zone) + fraction
+
+
+def split_iso(moment: str) -> tuple[str, float, str]:
+    """('2026-11-23T22:31:04', 0.907, 'Z') from '2026-11-23T22:31:04.907Z': objects written
+    together share their second, so the second is what gets parsed (and cached)."""
+    second, dot, rest = moment[:19], moment[19:20], moment[19:]
+    if len(moment) == 24 and dot == "." and moment[23] == "Z":  # what S3 and MinIO send
+        return second, float(moment[19:23]), "Z"
+    if dot != ".":
+        return second, 0.0, rest
+    end = 1
+    while end < len(rest) and rest[end].isdigit():
+        end += 1
+    return second, float(rest[:end]) if end > 1 else 0.0, rest[end:]
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch_of_second(moment: str) -> float:
+    return datetime.fromisoformat(moment.replace("Z", "+00:00").replace("z", "+00:00")).timestamp()
 
 
 def parse_error(body: bytes) -> tuple[str, str]:
