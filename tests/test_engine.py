@@ -154,3 +154,34 @@ def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone()
 
     asyncio.run(main())
     assert peak <= 10 and budget.used == 0
+
+
+def test_byte_budget_serves_waiters_in_order_and_a_cancelled_waiter_holds_nothing() -> None:
+    from s3bulk._engine.budget import ByteBudget
+
+    async def main() -> None:
+        budget = ByteBudget(10)
+        await budget.acquire(8)
+        order: list[str] = []
+
+        async def wait(name: str, cost: int) -> None:
+            await budget.acquire(cost)
+            order.append(name)
+
+        first, second, third = (asyncio.create_task(wait(n, c)) for n, c in (("a", 6), ("b", 2), ("c", 2)))
+        await asyncio.sleep(0)
+        assert order == []  # "b" fits beside the 8 held, but does not jump ahead of "a"
+        first.cancel()
+        for _ in range(3):  # the cancellation, then the grant, then "b" running on
+            await asyncio.sleep(0)
+        assert order == ["b"] and budget.used == 10  # with "a" gone, "b" fits and "c" waits
+        await budget.release(8)
+        await asyncio.gather(second, third)
+        assert order == ["b", "c"] and budget.used == 4
+        granted = asyncio.create_task(budget.acquire(7))
+        await budget.release(2)  # room for 7 is handed over, then the task is cancelled
+        granted.cancel()
+        await asyncio.gather(granted, return_exceptions=True)
+        assert budget.used == 2
+
+    asyncio.run(main())
