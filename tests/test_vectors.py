@@ -150,3 +150,18 @@ def test_bad_rows_are_named_with_their_reason() -> None:
         0: "dimension 3 does not match the index's 4",
         1: "dimension 3 does not match the index's 4",
     }
+
+
+def test_the_default_engine_adds_processes_only_when_the_asked_rate_needs_them() -> None:
+    """One index at its write limit is one process's work; a lifted limit or many indexes ask
+    for more than one process builds, so they get one process per core."""
+    from s3bulk._commands.put_vectors import PutVectorsCommand, PutVectorsSpec
+
+    command = PutVectorsCommand()
+    one = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=("i",))
+    assert not command.python_bound(one)
+    assert command.python_bound(
+        PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=("i",), vectors_per_second=1e9)
+    )
+    many = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=tuple(f"i{n}" for n in range(8)))
+    assert command.python_bound(many)

@@ -395,9 +395,9 @@ async def put_vectors_async(
     per-index write limits), backing off when throttled; several indexes shard the rows by key.
     Without `vector_column`, a Parquet file's one list-of-numbers column holds the vectors (and
     a `key` or `id` column the keys). Bad rows stop the job (`on_error="abort"`) or are left out
-    (`"skip"`); either way they are listed in the rejects file. One process is the default
-    (`engine="async"`): building a batch costs ~20 ms, so it keeps well ahead of one index's
-    limit (see s3bulk._commands.put_vectors)."""
+    (`"skip"`); either way they are listed in the rejects file. The default engine runs one
+    process while the indexes' limits together ask for no more than one process builds (~20 ms
+    a batch), one per core above that (see s3bulk._commands.put_vectors)."""
     arguments = locals() | {
         "sources": locations(sources, "sources"),
         "indexes": patterns(index, "index"),

@@ -28,6 +28,7 @@ from s3bulk._cli.options import (
 from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
 from s3bulk._config import AwsSettings
+from s3bulk._engine.strategies import DEFAULT_ENGINE
 
 app = typer.Typer(
     help="Bulk-load embeddings into S3 Vectors at the per-index write limit, verify and count them.",
@@ -121,7 +122,8 @@ def put_command(
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
 ) -> int:
-    """Load embeddings at the per-index write limit, from one process by default."""
+    """Load embeddings at the per-index write limit (one process, or one per core when the limits
+    together ask for more than one process builds)."""
     from s3bulk._api import put_vectors_async
 
     start = continuation(
@@ -151,7 +153,7 @@ def put_command(
                 requests_per_second=requests_per_second,
                 on_error=on_error,
                 rejects=rejects,
-                engine=engine or "async",
+                engine=engine or DEFAULT_ENGINE,
                 workers=workers,
                 ray_address=ray_address,
                 journal_url=journal_url,

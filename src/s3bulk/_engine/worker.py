@@ -86,7 +86,14 @@ class WorkerRuntime:
         self.options = options
         self.ctx = ctx
         self.send = send
-        self.items: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue(maxsize=options.concurrency * 2)
+        # (descriptor id, item, bytes of the budget it holds already, or None)
+        self.items: asyncio.Queue[tuple[int, Any, int | None] | None] = asyncio.Queue(
+            maxsize=options.concurrency * 2
+        )
+        # A job whose items carry their bytes from the moment they are listed (vectors batches:
+        # the rows) takes each item's cost before queueing it, so the budget bounds the queue
+        # too: 2 MB batches queued 32 deep held ~150 MB per worker beyond the budget.
+        self.cost_before_queue: bool = getattr(job, "items_hold_their_cost", False)
         self.open_items: dict[int, int] = {}  # descriptor id -> items not yet finished
         self.expanded: set[int] = set()  # descriptors whose expansion is complete
         self.split_allowed = False
@@ -128,7 +135,9 @@ class WorkerRuntime:
                     end = self._hand_over(descriptor_id, batch, index, end)
                     self.open_items[descriptor_id] += 1
                     start = time.perf_counter()
-                    await self.items.put((descriptor_id, batch[index]))
+                    item = batch[index]
+                    held = await self.budget.acquire(self.job.cost(item)) if self.cost_before_queue else None
+                    await self.items.put((descriptor_id, item, held))
                     stats.stage_seconds["wait"] += time.perf_counter() - start
                     index += 1
         except JobAborted as exc:
@@ -191,13 +200,15 @@ class WorkerRuntime:
         stats = self.ctx.stats
 
         while (entry := await self.items.get()) is not None:
-            descriptor_id, item = entry
+            descriptor_id, item, held = entry
             if self.aborting:  # not started, so not journaled: a later run does it
+                await self.budget.release(held or 0)
                 self.open_items[descriptor_id] -= 1
                 self._maybe_finished(descriptor_id)
                 continue
             start = time.perf_counter()
-            held = await self.budget.acquire(self.job.cost(item))
+            if held is None:
+                held = await self.budget.acquire(self.job.cost(item))
             if self.limit is not None:
                 await self.limit.acquire()
             acquired = time.perf_counter()

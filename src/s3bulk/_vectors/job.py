@@ -80,6 +80,7 @@ class PutVectorsJob:
     """The Job (engine/job.py) that loads embeddings; picklable plain settings until `open`."""
 
     direction = "files → S3 Vectors"
+    items_hold_their_cost = True  # a batch holds its rows from the moment it is read
 
     def __init__(
         self,
