@@ -31,6 +31,7 @@ bench: setup
 	$(PY) bench/bench_sync.py --runs 3
 	bench/bench_engines.sh
 	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
+	$(PY) bench/bench_vectors_sink.py --runs 3
 	$(PY) bench/bench_gather.py --runs 3
 	$(PY) bench/bench_ray.py --runs 3
 
