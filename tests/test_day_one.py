@@ -428,7 +428,7 @@ def test_a_copy_in_parts_keeps_the_source_s_attributes(minio: Endpoint, person: 
 SITE_TYPES = {
     "index.html": "text/html",
     "css/style.css": "text/css",
-    "js/app.js": "application/javascript",
+    "js/app.js": "text/javascript",  # RFC 9239 (Python 3.12+ and aws-cli v2 say so too)
     "data.json": "application/json",
     "img/logo.png": "image/png",
     "img/icon.svg": "image/svg+xml",

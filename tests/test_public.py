@@ -20,6 +20,7 @@ API = {
     "JobInterrupted",
     "Listing",
     "ObjectInfo",
+    "Attributes",
     "Report",
     "S3BulkError",
     "S3Error",

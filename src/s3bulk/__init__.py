@@ -51,6 +51,7 @@ _EXPORTS = {
     "Report": "s3bulk._report",
     "Failure": "s3bulk._report",
     "ObjectInfo": "s3bulk._stores.s3xml",
+    "Attributes": "s3bulk._stores.attributes",
     "AwsSettings": "s3bulk._config",
     "ENGINES": "s3bulk._engine.strategies",
     "S3BulkError": "s3bulk._errors",
@@ -62,6 +63,7 @@ _EXPORTS = {
 
 __all__ = [
     "ENGINES",
+    "Attributes",
     "AwsSettings",
     "Diagnosis",
     "Failure",
@@ -136,6 +138,7 @@ if TYPE_CHECKING:
     from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
     from s3bulk._journal.local import list_jobs
     from s3bulk._report import Failure, Report
+    from s3bulk._stores.attributes import Attributes
     from s3bulk._stores.s3xml import ObjectInfo
 
 

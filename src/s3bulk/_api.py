@@ -38,6 +38,7 @@ from s3bulk._engine.spec import EngineSpec
 from s3bulk._engine.worker import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import Report
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._urls import parse_s3
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ async def copy_async(
     partitioned_listing: bool | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
+    attributes: Attributes = NO_ATTRIBUTES,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -224,7 +226,9 @@ async def copy_async(
     cluster (default: a local Ray instance) and `journal_url` where the object-store journal
     goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
     `follow_symlinks`. Uploads get a Content-Type guessed from the file name unless
-    `guess_mime_type` is False."""
+    `guess_mime_type` is False or `attributes` names one; `attributes` (s3bulk.Attributes: the
+    Content-* headers, metadata, storage class, encryption, ACL, tags) is set on every upload and
+    copy (copies keep the source's Content-* and metadata unless it sets some)."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -249,6 +253,7 @@ async def move_async(
     partitioned_listing: bool | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
+    attributes: Attributes = NO_ATTRIBUTES,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -282,6 +287,7 @@ async def sync_async(
     partitioned_listing: bool | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
+    attributes: Attributes = NO_ATTRIBUTES,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from s3bulk._api import copy_async, move_async
+from s3bulk._cli.attributes import with_attribute_options
 from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
@@ -45,6 +46,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._engine.strategies import DEFAULT_ENGINE
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 SourceArgument = typer.Argument(
     None, help="s3://bucket/key, s3://bucket/prefix/, a file or a directory.", show_default=False
@@ -53,6 +55,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 
 def make_copy_command(command: str) -> Callable[..., int]:
+    @with_attribute_options
     def copy_command(
         source: str | None = SourceArgument,
         destination: str | None = DestinationArgument,
@@ -84,6 +87,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         region: str | None = RegionOption,
         no_verify_ssl: bool = NoVerifyOption,
         no_sign_request: bool = NoSignOption,
+        attributes: Attributes = NO_ATTRIBUTES,
     ) -> int:
         memory = parse_optional_size(max_memory, "--max-memory")
         start = continuation(
@@ -124,6 +128,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     on_progress=on_progress,
                     on_records=on_records,
                     guess_mime_type=not no_guess_mime_type,
+                    attributes=attributes,
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

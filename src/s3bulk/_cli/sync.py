@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from s3bulk._api import sync_async
+from s3bulk._cli.attributes import with_attribute_options
 from s3bulk._cli.cp import DestinationArgument, SourceArgument
 from s3bulk._cli.jobrun import (
     DryRunOption,
@@ -45,8 +46,10 @@ from s3bulk._cli.options import (
 )
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
+@with_attribute_options
 def sync_command(
     source: str | None = SourceArgument,
     destination: str | None = DestinationArgument,
@@ -80,6 +83,7 @@ def sync_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    attributes: Attributes = NO_ATTRIBUTES,
 ) -> int:
     """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
     if size_only and checksum:
@@ -117,6 +121,7 @@ def sync_command(
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                 follow_symlinks=follow_symlinks,
                 guess_mime_type=not no_guess_mime_type,
+                attributes=attributes,
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,

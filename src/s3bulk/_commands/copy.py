@@ -14,7 +14,7 @@ import mimetypes
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, patterns
 from s3bulk._commands.remove import BatchDeleter
@@ -25,9 +25,10 @@ from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
 from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.multipart import UploadHooks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
-from s3bulk._stores.storage import Attributes, Parts, Storage
+from s3bulk._stores.storage import Parts, Storage
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -61,6 +62,7 @@ class CopySpec(Spec):
     partitioned_listing: bool | None = None  # key ranges listed in parallel; None: decide
     follow_symlinks: bool = False
     guess_mime_type: bool = True
+    attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", location(self.source, "source"))
@@ -76,6 +78,13 @@ class CopySpec(Spec):
 
     def places(self) -> tuple[str, str]:
         return self.source, self.destination
+
+    def to_json(self) -> dict[str, Any]:
+        return super().to_json() | {"attributes": self.attributes.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        return super().from_json(data | {"attributes": Attributes.from_json(data.get("attributes"))})
 
     def s3_locations(self) -> tuple[str, ...]:
         return tuple(each for each in (self.destination, self.source) if each.startswith("s3://"))
@@ -172,6 +181,7 @@ class CopyOptions:
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
     guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
+    attributes: Attributes = NO_ATTRIBUTES
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
 
 
@@ -190,6 +200,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         delete_source=spec.command == "mv",
         follow_symlinks=spec.follow_symlinks,
         guess_mime_type=spec.guess_mime_type,
+        attributes=spec.attributes,
         keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
         part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
     )
@@ -201,6 +212,8 @@ def parts_in_flight(budget: int, part_size: int, most: int = 8) -> int:
 
 
 _MIME_TYPES = mimetypes.MimeTypes()  # Python's own table only: the same answer on every machine
+for _suffix in (".js", ".mjs"):  # RFC 9239, as Python 3.12 has it; 3.11 says application/javascript
+    _MIME_TYPES.add_type("text/javascript", _suffix)
 
 
 def content_type(path: str) -> str | None:
@@ -556,8 +569,9 @@ class CopyJob:
 
     async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.destination, S3Location)
-        kind = content_type(item.source) if self.options.guess_mime_type else None
-        attributes = Attributes(content_type=kind)
+        attributes = self.options.attributes
+        if self.options.guess_mime_type:
+            attributes = attributes.with_content_type(content_type(item.source))
         return await self.storage.upload(
             item.source, self.destination.bucket, item.destination, attributes, self.parts
         )
@@ -577,6 +591,7 @@ class CopyJob:
             etag=item.etag,
             parts=parts,
             keep_layout=self.options.keep_part_layout,
+            attributes=self.options.attributes,
         )
         return item.size
 

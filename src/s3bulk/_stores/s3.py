@@ -131,9 +131,16 @@ class S3Client(SignedHttp):
         )
         return s3xml.parse_delete_errors(reply)
 
-    async def copy_object(self, src_bucket: str, src_key: str, dst_bucket: str, dst_key: str) -> None:
+    async def copy_object(
+        self,
+        src_bucket: str,
+        src_key: str,
+        dst_bucket: str,
+        dst_key: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         what = f"copy s3://{src_bucket}/{src_key}"
-        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}"}
+        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}", **(headers or {})}
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
         _raise_if_error_body(body, what)  # CopyObject can fail with 200 OK and an <Error> body
 

@@ -10,8 +10,8 @@ path model cannot address. Every request is counted by kind, every error classif
 
 The local side of a transfer is here too: a download lands atomically (a temporary file beside
 the target, then a rename that never replaces a file someone else created; `landing.py`).
-Object attributes travel as `Attributes`, so whatever a later option sets (Content-Type now;
-Cache-Control, metadata, storage class, encryption next) is added in this one place.
+Object attributes travel as `Attributes` (`attributes.py`): uploads and copies send what it
+says, through obstore when it can carry them, else through the signed client.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import obstore
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
@@ -62,19 +63,6 @@ WHOLE_BODY_MAX = 8 * MiB
 # Bodies up to this size are written by the event loop itself; larger ones by a thread, so the
 # loop keeps dispatching while the kernel copies them (a 1 MiB write takes ~0.3 ms here).
 SMALL_BODY_MAX = 256 * 1024
-
-
-@dataclass(frozen=True)
-class Attributes:
-    """What an upload sets on its object, besides its bytes."""
-
-    content_type: str | None = None
-
-    def headers(self) -> dict[str, str]:
-        return {"Content-Type": self.content_type} if self.content_type else {}
-
-    def obstore(self) -> dict[str, str] | None:
-        return self.headers() or None
 
 
 @dataclass(frozen=True)
@@ -288,7 +276,7 @@ class Storage:
                 hooks=self.hooks,
                 retry=self.retry,
             )
-        elif not obstore_can_address(key):
+        elif not obstore_can_address(key) or attributes.needs_signed_client:
             await self._retrying(
                 lambda: self._put_signed(bucket, key, _read_file(path), attributes),
                 f"put s3://{bucket}/{key}",
@@ -319,8 +307,8 @@ class Storage:
         self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
     ) -> None:
         """A small object from memory (probes, journal parts), retried."""
-        attributes = attributes or Attributes()
-        if obstore_can_address(key):
+        attributes = attributes or NO_ATTRIBUTES
+        if obstore_can_address(key) and not attributes.needs_signed_client:
 
             async def put() -> None:
                 self.meter.requests["PUT"] += 1
@@ -349,14 +337,19 @@ class Storage:
         etag: str,
         parts: Parts,
         keep_layout: bool = False,
+        attributes: Attributes = NO_ATTRIBUTES,
     ) -> None:
-        """A server-side copy (no bytes pass here), keeping the source's attributes. Above the
-        threshold, or for a multipart source when `keep_layout`, it copies in parts, in the
-        source's own part layout where it can be found, so both objects have the same ETag."""
+        """A server-side copy (no bytes pass here), keeping the source's attributes but those
+        `attributes` sets. Above the threshold, or for a multipart source when `keep_layout`, it
+        copies in parts, in the source's own part layout where it can be found, so both objects
+        have the same ETag."""
         what = f"copy s3://{source_bucket}/{source_key}"
+        plain = not attributes.changes_copies
         if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
-            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts)
-        elif source_bucket == bucket and obstore_can_address(source_key) and obstore_can_address(key):
+            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
+        elif (
+            plain and source_bucket == bucket and obstore_can_address(source_key) and obstore_can_address(key)
+        ):
 
             async def copy() -> None:
                 self.meter.requests["COPY"] += 1
@@ -364,12 +357,21 @@ class Storage:
 
             await self._retrying(copy, what)
         else:
+            headers = attributes.copy_headers()
             await self._retrying(
-                lambda: self.client.copy_object(source_bucket, source_key, bucket, key), what
+                lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
             )
 
     async def _copy_in_parts(
-        self, source_bucket: str, source_key: str, bucket: str, key: str, size: int, etag: str, parts: Parts
+        self,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        size: int,
+        etag: str,
+        parts: Parts,
+        attributes: Attributes,
     ) -> None:
         client, retry = self.client, self.retry
         head = await self.head(source_bucket, source_key)
@@ -385,7 +387,9 @@ class Storage:
             size,
             part_size=layout or parts.size,
             concurrency=parts.in_flight,
-            headers=await retry(lambda: copy_attributes(client, source_bucket, source_key, head)),
+            headers=attributes.over_source(
+                await retry(lambda: copy_attributes(client, source_bucket, source_key, head))
+            ),
             hooks=self.hooks,
             retry=retry,
         )
@@ -473,6 +477,10 @@ def _kind(path: str) -> str | None:
         with contextlib.suppress(OSError):
             mode = os.stat(path).st_mode
     return "directory" if stat.S_ISDIR(mode) else "other"
+
+
+def _both_addressable(source_key: str, key: str) -> bool:
+    return obstore_can_address(source_key) and obstore_can_address(key)
 
 
 def _read_file(path: str) -> bytes:

@@ -8,6 +8,7 @@ manager form guarantees it even when a test fails.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -25,6 +26,9 @@ from types import TracebackType
 ROOT_USER = "s3bulk-test"
 ROOT_PASSWORD = "s3bulk-test-secret-key"
 REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+KMS_KEY_ID = "s3bulk-test-key"
 
 
 def free_port() -> int:
@@ -196,6 +200,8 @@ class MinioServer(Server):
             # the background scanner crawls every object; on a data set of 100,000 keys it
             # competes for the same two cores and disk as the clients being measured
             MINIO_SCANNER_SPEED="slowest",
+            # a built-in key, so SSE-S3 and SSE-KMS (key id "s3bulk-test-key") work as on AWS
+            MINIO_KMS_SECRET_KEY=f"{KMS_KEY_ID}:{base64.b64encode(bytes(range(32))).decode()}",
         )
         if self.public_metrics:
             env["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"

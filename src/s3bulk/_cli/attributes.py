@@ -1,0 +1,81 @@
+"""The object-attribute options every writing command takes (cp, mv, sync), written once:
+`with_attribute_options` adds them to a command's signature and hands the command one checked
+`Attributes` value instead of thirteen loose options."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from s3bulk._stores.attributes import CANNED_ACLS, ENCRYPTIONS, STORAGE_CLASSES, Attributes
+
+_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "content_type": (
+        str | None,
+        typer.Option(None, "--content-type", help="Content-Type of every upload (default: from its name)."),
+    ),
+    "content_encoding": (str | None, typer.Option(None, "--content-encoding", help="e.g. gzip.")),
+    "content_disposition": (
+        str | None,
+        typer.Option(None, "--content-disposition", help="e.g. 'attachment; filename=x.csv'."),
+    ),
+    "content_language": (str | None, typer.Option(None, "--content-language", help="e.g. en-US.")),
+    "cache_control": (str | None, typer.Option(None, "--cache-control", help="e.g. 'max-age=3600'.")),
+    "expires": (
+        str | None,
+        typer.Option(None, "--expires", help="When caches drop it (ISO 8601 or HTTP date)."),
+    ),
+    "metadata": (
+        list[str],
+        typer.Option([], "--metadata", help="User metadata KEY=VALUE; repeat it for more."),
+    ),
+    "metadata_directive": (
+        str | None,
+        typer.Option(
+            None,
+            "--metadata-directive",
+            help="Copies: COPY keeps the source's Content-* and metadata, REPLACE sets the given ones "
+            "(default: REPLACE when any is given, else COPY).",
+        ),
+    ),
+    "storage_class": (
+        str | None,
+        typer.Option(None, "--storage-class", help=f"One of {', '.join(STORAGE_CLASSES[:6])}, ..."),
+    ),
+    "sse": (
+        str | None,
+        typer.Option(None, "--sse", help=f"Server-side encryption: {' or '.join(ENCRYPTIONS[:2])}."),
+    ),
+    "sse_kms_key_id": (str | None, typer.Option(None, "--sse-kms-key-id", help="--sse aws:kms: the key.")),
+    "acl": (str | None, typer.Option(None, "--acl", help=f"A canned ACL: {', '.join(CANNED_ACLS[:3])}, ...")),
+    "tags": (list[str], typer.Option([], "--tags", help="Object tags KEY=VALUE; repeat it for more.")),
+}
+
+
+def with_attribute_options(command: Callable[..., int]) -> Callable[..., int]:
+    """`command` with the attribute options added; it is called with `attributes=Attributes(...)`
+    (checked first: a bad value is one line and exit 2, before anything starts)."""
+    signature = inspect.signature(command)
+    kept = [parameter for name, parameter in signature.parameters.items() if name != "attributes"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in _OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        given = {name: kwargs.pop(name) for name in _OPTIONS}
+        given["metadata"], given["tags"] = tuple(given["metadata"]), tuple(given["tags"])
+        return command(*args, attributes=Attributes(**given), **kwargs)
+
+    hints = {name: value for name, value in inspect.get_annotations(command, eval_str=True).items()}
+    hints.pop("attributes", None)
+    wrapper.__annotations__ = hints | {name: kind for name, (kind, _) in _OPTIONS.items()}
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*kept, *added]
+    )
+    return wrapper
