@@ -16,7 +16,7 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -39,6 +39,7 @@ from s3bulk._engine.worker import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import Report
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.s3xml import BucketInfo
 from s3bulk._urls import parse_s3
 
 if TYPE_CHECKING:
@@ -359,6 +360,135 @@ async def retry_failed_async(
     return await continue_job(
         job_id, "retry-failed", overrides=overrides, on_progress=on_progress, on_records=on_records
     )
+
+
+# ---- single objects and buckets (s3bulk._objects) --------------------------------------------
+async def get_async(url: str, *, settings: AwsSettings | None = None) -> bytes:
+    """One object's bytes, fetched as concurrent ranges (for objects that fit in memory; `cat`
+    and `get_to_file` stream)."""
+    from s3bulk._objects import get_bytes
+
+    return await get_bytes(settings or AwsSettings.from_env(), url)
+
+
+async def get_to_file_async(
+    url: str, path: str | os.PathLike[str], *, settings: AwsSettings | None = None
+) -> int:
+    """One object into a local file, as concurrent ranges written in order; returns its size.
+    The file appears whole or not at all (written beside it, then renamed)."""
+    from s3bulk._objects import cat
+
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    handle = tempfile.NamedTemporaryFile(dir=directory, prefix=".s3bulk-", delete=False)  # noqa: SIM115
+    try:
+        with handle:
+
+            async def write(data: memoryview) -> None:
+                await asyncio.to_thread(handle.write, data)
+
+            size = await cat(settings or AwsSettings.from_env(), url, write)
+        os.replace(handle.name, target)
+    except BaseException:
+        os.unlink(handle.name)
+        raise
+    return size
+
+
+async def put_async(
+    url: str,
+    data: bytes | str | os.PathLike[str] | Iterable[bytes],
+    *,
+    attributes: Attributes = NO_ATTRIBUTES,
+    settings: AwsSettings | None = None,
+) -> int:
+    """Store one object from bytes, a local file's path, or an iterable of byte chunks (sent in
+    parts as they come, memory bounded); returns the bytes sent."""
+    from s3bulk._objects import put_stream
+
+    if isinstance(data, (str, os.PathLike)):
+        with open(data, "rb") as handle:
+            return await put_stream(
+                settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
+            )
+    chunks: Iterator[bytes] = iter(
+        [bytes(data)] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    )
+    return await put_stream(
+        settings or AwsSettings.from_env(), url, _chunk_reader(chunks), attributes=attributes
+    )
+
+
+def _reader(read: Callable[[int], bytes]) -> Callable[[int], Coroutine[Any, Any, bytes]]:
+    async def read_async(size: int) -> bytes:
+        return await asyncio.to_thread(read, size)
+
+    return read_async
+
+
+def _chunk_reader(chunks: Iterator[bytes]) -> Callable[[int], Coroutine[Any, Any, bytes]]:
+    """read(n) over an iterator of chunks of any size."""
+    pending = bytearray()
+
+    async def read(size: int) -> bytes:
+        while len(pending) < size:
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            pending.extend(chunk)
+        taken = bytes(pending[:size])
+        del pending[:size]
+        return taken
+
+    return read
+
+
+def presign(
+    url: str, *, expires_in: int = 3600, method: str = "GET", settings: AwsSettings | None = None
+) -> str:
+    """A URL anyone can GET (or PUT, with method="PUT") the object with for `expires_in` seconds."""
+    from s3bulk._objects import presign as sign
+
+    return sign(settings or AwsSettings.from_env(), url, expires_in=expires_in, method=method)
+
+
+async def list_buckets_async(*, settings: AwsSettings | None = None) -> list[BucketInfo]:
+    """The account's buckets, (name, created) each."""
+    from s3bulk._objects import list_buckets
+
+    return await list_buckets(settings or AwsSettings.from_env())
+
+
+async def make_bucket_async(
+    url: str, *, region: str | None = None, settings: AwsSettings | None = None
+) -> str:
+    """Create a bucket (in `region`, default the settings' region); returns its name."""
+    from s3bulk._objects import make_bucket
+
+    return await make_bucket(settings or AwsSettings.from_env(), url, region)
+
+
+async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
+    """Remove a bucket; with `force`, delete every object in it first (the batched deleter)."""
+    from s3bulk._objects import bucket_name, remove_bucket
+
+    settings = settings or AwsSettings.from_env()
+    bucket = bucket_name(url)
+    if force:
+        report = await remove_async(f"s3://{bucket}/", settings=settings, journal=False)
+        if not report.ok:
+            raise UsageError(
+                f"s3://{bucket} still holds {report.objects_failed} objects that could not be deleted"
+            )
+    return await remove_bucket(settings, bucket)
+
+
+get = _sync_twin(get_async)
+get_to_file = _sync_twin(get_to_file_async)
+put = _sync_twin(put_async)
+list_buckets = _sync_twin(list_buckets_async)
+make_bucket = _sync_twin(make_bucket_async)
+remove_bucket = _sync_twin(remove_bucket_async)
 
 
 copy = _sync_twin(copy_async)

@@ -45,7 +45,10 @@ from s3bulk._cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk._cli.output import say
+from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
+from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 SourceArgument = typer.Argument(
@@ -89,6 +92,11 @@ def make_copy_command(command: str) -> Callable[..., int]:
         no_sign_request: bool = NoSignOption,
         attributes: Attributes = NO_ATTRIBUTES,
     ) -> int:
+        if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
+            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+            return _stream(
+                source or "", destination or "", attributes, parse_size(part_size, "--part-size"), settings
+            )
         memory = parse_optional_size(max_memory, "--max-memory")
         start = continuation(
             command,
@@ -139,6 +147,23 @@ def make_copy_command(command: str) -> Callable[..., int]:
         else "Move objects: copy, then delete each source whose copy succeeded."
     )
     return copy_command
+
+
+def _stream(
+    source: str, destination: str, attributes: Attributes, part_size: int, settings: AwsSettings
+) -> int:
+    """`cp - s3://b/k` (stdin up, as `pipe`) or `cp s3://b/k -` (down to stdout, as `cat`)."""
+    if source == "-" and destination.startswith("s3://"):
+        from s3bulk._cli.pipe import upload_stdin
+
+        size = upload_stdin(destination, attributes, part_size, 4, settings)
+        say(f"upload: - to {destination} ({size:,} bytes)", err=True)
+        return 0
+    if destination == "-" and source.startswith("s3://"):
+        from s3bulk._cli.cat import cat_to_stdout
+
+        return cat_to_stdout(source, part_size, 8, settings)
+    raise UsageError("'-' streams one object: cp - s3://bucket/key (stdin) or cp s3://bucket/key - (stdout)")
 
 
 cp_command = make_copy_command("cp")

@@ -20,6 +20,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
+from s3bulk._config import AwsSettings
 from s3bulk._engine.worker import run_loop
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo, split_iso
@@ -43,7 +44,7 @@ def _local_second(iso: str) -> str:
 
 
 def ls_command(
-    url: str = typer.Argument(..., help="s3://bucket/prefix/ to list."),
+    url: str | None = typer.Argument(None, help="s3://bucket/prefix/ to list (none: your buckets)."),
     recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
@@ -59,6 +60,8 @@ def ls_command(
 ) -> int:
     """List objects; with -r, many key ranges are listed in parallel and printed in key order."""
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    if url is None:
+        return _list_buckets(settings, as_json)
     report = Report("ls", source=url)
     out = sys.stdout
     prefix = url.split("://", 1)[-1].partition("/")[2]
@@ -99,6 +102,18 @@ def ls_command(
             json_line({"summary": {"objects": report.objects_done, "bytes": report.bytes_done}}, out)
         else:
             out.write(f"\nTotal Objects: {report.objects_done}\n   Total Size: {report.bytes_done}\n")
+    return 0
+
+
+def _list_buckets(settings: AwsSettings, as_json: bool) -> int:
+    """`s3bulk ls` alone: the buckets, as `aws s3 ls` prints them."""
+    from s3bulk._objects import list_buckets
+
+    for bucket in run_loop(list_buckets(settings)):
+        if as_json:
+            json_line(bucket._asdict())
+        else:
+            sys.stdout.write(f"{_local_time(bucket.created)} {printable(bucket.name)}\n")
     return 0
 
 

@@ -223,3 +223,65 @@ async def copy_in_parts(
         retry=retry,
         send=send,
     )
+
+
+async def upload_stream(
+    client: S3Client,
+    bucket: str,
+    key: str,
+    read: Callable[[int], Awaitable[bytes]],
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+) -> int:
+    """Upload what `read(n)` gives until it gives b"" (stdin, a generator), its size unknown in
+    advance: one PutObject when it fits in one part, else a multipart upload holding at most
+    `concurrency` parts in flight plus the one being read. Returns the bytes sent."""
+    body = await _read_full(read, part_size)
+    if len(body) < part_size:
+        await retry(lambda: client.put_object(bucket, key, body, headers))
+        return len(body)
+    slots = asyncio.Semaphore(max(1, concurrency))
+    etags: dict[int, str] = {}
+    size = 0
+    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
+
+        async def send(number: int, part: bytes) -> None:
+            try:
+                etags[number] = await retry(lambda: client.upload_part(bucket, key, upload_id, number, part))
+            finally:
+                slots.release()
+
+        async with asyncio.TaskGroup() as group:
+            number = 0
+            while body:
+                number += 1
+                if number > MAX_PARTS:
+                    raise ItemError(
+                        f"the stream is longer than {MAX_PARTS:,} parts of {part_size:,} bytes: "
+                        "raise --part-size",
+                        retryable=False,
+                    )
+                await slots.acquire()
+                size += len(body)
+                group.create_task(send(number, body))
+                body = await _read_full(read, part_size)
+        ordered = [etags[number] for number in sorted(etags)]
+        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, ordered))
+    return size
+
+
+async def _read_full(read: Callable[[int], Awaitable[bytes]], size: int) -> bytes:
+    """`size` bytes, fewer only at the end (a pipe answers in pieces)."""
+    chunks: list[bytes] = []
+    wanted = size
+    while wanted > 0:
+        chunk = await read(wanted)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        wanted -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

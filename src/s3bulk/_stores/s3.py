@@ -99,6 +99,28 @@ class S3Client(SignedHttp):
         _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         return s3xml.parse_list_objects_v2(body)
 
+    async def list_buckets(self) -> list[s3xml.BucketInfo]:
+        url = f"{self.endpoint}/"
+        _, _, body = await self.send("LIST", "GET", url, what="list buckets")
+        return s3xml.parse_buckets(body)
+
+    async def create_bucket(self, bucket: str, region: str) -> None:
+        body = s3xml.create_bucket_body(region)
+        await self.request("PUT", "PUT", bucket, body=body, what=f"make bucket s3://{bucket}")
+
+    async def delete_bucket(self, bucket: str) -> None:
+        await self.request("DELETE", "DELETE", bucket, what=f"remove bucket s3://{bucket}")
+
+    async def get_range(self, bucket: str, key: str, start: int, end: int, *, if_match: str = "") -> bytes:
+        """Bytes [start, end) of the object (of that ETag, with `if_match`)."""
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        if if_match:
+            headers["If-Match"] = if_match
+        _, _, body = await self.request(
+            "GET", "GET", bucket, key, headers=headers, what=f"get s3://{bucket}/{key}"
+        )
+        return body
+
     async def get_object(self, bucket: str, key: str) -> bytes:
         _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
         return body

@@ -186,6 +186,31 @@ def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
     ]
 
 
+class BucketInfo(NamedTuple):
+    name: str
+    created: str  # ISO 8601 as the service sent it
+
+
+def parse_buckets(body: bytes) -> list[BucketInfo]:
+    """The buckets of a ListBuckets answer."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    return [
+        BucketInfo(bucket.findtext(f"{ns}Name") or "", bucket.findtext(f"{ns}CreationDate") or "")
+        for bucket in root.iter(f"{ns}Bucket")
+    ]
+
+
+def create_bucket_body(region: str) -> bytes:
+    """CreateBucket's body: us-east-1 takes none, every other region names itself."""
+    if region in ("", "us-east-1"):
+        return b""
+    return (
+        '<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<LocationConstraint>{escape(region)}</LocationConstraint></CreateBucketConfiguration>"
+    ).encode()
+
+
 def parse_tags(body: bytes) -> dict[str, str]:
     """The tag set of a GetObjectTagging answer."""
     root = ET.fromstring(body)

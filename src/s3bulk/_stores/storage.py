@@ -17,13 +17,15 @@ says, through obstore when it can carry them, else through the signed client.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import itertools
 import os
 import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import obstore
 
@@ -45,11 +47,15 @@ from s3bulk._stores.multipart import (
     etag_parts,
     source_part_size,
     upload_file,
+    upload_stream,
 )
 from s3bulk._stores.objects import obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import ListPage, xml_safe
+from s3bulk._stores.s3xml import BucketInfo, ListPage, xml_safe
+
+if TYPE_CHECKING:
+    from obstore._get import GetOptions
 
 T = TypeVar("T")
 MiB = 1024**2
@@ -393,6 +399,82 @@ class Storage:
             hooks=self.hooks,
             retry=retry,
         )
+
+    async def upload_stream(
+        self,
+        read: Callable[[int], Awaitable[bytes]],
+        bucket: str,
+        key: str,
+        attributes: Attributes,
+        parts: Parts,
+    ) -> int:
+        """What `read(n)` gives until it gives b"" (stdin), in parts as it comes; returns bytes."""
+        return await upload_stream(
+            self.client,
+            bucket,
+            key,
+            read,
+            part_size=parts.size,
+            concurrency=parts.in_flight,
+            headers=attributes.headers(),
+            hooks=self.hooks,
+            retry=self.retry,
+        )
+
+    async def stream_object(
+        self, bucket: str, key: str, write: Callable[[memoryview], Awaitable[None]], parts: Parts
+    ) -> int:
+        """The object's bytes handed to `write` in order, read as ranges of `parts.size` with
+        `parts.in_flight` at once (memory: that many ranges), each asked for with If-Match on the
+        ETag so that a change midway fails the read rather than splicing two versions."""
+        head = await self.head(bucket, key)
+        size, etag = int(head.get("content-length") or 0), head.get("etag", "")
+        starts = iter(range(0, size, parts.size))
+        what = f"get s3://{bucket}/{key}"
+
+        async def fetch(start: int) -> memoryview:
+            end = min(start + parts.size, size)
+            if not obstore_can_address(key):
+                return memoryview(await self.client.get_range(bucket, key, start, end, if_match=etag))
+
+            async def read() -> memoryview:
+                self.meter.requests["GET"] += 1
+                options: GetOptions = {"range": (start, end), "if_match": etag}
+                result = await obstore.get_async(self._store(f"s3://{bucket}"), key, options=options)
+                data = memoryview(await result.bytes_async())
+                if len(data) != end - start:
+                    raise ItemError(f"{what}: got {len(data)} bytes of {end - start}", retryable=True)
+                return data
+
+            return await self._retrying(read, what)
+
+        pending = collections.deque(
+            asyncio.ensure_future(fetch(start)) for start in itertools.islice(starts, max(1, parts.in_flight))
+        )
+        written = 0
+        try:
+            while pending:
+                data = await pending.popleft()
+                following = next(starts, None)
+                if following is not None:
+                    pending.append(asyncio.ensure_future(fetch(following)))
+                await write(data)
+                written += len(data)
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        return written
+
+    # ---- buckets -------------------------------------------------------------------------------
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await self._retrying(self.client.list_buckets, "list buckets")
+
+    async def make_bucket(self, bucket: str, region: str) -> None:
+        await self._retrying(lambda: self.client.create_bucket(bucket, region), f"make bucket s3://{bucket}")
+
+    async def remove_bucket(self, bucket: str) -> None:
+        await self._retrying(lambda: self.client.delete_bucket(bucket), f"remove bucket s3://{bucket}")
 
     # ---- deleting ------------------------------------------------------------------------------
     async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:

@@ -1,0 +1,59 @@
+"""`s3bulk cat s3://b/k`: one object to stdout, fetched as concurrent ranges and written in
+order, so memory is part size x parts in flight whatever the object's size."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import typer
+
+from s3bulk._cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    parse_size,
+    settings_from,
+)
+from s3bulk._cli.output import guarded
+from s3bulk._config import AwsSettings
+from s3bulk._engine.worker import run_loop
+
+
+@guarded
+def cat_command(
+    url: str = typer.Argument(..., help="s3://bucket/key"),
+    part_size: str = typer.Option("8MiB", "--part-size", help="Bytes per ranged GET."),
+    in_flight: int = typer.Option(
+        8, "--concurrency", help="Ranged GETs in flight (memory: this x --part-size)."
+    ),
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Write an object to stdout (pipe it: s3bulk cat s3://b/k | sha256sum)."""
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    return cat_to_stdout(url, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
+
+
+def cat_to_stdout(url: str, part_size: int, in_flight: int, settings: AwsSettings) -> int:
+    from s3bulk._objects import cat
+
+    out = sys.stdout.buffer
+
+    async def write(data: memoryview) -> None:
+        await asyncio.to_thread(out.write, data)
+
+    try:
+        run_loop(cat(settings, url, write, part_size=part_size, in_flight=in_flight))
+        out.flush()
+    except BrokenPipeError:  # `s3bulk cat ... | head -c 100`: the reader has what it wanted
+        return 0
+    return 0
+
+
+COMMANDS = {"cat": cat_command}  # found by s3bulk._cli: the commands this module adds

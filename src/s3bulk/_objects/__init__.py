@@ -1,0 +1,141 @@
+"""Single objects and buckets, the everyday verbs that are not bulk jobs: stream one object out
+(`cat`) or in (`pipe`, `cp -`), presign a URL, list, make and remove buckets.
+
+Each opens one `Storage` (the same seam, retry policy and request counting as the jobs), does its
+work and closes it. Streams move in parts with a fixed number in flight, so memory is bounded by
+part size x parts in flight whatever the object's size.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error, UsageError
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.s3 import S3Client
+from s3bulk._stores.s3xml import BucketInfo
+from s3bulk._stores.storage import Parts, Storage
+from s3bulk._urls import S3Location, parse_s3
+
+MiB = 1024 * 1024
+STREAM_PART = 8 * MiB
+STREAM_IN_FLIGHT = 8
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600  # SigV4's limit
+
+
+@asynccontextmanager
+async def _storage(settings: AwsSettings) -> AsyncIterator[Storage]:
+    storage = Storage(settings, connections=STREAM_IN_FLIGHT * 2)
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+def object_location(url: str) -> S3Location:
+    """s3://bucket/key, refusing a prefix: these verbs take one object."""
+    location = parse_s3(url)
+    if not location.key or location.key.endswith("/"):
+        raise UsageError(f"{url}: name one object, s3://bucket/key (not a bucket or a prefix/)")
+    return location
+
+
+async def cat(
+    settings: AwsSettings,
+    url: str,
+    write: Callable[[memoryview], Awaitable[None]],
+    *,
+    part_size: int = STREAM_PART,
+    in_flight: int = STREAM_IN_FLIGHT,
+) -> int:
+    """The object's bytes handed to `write` in order, fetched as concurrent ranges."""
+    location = object_location(url)
+    async with _storage(settings) as storage:
+        return await storage.stream_object(
+            location.bucket, location.key, write, Parts(size=part_size, in_flight=in_flight)
+        )
+
+
+async def get_bytes(settings: AwsSettings, url: str) -> bytes:
+    """The whole object in memory (for small objects; `cat` streams large ones)."""
+    pieces: collections.deque[bytes] = collections.deque()
+
+    async def keep(data: memoryview) -> None:
+        pieces.append(bytes(data))
+
+    await cat(settings, url, keep)
+    return b"".join(pieces)
+
+
+async def put_stream(
+    settings: AwsSettings,
+    url: str,
+    read: Callable[[int], Awaitable[bytes]],
+    *,
+    attributes: Attributes = NO_ATTRIBUTES,
+    part_size: int = STREAM_PART,
+    in_flight: int = STREAM_IN_FLIGHT,
+) -> int:
+    """Upload what `read(n)` gives until b"", in parts as it comes; returns the bytes sent."""
+    location = object_location(url)
+    async with _storage(settings) as storage:
+        return await storage.upload_stream(
+            read, location.bucket, location.key, attributes, Parts(size=part_size, in_flight=in_flight)
+        )
+
+
+def presign(settings: AwsSettings, url: str, *, expires_in: int = 3600, method: str = "GET") -> str:
+    """A URL that lets anyone holding it GET (or PUT) the object for `expires_in` seconds,
+    signed locally with the caller's credentials (SigV4 query signing, botocore's)."""
+    location = object_location(url)
+    if not 1 <= expires_in <= MAX_PRESIGN_SECONDS:
+        raise UsageError(
+            f"--expires-in {expires_in}: SigV4 allows 1 to {MAX_PRESIGN_SECONDS} seconds (7 days)"
+        )
+    if method not in ("GET", "PUT"):
+        raise UsageError(f"presign {method!r}: GET or PUT")
+    credentials = settings.credentials()
+    if credentials is None:
+        raise UsageError("presign needs credentials to sign with (not --no-sign-request)")
+    from botocore.auth import S3SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method=method, url=S3Client(settings).url(location.bucket, location.key))
+    S3SigV4QueryAuth(credentials, "s3", settings.resolved_region, expires=expires_in).add_auth(request)
+    return str(request.url)
+
+
+async def list_buckets(settings: AwsSettings) -> list[BucketInfo]:
+    async with _storage(settings) as storage:
+        return await storage.list_buckets()
+
+
+def bucket_name(url: str) -> str:
+    """The bucket of s3://bucket (or s3://bucket/), refusing a key."""
+    location = parse_s3(url if "://" in url else f"s3://{url}")
+    if location.key:
+        raise UsageError(f"{url}: name a bucket, s3://bucket (without a key)")
+    return location.bucket
+
+
+async def make_bucket(settings: AwsSettings, url: str, region: str | None = None) -> str:
+    bucket = bucket_name(url)
+    async with _storage(settings) as storage:
+        await storage.make_bucket(bucket, region or settings.resolved_region)
+    return bucket
+
+
+async def remove_bucket(settings: AwsSettings, url: str) -> str:
+    """Remove an empty bucket (`rb --force` empties it first with the batched deleter)."""
+    bucket = bucket_name(url)
+    async with _storage(settings) as storage:
+        try:
+            await storage.remove_bucket(bucket)
+        except S3Error as error:
+            if error.code != "BucketNotEmpty":
+                raise
+            raise UsageError(f"s3://{bucket} is not empty: rb --force deletes its objects first") from None
+    return bucket

@@ -1,0 +1,192 @@
+"""Single objects and buckets against MinIO: `cat` and `pipe` of 300 MiB through pipes with
+bounded memory, presigned URLs used by plain urllib, `ls` of buckets, `mb`, `rb --force` of a
+bucket of 2,500 objects, the Python API's single-object verbs, and bad input for each."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import S3BULK, Endpoint, new_bucket, run_cli
+
+import s3bulk
+from s3bulk._benchmark.measure import measure
+
+MiB = 1024 * 1024
+BIG = 300 * MiB
+# 300 MiB written to stdout in 1 MiB blocks that differ (so a misplaced part changes the hash)
+WRITER = (
+    "import sys\n"
+    "out = sys.stdout.buffer\n"
+    "block = bytes(range(256)) * 4096\n"
+    "for n in range(300):\n"
+    "    out.write(n.to_bytes(4, 'big') + block[4:])\n"
+)
+
+
+def expected_digest() -> str:
+    block = bytes(range(256)) * 4096
+    digest = hashlib.sha256()
+    for n in range(300):
+        digest.update(n.to_bytes(4, "big") + block[4:])
+    return digest.hexdigest()
+
+
+def shell(*words: str) -> str:
+    return " ".join(f"'{word}'" for word in words)
+
+
+def test_pipe_then_cat_300_mib_through_pipes_with_bounded_memory(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    url = f"s3://{bucket}/stream.bin"
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    upload = measure(
+        ["sh", "-c", f"{shell(sys.executable, str(writer))} | {shell(*S3BULK, 'pipe', url)}"],
+        minio.env,
+        "s3bulk pipe",
+        "stdin",
+    )
+    assert upload.returncode == 0
+    assert upload.peak_rss_mib < 200, upload.peak_rss_mib  # 4 parts of 8 MiB in flight (~135 here)
+    stored = minio.client().head_object(Bucket=bucket, Key="stream.bin")
+    assert stored["ContentLength"] == BIG and stored["ETag"].endswith('-38"')  # 38 parts of 8 MiB
+
+    download = measure(
+        ["sh", "-c", f"{shell(*S3BULK, 'cat', url)} | sha256sum"],
+        minio.env,
+        "s3bulk cat",
+        "cat",
+        keep_stdout=True,
+    )
+    assert download.returncode == 0
+    assert download.stdout.split()[0] == expected_digest()
+    assert download.peak_rss_mib < 240, download.peak_rss_mib  # 8 ranges of 8 MiB in flight (~180 here)
+
+    same = measure(  # `cp s3://b/k -` is `cat`
+        ["sh", "-c", f"{shell(*S3BULK, 'cp', url, '-')} | sha256sum"], minio.env, "cp", "-", keep_stdout=True
+    )
+    assert same.returncode == 0 and same.stdout.split()[0] == expected_digest()
+
+
+def test_cat_into_head_stops_quietly(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"z" * (40 * MiB))
+    done = measure(
+        ["sh", "-c", f"{shell(*S3BULK, 'cat', f's3://{bucket}/k')} | head -c 5"],
+        minio.env,
+        "cat",
+        "head",
+        keep_stdout=True,
+    )
+    assert done.returncode == 0 and done.stdout == "zzzzz"
+
+
+def test_cp_dash_uploads_stdin_with_attributes(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    source = tmp_path / "small.txt"
+    source.write_bytes(b"hello\n")
+    with source.open("rb") as stdin:
+        import subprocess
+
+        done = subprocess.run(
+            [
+                *S3BULK,
+                "cp",
+                "-",
+                f"s3://{bucket}/hello.txt",
+                "--content-type",
+                "text/plain",
+                "--metadata",
+                "a=b",
+            ],
+            env=minio.env,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    stored = minio.client().get_object(Bucket=bucket, Key="hello.txt")
+    assert stored["Body"].read() == b"hello\n"
+    assert stored["ContentType"] == "text/plain" and stored["Metadata"] == {"a": "b"}
+
+
+def test_presigned_get_and_put_work_with_plain_urllib(minio: Endpoint) -> None:
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="dir/a b.txt", Body=b"secret")
+    got = run_cli(minio.env, "presign", f"s3://{bucket}/dir/a b.txt", "--expires-in", "300")
+    assert got.returncode == 0, got.stderr
+    with urllib.request.urlopen(got.stdout.strip()) as reply:
+        assert reply.read() == b"secret"
+
+    put = run_cli(minio.env, "presign", f"s3://{bucket}/up.txt", "--put")
+    request = urllib.request.Request(put.stdout.strip(), data=b"from urllib", method="PUT")
+    with urllib.request.urlopen(request) as reply:
+        assert reply.status == 200
+    assert minio.client().get_object(Bucket=bucket, Key="up.txt")["Body"].read() == b"from urllib"
+
+
+def test_ls_lists_buckets_mb_makes_and_rb_force_empties_2500_objects(minio: Endpoint) -> None:
+    made = run_cli(minio.env, "mb", "s3://made-by-mb")
+    assert made.returncode == 0, made.stderr
+    listed = run_cli(minio.env, "ls")
+    assert listed.returncode == 0 and any(line.endswith(" made-by-mb") for line in listed.stdout.splitlines())
+
+    client = minio.client()
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(
+                lambda n: client.put_object(Bucket="made-by-mb", Key=f"k/{n:05d}", Body=b"x"), range(2500)
+            )
+        )
+    refused = run_cli(minio.env, "rb", "s3://made-by-mb")
+    assert refused.returncode == 2 and "rb --force" in refused.stderr
+    assert client.list_objects_v2(Bucket="made-by-mb")["KeyCount"] > 0  # nothing deleted
+    removed = run_cli(minio.env, "rb", "--force", "s3://made-by-mb")
+    assert removed.returncode == 0, removed.stderr
+    names = [bucket["Name"] for bucket in client.list_buckets()["Buckets"]]
+    assert "made-by-mb" not in names
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cat", "s3://bucket/prefix/"], "name one object"),
+        (["presign", "s3://bucket/k", "--expires-in", "0"], "--expires-in 0: SigV4 allows 1 to 604800"),
+        (["mb", "s3://bucket/key"], "name a bucket"),
+        (["cp", "-", "local.txt"], "'-' streams one object"),
+        (["pipe", "s3://bucket/k", "--storage-class", "COLD"], "--storage-class 'COLD'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(minio: Endpoint, args: list[str], message: str) -> None:
+    done = run_cli(minio.env, *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_python_api_single_objects_and_buckets(
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket = s3bulk.make_bucket("s3://api-objects")
+    assert bucket == "api-objects" and "api-objects" in [b.name for b in s3bulk.list_buckets()]
+    assert s3bulk.put("s3://api-objects/a.bin", b"abc") == 3
+    assert s3bulk.get("s3://api-objects/a.bin") == b"abc"
+    chunks = (bytes([n]) * MiB for n in range(12))  # 12 MiB from an iterator: multipart
+    assert s3bulk.put("s3://api-objects/gen.bin", chunks) == 12 * MiB
+    target = tmp_path / "gen.bin"
+    assert s3bulk.get_to_file("s3://api-objects/gen.bin", target) == 12 * MiB
+    assert target.read_bytes() == b"".join(bytes([n]) * MiB for n in range(12))
+    source = tmp_path / "file.txt"
+    source.write_text("from a file")
+    s3bulk.put("s3://api-objects/file.txt", source, attributes=s3bulk.Attributes(cache_control="no-store"))
+    assert minio.client().head_object(Bucket="api-objects", Key="file.txt")["CacheControl"] == "no-store"
+    with urllib.request.urlopen(s3bulk.presign("s3://api-objects/file.txt", expires_in=60)) as reply:
+        assert reply.read() == b"from a file"
+    with pytest.raises(s3bulk.UsageError, match="not empty"):
+        s3bulk.remove_bucket("s3://api-objects")
+    assert s3bulk.remove_bucket("s3://api-objects", force=True) == "api-objects"
