@@ -190,3 +190,33 @@ def test_python_api_single_objects_and_buckets(
     with pytest.raises(s3bulk.UsageError, match="not empty"):
         s3bulk.remove_bucket("s3://api-objects")
     assert s3bulk.remove_bucket("s3://api-objects", force=True) == "api-objects"
+
+
+def test_du_counts_in_total_by_storage_class_and_by_depth(minio: Endpoint) -> None:
+    import json
+
+    bucket = new_bucket(minio)
+    client = minio.client()
+    for key, size in (("p/a/1", 10), ("p/a/2", 20), ("p/top", 5)):
+        client.put_object(Bucket=bucket, Key=key, Body=b"x" * size)
+    client.put_object(Bucket=bucket, Key="p/b/c/3", Body=b"x" * 30, StorageClass="REDUCED_REDUNDANCY")
+    total = run_cli(minio.env, "du", "--json", f"s3://{bucket}/p/")
+    assert [json.loads(line) for line in total.stdout.splitlines()] == [
+        {"url": f"s3://{bucket}/p/", "objects": 4, "bytes": 65}
+    ]
+    classes = run_cli(minio.env, "du", "--json", "--group", "storage-class", f"s3://{bucket}/p/")
+    assert {
+        row["group"]: (row["objects"], row["bytes"]) for row in map(json.loads, classes.stdout.splitlines())
+    } == {
+        "REDUCED_REDUNDANCY": (1, 30),
+        "STANDARD": (3, 35),
+    }
+    levels = run_cli(minio.env, "du", "--depth", "1", f"s3://{bucket}/p/")
+    assert levels.returncode == 0, levels.stderr
+    assert [line.split() for line in levels.stdout.splitlines()] == [
+        ["30", "2", "objects", f"s3://{bucket}/p/a/"],
+        ["30", "1", "objects", f"s3://{bucket}/p/b/"],
+        ["5", "1", "objects", f"s3://{bucket}/p/top"],
+    ]
+    human = run_cli(minio.env, "du", "-H", f"s3://{bucket}/p/")
+    assert human.stdout.split()[:2] == ["65", "B"]

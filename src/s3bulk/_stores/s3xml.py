@@ -23,6 +23,7 @@ class ObjectInfo(NamedTuple):
     size: int
     last_modified: str  # ISO 8601 as the service sent it; parsed only when printed
     etag: str
+    storage_class: str = ""  # as listed ("" when the service left it out)
 
 
 class ListPage(NamedTuple):
@@ -37,7 +38,7 @@ class ListPage(NamedTuple):
 # anything else (another order, whitespace, CDATA) goes through ElementTree.
 _CONTENTS = re.compile(
     rb"<Contents><Key>([^<]*)</Key><LastModified>([^<]*)</LastModified><ETag>([^<]*)</ETag>"
-    rb"(?:<Checksum\w+>[^<]*</Checksum\w+>)*<Size>(\d+)</Size>"
+    rb"(?:<Checksum\w+>[^<]*</Checksum\w+>)*<Size>(\d+)</Size>(?:<StorageClass>([^<]*)</StorageClass>)?"
 )
 
 
@@ -61,8 +62,8 @@ def _parse_regular_page(body: bytes) -> ListPage | None:
     fields = dict(re.findall(rb"<(EncodingType|IsTruncated|NextContinuationToken)>([^<]*)</", head + tail))
     decode = _url_decoded if fields.get(b"EncodingType", b"").lower() == b"url" else _xml_unescaped
     objects = [
-        ObjectInfo(decode(key), int(size), modified.decode(), _etag(etag))
-        for key, modified, etag, size in entries
+        ObjectInfo(decode(key), int(size), modified.decode(), _etag(etag), storage.decode())
+        for key, modified, etag, size, storage in entries
     ]
     token = fields.get(b"NextContinuationToken")
     truncated = fields.get(b"IsTruncated", b"false").lower() == b"true"
@@ -95,6 +96,7 @@ def _parse_page_tree(body: bytes) -> ListPage:
             int(contents.findtext(f"{ns}Size") or 0),
             contents.findtext(f"{ns}LastModified") or "",
             (contents.findtext(f"{ns}ETag") or "").strip('"'),
+            contents.findtext(f"{ns}StorageClass") or "",
         )
         for contents in root.iter(f"{ns}Contents")
     ]

@@ -1,0 +1,79 @@
+"""`s3bulk du s3://b/prefix/`: objects and bytes under a prefix, from the parallel listing (no
+object is read), in total or grouped by storage class or by the first N levels of the key."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import typer
+
+from s3bulk._api import ls_async
+from s3bulk._cli.options import (
+    EndpointOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    settings_from,
+)
+from s3bulk._cli.output import guarded
+from s3bulk._cli.progress import json_line
+from s3bulk._engine.worker import run_loop
+from s3bulk._errors import UsageError
+from s3bulk._report import human_bytes
+from s3bulk._text import printable
+from s3bulk._urls import parse_s3, relative_key
+
+
+@guarded
+def du_command(
+    url: str = typer.Argument(..., help="s3://bucket/ or s3://bucket/prefix/"),
+    human: bool = typer.Option(False, "--human", "-H", help="Sizes in KiB, MiB, GiB."),
+    group: str | None = typer.Option(None, "--group", help="storage-class: one line per storage class."),
+    depth: int = typer.Option(0, "--depth", help="One line per key prefix this many levels below URL."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+) -> int:
+    """Count objects and bytes under a prefix (like du): in total, --group storage-class, or --depth N."""
+    if group not in (None, "storage-class"):
+        raise UsageError(f"--group {group!r}: only storage-class")
+    if depth < 0:
+        raise UsageError("--depth must be 0 or more")
+    prefix = parse_s3(url).key
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    objects: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+
+    async def count() -> None:
+        async for info in ls_async(url, concurrency=concurrency, settings=settings):
+            assert not isinstance(info, str)
+            if group:
+                name = info.storage_class or "STANDARD"
+            elif depth:
+                levels = relative_key(info.key, prefix).split("/")
+                name = prefix + "/".join(levels[:depth]) + ("/" if len(levels) > depth else "")
+            else:
+                name = prefix
+            objects[name] += 1
+            sizes[name] += info.size
+
+    run_loop(count())
+    if not objects:
+        objects[prefix] = sizes[prefix] = 0
+    for name in sorted(objects):
+        size = human_bytes(sizes[name]) if human else str(sizes[name])
+        where = name if group else f"s3://{parse_s3(url).bucket}/{name}"
+        if as_json:
+            json_line({"group" if group else "url": where, "objects": objects[name], "bytes": sizes[name]})
+        else:
+            sys.stdout.write(f"{size:>12} {objects[name]:>10} objects  {printable(where)}\n")
+    return 0
+
+
+COMMANDS = {"du": du_command}  # found by s3bulk._cli: the commands this module adds
