@@ -220,3 +220,37 @@ def test_du_counts_in_total_by_storage_class_and_by_depth(minio: Endpoint) -> No
     ]
     human = run_cli(minio.env, "du", "-H", f"s3://{bucket}/p/")
     assert human.stdout.split()[:2] == ["65", "B"]
+
+
+def test_cli_conventions_recursive_logging_and_stats_without_a_terminal(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in range(1500):
+        (tree / f"f{n:04d}").write_bytes(b"x")
+    env = minio.env | {"S3BULK_STATS_INTERVAL": "0.2"}
+    log = tmp_path / "s3bulk.log"
+    # -r by habit from aws s3: the directory's contents, as with a trailing '/'
+    done = run_cli(
+        env, "cp", "-r", str(tree), f"s3://{bucket}/t", "--log-level", "info", "--log-file", str(log)
+    )
+    assert done.returncode == 0, done.stderr
+    pages = minio.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="t/")
+    assert sum(page["KeyCount"] for page in pages) == 1500
+    stats = [line for line in done.stderr.splitlines() if line.startswith("upload: ") and "obj/s" in line]
+    assert stats, done.stderr  # stderr is a pipe here: periodic stats lines, not a live display
+    quiet = run_cli(env, "rm", "-r", f"s3://{bucket}/t", "--no-progress")
+    assert quiet.returncode == 0 and "obj/s" not in quiet.stderr, quiet.stderr
+    assert minio.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+    missing = run_cli(env, "ls", "s3://no-such-bucket-here/", "--log-level", "info", "--log-file", str(log))
+    assert missing.returncode != 0
+    assert "gave up after 1 attempt(s): list s3://no-such-bucket-here/: NoSuchBucket" in log.read_text()
+    assert minio.server.secret_key not in log.read_text()
+    bad = run_cli(env, "ls", "--log-level", "loud")
+    assert (
+        bad.returncode == 2
+        and bad.stderr == "error: --log-level 'loud': use one of debug, info, warning, error\n"
+    )

@@ -11,14 +11,14 @@ import sys
 import typer
 
 from s3bulk._cli.output import Interrupted, guarded, install
-from s3bulk._errors import S3BulkError
+from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._text import printable
 
 app = typer.Typer(
     name="s3bulk",
     help="Bulk work on S3 that saturates the service, not the Python interpreter.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # s3bulk --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -55,8 +55,65 @@ def _options(
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
     ),
+    log_level: str | None = typer.Option(
+        None, "--log-level", help="debug, info, warning or error: retries and waits (any command, anywhere)."
+    ),
+    log_file: str | None = typer.Option(None, "--log-file", help="Write the log there, not to stderr."),
+    no_progress: bool = typer.Option(
+        False, "--no-progress", help="No live line on a terminal, no periodic stats line elsewhere."
+    ),
 ) -> None:
     """Bulk work on S3 that saturates the service, not the Python interpreter."""
+
+
+# Options every command takes, anywhere on the line (`s3bulk cp --log-level debug a b`): taken out
+# before typer parses the command, so no command has to declare them.
+GLOBAL_OPTIONS = {"--log-level": True, "--log-file": True, "--no-progress": False}
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def take_global_options(arguments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(the other arguments, {option: value}) with the global options removed; after a bare
+    `--` everything is an argument."""
+    rest: list[str] = []
+    found: dict[str, str] = {}
+    words = iter(arguments)
+    for word in words:
+        if word == "--":
+            rest.append(word)
+            rest.extend(words)
+            break
+        name, equals, value = word.partition("=")
+        if name not in GLOBAL_OPTIONS:
+            rest.append(word)
+            continue
+        if GLOBAL_OPTIONS[name] and not equals:
+            value = next(words, "")
+            if not value:
+                raise UsageError(f"{name} needs a value")
+        found[name] = value
+    return rest, found
+
+
+def apply_global_options(found: dict[str, str]) -> None:
+    """--log-level/--log-file configure the standard `logging` of the "s3bulk" logger (retries,
+    waits, give-ups; URLs, never credentials); --no-progress turns off progress output."""
+    level = found.get("--log-level")
+    if level is not None and level.lower() not in LOG_LEVELS:
+        raise UsageError(f"--log-level {level!r}: use one of {', '.join(LOG_LEVELS)}")
+    if level is not None or "--log-file" in found:
+        import logging
+
+        path = found.get("--log-file")
+        handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("s3bulk")  # ours only: botocore's debug log prints signed headers
+        logger.addHandler(handler)
+        logger.setLevel((level or "info").upper())
+    if "--no-progress" in found:
+        from s3bulk._cli import progress
+
+        progress.ENABLED = False
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -64,6 +121,8 @@ def run(argv: list[str] | None = None) -> int:
     install()
     arguments = sys.argv[1:] if argv is None else argv
     try:
+        arguments, found = take_global_options(arguments)
+        apply_global_options(found)
         result = app(args=arguments, prog_name="s3bulk", standalone_mode=False)
         return int(result or 0)
     except Interrupted as exc:

@@ -38,8 +38,10 @@ from s3bulk._cli.options import (
     PartSizeOption,
     ProfileOption,
     RayAddressOption,
+    RecursiveOption,
     RegionOption,
     WorkersOption,
+    as_prefix,
     parse_optional_size,
     parse_size,
     parse_switch,
@@ -83,6 +85,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         list_ranges: str = ListRangesOption,
         follow_symlinks: bool = FollowSymlinksOption,
         no_guess_mime_type: bool = NoGuessMimeTypeOption,
+        recursive: bool = RecursiveOption,
         resume: str | None = ResumeOption,
         retry_failed: str | None = RetryFailedOption,
         endpoint_url: str | None = EndpointOption,
@@ -92,6 +95,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         no_sign_request: bool = NoSignOption,
         attributes: Attributes = NO_ATTRIBUTES,
     ) -> int:
+        source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
             return _stream(

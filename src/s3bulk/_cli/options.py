@@ -101,6 +101,18 @@ NoGuessMimeTypeOption = typer.Option(
     help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
 )
 PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
+RecursiveOption = typer.Option(
+    False, "--recursive", "-r", help="SRC is a prefix or a directory's contents (as if it ended in '/')."
+)
+
+
+def as_prefix(place: str | None) -> str | None:
+    """`-r`, typed by habit from `aws s3`: the place as a prefix (a trailing '/' added)."""
+    if place is None or place == "-" or place.endswith("/") or "*" in place:
+        return place
+    return place + "/"
+
+
 MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
 ListRangesOption = typer.Option(
     "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."

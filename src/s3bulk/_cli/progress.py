@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from typing import Any, TextIO
 
 import orjson
@@ -43,12 +45,30 @@ def _vectors_line(report: Report, seconds: float) -> str:
     return line
 
 
+ENABLED = True  # --no-progress sets it off
+
+
+# without a terminal (CI logs, nohup): one stats line this often (S3BULK_STATS_INTERVAL seconds)
+def _stats_seconds() -> float:
+    try:
+        return max(0.1, float(os.environ.get("S3BULK_STATS_INTERVAL") or 10))
+    except ValueError:
+        return 10.0
+
+
+STATS_SECONDS = _stats_seconds()
+
+
 class LiveProgress:
-    """A one-line live display on stderr, only when stderr is a terminal."""
+    """A one-line live display on stderr when it is a terminal; otherwise a plain stats line every
+    STATS_SECONDS (as rclone --stats does), so a long job in a CI log shows it is moving."""
 
     def __init__(self, enabled: bool) -> None:
         self.live: Any = None
-        self.enabled = enabled and sys.stderr.isatty()
+        wanted = enabled and ENABLED
+        self.enabled = wanted and sys.stderr.isatty()
+        self.periodic = wanted and not self.enabled
+        self._next_line = time.monotonic() + STATS_SECONDS
 
     def __enter__(self) -> LiveProgress:
         if self.enabled:  # rich is imported only for terminals: it costs ~0.1 s of start-up
@@ -64,6 +84,10 @@ class LiveProgress:
     def update(self, report: Report) -> None:
         if self.live is not None:
             self.live.update(self._text(printable(f"{report.command}: {_rate_line(report)}")))
+        elif self.periodic and time.monotonic() >= self._next_line:
+            self._next_line = time.monotonic() + STATS_SECONDS
+            sys.stderr.write(printable(f"{report.command}: {_rate_line(report)}") + "\n")
+            sys.stderr.flush()
 
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:

@@ -28,8 +28,10 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RayAddressOption,
+    RecursiveOption,
     RegionOption,
     WorkersOption,
+    as_prefix,
     parse_switch,
     settings_from,
 )
@@ -52,6 +54,7 @@ def rm_command(
     workers: int | None = WorkersOption,
     concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
     list_ranges: str = ListRangesOption,
+    recursive: bool = RecursiveOption,
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
     endpoint_url: str | None = EndpointOption,
@@ -61,6 +64,7 @@ def rm_command(
     no_sign_request: bool = NoSignOption,
 ) -> int:
     """Delete objects, 1,000 keys per request, several requests in flight."""
+    target = as_prefix(target) if recursive else target
     start = continuation(
         "rm",
         resume,

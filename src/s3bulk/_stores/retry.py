@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from s3bulk._errors import ItemError, JobAborted, classify
+
+log = logging.getLogger("s3bulk")  # --log-level/--log-file route it; messages name URLs, never credentials
 
 T = TypeVar("T")
 _service_reached = False  # some request of this process succeeded: an unreachable service is an outage
@@ -103,6 +106,7 @@ async def with_retries(
                 if now - waiting_since < policy.patience_seconds:
                     if on_retry is not None:
                         on_retry(error)
+                    log.info("waiting %.1fs for the service: %s", pause, error)
                     await asyncio.sleep(pause)
                     waited += 1
                     continue
@@ -110,10 +114,13 @@ async def with_retries(
             if not error.retryable or attempt >= policy.max_attempts:
                 if error.unreachable and not _service_reached:  # a wrong endpoint, or none up
                     error.job_wide = True
+                log.info("gave up after %d attempt(s): %s", attempt, error)
                 raise error from None
             if on_retry is not None:
                 on_retry(error)
-            await asyncio.sleep(policy.delay(attempt))
+            delay = policy.delay(attempt)
+            log.info("retry %d in %.1fs: %s", attempt, delay, error)
+            await asyncio.sleep(delay)
 
 
 @dataclass(frozen=True)
