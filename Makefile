@@ -32,6 +32,7 @@ bench: setup
 	bench/bench_engines.sh
 	$(PY) bench/bench_vectors.py --runs 3 --rows 10000
 	$(PY) bench/bench_vectors_sink.py --runs 3
+	$(PY) bench/bench_streams.py --runs 3
 	$(PY) bench/bench_gather.py --runs 3
 	$(PY) bench/bench_ray.py --runs 3
 
