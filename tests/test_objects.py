@@ -254,3 +254,21 @@ def test_cli_conventions_recursive_logging_and_stats_without_a_terminal(
         bad.returncode == 2
         and bad.stderr == "error: --log-level 'loud': use one of debug, info, warning, error\n"
     )
+
+
+def test_python_api_ranges_head_and_a_listing_of_datetimes(minio: Endpoint, aws_env: dict[str, str]) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="d/a.txt", Body=b"0123456789", ContentType="text/plain")
+    minio.client().put_object(Bucket=bucket, Key="d/b.txt", Body=b"x")
+    assert s3bulk.get(f"s3://{bucket}/d/a.txt", range=(2, 5)) == b"234"
+    assert s3bulk.get(f"s3://{bucket}/d/a.txt", range=(8, 100)) == b"89"  # what there is
+    found = s3bulk.head(f"s3://{bucket}/d/a.txt")
+    assert found["size"] == 10 and found["content_type"] == "text/plain"
+    listing = s3bulk.ls(f"s3://{bucket}/d/")
+    assert len(listing) == 2 and [info.key for info in listing] == ["d/a.txt", "d/b.txt"]
+    moment = next(iter(listing)).last_modified
+    assert isinstance(moment, datetime) and abs(moment - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    with pytest.raises(s3bulk.UsageError, match="give 0 <= start <= end"):
+        s3bulk.get(f"s3://{bucket}/d/a.txt", range=(5, 2))

@@ -26,6 +26,8 @@ API = {
     "get_async",
     "get_to_file",
     "get_to_file_async",
+    "head",
+    "head_async",
     "put",
     "put_async",
     "presign",

@@ -64,9 +64,17 @@ RUN_OPTIONS = ("settings", "journal", "on_progress", "on_records")
 
 @dataclass
 class Listing:
+    """What `ls` found: iterate it (or take len) for its objects; `prefixes` for the next level."""
+
     objects: list[ObjectInfo] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
     report: Report = field(default_factory=lambda: Report("ls"))
+
+    def __iter__(self) -> Iterator[ObjectInfo]:
+        return iter(self.objects)
+
+    def __len__(self) -> int:
+        return len(self.objects)
 
 
 async def ls_async(
@@ -363,12 +371,26 @@ async def retry_failed_async(
 
 
 # ---- single objects and buckets (s3bulk._objects) --------------------------------------------
-async def get_async(url: str, *, settings: AwsSettings | None = None) -> bytes:
+async def get_async(
+    url: str, *, range: tuple[int, int] | None = None, settings: AwsSettings | None = None
+) -> bytes:
     """One object's bytes, fetched as concurrent ranges (for objects that fit in memory; `cat`
-    and `get_to_file` stream)."""
-    from s3bulk._objects import get_bytes
+    and `get_to_file` stream), or only bytes [start, end) with `range=(start, end)`."""
+    from s3bulk._objects import get_bytes, get_range
 
-    return await get_bytes(settings or AwsSettings.from_env(), url)
+    settings = settings or AwsSettings.from_env()
+    if range is not None:
+        return await get_range(settings, url, *range)
+    return await get_bytes(settings, url)
+
+
+async def head_async(url: str, *, settings: AwsSettings | None = None) -> dict[str, Any]:
+    """Every attribute of one object (size, etag, content_type, metadata, storage_class, ...), as
+    `s3bulk head --json` prints them."""
+    from s3bulk._commands.head import attributes
+    from s3bulk._objects import head
+
+    return attributes(await head(settings or AwsSettings.from_env(), url))
 
 
 async def get_to_file_async(
@@ -484,6 +506,7 @@ async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSet
 
 
 get = _sync_twin(get_async)
+head = _sync_twin(head_async)
 get_to_file = _sync_twin(get_to_file_async)
 put = _sync_twin(put_async)
 list_buckets = _sync_twin(list_buckets_async)

@@ -82,14 +82,14 @@ def ls_command(
                 if isinstance(entry, str):
                     json_line({"prefix": entry}, out)
                 else:
-                    json_line(entry._asdict(), out)
+                    json_line(entry.to_json(), out)
                 continue
             if isinstance(entry, str):
                 lines.append(f"{'PRE':>30} {printable(relative_key(entry, prefix))}")
             else:
                 assert isinstance(entry, ObjectInfo)
                 name = entry.key if recursive else relative_key(entry.key, prefix)
-                lines.append(f"{_local_time(entry.last_modified)} {entry.size:>10} {printable(name)}")
+                lines.append(f"{_local_time(entry.modified)} {entry.size:>10} {printable(name)}")
             if len(lines) >= 1000:
                 out.write("\n".join(lines) + "\n")
                 lines.clear()

@@ -513,9 +513,7 @@ class CopyJob:
                         continue
             else:
                 target = self._destination_key(relative)
-            items.append(
-                TransferItem(info.key, target, info.size, epoch_seconds(info.last_modified), info.etag)
-            )
+            items.append(TransferItem(info.key, target, info.size, epoch_seconds(info.modified), info.etag))
         items = ctx.drop_done(items, self.item_id)
         stats.objects_listed += len(items)
         stats.bytes_listed += sum(item.size for item in items)

@@ -222,9 +222,7 @@ class SyncJob(CopyJob):
                     if is_source and info.size:  # holding data that cannot land: named, skipped
                         entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
                     continue
-                entries.append(
-                    Entry(relative, info.size, epoch_seconds(info.last_modified), info.etag, info.key)
-                )
+                entries.append(Entry(relative, info.size, epoch_seconds(info.modified), info.etag, info.key))
             yield entries
 
     def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> SyncBatch:

@@ -70,6 +70,24 @@ async def get_bytes(settings: AwsSettings, url: str) -> bytes:
     return b"".join(pieces)
 
 
+async def get_range(settings: AwsSettings, url: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of the object (fewer if it ends sooner)."""
+    if not 0 <= start <= end:
+        raise UsageError(f"range ({start}, {end}): give 0 <= start <= end")
+    location = object_location(url)
+    if start == end:
+        return b""
+    async with _storage(settings) as storage:
+        return await storage.get_range(location.bucket, location.key, start, end)
+
+
+async def head(settings: AwsSettings, url: str) -> dict[str, str]:
+    """The object's headers (names in lower case)."""
+    location = object_location(url)
+    async with _storage(settings) as storage:
+        return await storage.head(location.bucket, location.key)
+
+
 async def put_stream(
     settings: AwsSettings,
     url: str,

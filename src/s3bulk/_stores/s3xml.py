@@ -6,7 +6,7 @@ import functools
 import html
 import re
 import xml.etree.ElementTree as ET
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 from xml.sax.saxutils import escape
@@ -21,9 +21,25 @@ class ObjectInfo(NamedTuple):
 
     key: str
     size: int
-    last_modified: str  # ISO 8601 as the service sent it; parsed only when printed
+    modified: str  # LastModified, ISO 8601 as the service sent it (parsed only when needed)
     etag: str
     storage_class: str = ""  # as listed ("" when the service left it out)
+
+    @property
+    def last_modified(self) -> datetime:
+        """LastModified as an aware datetime (UTC)."""
+        second, fraction, zone = split_iso(self.modified)
+        return datetime.fromtimestamp(_epoch_of_second(second + zone) + fraction, tz=UTC)
+
+    def to_json(self) -> dict[str, str | int]:
+        """As `ls --json` prints it."""
+        return {
+            "key": self.key,
+            "size": self.size,
+            "last_modified": self.modified,
+            "etag": self.etag,
+            "storage_class": self.storage_class,
+        }
 
 
 class ListPage(NamedTuple):

@@ -466,6 +466,12 @@ class Storage:
             await asyncio.gather(*pending, return_exceptions=True)
         return written
 
+    async def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the object (fewer when it ends sooner), retried."""
+        return await self._retrying(
+            lambda: self.client.get_range(bucket, key, start, end), f"get s3://{bucket}/{key}"
+        )
+
     # ---- buckets -------------------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._retrying(self.client.list_buckets, "list buckets")
