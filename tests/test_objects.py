@@ -8,6 +8,7 @@ import hashlib
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -257,7 +258,7 @@ def test_cli_conventions_recursive_logging_and_stats_without_a_terminal(
 
 
 def test_python_api_ranges_head_and_a_listing_of_datetimes(minio: Endpoint, aws_env: dict[str, str]) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     bucket = new_bucket(minio)
     minio.client().put_object(Bucket=bucket, Key="d/a.txt", Body=b"0123456789", ContentType="text/plain")
@@ -269,6 +270,6 @@ def test_python_api_ranges_head_and_a_listing_of_datetimes(minio: Endpoint, aws_
     listing = s3bulk.ls(f"s3://{bucket}/d/")
     assert len(listing) == 2 and [info.key for info in listing] == ["d/a.txt", "d/b.txt"]
     moment = next(iter(listing)).last_modified
-    assert isinstance(moment, datetime) and abs(moment - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    assert isinstance(moment, datetime) and abs(moment - datetime.now(UTC)) < timedelta(minutes=5)
     with pytest.raises(s3bulk.UsageError, match="give 0 <= start <= end"):
         s3bulk.get(f"s3://{bucket}/d/a.txt", range=(5, 2))
