@@ -22,6 +22,11 @@ import pytest
 from s3bulk.testing import MinioServer, MotoServer, Server
 from s3bulk.testing.throttle import LoopbackProxy
 
+# A run started in the background of a non-interactive shell (`make test &`, nohup) inherits SIGINT
+# ignored, and so would every job a test starts: the Ctrl-C tests need SIGINT as a terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 S3BULK = [sys.executable, "-m", "s3bulk"]
 _counter = itertools.count()
 

@@ -567,7 +567,7 @@ def test_version_and_the_help_a_mistake_points_to(person: Person, here: Path) ->
 
     version = person.run("--version", cwd=here)
     assert (version.returncode, version.stdout) == (0, f"s3bulk {__version__}\n")
-    unknown = person.run("cat", "s3://bucket/key", cwd=here)
+    unknown = person.run("frobnicate", "s3://bucket/key", cwd=here)
     assert unknown.returncode == 2 and unknown.stderr.strip().endswith("(see: s3bulk --help)"), unknown.stderr
     flag = person.run("cp", "--no-such-flag", ".", "s3://bucket/", cwd=here)
     assert flag.returncode == 2 and "(see: s3bulk cp --help)" in flag.stderr
