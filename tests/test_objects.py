@@ -273,3 +273,31 @@ def test_python_api_ranges_head_and_a_listing_of_datetimes(minio: Endpoint, aws_
     assert isinstance(moment, datetime) and abs(moment - datetime.now(UTC)) < timedelta(minutes=5)
     with pytest.raises(s3bulk.UsageError, match="give 0 <= start <= end"):
         s3bulk.get(f"s3://{bucket}/d/a.txt", range=(5, 2))
+
+
+def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict[str, str]) -> None:
+    bucket = new_bucket(minio)
+    url = f"s3://{bucket}/f/data.bin"
+    blocks = [bytes([n]) * MiB for n in range(20)]
+    attributes = s3bulk.Attributes(content_type="application/x-blocks", metadata={"n": "20"}, tags={"t": "1"})
+    with s3bulk.open(url, "wb", attributes=attributes, buffer_size=5 * MiB) as out:
+        for block in blocks:
+            out.write(block)
+    stored = minio.client().head_object(Bucket=bucket, Key="f/data.bin")
+    assert stored["ContentLength"] == 20 * MiB and "-" in stored["ETag"]  # uploaded in parts
+    assert stored["ContentType"] == "application/x-blocks" and stored["Metadata"] == {"n": "20"}
+    with s3bulk.open(url) as reader:
+        reader.seek(3 * MiB + 10)
+        assert reader.read(4) == b"\x03" * 4
+        assert reader.tell() == 3 * MiB + 14
+        reader.seek(0)
+        assert hashlib.sha256(reader.read()).digest() == hashlib.sha256(b"".join(blocks)).digest()
+
+    with pytest.raises(RuntimeError), s3bulk.open(f"s3://{bucket}/f/broken.bin", "wb") as out:
+        out.write(b"x" * (6 * MiB))
+        raise RuntimeError("the producer failed")
+    assert minio.client().list_objects_v2(Bucket=bucket, Prefix="f/broken")["KeyCount"] == 0
+    with pytest.raises(s3bulk.UsageError, match="use 'rb' or 'wb'"):
+        s3bulk.open(url, "r+")
+    with pytest.raises(s3bulk.UsageError, match="use put"):
+        s3bulk.open(url, "wb", attributes=s3bulk.Attributes(storage_class="STANDARD_IA"))

@@ -31,6 +31,7 @@ API = {
     "put",
     "put_async",
     "presign",
+    "open",
     "list_buckets",
     "list_buckets_async",
     "make_bucket",

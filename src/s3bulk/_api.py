@@ -11,6 +11,7 @@ Its defaults are the spec's: written once, there.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import dataclasses
 import functools
 import os
@@ -429,7 +430,7 @@ async def put_async(
     from s3bulk._objects import put_stream
 
     if isinstance(data, (str, os.PathLike)):
-        with open(data, "rb") as handle:
+        with builtins.open(data, "rb") as handle:
             return await put_stream(
                 settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
             )
@@ -463,6 +464,23 @@ def _chunk_reader(chunks: Iterator[bytes]) -> Callable[[int], Coroutine[Any, Any
         return taken
 
     return read
+
+
+def open(
+    url: str,
+    mode: str = "rb",
+    *,
+    attributes: Attributes = NO_ATTRIBUTES,
+    buffer_size: int = 8 * 1024 * 1024,
+    settings: AwsSettings | None = None,
+) -> Any:
+    """A file-like object on one object: "rb" reads (read, readinto, seek, tell), `buffer_size`
+    bytes per ranged GET; "wb" uploads `buffer_size` parts as they fill and completes on close
+    (leaving its `with` block by an exception aborts the upload). Writers set Content-* headers,
+    metadata and tags from `attributes`."""
+    from s3bulk._objects import open_object
+
+    return open_object(settings or AwsSettings.from_env(), url, mode, attributes, buffer_size)
 
 
 def presign(

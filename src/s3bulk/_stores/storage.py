@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import os
 import stat
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import obstore
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error
+from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.landing import (
     directory_clash,
@@ -472,6 +473,29 @@ class Storage:
             lambda: self.client.get_range(bucket, key, start, end), f"get s3://{bucket}/{key}"
         )
 
+    # ---- file-like access (sync: obstore's buffered reader and writer) ---------------------------
+    def open_reader(self, bucket: str, key: str, *, buffer_size: int) -> Any:
+        """A file-like reader (read, readinto, seek, tell), `buffer_size` bytes per ranged GET."""
+        _need_addressable(key)
+        return obstore.open_reader(self._store(f"s3://{bucket}"), key, buffer_size=buffer_size)
+
+    def open_writer(self, bucket: str, key: str, attributes: Attributes, *, buffer_size: int) -> Any:
+        """A file-like writer that uploads `buffer_size` parts as they fill (multipart above one
+        part) and completes on close; leaving its `with` block by an exception aborts it."""
+        _need_addressable(key)
+        if dataclasses.replace(attributes, tags=()).needs_signed_client:  # obstore's writer takes tags
+            raise UsageError(
+                "open(..., 'wb') sets Content-* headers, metadata and tags; for a storage class, "
+                "encryption, an ACL or Expires use put()"
+            )
+        return obstore.open_writer(
+            self._store(f"s3://{bucket}"),
+            key,
+            attributes=attributes.obstore(),
+            tags=dict(attributes.tags) or None,
+            buffer_size=buffer_size,
+        )
+
     # ---- buckets -------------------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._retrying(self.client.list_buckets, "list buckets")
@@ -565,6 +589,11 @@ def _kind(path: str) -> str | None:
         with contextlib.suppress(OSError):
             mode = os.stat(path).st_mode
     return "directory" if stat.S_ISDIR(mode) else "other"
+
+
+def _need_addressable(key: str) -> None:
+    if not obstore_can_address(key):
+        raise UsageError(f"{key!r}: this key cannot be opened as a file (use get() or put())")
 
 
 def _both_addressable(source_key: str, key: str) -> bool:
