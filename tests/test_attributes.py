@@ -5,6 +5,7 @@ is sent."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,12 @@ def test_sync_and_the_python_api_set_attributes(minio: Endpoint, tree: Path, aws
     assert report.objects_done == 1
     stored = head(minio, bucket, "api/logo.png")
     assert stored["ContentType"] == "application/octet-stream" and stored["Metadata"] == {"k": "v"}
+
+    listed = run_cli(minio.env, "ls", "--json", "--attributes", f"s3://{bucket}/api")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["url"] == f"s3://{bucket}/api/logo.png" and row["metadata"] == {"k": "v"}
+    assert row["content_type"] == "application/octet-stream"
 
 
 @pytest.mark.parametrize(

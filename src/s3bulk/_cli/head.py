@@ -19,6 +19,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.progress import json_line, print_summary
+from s3bulk._config import AwsSettings
 from s3bulk._report import RecordSink
 from s3bulk._text import printable
 
@@ -36,11 +37,16 @@ def head_command(
 ) -> int:
     """Show every attribute of an object (size, ETag, Content-Type, metadata, storage class,
     encryption, checksums), or of each object under a prefix."""
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    return show_attributes(url, as_json, concurrency, stats, settings)
+
+
+def show_attributes(url: str, as_json: bool, concurrency: int, stats: bool, settings: AwsSettings) -> int:
+    """HEAD the object, or every object under the prefix (in parallel), and print what it says."""
     from s3bulk._api import run_async
     from s3bulk._commands.head import ENGINE, HeadSpec
     from s3bulk._engine.spec import EngineSpec
 
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
     spec = HeadSpec(target=url, engine=EngineSpec(engine=ENGINE.engine, concurrency=concurrency))
 
     def show(records: list[dict[str, Any]]) -> None:

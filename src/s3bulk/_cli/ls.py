@@ -48,6 +48,9 @@ def ls_command(
     recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
+    with_attributes: bool = typer.Option(
+        False, "--attributes", help="Every attribute of each object (a HEAD each, in parallel; implies -r)."
+    ),
     concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
     list_ranges: str = typer.Option(
         "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
@@ -62,6 +65,10 @@ def ls_command(
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
     if url is None:
         return _list_buckets(settings, as_json)
+    if with_attributes:  # what `head` shows, for every object under the prefix
+        from s3bulk._cli.head import show_attributes
+
+        return show_attributes(url if url.endswith("/") else url + "/", as_json, 32, False, settings)
     report = Report("ls", source=url)
     out = sys.stdout
     prefix = url.split("://", 1)[-1].partition("/")[2]
