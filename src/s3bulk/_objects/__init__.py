@@ -9,7 +9,6 @@ part size x parts in flight whatever the object's size.
 from __future__ import annotations
 
 import collections
-import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -114,46 +113,8 @@ def open_object(settings: AwsSettings, url: str, mode: str, attributes: Attribut
         raise UsageError(f"open mode {mode!r}: use 'rb' or 'wb' (objects are read or written whole)")
     storage = Storage(settings)
     if mode == "rb":
-        return ObjectReader(storage.open_reader(location.bucket, location.key, buffer_size=buffer_size))
+        return storage.open_reader(location.bucket, location.key, buffer_size=buffer_size)
     return storage.open_writer(location.bucket, location.key, attributes, buffer_size=buffer_size)
-
-
-class ObjectReader(io.RawIOBase):
-    """obstore's buffered reader as a standard raw stream: `with`, `readinto`, and so usable by
-    io.BufferedReader, io.TextIOWrapper, pandas, h5py and anything that takes a binary file."""
-
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
-        self.size: int = reader.size
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self._reader.read(len(view))
-        view[: len(data)] = memoryview(data)
-        return len(data)
-
-    def read(self, size: int = -1) -> bytes:
-        return bytes(self._reader.read() if size is None or size < 0 else self._reader.read(size))
-
-    def readall(self) -> bytes:
-        return self.read()
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return int(self._reader.seek(offset, whence))
-
-    def tell(self) -> int:
-        return int(self._reader.tell())
-
-    def close(self) -> None:
-        if not self.closed:
-            self._reader.close()
-        super().close()
 
 
 def presign(settings: AwsSettings, url: str, *, expires_in: int = 3600, method: str = "GET") -> str:

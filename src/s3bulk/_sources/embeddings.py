@@ -84,7 +84,7 @@ def open_file(path: str, settings: AwsSettings) -> IO[bytes]:
         return open(path, "rb")
     import obstore
 
-    from s3bulk._stores.objects import s3_store
+    from s3bulk._stores.objects import ObjectFile, s3_store
 
     location = parse_s3(path)
     store = s3_store(settings, location.bucket, max_connections=8)
@@ -92,37 +92,7 @@ def open_file(path: str, settings: AwsSettings) -> IO[bytes]:
         reader = obstore.open_reader(store, location.key, buffer_size=1024**2)
     except FileNotFoundError:
         raise UsageError(f"{path} does not exist: check the source path") from None
-    return io.BufferedReader(_ObjectFile(reader), buffer_size=8 * 1024**2)
-
-
-class _ObjectFile(io.RawIOBase):
-    """obstore's reader (ranged GETs) as a standard raw file, so pyarrow, numpy and line
-    iteration get the whole file protocol (context manager, readline, iteration)."""
-
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = memoryview(self._reader.read(len(buffer)))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return int(self._reader.seek(offset, whence))
-
-    def tell(self) -> int:
-        return int(self._reader.tell())
-
-    def close(self) -> None:
-        if not self.closed:
-            self._reader.close()
-        super().close()
+    return io.BufferedReader(ObjectFile(reader), buffer_size=8 * 1024**2)
 
 
 def find_files(spec: EmbeddingSpec) -> Iterator[tuple[str, str, str]]:

@@ -7,6 +7,7 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
+import io
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -82,3 +83,42 @@ def store_for(root: str, settings: AwsSettings, *, max_connections: int = 64) ->
     from obstore.store import LocalStore
 
     return LocalStore(root)
+
+
+class ObjectFile(io.RawIOBase):
+    """obstore's buffered reader (ranged GETs) as a standard raw file: `with`, `readinto`, and so
+    usable by io.BufferedReader, io.TextIOWrapper, pyarrow, numpy, h5py and line iteration."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+        self.size: int = reader.size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = memoryview(self._reader.read(len(view)))
+        view[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Straight from obstore's buffer: RawIOBase's own read would copy through readinto."""
+        return bytes(self._reader.read() if size is None or size < 0 else self._reader.read(size))
+
+    def readall(self) -> bytes:
+        return self.read()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self._reader.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._reader.tell())
+
+    def close(self) -> None:
+        if not self.closed:
+            self._reader.close()
+        super().close()

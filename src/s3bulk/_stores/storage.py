@@ -50,7 +50,7 @@ from s3bulk._stores.multipart import (
     upload_file,
     upload_stream,
 )
-from s3bulk._stores.objects import obstore_can_address, store_for
+from s3bulk._stores.objects import ObjectFile, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, ListPage, xml_safe
@@ -477,7 +477,7 @@ class Storage:
     def open_reader(self, bucket: str, key: str, *, buffer_size: int) -> Any:
         """A file-like reader (read, readinto, seek, tell), `buffer_size` bytes per ranged GET."""
         _need_addressable(key)
-        return obstore.open_reader(self._store(f"s3://{bucket}"), key, buffer_size=buffer_size)
+        return ObjectFile(obstore.open_reader(self._store(f"s3://{bucket}"), key, buffer_size=buffer_size))
 
     def open_writer(self, bucket: str, key: str, attributes: Attributes, *, buffer_size: int) -> Any:
         """A file-like writer that uploads `buffer_size` parts as they fill (multipart above one
