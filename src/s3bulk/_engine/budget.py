@@ -13,8 +13,8 @@ from collections import deque
 
 class ByteBudget:
     """Waiters are served first come, first served, each woken only when its cost fits: waking
-    every waiter on every release cost 41 wake-ups per item (1,000 x 1 MiB uploads, 64 tasks
-    for 16 MiB) and a third of the driver's CPU."""
+    every waiter on every release cost 41 wake-ups per item (cProfile of 1,000 x 1 MiB uploads,
+    64 tasks for 16 MiB: 41,508 acquire calls); CPU of that job fell 2.68 -> 2.50 s without them."""
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, limit)

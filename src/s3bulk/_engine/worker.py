@@ -92,7 +92,7 @@ class WorkerRuntime:
         )
         # A job whose items carry their bytes from the moment they are listed (vectors batches:
         # the rows) takes each item's cost before queueing it, so the budget bounds the queue
-        # too: 2 MB batches queued 32 deep held ~150 MB per worker beyond the budget.
+        # too (a queue of 32 batches of 2 MB of rows would otherwise sit beside the budget).
         self.cost_before_queue: bool = getattr(job, "items_hold_their_cost", False)
         self.open_items: dict[int, int] = {}  # descriptor id -> items not yet finished
         self.expanded: set[int] = set()  # descriptors whose expansion is complete

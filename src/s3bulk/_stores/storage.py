@@ -354,9 +354,7 @@ class Storage:
         plain = not attributes.changes_copies
         if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
             await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
-        elif (
-            plain and source_bucket == bucket and obstore_can_address(source_key) and obstore_can_address(key)
-        ):
+        elif plain and source_bucket == bucket and all(map(obstore_can_address, (source_key, key))):
 
             async def copy() -> None:
                 self.meter.requests["COPY"] += 1
@@ -594,10 +592,6 @@ def _kind(path: str) -> str | None:
 def _need_addressable(key: str) -> None:
     if not obstore_can_address(key):
         raise UsageError(f"{key!r}: this key cannot be opened as a file (use get() or put())")
-
-
-def _both_addressable(source_key: str, key: str) -> bool:
-    return obstore_can_address(source_key) and obstore_can_address(key)
 
 
 def _read_file(path: str) -> bytes:
