@@ -98,9 +98,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
         source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
-            return _stream(
-                source or "", destination or "", attributes, parse_size(part_size, "--part-size"), settings
-            )
+            size = parse_size(part_size, "--part-size")
+            return _stream(source or "", destination or "", attributes, size, settings, quiet)
         memory = parse_optional_size(max_memory, "--max-memory")
         start = continuation(
             command,
@@ -154,14 +153,15 @@ def make_copy_command(command: str) -> Callable[..., int]:
 
 
 def _stream(
-    source: str, destination: str, attributes: Attributes, part_size: int, settings: AwsSettings
+    source: str, destination: str, attributes: Attributes, part_size: int, settings: AwsSettings, quiet: bool
 ) -> int:
     """`cp - s3://b/k` (stdin up, as `pipe`) or `cp s3://b/k -` (down to stdout, as `cat`)."""
     if source == "-" and destination.startswith("s3://"):
         from s3bulk._cli.pipe import upload_stdin
 
         size = upload_stdin(destination, attributes, part_size, 4, settings)
-        say(f"upload: - to {destination} ({size:,} bytes)", err=True)
+        if not quiet:
+            say(f"upload: - to {destination} ({size:,} bytes)", err=True)
         return 0
     if destination == "-" and source.startswith("s3://"):
         from s3bulk._cli.cat import cat_to_stdout
