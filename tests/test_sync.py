@@ -156,3 +156,31 @@ def test_sync_usage_errors(minio: Endpoint, tmp_path: Path) -> None:
     assert both.returncode == 2 and "exclude each other" in both.stderr
     missing = run_cli(minio.env, "sync", str(tmp_path / "nope"), "s3://bucket-x/")
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_delete_from_an_empty_or_missing_source_is_refused_unless_allowed(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio)
+    client = minio.client()
+    for name in ("a", "b", "c"):
+        client.put_object(Bucket=bucket, Key=f"site/{name}", Body=b"x")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {
+        f"{empty}/": "is empty or missing: sync --delete would delete everything",
+        f"s3://{bucket}/nothing-here/": "is empty or missing: sync --delete would delete everything",
+        f"{tmp_path}/not-mounted/": "does not exist",
+    }
+    for source, message in cases.items():
+        done = run_cli(minio.env, "sync", "--delete", source, f"s3://{bucket}/site/")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+        assert client.list_objects_v2(Bucket=bucket, Prefix="site/")["KeyCount"] == 3  # nothing deleted
+    plain = run_cli(minio.env, "sync", f"{empty}/", f"s3://{bucket}/site/")  # no --delete: harmless
+    assert plain.returncode == 0, plain.stderr
+    allowed = run_cli(
+        minio.env, "sync", "--delete", "--allow-empty-source", f"{empty}/", f"s3://{bucket}/site/"
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert client.list_objects_v2(Bucket=bucket, Prefix="site/")["KeyCount"] == 0

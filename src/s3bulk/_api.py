@@ -280,6 +280,7 @@ async def sync_async(
     *,
     mode: str = SyncSpec.mode,
     delete: bool = False,
+    allow_empty_source: bool = False,
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
@@ -305,7 +306,8 @@ async def sync_async(
 ) -> Report:
     """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
-    `delete` removes what the source lacks. Every other option is `copy_async`'s."""
+    `delete` removes what the source lacks (refused when the source is empty or missing, unless
+    `allow_empty_source`). Every other option is `copy_async`'s."""
     return await _run(SyncSpec, COPY, locals())
 
 

@@ -58,6 +58,9 @@ def sync_command(
         False, "--checksum", help="Compare contents (MD5/ETag) when sizes match, not modification times."
     ),
     delete: bool = typer.Option(False, "--delete", help="Delete destination objects missing at the source."),
+    allow_empty_source: bool = typer.Option(
+        False, "--allow-empty-source", help="With --delete, accept an empty or missing source (empties DST)."
+    ),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
@@ -106,6 +109,7 @@ def sync_command(
                 destination,
                 mode="size" if size_only else "checksum" if checksum else "mtime",
                 delete=delete,
+                allow_empty_source=allow_empty_source,
                 include=include,
                 exclude=exclude,
                 dry_run=dry_run,

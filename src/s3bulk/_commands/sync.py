@@ -39,6 +39,7 @@ class SyncSpec(CopySpec):
     command: ClassVar[str] = "sync"
     mode: str = "mtime"  # changed: sizes differ or the source is newer; "size"; "checksum"
     delete: bool = False  # also delete what the source lacks
+    allow_empty_source: bool = False  # --delete from an empty or missing source: refused unless set
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -60,7 +61,15 @@ class SyncCommand(CopyCommand):
         assert isinstance(spec, SyncSpec)
         source, destination = parse_location(spec.source), parse_location(spec.destination)
         options = copy_options(spec, settings, plan)
-        job = SyncJob(source, destination, settings, options, mode=spec.mode, delete=spec.delete)  # type: ignore[arg-type]
+        job = SyncJob(
+            source,
+            destination,
+            settings,
+            options,
+            mode=spec.mode,  # type: ignore[arg-type]
+            delete=spec.delete,
+            allow_empty_source=spec.allow_empty_source,
+        )
         job.preflight_requests = await job.preflight()
         return job
 
@@ -109,6 +118,7 @@ def as_directory(location: Location) -> Location:
 class SyncJob(CopyJob):
     mode: SyncMode = "mtime"
     delete: bool = False
+    allow_empty_source: bool = False
 
     def __post_init__(self) -> None:
         source = self.source
@@ -139,6 +149,11 @@ class SyncJob(CopyJob):
         """CopyJob's check of the bucket written to; and `sync s3://b/name ...` where `name` is an
         object and `name/` holds nothing is refused, as a local file is (cp copies one object)."""
         requests = await super().preflight()
+        if self.delete and not self.allow_empty_source and await self._source_is_empty():
+            raise UsageError(
+                f"the source {self.source} is empty or missing: sync --delete would delete everything "
+                "in the destination; pass --allow-empty-source if that is what you want"
+            )
         if not self._maybe_object:
             return requests
         assert isinstance(self.source, S3Location)
@@ -157,6 +172,20 @@ class SyncJob(CopyJob):
         return requests | {
             kind: requests.get(kind, 0) + count for kind, count in storage.meter.requests.items()
         }
+
+    async def _source_is_empty(self) -> bool:
+        """Whether the source holds nothing at all (a typo, an unmounted disk, a wrong bucket):
+        what an emptied destination would be the price of."""
+        source = self.source
+        if isinstance(source, LocalLocation):
+            return next(iter(walk(str(source.path), False)), None) is None if source.path.is_dir() else True
+        assert isinstance(source, S3Location)
+        storage = Storage(self.settings, connections=2)
+        try:
+            page = await storage.list_objects_v2(source.bucket, source.key, max_keys=1)
+        finally:
+            await storage.close()
+        return not page.objects
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
