@@ -301,3 +301,36 @@ def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict
         s3bulk.open(url, "r+")
     with pytest.raises(s3bulk.UsageError, match="use put"):
         s3bulk.open(url, "wb", attributes=s3bulk.Attributes(storage_class="STANDARD_IA"))
+
+
+def test_ctrl_c_during_pipe_aborts_its_multipart_upload(minio: Endpoint) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    bucket = new_bucket(minio)
+    client = minio.client()
+    producer = subprocess.Popen(  # a slow stream: 1 MiB every 20 ms, for 8 s
+        [sys.executable, "-c", "import os,sys,time\nfor _ in range(400):\n"
+         "    sys.stdout.buffer.write(os.urandom(1 << 20)); sys.stdout.flush(); time.sleep(0.02)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    job = subprocess.Popen(
+        [*S3BULK, "pipe", f"s3://{bucket}/stream.bin"],
+        stdin=producer.stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=minio.env,
+        start_new_session=True,
+    )
+    started = time.monotonic()
+    while not client.list_multipart_uploads(Bucket=bucket).get("Uploads"):  # parts are going up
+        assert job.poll() is None and time.monotonic() - started < 60
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    _, err = job.communicate(timeout=60)
+    producer.kill()
+    assert job.returncode == 130 and err == "interrupted\n", err
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
