@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import datetime
 import functools
 import os
 import tempfile
@@ -219,6 +220,10 @@ async def copy_async(
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: datetime.datetime | float | None = None,
+    older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
@@ -235,7 +240,9 @@ async def copy_async(
     threads, async, processes, hybrid, auto, ray). With engine="ray", `ray_address` names the
     cluster (default: a local Ray instance) and `journal_url` where the object-store journal
     goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
-    `follow_symlinks`. Uploads get a Content-Type guessed from the file name unless
+    `follow_symlinks`. `min_size`/`max_size` (bytes, inclusive) and `newer_than`/`older_than`
+    (datetimes or seconds since the epoch) select by size and modification time (listings'
+    LastModified, files' mtime). Uploads get a Content-Type guessed from the file name unless
     `guess_mime_type` is False or `attributes` names one; `attributes` (s3bulk.Attributes: the
     Content-* headers, metadata, storage class, encryption, ACL, tags) is set on every upload and
     copy (copies keep the source's Content-* and metadata unless it sets some)."""
@@ -261,6 +268,10 @@ async def move_async(
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: datetime.datetime | float | None = None,
+    older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
@@ -296,6 +307,10 @@ async def sync_async(
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: datetime.datetime | float | None = None,
+    older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
@@ -324,6 +339,10 @@ async def remove_async(
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: datetime.datetime | float | None = None,
+    older_than: datetime.datetime | float | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,

@@ -48,6 +48,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import say
+from s3bulk._cli.window import with_window_options
 from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
@@ -61,6 +62,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 def make_copy_command(command: str) -> Callable[..., int]:
     @with_attribute_options
+    @with_window_options
     def copy_command(
         source: str | None = SourceArgument,
         destination: str | None = DestinationArgument,
@@ -94,6 +96,10 @@ def make_copy_command(command: str) -> Callable[..., int]:
         no_verify_ssl: bool = NoVerifyOption,
         no_sign_request: bool = NoSignOption,
         attributes: Attributes = NO_ATTRIBUTES,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        newer_than: float | None = None,
+        older_than: float | None = None,
     ) -> int:
         source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
@@ -140,6 +146,10 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     on_records=on_records,
                     guess_mime_type=not no_guess_mime_type,
                     attributes=attributes,
+                    min_size=min_size,
+                    max_size=max_size,
+                    newer_than=newer_than,
+                    older_than=older_than,
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

@@ -35,9 +35,11 @@ from s3bulk._cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk._cli.window import with_window_options
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
 
+@with_window_options
 def rm_command(
     target: str | None = typer.Argument(
         None, help="s3://bucket/key, s3://bucket/prefix/ or s3://bucket/logs/*.gz", show_default=False
@@ -62,6 +64,10 @@ def rm_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: float | None = None,
+    older_than: float | None = None,
 ) -> int:
     """Delete objects, 1,000 keys per request, several requests in flight."""
     target = as_prefix(target) if recursive else target
@@ -88,6 +94,10 @@ def rm_command(
                 journal_url=journal_url,
                 concurrency=concurrency,
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
+                min_size=min_size,
+                max_size=max_size,
+                newer_than=newer_than,
+                older_than=older_than,
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,

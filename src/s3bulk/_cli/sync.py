@@ -44,12 +44,14 @@ from s3bulk._cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk._cli.window import with_window_options
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
 @with_attribute_options
+@with_window_options
 def sync_command(
     source: str | None = SourceArgument,
     destination: str | None = DestinationArgument,
@@ -87,6 +89,10 @@ def sync_command(
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
     attributes: Attributes = NO_ATTRIBUTES,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: float | None = None,
+    older_than: float | None = None,
 ) -> int:
     """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
     if size_only and checksum:
@@ -126,6 +132,10 @@ def sync_command(
                 follow_symlinks=follow_symlinks,
                 guess_mime_type=not no_guess_mime_type,
                 attributes=attributes,
+                min_size=min_size,
+                max_size=max_size,
+                newer_than=newer_than,
+                older_than=older_than,
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,

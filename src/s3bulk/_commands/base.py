@@ -9,6 +9,7 @@ resumed). It serialises to the journal as plain JSON with a format version.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -182,3 +183,25 @@ class Command:
             f"this job's journal has format {version!r}, which this s3bulk does not read "
             f"(it reads {SPEC_VERSION} and 1): resume it with the s3bulk that wrote it"
         )
+
+
+def check_window(
+    min_size: int | None, max_size: int | None, newer_than: float | None, older_than: float | None
+) -> None:
+    """The size and time window of --min-size/--max-size/--newer-than/--older-than, checked."""
+    for name, size in (("--min-size", min_size), ("--max-size", max_size)):
+        if size is not None and size < 0:
+            raise UsageError(f"{name} cannot be negative")
+    if min_size is not None and max_size is not None and min_size > max_size:
+        raise UsageError(f"--min-size {min_size} is above --max-size {max_size}: nothing would be selected")
+    if newer_than is not None and older_than is not None and newer_than >= older_than:
+        raise UsageError("--newer-than (or --max-age) is not before --older-than (or --min-age): none fits")
+
+
+def as_epoch(moment: Any) -> float | None:
+    """Seconds since the epoch from a datetime (naive: local time) or a number; None stays."""
+    if moment is None or isinstance(moment, int | float):
+        return moment
+    if isinstance(moment, datetime.datetime):
+        return moment.timestamp()
+    raise UsageError(f"{moment!r}: give a time as a datetime or seconds since the epoch")

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, check_window, location, patterns
 from s3bulk._commands.remove import BatchDeleter
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
@@ -63,6 +63,10 @@ class CopySpec(Spec):
     follow_symlinks: bool = False
     guess_mime_type: bool = True
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
+    min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
+    max_size: int | None = None
+    newer_than: float | None = None
+    older_than: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "source", location(self.source, "source"))
@@ -70,6 +74,9 @@ class CopySpec(Spec):
         object.__setattr__(self, "include", patterns(self.include, "include"))
         object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
         parse_location(self.source), parse_location(self.destination)  # malformed: one line now
+        object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
+        object.__setattr__(self, "older_than", as_epoch(self.older_than))
+        check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
         if self.part_size < MIN_PART:
             raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
         for name in ("multipart_threshold", "copy_multipart_threshold"):
@@ -190,7 +197,9 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
     many parts of one large object are in flight)."""
     listing = spec.partitioned_listing
     return CopyOptions(
-        filters=Filters(spec.include, spec.exclude),
+        filters=Filters(
+            spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
+        ),
         dry_run=spec.dry_run,
         part_size=spec.part_size,
         multipart_threshold=spec.multipart_threshold,
@@ -330,15 +339,20 @@ class CopyJob:
             yield KeyRange() if source.is_prefix else SingleObject(source.key)
             return
         path = source.path
+        filters = self.options.filters
         if path.is_file():
             refused = not is_utf8(path.name)
             problem = NOT_UTF8 if refused else ""
-            yield LocalBatch(str(path.parent), ((path.name, path.stat().st_size, problem, refused),))
+            found = path.stat()
+            if filters.in_window(found.st_size, found.st_mtime):
+                yield LocalBatch(str(path.parent), ((path.name, found.st_size, problem, refused),))
             return
         root = self._local_root
         top = "" if source.trailing_slash else path.name
         batch: list[tuple[str, int, str, bool]] = []
         for entry in walk(str(path), self.options.follow_symlinks):
+            if filters.windowed and not entry.problem and not filters.in_window(entry.size, entry.mtime):
+                continue
             relative = f"{top}/{entry.relative}" if top else entry.relative
             batch.append((relative, entry.size, entry.problem, entry.refused))
             if len(batch) >= LOCAL_BATCH:
@@ -488,7 +502,7 @@ class CopyJob:
         items = []
         for info in objects:
             relative = basename(info.key) if single else relative_key(info.key, source.key)
-            if filters and not filters.accepts(relative):
+            if filters and not filters.accepts(relative, info.size, _listed_time(info, filters)):
                 continue
             if isinstance(destination, LocalLocation):
                 if info.key.endswith("/"):  # a "directory marker": a directory locally, no file
@@ -592,6 +606,12 @@ class CopyJob:
             attributes=self.options.attributes,
         )
         return item.size
+
+
+def _listed_time(info: ObjectInfo, filters: Filters) -> float | None:
+    """The object's time when the window needs it (a retry's descriptors carry none: they were
+    selected when first listed)."""
+    return epoch_seconds(info.modified) if filters.windowed and info.modified else None
 
 
 COMMANDS = (CopyCommand(), MoveCommand())  # found by the registry (s3bulk._commands)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, as_epoch, check_window, patterns
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
@@ -22,7 +22,7 @@ from s3bulk._errors import ItemError, UsageError
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
 from s3bulk._urls import S3Location, parse_s3, relative_key
 
@@ -36,6 +36,10 @@ class RemoveSpec(Spec):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     partitioned_listing: bool | None = None
+    min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
+    max_size: int | None = None
+    newer_than: float | None = None
+    older_than: float | None = None
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
@@ -43,6 +47,9 @@ class RemoveSpec(Spec):
             raise TypeError(f"target must be an s3:// URL (str), not {type(self.target).__name__}")
         object.__setattr__(self, "include", patterns(self.include, "include"))
         object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
+        object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
+        object.__setattr__(self, "older_than", as_epoch(self.older_than))
+        check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
         location = parse_s3(self.target)
         if not location.key and not self.target.rstrip().endswith("/"):
             raise UsageError(  # emptying a bucket must be spelled out
@@ -71,7 +78,9 @@ class RemoveCommand(Command):
         assert isinstance(spec, RemoveSpec)
         listing = spec.partitioned_listing
         options = RemoveOptions(
-            Filters(spec.include, spec.exclude),
+            Filters(
+                spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
+            ),
             spec.dry_run,
             spec.engine.concurrency,
             partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
@@ -228,7 +237,7 @@ class RemoveJob:
             on_split=ctx.split if self.options.partitioned_listing else None,
             want_split=ctx.want_split,
         ):
-            batch = self._batch([info for info in objects if self._wanted(info.key)], ctx)
+            batch = self._batch([info for info in objects if self._wanted(info)], ctx)
             if batch:
                 yield batch
 
@@ -239,11 +248,14 @@ class RemoveJob:
         ctx.stats.bytes_listed += sum(size for _, size in keys)
         return [DeleteBatch(self.target.bucket, tuple(keys))] if keys else []
 
-    def _wanted(self, key: str) -> bool:
-        if not self._key_filter.accepts(key):
+    def _wanted(self, info: ObjectInfo) -> bool:
+        if not self._key_filter.accepts(info.key):
             return False
         filters = self.options.filters
-        return not filters or filters.accepts(relative_key(key, self.prefix))
+        if not filters:
+            return True
+        mtime = epoch_seconds(info.modified) if filters.windowed and info.modified else None
+        return filters.accepts(relative_key(info.key, self.prefix), info.size, mtime)
 
     async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
         assert self._storage is not None

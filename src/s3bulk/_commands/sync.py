@@ -219,7 +219,7 @@ class SyncJob(CopyJob):
                     # killed outright, which nothing else would ever remove
                     remove_if_stale(os.path.join(root, entry.relative))
                     continue
-                if filters and not filters.accepts(entry.relative):
+                if filters and not filters.accepts(entry.relative, entry.size, entry.mtime):
                     continue
                 if entry.problem:
                     if is_source:  # reported as skipped; a destination oddity is left alone
@@ -245,7 +245,7 @@ class SyncJob(CopyJob):
             entries = []
             for info in objects:
                 relative = info.key[len(prefix) :]
-                if filters and not filters.accepts(relative):
+                if filters and not filters.accepts(relative, info.size, epoch_seconds(info.modified)):
                     continue
                 if skip_markers and info.key.endswith("/"):  # a directory locally, never a file
                     if is_source and info.size:  # holding data that cannot land: named, skipped

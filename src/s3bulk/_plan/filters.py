@@ -1,4 +1,6 @@
-"""--include / --exclude globs, matched against the key (or path) relative to the source.
+"""--include / --exclude globs, matched against the key (or path) relative to the source, and
+the size and time window (--min-size, --max-size, --newer-than, --older-than; --min-age and
+--max-age become the last two when the job is made, so a resumed job keeps the same cut-offs).
 
 Like s5cmd: with any --include, a key must match one of them; a key matching any --exclude is
 left out (exclude wins). `*` matches across `/`, so `*.txt` selects text files at any depth.
@@ -15,6 +17,10 @@ from dataclasses import dataclass, field
 class Filters:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    min_size: int | None = None  # bytes, inclusive
+    max_size: int | None = None
+    newer_than: float | None = None  # seconds since the epoch: modified at or after
+    older_than: float | None = None  # modified before
     _include_re: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
     _exclude_re: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
 
@@ -28,17 +34,44 @@ class Filters:
         object.__setattr__(self, "_exclude_re", compile_all(self.exclude))
 
     def __bool__(self) -> bool:
-        return bool(self.include or self.exclude)
+        return bool(self.include or self.exclude) or self.windowed
 
-    def accepts(self, relative: str) -> bool:
+    @property
+    def windowed(self) -> bool:
+        """Whether sizes or times select too (then callers pass them to `accepts`)."""
+        return any(
+            bound is not None for bound in (self.min_size, self.max_size, self.newer_than, self.older_than)
+        )
+
+    def accepts(self, relative: str, size: int | None = None, mtime: float | None = None) -> bool:
         if self._include_re is not None and not self._include_re.match(relative):
             return False
-        return not (self._exclude_re is not None and self._exclude_re.match(relative))
+        if self._exclude_re is not None and self._exclude_re.match(relative):
+            return False
+        return self.in_window(size, mtime)
 
-    def __getstate__(self) -> dict[str, tuple[str, ...]]:
-        return {"include": self.include, "exclude": self.exclude}
+    def in_window(self, size: int | None, mtime: float | None) -> bool:
+        if size is not None:
+            if self.min_size is not None and size < self.min_size:
+                return False
+            if self.max_size is not None and size > self.max_size:
+                return False
+        if mtime is not None:
+            if self.newer_than is not None and mtime < self.newer_than:
+                return False
+            if self.older_than is not None and mtime >= self.older_than:
+                return False
+        return True
 
-    def __setstate__(self, state: dict[str, tuple[str, ...]]) -> None:
-        object.__setattr__(self, "include", state["include"])
-        object.__setattr__(self, "exclude", state["exclude"])
+    def __getstate__(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name in _FIELDS:
+            object.__setattr__(self, name, state.get(name))
+        object.__setattr__(self, "include", state.get("include") or ())
+        object.__setattr__(self, "exclude", state.get("exclude") or ())
         self.__post_init__()
+
+
+_FIELDS = ("include", "exclude", "min_size", "max_size", "newer_than", "older_than")

@@ -1,0 +1,98 @@
+"""--min-size, --max-size, --newer-than, --older-than, --min-age, --max-age on cp, sync and rm,
+against MinIO: what is transferred or deleted is exactly what the window selects."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import Endpoint, new_bucket, run_cli
+
+from s3bulk._cli.window import duration, window
+from s3bulk._errors import UsageError
+
+DAY = 86400
+
+
+def keys(endpoint: Endpoint, bucket: str, prefix: str) -> list[str]:
+    found = endpoint.client().list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    return sorted(entry["Key"][len(prefix) :] for entry in found)
+
+
+@pytest.fixture
+def sized(minio: Endpoint) -> str:
+    bucket = new_bucket(minio)
+    for name, size in (("small", 10), ("medium", 1000), ("large", 100_000)):
+        minio.client().put_object(Bucket=bucket, Key=f"p/{name}", Body=b"x" * size)
+    return bucket
+
+
+def test_sizes_select_downloads_copies_and_deletes(minio: Endpoint, sized: str, tmp_path: Path) -> None:
+    done = run_cli(
+        minio.env, "cp", "--min-size", "500", "--max-size", "50KB", f"s3://{sized}/p/", f"{tmp_path}/d/"
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(tmp_path / "d")) == ["medium"]
+    copied = run_cli(minio.env, "cp", "--min-size", "1000", f"s3://{sized}/p/", f"s3://{sized}/big/")
+    assert copied.returncode == 0 and keys(minio, sized, "big/") == ["large", "medium"]
+    synced = run_cli(minio.env, "sync", "--max-size", "999", f"s3://{sized}/p/", f"s3://{sized}/tiny/")
+    assert synced.returncode == 0 and keys(minio, sized, "tiny/") == ["small"]
+    removed = run_cli(minio.env, "rm", "--max-size", "1000", f"s3://{sized}/p/")
+    assert removed.returncode == 0 and keys(minio, sized, "p/") == ["large"]
+
+
+def test_ages_and_times_select_uploads_and_listed_objects(
+    minio: Endpoint, sized: str, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    now = time.time()
+    for name, age in (("old.log", 10 * DAY), ("recent.log", 2 * DAY), ("new.log", 60)):
+        (tree / name).write_text(name)
+        os.utime(tree / name, (now - age, now - age))
+    old = run_cli(minio.env, "cp", "--min-age", "7d", f"{tree}/", f"s3://{sized}/old/")
+    assert old.returncode == 0 and keys(minio, sized, "old/") == ["old.log"]
+    since = (datetime.now(UTC) - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fresh = run_cli(minio.env, "cp", "--newer-than", since, f"{tree}/", f"s3://{sized}/fresh/")
+    assert fresh.returncode == 0 and keys(minio, sized, "fresh/") == ["new.log", "recent.log"]
+    # the objects were all written a moment ago: --max-age 1h takes them all, --min-age 1h none
+    young = run_cli(minio.env, "cp", "--max-age", "1h", f"s3://{sized}/p/", f"s3://{sized}/young/")
+    assert young.returncode == 0 and keys(minio, sized, "young/") == ["large", "medium", "small"]
+    aged = run_cli(minio.env, "rm", "--min-age", "1h", f"s3://{sized}/p/")
+    assert aged.returncode == 0 and keys(minio, sized, "p/") == ["large", "medium", "small"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--min-age", "soon"], "--min-age 'soon': give a duration such as 45s"),
+        (["--newer-than", "yesterday"], "--newer-than 'yesterday': give a time such as 2026-01-31"),
+        (["--min-size", "10KB", "--max-size", "5KB"], "--min-size 10000 is above --max-size 5000"),
+        (["--max-age", "1d", "--newer-than", "2026-01-01"], "say the same thing: give one"),
+        (["--max-age", "1d", "--min-age", "2d"], "is not before --older-than (or --min-age)"),
+    ],
+)
+def test_bad_windows_are_one_line_and_nothing_happens(
+    minio: Endpoint, sized: str, flags: list[str], message: str
+) -> None:
+    done = run_cli(minio.env, "rm", *flags, f"s3://{sized}/p/")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert keys(minio, sized, "p/") == ["large", "medium", "small"]
+
+
+def test_durations_and_window_arithmetic() -> None:
+    assert (
+        duration("90", "--x") == 90
+        and duration("1d12h", "--x") == 1.5 * DAY
+        and duration("2w", "--x") == 14 * DAY
+    )
+    chosen = window(None, None, None, None, "7d", "30d", now=1_000_000_000.0)
+    assert (
+        chosen["older_than"] == 1_000_000_000.0 - 7 * DAY
+        and chosen["newer_than"] == 1_000_000_000.0 - 30 * DAY
+    )
+    with pytest.raises(UsageError):
+        duration("7 days", "--min-age")
