@@ -96,3 +96,15 @@ def test_durations_and_window_arithmetic() -> None:
     )
     with pytest.raises(UsageError):
         duration("7 days", "--min-age")
+
+
+def test_ls_shows_and_counts_only_what_the_window_selects(minio: Endpoint, sized: str) -> None:
+    import json
+
+    listed = run_cli(minio.env, "ls", "-r", "--json", "--summarize", "--min-size", "500", f"s3://{sized}/p/")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [row["key"] for row in rows[:-1]] == ["p/large", "p/medium"]
+    assert rows[-1] == {"summary": {"objects": 2, "bytes": 101_000}}
+    none = run_cli(minio.env, "ls", "-r", "--summarize", "--min-age", "1d", f"s3://{sized}/p/")
+    assert none.returncode == 0 and "Total Objects: 0" in none.stdout and "p/small" not in none.stdout

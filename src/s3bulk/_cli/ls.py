@@ -20,10 +20,13 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
+from s3bulk._cli.window import with_window_options
+from s3bulk._commands.base import check_window
 from s3bulk._config import AwsSettings
 from s3bulk._engine.worker import run_loop
+from s3bulk._plan.filters import Filters
 from s3bulk._report import Report
-from s3bulk._stores.s3xml import ObjectInfo, split_iso
+from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, split_iso
 from s3bulk._text import printable
 from s3bulk._urls import relative_key
 
@@ -43,6 +46,7 @@ def _local_second(iso: str) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+@with_window_options
 def ls_command(
     url: str | None = typer.Argument(None, help="s3://bucket/prefix/ to list (none: your buckets)."),
     recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
@@ -60,8 +64,15 @@ def ls_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: float | None = None,
+    older_than: float | None = None,
 ) -> int:
     """List objects; with -r, many key ranges are listed in parallel and printed in key order."""
+    check_window(min_size, max_size, newer_than, older_than)
+    selected = Filters(min_size=min_size, max_size=max_size, newer_than=newer_than, older_than=older_than)
+    shown = [0, 0]  # objects and bytes printed (the summary counts what the window let through)
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
     if url is None:
         return _list_buckets(settings, as_json)
@@ -85,6 +96,11 @@ def ls_command(
         ):
             if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
                 return
+            if isinstance(entry, ObjectInfo):
+                if selected and not selected.in_window(entry.size, epoch_seconds(entry.modified)):
+                    continue
+                shown[0] += 1
+                shown[1] += entry.size
             if as_json:
                 if isinstance(entry, str):
                     json_line({"prefix": entry}, out)
@@ -106,9 +122,9 @@ def ls_command(
     run_loop(run())
     if summarize:
         if as_json:
-            json_line({"summary": {"objects": report.objects_done, "bytes": report.bytes_done}}, out)
+            json_line({"summary": {"objects": shown[0], "bytes": shown[1]}}, out)
         else:
-            out.write(f"\nTotal Objects: {report.objects_done}\n   Total Size: {report.bytes_done}\n")
+            out.write(f"\nTotal Objects: {shown[0]}\n   Total Size: {shown[1]}\n")
     return 0
 
 
