@@ -190,6 +190,8 @@ def test_python_api_single_objects_and_buckets(
         assert reply.read() == b"from a file"
     with pytest.raises(s3bulk.UsageError, match="not empty"):
         s3bulk.remove_bucket("s3://api-objects")
+    with pytest.raises(s3bulk.UsageError, match=r"no such file 'hello'.*pass bytes"):
+        s3bulk.put("s3://api-objects/text.txt", "hello")  # a str is a path, as everywhere in the API
     assert s3bulk.remove_bucket("s3://api-objects", force=True) == "api-objects"
 
 

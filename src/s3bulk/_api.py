@@ -451,6 +451,10 @@ async def put_async(
     from s3bulk._objects import put_stream
 
     if isinstance(data, (str, os.PathLike)):
+        if not os.path.isfile(data):
+            raise UsageError(
+                f"no such file {os.fspath(data)!r}: a str is a local path; to store text, pass bytes"
+            )
         with builtins.open(data, "rb") as handle:
             return await put_stream(
                 settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
