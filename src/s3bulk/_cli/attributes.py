@@ -4,13 +4,11 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import typer
 
+from s3bulk._cli.options import option_group
 from s3bulk._stores.attributes import CANNED_ACLS, ENCRYPTIONS, STORAGE_CLASSES, Attributes
 
 _OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -56,26 +54,11 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
-def with_attribute_options(command: Callable[..., int]) -> Callable[..., int]:
-    """`command` with the attribute options added; it is called with `attributes=Attributes(...)`
-    (checked first: a bad value is one line and exit 2, before anything starts)."""
-    signature = inspect.signature(command)
-    kept = [parameter for name, parameter in signature.parameters.items() if name != "attributes"]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-        for name, (kind, option) in _OPTIONS.items()
-    ]
+def _attributes(given: dict[str, Any]) -> dict[str, Any]:
+    given["metadata"], given["tags"] = tuple(given["metadata"]), tuple(given["tags"])
+    return {"attributes": Attributes(**given)}
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> int:
-        given = {name: kwargs.pop(name) for name in _OPTIONS}
-        given["metadata"], given["tags"] = tuple(given["metadata"]), tuple(given["tags"])
-        return command(*args, attributes=Attributes(**given), **kwargs)
 
-    hints = {name: value for name, value in inspect.get_annotations(command, eval_str=True).items()}
-    hints.pop("attributes", None)
-    wrapper.__annotations__ = hints | {name: kind for name, (kind, _) in _OPTIONS.items()}
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*kept, *added]
-    )
-    return wrapper
+# `command` with the attribute options added; it is called with `attributes=Attributes(...)`
+# (checked first: a bad value is one line and exit 2, before anything starts)
+with_attribute_options = option_group(_OPTIONS, ("attributes",), _attributes)

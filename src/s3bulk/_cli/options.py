@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -117,3 +121,37 @@ MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="
 ListRangesOption = typer.Option(
     "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
 )
+
+
+def option_group(
+    options: dict[str, tuple[Any, Any]],
+    replaces: tuple[str, ...],
+    build: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A decorator that adds a group of options ({name: (type, typer.Option)}) to a command's
+    signature and calls the command with `build(their values)` in place of its `replaces`
+    parameters: an option group is declared once, not on every command that takes it."""
+
+    def decorate(command: Callable[..., int]) -> Callable[..., int]:
+        signature = inspect.signature(command)
+        kept = [parameter for name, parameter in signature.parameters.items() if name not in replaces]
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+            for name, (kind, option) in options.items()
+        ]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> int:
+            given = {name: kwargs.pop(name) for name in options}
+            return command(*args, **build(given), **kwargs)
+
+        hints = {
+            name: kind
+            for name, kind in inspect.get_annotations(command, eval_str=True).items()
+            if name not in replaces
+        }
+        wrapper.__annotations__ = hints | {name: kind for name, (kind, _) in options.items()}
+        wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate

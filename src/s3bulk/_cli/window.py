@@ -5,17 +5,14 @@ so a resumed job keeps the same cut-off)."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import typer
 
-from s3bulk._cli.options import parse_size
+from s3bulk._cli.options import option_group, parse_size
 from s3bulk._errors import UsageError
 
 _OPTIONS: dict[str, Any] = {
@@ -29,28 +26,13 @@ _OPTIONS: dict[str, Any] = {
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def with_window_options(command: Callable[..., int]) -> Callable[..., int]:
-    """`command` with the size and time options added; called with `min_size`, `max_size`,
-    `newer_than`, `older_than` (checked first: a bad value is one line and exit 2)."""
-    signature = inspect.signature(command)
-    names = ("min_size", "max_size", "newer_than", "older_than")
-    kept = [parameter for name, parameter in signature.parameters.items() if name not in names]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None)
-        for name, option in _OPTIONS.items()
-    ]
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> int:
-        given = {name: kwargs.pop(name) for name in _OPTIONS}
-        return command(*args, **window(**given), **kwargs)
-
-    hints = dict(inspect.get_annotations(command, eval_str=True))
-    for name in names:
-        hints.pop(name, None)
-    wrapper.__annotations__ = hints | dict.fromkeys(_OPTIONS, str | None)
-    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
-    return wrapper
+# `command` with the size and time options added; called with `min_size`, `max_size`,
+# `newer_than`, `older_than` (checked first: a bad value is one line and exit 2)
+with_window_options = option_group(
+    {name: (str | None, option) for name, option in _OPTIONS.items()},
+    ("min_size", "max_size", "newer_than", "older_than"),
+    lambda given: window(**given),
+)
 
 
 def window(
