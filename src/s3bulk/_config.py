@@ -1,11 +1,15 @@
 """AWS settings from the standard environment and profiles, through botocore's credential chain.
 
 Settings travel to worker processes; credentials never do: each process resolves them itself from
-the same environment (env vars, profiles, SSO, IMDS), so no secret crosses a pipe or a journal.
+the same environment (env vars, profiles, SSO, IMDS), so no credential crosses a pipe or a journal.
+An SSE-C key is the one secret settings carry (to the job's own workers, in memory): it is not in
+the environment to be found again, and the journal keeps only its MD5, so a resume must be given it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +53,83 @@ def _profile_error(profile: str | None, exc: Exception) -> UsageError:
             "check the name (aws configure list-profiles) or drop --profile / AWS_PROFILE"
         )
     return UsageError(f"cannot load AWS profile {name!r}: {exc}")
+
+
+@dataclass(frozen=True)
+class CustomerKey:
+    """An SSE-C key: 256 bits the service encrypts an object with and does not keep, so every
+    read of that object must send it again. Never printed: repr and errors show its MD5 only."""
+
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        register_secret(self.base64)
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--sse-c-key") -> CustomerKey:
+        """The key as aws-cli takes it: 32 characters, `fileb://PATH` (32 bytes), or
+        `base64:…` (s3bulk's own form, for keys that are not text)."""
+        if text.startswith("fileb://"):
+            path = os.path.expanduser(text[len("fileb://") :])
+            try:
+                with open(path, "rb") as handle:
+                    key = handle.read(33)
+            except OSError as exc:
+                raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from None
+        elif text.startswith("base64:"):
+            try:
+                key = base64.b64decode(text[len("base64:") :], validate=True)
+            except ValueError:
+                raise UsageError(f"{flag}: base64:… is not valid base64") from None
+        else:
+            key = text.encode()
+        if len(key) != 32:
+            raise UsageError(
+                f"{flag}: an SSE-C key is 32 bytes, this is {len(key)}{'+' if len(key) > 32 else ''}: "
+                "give 32 characters, fileb://FILE or base64:KEY"
+            )
+        return cls(key)
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.key).decode()
+
+    @property
+    def md5(self) -> str:
+        """What S3 checks the key against, and all a journal keeps of it."""
+        return base64.b64encode(hashlib.md5(self.key, usedforsecurity=False).digest()).decode()
+
+    def headers(self, prefix: str = "x-amz-server-side-encryption-customer-") -> dict[str, str]:
+        """The request headers that carry it (a copy's source: the x-amz-copy-source- prefix)."""
+        return {f"{prefix}algorithm": "AES256", f"{prefix}key": self.base64, f"{prefix}key-md5": self.md5}
+
+    def __repr__(self) -> str:
+        return f"CustomerKey(md5={self.md5!r})"
+
+
+class CustomerKeys(NamedTuple):
+    """A job's SSE-C keys: what it writes and reads with, and (copies) what its source needs."""
+
+    key: CustomerKey | None = None
+    source: CustomerKey | None = None
+
+    @classmethod
+    def parse(cls, key: str | bytes | None, source: str | bytes | None = None) -> CustomerKeys:
+        return cls(customer_key(key, "--sse-c-key"), customer_key(source, "--sse-c-copy-source-key"))
+
+
+NO_KEYS = CustomerKeys()
+
+
+def customer_key(value: CustomerKey | str | bytes | None, flag: str = "--sse-c-key") -> CustomerKey | None:
+    """A key as the API and the CLI take it: 32 raw bytes, or text as `CustomerKey.parse` reads it."""
+    if value is None or isinstance(value, CustomerKey):
+        return value
+    if isinstance(value, bytes):
+        if len(value) != 32:
+            raise UsageError(f"{flag}: an SSE-C key is 32 bytes, this is {len(value)}")
+        return CustomerKey(value)
+    return CustomerKey.parse(value, flag)
 
 
 class _EnvCredentials:
@@ -97,6 +178,8 @@ class AwsSettings:
     verify_ssl: bool = True
     anonymous: bool = False
     vectors_endpoint_url: str | None = None  # S3 Vectors (the S3 endpoint serves s3:// sources)
+    sse_c: CustomerKey | None = None  # objects written and read with this SSE-C key
+    sse_c_source: CustomerKey | None = None  # a server-side copy's source, read with this one
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -109,8 +192,11 @@ class AwsSettings:
         verify_ssl: bool = True,
         anonymous: bool = False,
         vectors_endpoint_url: str | None = None,
+        sse_c: CustomerKey | str | bytes | None = None,
+        sse_c_source: CustomerKey | str | bytes | None = None,
     ) -> AwsSettings:
-        """Settings as the AWS SDKs resolve them. Endpoints: the explicit one, then the service's
+        """Settings as the AWS SDKs resolve them (and the SSE-C keys a job uses: 32 bytes, or
+        32 characters, "fileb://PATH", "base64:…"). Endpoints: the explicit one, then the service's
         own variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_S3VECTORS), then AWS_ENDPOINT_URL;
         without any, the profile's `services` section and its `endpoint_url` (`resolved_endpoint`)."""
         env = os.environ
@@ -127,6 +213,8 @@ class AwsSettings:
             endpoint_url=endpoint.rstrip("/") if endpoint else None,
             verify_ssl=verify_ssl,
             anonymous=anonymous,
+            sse_c=customer_key(sse_c, "sse_c"),
+            sse_c_source=customer_key(sse_c_source, "sse_c_source"),
         )
 
     def check_profile(self) -> None:

@@ -117,13 +117,15 @@ class S3Error(ItemError):
         self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
         self.job_wide = code in self.JOB_WIDE_CODES
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
-        hint = _HINTS.get(code, "")
+        hint = _HINTS.get(code, "") or next(
+            (hint for known, words, hint in _MESSAGE_HINTS if code == known and words in message), ""
+        )
         text = f"{what}: " if what else ""
         text += f"{code or 'HTTP ' + str(status)} ({status})"
         if message:
             text += f": {message}"
         if hint:
-            text += f"; {hint}"
+            text = f"{text.rstrip('.')}; {hint}"
         super().__init__(text, retryable=retryable)
 
 
@@ -133,6 +135,16 @@ _HINTS = {
     "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE",
     "AccessDenied": "check the credentials' permissions for this bucket and key",
 }
+# (code, words in the message) -> what to do: answers whose code alone says too little
+_MESSAGE_HINTS = (
+    ("InvalidRequest", "Server Side Encryption", "an SSE-C object is read with its key (--sse-c-key)"),
+    (
+        "InvalidRequest",
+        "encryption parameters are not applicable",
+        "the object is not SSE-C: drop --sse-c-key",
+    ),
+    ("InvalidArgument", "customer-provided encryption", "give the SSE-C key as 32 bytes (--sse-c-key)"),
+)
 
 _CODE_IN_BODY = re.compile(r"<Code>([^<]+)</Code>")
 _MESSAGE_IN_BODY = re.compile(r"<Message>([^<]*)</Message>")

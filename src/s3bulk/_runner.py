@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from s3bulk._commands import Command, JobPlan, Spec, command_named
 from s3bulk._commands.base import SPEC_VERSION
-from s3bulk._config import AwsSettings, cores
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, cores
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.strategies import DEFAULT_ENGINE, Strategy, choose, in_the_driver
 from s3bulk._engine.worker import EngineOptions
@@ -88,7 +88,34 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         "vectors_endpoint_url": settings.vectors_endpoint_url,
         "verify_ssl": settings.verify_ssl,
         "anonymous": settings.anonymous,
+        # an SSE-C key is not kept, only what tells it again (S3's own check: its MD5)
+        "sse_c_md5": settings.sse_c.md5 if settings.sse_c else None,
+        "sse_c_source_md5": settings.sse_c_source.md5 if settings.sse_c_source else None,
     }
+
+
+def restored_settings(saved: dict[str, Any], keys: CustomerKeys) -> AwsSettings:
+    """The settings a journal recorded, with the SSE-C keys the job used given again: a key
+    that is missing or is not the one the job started with is one line, before any request."""
+    saved = dict(saved)
+    given: dict[str, Any] = {}
+    for name, key, flag in (
+        ("sse_c", keys.key, "--sse-c-key"),
+        ("sse_c_source", keys.source, "--sse-c-copy-source-key"),
+    ):
+        recorded = saved.pop(f"{name}_md5", None)
+        if recorded and key is None:
+            raise UsageError(
+                f"this job's objects use an SSE-C key, which journals do not keep: give {flag} again"
+            )
+        if key is not None and key.md5 != recorded:
+            raise UsageError(
+                f"{flag} is not the SSE-C key this job started with"
+                if recorded
+                else f"this job ran without {flag}: drop it"
+            )
+        given[name] = key
+    return AwsSettings.from_env(**saved, **given)
 
 
 async def execute(
@@ -298,11 +325,13 @@ async def continue_job(
     *,
     expect_command: str | None = None,
     overrides: dict[str, Any] | None = None,
+    keys: CustomerKeys = NO_KEYS,
     on_progress: Callable[[Report], None] | None = None,
     on_records: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Report:
     """Resume a job, or rerun its failures, from its journal: a local one by id, or one in the
-    object store by its URL (a ray job's, from any machine). `overrides` replace engine settings."""
+    object store by its URL (a ray job's, from any machine). `overrides` replace engine settings;
+    `keys` are the SSE-C keys the job was started with, which its journal does not keep."""
     if job_id.startswith("s3://"):
         job_id = await asyncio.to_thread(StoreJournal(job_id, AwsSettings.from_env()).import_into)
     journal = Journal.open(job_id)
@@ -318,7 +347,7 @@ async def continue_job(
     except BaseException:
         journal.close()
         raise
-    settings = AwsSettings.from_env(**document["settings"])
+    settings = restored_settings(document["settings"], keys)
     return await execute(
         spec, settings, journal=journal, mode=mode, on_progress=on_progress, on_records=on_records
     )

@@ -8,6 +8,7 @@ import sys
 
 import typer
 
+from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     NoSignOption,
@@ -18,11 +19,12 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import guarded
-from s3bulk._config import AwsSettings
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._engine.worker import run_loop
 
 
 @guarded
+@with_key_options
 def cat_command(
     url: str = typer.Argument(..., help="s3://bucket/key"),
     part_size: str = typer.Option("8MiB", "--part-size", help="Bytes per ranged GET."),
@@ -34,9 +36,10 @@ def cat_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    keys: CustomerKeys = NO_KEYS,
 ) -> int:
     """Write an object to stdout (pipe it: s3bulk cat s3://b/k | sha256sum)."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
     return cat_to_stdout(url, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
 
 

@@ -21,6 +21,7 @@ from s3bulk._cli.jobrun import (
     continuation,
     run_job,
 )
+from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     ConcurrencyOption,
     EndpointOption,
@@ -49,7 +50,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import say
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import AwsSettings
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
@@ -61,6 +62,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 
 def make_copy_command(command: str) -> Callable[..., int]:
+    @with_copy_key_options
     @with_attribute_options
     @with_window_options
     def copy_command(
@@ -95,6 +97,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         region: str | None = RegionOption,
         no_verify_ssl: bool = NoVerifyOption,
         no_sign_request: bool = NoSignOption,
+        keys: CustomerKeys = NO_KEYS,
         attributes: Attributes = NO_ATTRIBUTES,
         min_size: int | None = None,
         max_size: int | None = None,
@@ -103,7 +106,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
     ) -> int:
         source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
-            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
         memory = parse_optional_size(max_memory, "--max-memory")
@@ -113,9 +116,10 @@ def make_copy_command(command: str) -> Callable[..., int]:
             retry_failed,
             [source, destination],
             {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+            keys,
         )
         if start is None:
-            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
             assert source is not None and destination is not None
 
             run = copy_async if command == "cp" else move_async

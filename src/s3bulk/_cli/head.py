@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from s3bulk._cli.jobrun import StatsOption
+from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     NoSignOption,
@@ -19,11 +20,12 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.progress import json_line, print_summary
-from s3bulk._config import AwsSettings
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._report import RecordSink
 from s3bulk._text import printable
 
 
+@with_key_options
 def head_command(
     url: str = typer.Argument(..., help="s3://bucket/key, or s3://bucket/prefix/ for every object below it."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per object."),
@@ -34,10 +36,11 @@ def head_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    keys: CustomerKeys = NO_KEYS,
 ) -> int:
     """Show every attribute of an object (size, ETag, Content-Type, metadata, storage class,
     encryption, checksums), or of each object under a prefix."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
     return show_attributes(url, as_json, concurrency, stats, settings)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from s3bulk._cli.progress import SHOWN_OBJECTS, LiveProgress, json_line, object_line, print_summary
+from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.worker import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import RecordSink, Report
@@ -48,6 +49,7 @@ def continuation(
     retry_failed: str | None,
     positional: list[str | None],
     overrides: dict[str, Any],
+    keys: CustomerKeys = NO_KEYS,
 ) -> Start | None:
     """The start function for --resume/--retry-failed, or None for a fresh job (whose positional
     arguments must then all be present)."""
@@ -72,6 +74,7 @@ def continuation(
             mode,
             expect_command=command,
             overrides=overrides,
+            keys=keys,
             on_progress=on_progress,
             on_records=on_records,
         )

@@ -9,6 +9,7 @@ from datetime import datetime
 import typer
 
 from s3bulk._api import ls_async
+from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     NoSignOption,
@@ -22,7 +23,7 @@ from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.window import with_window_options
 from s3bulk._commands.base import check_window
-from s3bulk._config import AwsSettings
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._engine.worker import run_loop
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Report
@@ -47,6 +48,7 @@ def _local_second(iso: str) -> str:
 
 
 @with_window_options
+@with_key_options
 def ls_command(
     url: str | None = typer.Argument(None, help="s3://bucket/prefix/ to list (none: your buckets)."),
     recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
@@ -64,6 +66,7 @@ def ls_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    keys: CustomerKeys = NO_KEYS,
     min_size: int | None = None,
     max_size: int | None = None,
     newer_than: float | None = None,
@@ -73,7 +76,7 @@ def ls_command(
     check_window(min_size, max_size, newer_than, older_than)
     selected = Filters(min_size=min_size, max_size=max_size, newer_than=newer_than, older_than=older_than)
     shown = [0, 0]  # objects and bytes printed (the summary counts what the window let through)
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
     if url is None:
         return _list_buckets(settings, as_json)
     if with_attributes:  # what `head` shows, for every object under the prefix

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._config import AwsSettings
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._errors import UsageError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
@@ -51,6 +51,7 @@ def settings_from(
     region: str | None,
     no_verify_ssl: bool,
     no_sign_request: bool,
+    keys: CustomerKeys = NO_KEYS,
 ) -> AwsSettings:
     if no_verify_ssl:
         import sys
@@ -62,6 +63,8 @@ def settings_from(
         endpoint_url=endpoint_url,
         verify_ssl=not no_verify_ssl,
         anonymous=no_sign_request,
+        sse_c=keys.key,
+        sse_c_source=keys.source,
     )
     settings.check_profile()
     return settings

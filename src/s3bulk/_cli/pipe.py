@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from s3bulk._cli.attributes import with_attribute_options
+from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     NoSignOption,
@@ -20,6 +21,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import guarded, say
+from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.worker import run_loop
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
@@ -40,6 +42,7 @@ def upload_stdin(url: str, attributes: Attributes, part_size: int, in_flight: in
 
 @guarded
 @with_attribute_options
+@with_key_options
 def pipe_command(
     url: str = typer.Argument(..., help="s3://bucket/key"),
     part_size: str = typer.Option("8MiB", "--part-size", help="Multipart part size."),
@@ -50,10 +53,11 @@ def pipe_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    keys: CustomerKeys = NO_KEYS,
     attributes: Attributes = NO_ATTRIBUTES,
 ) -> int:
     """Upload stdin to an object (tar c dir | s3bulk pipe s3://b/dir.tar)."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
     size = upload_stdin(url, attributes, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
     if not quiet:
         say(f"upload: - to {url} ({size:,} bytes)", err=True)

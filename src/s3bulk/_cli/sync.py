@@ -20,6 +20,7 @@ from s3bulk._cli.jobrun import (
     continuation,
     run_job,
 )
+from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     ConcurrencyOption,
     EndpointOption,
@@ -45,11 +46,13 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.window import with_window_options
+from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
+@with_copy_key_options
 @with_attribute_options
 @with_window_options
 def sync_command(
@@ -88,6 +91,7 @@ def sync_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    keys: CustomerKeys = NO_KEYS,
     attributes: Attributes = NO_ATTRIBUTES,
     min_size: int | None = None,
     max_size: int | None = None,
@@ -104,9 +108,10 @@ def sync_command(
         retry_failed,
         [source, destination],
         {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+        keys,
     )
     if start is None:
-        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
         assert source is not None and destination is not None
 
         def start(on_progress: Any, on_records: Any) -> Any:

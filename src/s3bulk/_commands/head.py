@@ -129,6 +129,8 @@ _NAMED = {
     "x-amz-storage-class": "storage_class",
     "x-amz-server-side-encryption": "server_side_encryption",
     "x-amz-server-side-encryption-aws-kms-key-id": "sse_kms_key_id",
+    "x-amz-server-side-encryption-customer-algorithm": "sse_customer_algorithm",
+    "x-amz-server-side-encryption-customer-key-md5": "sse_customer_key_md5",
     "x-amz-version-id": "version_id",
     "x-amz-website-redirect-location": "website_redirect_location",
     "x-amz-tagging-count": "tag_count",

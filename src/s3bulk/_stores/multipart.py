@@ -184,7 +184,7 @@ async def source_part_size(client: S3Client, bucket: str, key: str, size: int, e
         return None
     if parts == 1:
         return max(size, 1)
-    head = await client.head_object(bucket, key, part_number=1)
+    head = await client.head_object(bucket, key, part_number=1, of_source=True)
     first = int(head.get("content-length") or 0)
     if first and first * (parts - 1) < size <= first * parts:
         return first

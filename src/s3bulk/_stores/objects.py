@@ -47,6 +47,9 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     }
     if settings.anonymous:
         config["skip_signature"] = True
+    if settings.sse_c:  # obstore sends it on every GET, HEAD and PUT of this store
+        config["server_side_encryption"] = "sse-c"
+        config["sse_customer_key_base64"] = settings.sse_c.base64
     client_options: dict[str, Any] = {
         "allow_http": endpoint.startswith("http://"),
         "allow_invalid_certificates": not settings.verify_ssl,

@@ -64,17 +64,39 @@ class S3Client(SignedHttp):
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         what: str = "",
+        of_source: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
-        """Send one signed request; S3 error answers raise S3Error (retryable or final)."""
+        """Send one signed request; S3 error answers raise S3Error (retryable or final).
+        `of_source`: the object is a copy's source (read with the source's SSE-C key)."""
+        if key and (self.settings.sse_c or self.settings.sse_c_source):
+            headers = {**(headers or {}), **self._customer_keys(kind, method, params or {}, of_source)}
         url = self.url(bucket, key)
         if params:
             url += "?" + _query(params)
         try:
             return await self.send(kind, method, url, headers=headers, body=body, what=what)
         except S3Error as error:
-            if error.code or error.status != 404:
+            if error.code or method != "HEAD":
                 raise
-            raise S3Error(404, "NoSuchKey" if key else "NoSuchBucket", "", what) from None  # a HEAD
+            sent_key = any(name.endswith("customer-key") for name in headers or {})
+            raise _head_error(error.status, key, what, sent_key) from None
+
+    def _customer_keys(
+        self, kind: str, method: str, params: dict[str, str], of_source: bool
+    ) -> dict[str, str]:
+        """The SSE-C headers an object request needs: reads and writes of an object's bytes carry
+        its key (GET, HEAD, PutObject, starting a multipart upload and each part); a copy carries
+        the new object's key and its source's. Tagging, deletes and completing an upload do not."""
+        settings, headers = self.settings, dict[str, str]()
+        if "tagging" in params or method == "DELETE" or (method == "POST" and "uploadId" in params):
+            return headers
+        if of_source:
+            return settings.sse_c_source.headers() if settings.sse_c_source else headers
+        if settings.sse_c:
+            headers |= settings.sse_c.headers()
+        if kind == "COPY" and settings.sse_c_source:
+            headers |= settings.sse_c_source.headers("x-amz-copy-source-server-side-encryption-customer-")
+        return headers
 
     async def list_objects_v2(
         self,
@@ -166,12 +188,15 @@ class S3Client(SignedHttp):
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
         _raise_if_error_body(body, what)  # CopyObject can fail with 200 OK and an <Error> body
 
-    async def head_object(self, bucket: str, key: str, *, part_number: int | None = None) -> dict[str, str]:
+    async def head_object(
+        self, bucket: str, key: str, *, part_number: int | None = None, of_source: bool = False
+    ) -> dict[str, str]:
         """The object's headers (names in lower case): its attributes, or with `part_number`
         the size of that part of a multipart object (Content-Length)."""
         params = {"partNumber": str(part_number)} if part_number else None
+        what = f"head s3://{bucket}/{key}"
         _, headers, _ = await self.request(
-            "HEAD", "HEAD", bucket, key, params=params, what=f"head s3://{bucket}/{key}"
+            "HEAD", "HEAD", bucket, key, params=params, what=what, of_source=of_source
         )
         return {name.lower(): value for name, value in headers.items()}
 
@@ -231,6 +256,24 @@ class S3Client(SignedHttp):
         except S3Error as error:
             if error.status != 404:
                 raise
+
+
+def _head_error(status: int, key: str, what: str, sent_key: bool) -> S3Error:
+    """A HEAD's answer has no body to name its error: name the likely one from the status."""
+    if status == 404:
+        return S3Error(404, "NoSuchKey" if key else "NoSuchBucket", "", what)
+    if status == 400 and key:
+        message = (
+            "an SSE-C key was sent, and the object may not be encrypted with one (drop --sse-c-key)"
+            if sent_key
+            else "the object may be encrypted with SSE-C: read it with its key (--sse-c-key)"
+        )
+        return S3Error(400, "", message, what)
+    if status == 403 and key:
+        return S3Error(
+            403, "", "access denied, or, for an SSE-C object, not the key it was written with", what
+        )
+    return S3Error(status, "", "", what)
 
 
 def _raise_if_error_body(body: bytes, what: str) -> None:

@@ -141,10 +141,13 @@ class Storage:
             f"list s3://{bucket}/{prefix}",
         )
 
-    async def head(self, bucket: str, key: str, part_number: int | None = None) -> dict[str, str]:
+    async def head(
+        self, bucket: str, key: str, part_number: int | None = None, *, of_source: bool = False
+    ) -> dict[str, str]:
         """The object's headers, names in lower case (with `part_number`: that part's size)."""
         return await self._retrying(
-            lambda: self.client.head_object(bucket, key, part_number=part_number), f"head s3://{bucket}/{key}"
+            lambda: self.client.head_object(bucket, key, part_number=part_number, of_source=of_source),
+            f"head s3://{bucket}/{key}",
         )
 
     # ---- reading -------------------------------------------------------------------------------
@@ -351,7 +354,8 @@ class Storage:
         copies in parts, in the source's own part layout where it can be found, so both objects
         have the same ETag."""
         what = f"copy s3://{source_bucket}/{source_key}"
-        plain = not attributes.changes_copies
+        settings = self.client.settings
+        plain = not (attributes.changes_copies or settings.sse_c or settings.sse_c_source)
         if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
             await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
         elif plain and source_bucket == bucket and all(map(obstore_can_address, (source_key, key))):
@@ -379,7 +383,7 @@ class Storage:
         attributes: Attributes,
     ) -> None:
         client, retry = self.client, self.retry
-        head = await self.head(source_bucket, source_key)
+        head = await self.head(source_bucket, source_key, of_source=True)
         size = int(head.get("content-length") or size)
         etag = head.get("etag", etag).strip('"')
         layout = await retry(lambda: source_part_size(client, source_bucket, source_key, size, etag))

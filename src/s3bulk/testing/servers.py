@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -68,9 +69,11 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
 
+    scheme = "http"
+
     @property
     def endpoint(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -118,7 +121,11 @@ class Server:
             if self.process.poll() is not None:
                 return False
             try:
-                with urllib.request.urlopen(self.endpoint + self.health_path, timeout=2) as reply:
+                # a TLS test server's certificate is its own, made up: readiness does not check it
+                unverified = ssl._create_unverified_context() if self.scheme == "https" else None
+                with urllib.request.urlopen(
+                    self.endpoint + self.health_path, timeout=2, context=unverified
+                ) as reply:
                     if reply.status < 500:
                         return True
             except urllib.error.HTTPError as err:
@@ -169,23 +176,28 @@ class Server:
 
 
 class MinioServer(Server):
-    """MinIO in single-drive mode over a throwaway data directory."""
+    """MinIO in single-drive mode over a throwaway data directory; with `tls`, over HTTPS with a
+    self-signed certificate (MinIO takes SSE-C keys only over TLS), which clients cannot verify."""
 
     health_path = "/minio/health/ready"
 
-    def __init__(self, data_dir: Path | None = None, public_metrics: bool = False) -> None:
+    def __init__(self, data_dir: Path | None = None, public_metrics: bool = False, tls: bool = False) -> None:
         super().__init__()
         self.public_metrics = public_metrics  # benchmarks count every tool's requests server-side
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-minio-"))
+        self.scheme = "https" if tls else "http"
+        self.certs_dir = _self_signed_certificate(self.host) if tls else None
 
     def command(self) -> list[str]:
+        certs = ["--certs-dir", str(self.certs_dir)] if self.certs_dir else []
         return [
             str(find_tool("minio")),
             "server",
             str(self.data_dir),
             "--address",
             f"{self.host}:{self.port}",
+            *certs,
             "--quiet",
         ]
 
@@ -209,6 +221,8 @@ class MinioServer(Server):
 
     def stop(self) -> None:
         super().stop()
+        if self.certs_dir:  # restart() keeps it; a stopped server has no use for it
+            shutil.rmtree(self.certs_dir, ignore_errors=True)
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -226,3 +240,39 @@ class MotoServer(Server):
     @property
     def health_path(self) -> str:  # type: ignore[override]
         return "/moto-api/"
+
+
+def _self_signed_certificate(host: str) -> Path:
+    """A directory with MinIO's public.crt and private.key for `host`, valid for a day."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    directory = Path(tempfile.mkdtemp(prefix="s3bulk-minio-certs-"))
+    (directory / "public.crt").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (directory / "private.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return directory
