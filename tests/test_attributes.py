@@ -192,3 +192,37 @@ def test_bad_attributes_are_one_line_and_nothing_is_sent(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert minio.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_downloads_show_each_objects_attributes_in_json(minio: Endpoint, tree: Path, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    flags = [
+        "--metadata",
+        "team=search",
+        "--cache-control",
+        "max-age=60",
+        "--storage-class",
+        "REDUCED_REDUNDANCY",
+    ]
+    up = run_cli(minio.env, "cp", *SMALL, f"{tree}/", f"s3://{bucket}/site/", *flags)
+    assert up.returncode == 0, up.stderr
+    down = run_cli(minio.env, "cp", f"s3://{bucket}/site/", f"{tmp_path}/out/", "--json", "--attributes")
+    assert down.returncode == 0, down.stderr
+    records = [row for line in down.stdout.splitlines() if "destination" in (row := json.loads(line))]
+    assert sorted(record["source"].rsplit("/", 1)[1] for record in records) == sorted([*TYPES, "big.json"])
+    for record in records:
+        name = record["source"].rsplit("/", 1)[1]
+        shown = record["attributes"]
+        assert shown["content_type"] == TYPES.get(name, "application/json"), name
+        assert shown["metadata"] == {"team": "search"} and shown["cache_control"] == "max-age=60"
+        assert shown["storage_class"] == "REDUCED_REDUNDANCY" and shown["size"] == record["size"]
+        assert (tmp_path / "out" / name).read_bytes() == (tree / name).read_bytes()
+    for wrong, message in [
+        (["--attributes"], "--attributes adds to each --json record: add --json"),
+        (["--attributes", "--json", f"{tree}/", f"s3://{bucket}/again/"], "--attributes is for downloads"),
+    ]:
+        args = wrong if len(wrong) > 2 else [*wrong, f"s3://{bucket}/site/", f"{tmp_path}/other/"]
+        refused = run_cli(minio.env, "cp", *args)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr
+    assert not (tmp_path / "other").exists()
+    assert minio.client().list_objects_v2(Bucket=bucket, Prefix="again/").get("KeyCount", 0) == 0

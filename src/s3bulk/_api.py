@@ -198,6 +198,8 @@ def _spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tu
 
 async def _run(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
     spec, run_options = _spec(kind, engine, arguments)
+    if getattr(spec, "show_attributes", False) and run_options.get("on_records") is None:
+        raise UsageError("show_attributes=True puts each object's attributes in its record: pass on_records")
     return await run_async(spec, **run_options)
 
 
@@ -227,6 +229,7 @@ async def copy_async(
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
+    show_attributes: bool = False,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -245,7 +248,8 @@ async def copy_async(
     LastModified, files' mtime). Uploads get a Content-Type guessed from the file name unless
     `guess_mime_type` is False or `attributes` names one; `attributes` (s3bulk.Attributes: the
     Content-* headers, metadata, storage class, encryption, ACL, tags) is set on every upload and
-    copy (copies keep the source's Content-* and metadata unless it sets some)."""
+    copy (copies keep the source's Content-* and metadata unless it sets some). Downloads with
+    `show_attributes` HEAD each object and put what it says in its record (`on_records`)."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -275,6 +279,7 @@ async def move_async(
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
+    show_attributes: bool = False,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -314,6 +319,7 @@ async def sync_async(
     follow_symlinks: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
+    show_attributes: bool = False,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -409,10 +415,10 @@ async def get_async(
 async def head_async(url: str, *, settings: AwsSettings | None = None) -> dict[str, Any]:
     """Every attribute of one object (size, etag, content_type, metadata, storage_class, ...), as
     `s3bulk head --json` prints them."""
-    from s3bulk._commands.head import attributes
     from s3bulk._objects import head
+    from s3bulk._stores.attributes import described
 
-    return attributes(await head(settings or AwsSettings.from_env(), url))
+    return described(await head(settings or AwsSettings.from_env(), url))
 
 
 async def get_to_file_async(

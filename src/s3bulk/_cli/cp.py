@@ -72,6 +72,11 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         as_json: bool = JsonOption,
+        show_attributes: bool = typer.Option(
+            False,
+            "--attributes",
+            help="Downloads: each --json record has the object's attributes (a HEAD each).",
+        ),
         quiet: bool = QuietOption,
         stats: bool = StatsOption,
         engine: str | None = EngineOption,
@@ -109,6 +114,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
+        if show_attributes and not as_json:
+            raise UsageError("--attributes adds to each --json record: add --json (or see s3bulk head)")
         memory = parse_optional_size(max_memory, "--max-memory")
         start = continuation(
             command,
@@ -150,6 +157,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     on_records=on_records,
                     guess_mime_type=not no_guess_mime_type,
                     attributes=attributes,
+                    show_attributes=show_attributes,
                     min_size=min_size,
                     max_size=max_size,
                     newer_than=newer_than,

@@ -70,6 +70,9 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     as_json: bool = JsonOption,
+    show_attributes: bool = typer.Option(
+        False, "--attributes", help="Downloads: each --json record has the object's attributes (a HEAD each)."
+    ),
     quiet: bool = QuietOption,
     stats: bool = StatsOption,
     engine: str | None = EngineOption,
@@ -101,6 +104,8 @@ def sync_command(
     """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
     if size_only and checksum:
         raise UsageError("--size-only and --checksum exclude each other: pick one")
+    if show_attributes and not as_json:
+        raise UsageError("--attributes adds to each --json record: add --json (or see s3bulk head)")
     memory = parse_optional_size(max_memory, "--max-memory")
     start = continuation(
         "sync",
@@ -137,6 +142,7 @@ def sync_command(
                 follow_symlinks=follow_symlinks,
                 guess_mime_type=not no_guess_mime_type,
                 attributes=attributes,
+                show_attributes=show_attributes,
                 min_size=min_size,
                 max_size=max_size,
                 newer_than=newer_than,

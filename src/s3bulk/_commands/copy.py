@@ -25,7 +25,7 @@ from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
 from s3bulk._sources.local import NOT_UTF8, walk
-from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk._stores.storage import Parts, Storage
@@ -63,6 +63,7 @@ class CopySpec(Spec):
     follow_symlinks: bool = False
     guess_mime_type: bool = True
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
+    show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
     min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
     max_size: int | None = None
     newer_than: float | None = None
@@ -77,6 +78,10 @@ class CopySpec(Spec):
         object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
         object.__setattr__(self, "older_than", as_epoch(self.older_than))
         check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
+        if self.show_attributes and not (self.source.startswith("s3://") and "://" not in self.destination):
+            raise UsageError(
+                "--attributes is for downloads: for other objects, use s3bulk head or ls --attributes"
+            )
         if self.part_size < MIN_PART:
             raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
         for name in ("multipart_threshold", "copy_multipart_threshold"):
@@ -189,6 +194,7 @@ class CopyOptions:
     follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
     guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
     attributes: Attributes = NO_ATTRIBUTES
+    show_attributes: bool = False  # downloads: HEAD each object, for its record
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
 
 
@@ -210,6 +216,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         follow_symlinks=spec.follow_symlinks,
         guess_mime_type=spec.guess_mime_type,
         attributes=spec.attributes,
+        show_attributes=spec.show_attributes,
         keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
         part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
     )
@@ -266,6 +273,7 @@ class CopyJob:
         self._storage: Storage | None = None  # per worker, made by `open`
         self._deleter: BatchDeleter | None = None
         self._written = False  # some item of this worker reached the destination
+        self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
         self._many = self._source_is_many()
         self._local_root = ""
         if isinstance(self.source, LocalLocation):
@@ -575,9 +583,19 @@ class CopyJob:
 
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
-        return await self.storage.download(
+        moved = await self.storage.download(
             self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts
         )
+        if self.options.show_attributes:  # for `record`, which runs next for every recorded item
+            self._shown[item.source] = described(await self.storage.head(self.source.bucket, item.source))
+        return moved
+
+    def record(self, item: Any) -> dict[str, Any]:
+        source, destination, size = self.describe(item)
+        found: dict[str, Any] = {"source": source, "destination": destination, "size": size}
+        if self.options.show_attributes:
+            found["attributes"] = self._shown.pop(item.source, {})
+        return found
 
     async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.destination, S3Location)

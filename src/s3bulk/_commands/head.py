@@ -17,6 +17,7 @@ from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._report import WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, iter_range, partitioning_pays
+from s3bulk._stores.attributes import described
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import S3Location, parse_s3
@@ -102,7 +103,7 @@ class HeadJob:
         assert self._storage is not None
         url = f"s3://{self.location.bucket}/{item.key}"
         headers = await self._storage.head(self.location.bucket, item.key)
-        found = attributes(headers)
+        found = described(headers)
         record = {"source": url, "size": found["size"], "attributes": found}
         return BatchOutcome([(item.key, found["size"], url)], [], (record,))
 
@@ -117,51 +118,4 @@ class HeadJob:
 
 
 # What a HEAD answer holds, under the names users know from `aws s3api head-object`.
-_NAMED = {
-    "etag": "etag",
-    "last-modified": "last_modified",
-    "content-type": "content_type",
-    "content-encoding": "content_encoding",
-    "content-disposition": "content_disposition",
-    "content-language": "content_language",
-    "cache-control": "cache_control",
-    "expires": "expires",
-    "x-amz-storage-class": "storage_class",
-    "x-amz-server-side-encryption": "server_side_encryption",
-    "x-amz-server-side-encryption-aws-kms-key-id": "sse_kms_key_id",
-    "x-amz-server-side-encryption-customer-algorithm": "sse_customer_algorithm",
-    "x-amz-server-side-encryption-customer-key-md5": "sse_customer_key_md5",
-    "x-amz-version-id": "version_id",
-    "x-amz-website-redirect-location": "website_redirect_location",
-    "x-amz-tagging-count": "tag_count",
-    "x-amz-object-lock-mode": "object_lock_mode",
-    "x-amz-object-lock-retain-until-date": "object_lock_retain_until",
-    "x-amz-restore": "restore",
-}
-
-
-def attributes(headers: dict[str, str]) -> dict[str, Any]:
-    """A HEAD's headers (names in lower case) as the object's attributes: size, ETag, times,
-    Content-* and Cache-Control, storage class (STANDARD when S3 leaves it out), encryption,
-    checksums, and the user's metadata (`x-amz-meta-*`, under `metadata`)."""
-    found: dict[str, Any] = {"size": int(headers.get("content-length") or 0)}
-    found |= {name: headers[header] for header, name in _NAMED.items() if header in headers}
-    found.setdefault("storage_class", "STANDARD")
-    checksums = {
-        header.removeprefix("x-amz-checksum-"): value
-        for header, value in headers.items()
-        if header.startswith("x-amz-checksum-") and header != "x-amz-checksum-type"
-    }
-    if checksums:
-        found["checksums"] = checksums
-    metadata = {
-        header.removeprefix("x-amz-meta-"): value
-        for header, value in headers.items()
-        if header.startswith("x-amz-meta-")
-    }
-    if metadata:
-        found["metadata"] = metadata
-    return found
-
-
 COMMANDS = (HeadCommand(),)  # found by the registry (s3bulk._commands)

@@ -137,7 +137,19 @@ class Job(Protocol):
         ...
 
     def describe(self, item: Any) -> tuple[str, str, int]:
-        """(source, destination, size) for reports and failure lists."""
+        """(source, destination, size) for reports and failure lists. A job may also have a
+        `record(item)` giving a finished item's `--json` record with what it learned doing it
+        (`item_record` below is the default)."""
         ...
 
     async def close(self, ctx: WorkerContext) -> None: ...
+
+
+def item_record(job: Job, item: Any) -> dict[str, Any]:
+    """What `--json` prints for a finished item: where from, where to, its size, and what the
+    job's own `record` adds."""
+    record = getattr(job, "record", None)
+    if record is not None:
+        return dict(record(item))
+    source, destination, size = job.describe(item)
+    return {"source": source, "destination": destination, "size": size}

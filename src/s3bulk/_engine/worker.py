@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from s3bulk._engine.adaptive import AdaptiveLimit
 from s3bulk._engine.budget import ByteBudget
-from s3bulk._engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext
+from s3bulk._engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext, item_record
 from s3bulk._engine.links import InlineLink, watch_pipe
 from s3bulk._engine.messages import (
     Abort,
@@ -269,8 +269,7 @@ class WorkerRuntime:
             stats.done_ids.append((self.job.item_id(item), moved))
         if self.recorded < self.options.record_items:
             self.recorded += 1
-            source, destination, size = self.job.describe(item)
-            stats.records.append({"source": source, "destination": destination, "size": size})
+            stats.records.append(item_record(self.job, item))
 
     def _count_batch(self, outcome: BatchOutcome) -> None:
         stats = self.ctx.stats

@@ -242,3 +242,51 @@ def _http_date(text: str) -> str:
 
 
 NO_ATTRIBUTES = Attributes()
+
+
+# ---- what a HEAD says an object has ---------------------------------------------------------------
+_NAMED = {
+    "etag": "etag",
+    "last-modified": "last_modified",
+    "content-type": "content_type",
+    "content-encoding": "content_encoding",
+    "content-disposition": "content_disposition",
+    "content-language": "content_language",
+    "cache-control": "cache_control",
+    "expires": "expires",
+    "x-amz-storage-class": "storage_class",
+    "x-amz-server-side-encryption": "server_side_encryption",
+    "x-amz-server-side-encryption-aws-kms-key-id": "sse_kms_key_id",
+    "x-amz-server-side-encryption-customer-algorithm": "sse_customer_algorithm",
+    "x-amz-server-side-encryption-customer-key-md5": "sse_customer_key_md5",
+    "x-amz-version-id": "version_id",
+    "x-amz-website-redirect-location": "website_redirect_location",
+    "x-amz-tagging-count": "tag_count",
+    "x-amz-object-lock-mode": "object_lock_mode",
+    "x-amz-object-lock-retain-until-date": "object_lock_retain_until",
+    "x-amz-restore": "restore",
+}
+
+
+def described(headers: dict[str, str]) -> dict[str, Any]:
+    """A HEAD's headers (names in lower case) as the object's attributes: size, ETag, times,
+    Content-* and Cache-Control, storage class (STANDARD when S3 leaves it out), encryption,
+    checksums, and the user's metadata (`x-amz-meta-*`, under `metadata`)."""
+    found: dict[str, Any] = {"size": int(headers.get("content-length") or 0)}
+    found |= {name: headers[header] for header, name in _NAMED.items() if header in headers}
+    found.setdefault("storage_class", "STANDARD")
+    checksums = {
+        header.removeprefix("x-amz-checksum-"): value
+        for header, value in headers.items()
+        if header.startswith("x-amz-checksum-") and header != "x-amz-checksum-type"
+    }
+    if checksums:
+        found["checksums"] = checksums
+    metadata = {
+        header.removeprefix("x-amz-meta-"): value
+        for header, value in headers.items()
+        if header.startswith("x-amz-meta-")
+    }
+    if metadata:
+        found["metadata"] = metadata
+    return found
