@@ -280,13 +280,15 @@ async def move_async(
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
+    max_delete: int | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
     on_records: Records = None,
 ) -> Report:
     """Copy, then delete each source whose copy succeeded (a failed copy keeps its source).
-    The options are `copy_async`'s."""
+    The options are `copy_async`'s, and `max_delete`: the job stops (one line, non-zero exit)
+    before deleting more sources than that."""
     return await _run(MoveSpec, COPY, locals())
 
 
@@ -297,6 +299,7 @@ async def sync_async(
     mode: str = SyncSpec.mode,
     delete: bool = False,
     allow_empty_source: bool = False,
+    max_delete: int | None = None,
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,
@@ -349,13 +352,15 @@ async def remove_async(
     max_size: int | None = None,
     newer_than: datetime.datetime | float | None = None,
     older_than: datetime.datetime | float | None = None,
+    max_delete: int | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
     on_records: Records = None,
 ) -> Report:
     """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
-    1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them."""
+    1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them.
+    `max_delete`: delete at most that many, then stop the job (the report says why)."""
     return await _run(RemoveSpec, REMOVE, locals())
 
 

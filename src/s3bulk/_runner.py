@@ -94,6 +94,16 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
     }
 
 
+def _overridden(spec: Spec, overrides: dict[str, Any]) -> Spec:
+    """A journaled spec with what a rerun may change: engine settings, and a --max-delete cap
+    (given again, it is this run's; not given, the job's own applies)."""
+    engine = {name: value for name, value in overrides.items() if name != "max_delete"}
+    spec = spec.with_engine(**engine)
+    if overrides.get("max_delete") is not None and hasattr(spec, "max_delete"):
+        spec = dataclasses.replace(spec, max_delete=overrides["max_delete"])  # type: ignore[call-arg]
+    return spec
+
+
 def restored_settings(saved: dict[str, Any], keys: CustomerKeys) -> AwsSettings:
     """The settings a journal recorded, with the SSE-C keys the job used given again: a key
     that is missing or is not the one the job started with is one line, before any request."""
@@ -297,6 +307,11 @@ def _strategy(spec: Spec, command: Command) -> tuple[Strategy, int]:
     strategy = choose(asked.engine, asked.workers, asked.concurrency)
     if asked.engine == DEFAULT_ENGINE and asked.workers is None and not command.python_bound(spec):
         strategy = in_the_driver(strategy)
+    reason = spec.one_worker_reason()
+    if reason and (strategy.workers > 1 or not strategy.in_process):
+        if asked.engine != DEFAULT_ENGINE or asked.workers is not None:
+            raise UsageError(f"{reason}, so the job runs as one worker: drop --engine and --workers")
+        strategy = in_the_driver(strategy)
     if strategy.name == "ray":
         from s3bulk._engine.ray_launch import cluster_cpus, connect
 
@@ -343,7 +358,7 @@ async def continue_job(
                 f"job {job_id} is a '{command.cli_name}' job: run s3bulk {command.cli_name} {flag} {job_id}"
             )
         document = journal.spec
-        spec = command.load_spec(document).with_engine(**(overrides or {}))
+        spec = _overridden(command.load_spec(document), overrides or {})
     except BaseException:
         journal.close()
         raise

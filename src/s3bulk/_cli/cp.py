@@ -31,6 +31,7 @@ from s3bulk._cli.options import (
     IncludeOption,
     JournalUrlOption,
     ListRangesOption,
+    MaxDeleteOption,
     MaxInFlightOption,
     MultipartThresholdOption,
     NoGuessMimeTypeOption,
@@ -71,6 +72,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         include: list[str] = IncludeOption,
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
+        max_delete: int | None = MaxDeleteOption,
         as_json: bool = JsonOption,
         show_attributes: bool = typer.Option(
             False,
@@ -114,6 +116,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
             settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
+        if max_delete is not None and command == "cp":
+            raise UsageError("--max-delete is for mv, sync and rm: cp deletes nothing")
         if show_attributes and not as_json:
             raise UsageError("--attributes adds to each --json record: add --json (or see s3bulk head)")
         memory = parse_optional_size(max_memory, "--max-memory")
@@ -122,7 +126,13 @@ def make_copy_command(command: str) -> Callable[..., int]:
             resume,
             retry_failed,
             [source, destination],
-            {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+            {
+                "engine": engine,
+                "workers": workers,
+                "ray_address": ray_address,
+                "max_memory": memory,
+                "max_delete": max_delete,
+            },
             keys,
         )
         if start is None:
@@ -130,6 +140,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
             assert source is not None and destination is not None
 
             run = copy_async if command == "cp" else move_async
+            extra: dict[str, Any] = {"max_delete": max_delete} if command == "mv" else {}
 
             def start(on_progress: Any, on_records: Any) -> Any:
                 return run(
@@ -162,6 +173,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     max_size=max_size,
                     newer_than=newer_than,
                     older_than=older_than,
+                    **extra,
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

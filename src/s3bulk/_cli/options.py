@@ -70,6 +70,9 @@ def settings_from(
     return settings
 
 
+MaxDeleteOption = typer.Option(
+    None, "--max-delete", help="Stop the job, exit non-zero, before deleting more than this many objects."
+)
 IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
 ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
 EngineOption = typer.Option(

@@ -24,6 +24,7 @@ from s3bulk._cli.options import (
     IncludeOption,
     JournalUrlOption,
     ListRangesOption,
+    MaxDeleteOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
@@ -47,6 +48,7 @@ def rm_command(
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
+    max_delete: int | None = MaxDeleteOption,
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
     stats: bool = StatsOption,
@@ -76,7 +78,7 @@ def rm_command(
         resume,
         retry_failed,
         [target],
-        {"engine": engine, "workers": workers, "ray_address": ray_address},
+        {"engine": engine, "workers": workers, "ray_address": ray_address, "max_delete": max_delete},
     )
     if start is None:
         settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
@@ -98,6 +100,7 @@ def rm_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                max_delete=max_delete,
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,

@@ -30,6 +30,7 @@ from s3bulk._cli.options import (
     IncludeOption,
     JournalUrlOption,
     ListRangesOption,
+    MaxDeleteOption,
     MaxInFlightOption,
     MultipartThresholdOption,
     NoGuessMimeTypeOption,
@@ -69,6 +70,7 @@ def sync_command(
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
+    max_delete: int | None = MaxDeleteOption,
     as_json: bool = JsonOption,
     show_attributes: bool = typer.Option(
         False, "--attributes", help="Downloads: each --json record has the object's attributes (a HEAD each)."
@@ -112,7 +114,13 @@ def sync_command(
         resume,
         retry_failed,
         [source, destination],
-        {"engine": engine, "workers": workers, "ray_address": ray_address, "max_memory": memory},
+        {
+            "engine": engine,
+            "workers": workers,
+            "ray_address": ray_address,
+            "max_memory": memory,
+            "max_delete": max_delete,
+        },
         keys,
     )
     if start is None:
@@ -147,6 +155,7 @@ def sync_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                max_delete=max_delete,
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,

@@ -83,6 +83,13 @@ class Spec:
         """Its s3:// URLs, the one written to first: a ray job's journal goes beside the data."""
         return ()
 
+    def one_worker_reason(self) -> str:
+        """Why this job must run as one worker, or "": a --max-delete cap is one count that
+        every delete of the job takes from (`remove.DeleteCap`)."""
+        if getattr(self, "max_delete", None) is not None:
+            return "--max-delete keeps one count of the job's deletes"
+        return ""
+
     def needs_credentials(self) -> bool:
         """Whether the job talks to a service (a gather of local files does not)."""
         return bool(self.s3_locations())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, check_window, location, patterns
-from s3bulk._commands.remove import BatchDeleter
+from s3bulk._commands.remove import BatchDeleter, DeleteCap, check_max_delete
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
@@ -114,6 +114,11 @@ class CopySpec(Spec):
 @dataclass(frozen=True, kw_only=True)
 class MoveSpec(CopySpec):
     command: ClassVar[str] = "mv"
+    max_delete: int | None = None  # stop the job before deleting more sources than this
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_max_delete(self.max_delete)
 
 
 class CopyCommand(Command):
@@ -191,6 +196,7 @@ class CopyOptions:
     concurrency: int = 64
     partitioned_listing: bool = True
     delete_source: bool = False  # mv: delete each source once its copy succeeded
+    max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
     follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
     guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
     attributes: Attributes = NO_ATTRIBUTES
@@ -213,6 +219,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         concurrency=spec.engine.concurrency,
         partitioned_listing=partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
         delete_source=spec.command == "mv",
+        max_delete=getattr(spec, "max_delete", None),
         follow_symlinks=spec.follow_symlinks,
         guess_mime_type=spec.guess_mime_type,
         attributes=spec.attributes,
@@ -274,6 +281,8 @@ class CopyJob:
         self._deleter: BatchDeleter | None = None
         self._written = False  # some item of this worker reached the destination
         self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
+        limit = self.options.max_delete
+        self._cap = DeleteCap(limit) if limit is not None else None
         self._many = self._source_is_many()
         self._local_root = ""
         if isinstance(self.source, LocalLocation):
@@ -542,6 +551,9 @@ class CopyJob:
         return items
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        cap = self._cap if self.options.delete_source else None
+        if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
+            raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
         if self.options.dry_run:
             return int(item.size)
         try:
@@ -551,9 +563,11 @@ class CopyJob:
                 moved = await self._upload(item, ctx)
             else:
                 moved = await self._copy(item, ctx)
-        except JobAborted:
-            raise
-        except Exception as exc:
+        except BaseException as exc:
+            if cap is not None:
+                cap.give_back(1)  # no copy, so no delete
+            if isinstance(exc, JobAborted) or not isinstance(exc, Exception):
+                raise
             raise self._refused_destination(classify(exc)) from None
         self._written = True
         if self.options.delete_source:

@@ -10,7 +10,7 @@ still carry many keys: keys gather for a moment and go out together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -40,9 +40,11 @@ class RemoveSpec(Spec):
     max_size: int | None = None
     newer_than: float | None = None
     older_than: float | None = None
+    max_delete: int | None = None  # stop the job before deleting more than this
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
+        check_max_delete(self.max_delete)
         if not isinstance(self.target, str):
             raise TypeError(f"target must be an s3:// URL (str), not {type(self.target).__name__}")
         object.__setattr__(self, "include", patterns(self.include, "include"))
@@ -84,8 +86,44 @@ class RemoveCommand(Command):
             spec.dry_run,
             spec.engine.concurrency,
             partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+            spec.max_delete,
         )
         return RemoveJob(parse_s3(spec.target), settings, options)
+
+
+def check_max_delete(limit: int | None) -> None:
+    if limit is not None and limit < 0:
+        raise UsageError(f"--max-delete {limit}: give a count of objects, 0 or more")
+
+
+class DeleteCap:
+    """--max-delete: this run deletes at most `limit` objects. The delete that would pass it is
+    not sent; the job stops there, once, with one line (`stop`), and what was not deleted is not
+    journaled, so a resume with a higher cap does it. One worker holds the count (the runner
+    runs such a job as one worker), so taking from it needs no lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    @property
+    def message(self) -> str:
+        return (
+            f"--max-delete {self.limit} reached, so nothing more is deleted "
+            "(a resume deletes up to --max-delete more)"
+        )
+
+    def take(self, wanted: int, stop: Callable[[str], None]) -> int:
+        """How many of `wanted` deletes may go ahead; fewer stops the job."""
+        granted = min(wanted, self.left)
+        self.left -= granted
+        if granted < wanted:
+            stop(self.message)
+        return granted
+
+    def give_back(self, count: int) -> None:
+        """Deletes taken but not made (mv's copy failed)."""
+        self.left += count
 
 
 class BatchDeleter:
@@ -149,8 +187,18 @@ class DeleteBatch:
         return f"{len(self.keys)} keys from s3://{self.bucket}/{first}"
 
 
-async def run_delete_batch(storage: Storage, batch: DeleteBatch, dry_run: bool) -> BatchOutcome:
-    """Delete a batch and say key by key what happened; never raises for a key's failure."""
+async def run_delete_batch(
+    storage: Storage,
+    batch: DeleteBatch,
+    dry_run: bool,
+    cap: DeleteCap | None = None,
+    ctx: WorkerContext | None = None,
+) -> BatchOutcome:
+    """Delete a batch and say key by key what happened; never raises for a key's failure. Under
+    a cap, only the keys it grants are deleted (the rest are neither done nor failed)."""
+    if cap is not None:  # a dry run stops where the real one would
+        assert ctx is not None
+        batch = replace(batch, keys=batch.keys[: cap.take(len(batch.keys), ctx.stop_job)])
     sizes = dict(batch.keys)
     failed = {} if dry_run else await storage.delete_many(batch.bucket, list(sizes))
     url = f"s3://{batch.bucket}/"
@@ -179,6 +227,7 @@ class RemoveOptions:
     dry_run: bool = False
     concurrency: int = 16
     partitioned_listing: bool = True
+    max_delete: int | None = None
 
 
 @dataclass
@@ -197,6 +246,8 @@ class RemoveJob:
         self.prefix, self.pattern = split_wildcard(self.target.key)
         self._storage: Storage | None = None
         self._key_filter = Filters(include=(self.pattern,)) if self.pattern else Filters()
+        limit = self.options.max_delete
+        self._cap = DeleteCap(limit) if limit is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__) | {"_storage": None}
@@ -259,7 +310,7 @@ class RemoveJob:
 
     async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
         assert self._storage is not None
-        return await run_delete_batch(self._storage, item, self.options.dry_run)
+        return await run_delete_batch(self._storage, item, self.options.dry_run, self._cap, ctx)
 
     def cost(self, item: DeleteBatch) -> int:
         return 0

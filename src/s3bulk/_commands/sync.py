@@ -17,7 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from s3bulk._commands.base import JobPlan, Spec
 from s3bulk._commands.copy import MARKER_DATA, CopyCommand, CopyJob, CopySpec, TransferItem
-from s3bulk._commands.remove import DeleteBatch, run_delete_batch
+from s3bulk._commands.remove import DeleteBatch, check_max_delete, run_delete_batch
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import UsageError
@@ -40,9 +40,11 @@ class SyncSpec(CopySpec):
     mode: str = "mtime"  # changed: sizes differ or the source is newer; "size"; "checksum"
     delete: bool = False  # also delete what the source lacks
     allow_empty_source: bool = False  # --delete from an empty or missing source: refused unless set
+    max_delete: int | None = None  # --delete: stop the job before deleting more than this
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_max_delete(self.max_delete)
         if self.mode not in MODES:
             raise UsageError(f"unknown sync mode {self.mode!r}: use mtime, size or checksum")
 
@@ -341,13 +343,15 @@ class SyncJob(CopyJob):
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         if isinstance(item, DeleteBatch):
-            outcome = await run_delete_batch(self.storage, item, self.options.dry_run)
+            outcome = await run_delete_batch(self.storage, item, self.options.dry_run, self._cap, ctx)
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
                 [replace(failure, item_id=DELETE_PREFIX + failure.item_id) for failure in outcome.failures],
             )
         if isinstance(item, LocalDelete):
+            if self._cap is not None and not self._cap.take(1, ctx.stop_job):
+                return BatchOutcome([], [])  # not deleted, not journaled: a resume does it
             if not self.options.dry_run:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(item.path)

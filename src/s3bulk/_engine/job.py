@@ -71,6 +71,9 @@ class WorkerContext:
     # send the counts now, not at the next tick: what they carry must reach the journal before a
     # kill could lose it (a multipart upload's id: else nothing could ever abort that upload)
     report_now: Callable[[], None] = lambda: None
+    # stop the job (once, with this one line) after the item at hand: what has not started is
+    # not journaled, so a resume does it
+    stop_job: Callable[[str], None] = lambda reason: None
 
     def count_retry(self, error: Exception) -> None:
         """Told of every retry of every request: it shows in the report, and a service that says

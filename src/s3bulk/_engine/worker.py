@@ -389,6 +389,7 @@ async def _run_worker(
     ctx.split = split
     ctx.want_split = lambda: runtime.split_allowed
     ctx.report_now = runtime.flush
+    ctx.stop_job = runtime.abort
     await job.open(ctx)
     consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
     reporter = asyncio.create_task(runtime.report_progress())

@@ -1,0 +1,112 @@
+"""Guards on deletes and overwrites (issue 21, item 4), against MinIO: `--max-delete N` on rm,
+sync --delete (to S3 and to a directory) and mv deletes exactly N, stops the job with one line
+and a non-zero exit, and a resume deletes up to N more; a dry run stops where the real run would;
+an engine of several workers, cp, and a negative count are refused before anything is deleted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Endpoint, new_bucket, run_cli
+
+MESSAGE = "--max-delete {} reached, so nothing more is deleted"
+
+
+def keys(endpoint: Endpoint, bucket: str, prefix: str) -> list[str]:
+    pages = endpoint.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
+def seed(endpoint: Endpoint, tmp_path: Path, bucket: str, prefix: str, count: int) -> Path:
+    tree = tmp_path / f"seed-{prefix.strip('/')}"
+    tree.mkdir()
+    for number in range(count):
+        (tree / f"f{number:05d}").write_text(str(number))
+    done = run_cli(endpoint.env, "cp", f"{tree}/", f"s3://{bucket}/{prefix}")
+    assert done.returncode == 0, done.stderr
+    return tree
+
+
+def job_of(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if "--resume" in line).split()[-1]
+
+
+def test_rm_deletes_exactly_n_and_a_resume_n_more(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    seed(minio, tmp_path, bucket, "a/", 2500)  # 1,000 keys a request: the cap cuts a batch
+    first = run_cli(minio.env, "rm", f"s3://{bucket}/a/", "--max-delete", "1200")
+    assert first.returncode == 1
+    assert MESSAGE.format(1200) in first.stderr and first.stderr.count(MESSAGE.format(1200)) == 1
+    assert len(keys(minio, bucket, "a/")) == 1300
+    again = run_cli(minio.env, "rm", "--resume", job_of(first.stderr), "--max-delete", "1000")
+    assert again.returncode == 1, again.stderr
+    assert len(keys(minio, bucket, "a/")) == 300
+    last = run_cli(minio.env, "rm", "--resume", job_of(first.stderr))  # the job's own cap: 1,200
+    assert last.returncode == 0, last.stderr
+    assert keys(minio, bucket, "a/") == []
+
+
+def test_sync_delete_to_s3_and_to_a_directory_stops_at_n(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    tree = seed(minio, tmp_path, bucket, "site/", 300)
+    for path in sorted(tree.iterdir())[100:]:
+        path.unlink()  # the source keeps 100 of 300: sync --delete would delete 200
+    up = run_cli(
+        minio.env, "sync", "--delete", "--max-delete", "50", "--size-only", f"{tree}/", f"s3://{bucket}/site/"
+    )
+    assert up.returncode == 1 and MESSAGE.format(50) in up.stderr
+    assert len(keys(minio, bucket, "site/")) == 250
+
+    local = tmp_path / "mirror"
+    local.mkdir()
+    for number in range(40):
+        (local / f"extra{number}").write_text("x")
+    down = run_cli(minio.env, "sync", "--delete", "--max-delete", "15", f"s3://{bucket}/site/", f"{local}/")
+    assert down.returncode == 1 and MESSAGE.format(15) in down.stderr
+    assert len(list(local.glob("extra*"))) == 25
+
+
+def test_mv_moves_n_and_keeps_every_other_source(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    seed(minio, tmp_path, bucket, "from/", 200)
+    moved = run_cli(minio.env, "mv", f"s3://{bucket}/from/", f"s3://{bucket}/to/", "--max-delete", "30")
+    assert moved.returncode == 1 and MESSAGE.format(30) in moved.stderr
+    sources, copies = keys(minio, bucket, "from/"), keys(minio, bucket, "to/")
+    assert len(sources) == 170 and len(copies) == 30
+    assert {key.removeprefix("to/") for key in copies}.isdisjoint(
+        key.removeprefix("from/") for key in sources
+    )
+
+
+def test_a_dry_run_stops_where_the_run_would(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    seed(minio, tmp_path, bucket, "d/", 40)
+    dry = run_cli(minio.env, "rm", f"s3://{bucket}/d/", "--max-delete", "5", "--dry-run", "--json")
+    assert dry.returncode == 1 and MESSAGE.format(5) in dry.stdout  # in the --json summary
+    assert dry.stdout.count('"status":"ok","dry_run":true') == 5
+    assert len(keys(minio, bucket, "d/")) == 40
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["rm", "{url}", "--max-delete", "5", "--workers", "2"],
+            "so the job runs as one worker: drop --engine",
+        ),
+        (["rm", "{url}", "--max-delete", "5", "--engine", "processes"], "so the job runs as one worker"),
+        (["rm", "{url}", "--max-delete", "-1"], "--max-delete -1: give a count of objects, 0 or more"),
+        (
+            ["cp", "{url}", "{dir}", "--max-delete", "5"],
+            "--max-delete is for mv, sync and rm: cp deletes nothing",
+        ),
+    ],
+)
+def test_refused_caps_delete_nothing(minio: Endpoint, tmp_path: Path, args: list[str], message: str) -> None:
+    bucket = new_bucket(minio)
+    seed(minio, tmp_path, bucket, "k/", 10)
+    url, directory = f"s3://{bucket}/k/", f"{tmp_path}/out/"
+    done = run_cli(minio.env, *(arg.format(url=url, dir=directory) for arg in args))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert len(keys(minio, bucket, "k/")) == 10 and not Path(directory).exists()
