@@ -5,6 +5,8 @@ an engine of several workers, cp, and a negative count are refused before anythi
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,64 @@ def test_refused_caps_delete_nothing(minio: Endpoint, tmp_path: Path, args: list
     done = run_cli(minio.env, *(arg.format(url=url, dir=directory) for arg in args))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert len(keys(minio, bucket, "k/")) == 10 and not Path(directory).exists()
+
+
+def test_no_clobber_if_size_differ_and_if_newer_on_uploads(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    tree = tmp_path / "up"
+    tree.mkdir()
+    for name in ("same", "grown", "touched", "old"):
+        (tree / name).write_text("v1")
+    assert run_cli(minio.env, "cp", f"{tree}/", f"s3://{bucket}/u/").returncode == 0
+    (tree / "grown").write_text("v2 longer")  # size differs, and newer than its object
+    (tree / "touched").write_text("v3")  # same size, newer than its object
+    (tree / "old").write_text("v4 longer")  # size differs, but older than its object
+    later, earlier = time.time() + 60, time.time() - 86400
+    for name, when in (("grown", later), ("touched", later), ("old", earlier), ("same", earlier)):
+        os.utime(tree / name, (when, when))
+    (tree / "new").write_text("v5")  # no object yet: every guard lets it through
+
+    def stored() -> dict[str, str]:
+        client = minio.client()
+        return {
+            key.removeprefix("u/"): client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+            for key in keys(minio, bucket, "u/")
+        }
+
+    for flag, written in [
+        ("--no-clobber", {"new"}),
+        ("--if-size-differ", {"grown", "old", "new"}),
+        ("--if-newer", {"grown", "touched", "new"}),
+    ]:
+        for key in keys(minio, bucket, "u/"):  # back to the first upload's state
+            minio.client().put_object(Bucket=bucket, Key=key, Body=b"v1")
+        minio.client().delete_object(Bucket=bucket, Key="u/new")
+        done = run_cli(minio.env, "cp", flag, "--json", f"{tree}/", f"s3://{bucket}/u/")
+        assert done.returncode == 0, done.stderr
+        now = stored()
+        assert {name for name, text in now.items() if text != "v1"} == written, flag
+        assert f'"objects_unchanged":{5 - len(written)}' in done.stdout.replace(" ", ""), done.stdout[-600:]
+
+
+def test_guards_on_downloads_copies_and_mv(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    client = minio.client()
+    for name in ("a", "b", "c"):
+        client.put_object(Bucket=bucket, Key=f"s/{name}", Body=name.encode() * 3)
+    client.put_object(Bucket=bucket, Key="d/a", Body=b"kept")
+    local = tmp_path / "down"
+    local.mkdir()
+    (local / "b").write_text("mine")
+    down = run_cli(minio.env, "cp", "-n", f"s3://{bucket}/s/", f"{local}/")
+    assert down.returncode == 0, down.stderr
+    assert (local / "b").read_text() == "mine" and (local / "a").read_text() == "aaa"
+    single = run_cli(minio.env, "cp", "-n", f"s3://{bucket}/s/b", f"{local}/b")
+    assert single.returncode == 0 and (local / "b").read_text() == "mine"
+    copy = run_cli(minio.env, "cp", "-s", f"s3://{bucket}/s/", f"s3://{bucket}/d/")
+    assert copy.returncode == 0, copy.stderr
+    assert client.get_object(Bucket=bucket, Key="d/a")["Body"].read() == b"aaa"  # 4 bytes vs 3: written
+    moved = run_cli(minio.env, "mv", "-n", f"s3://{bucket}/s/", f"s3://{bucket}/d/")
+    assert moved.returncode == 0, moved.stderr
+    assert keys(minio, bucket, "s/") == ["s/a", "s/b", "s/c"]  # all were there already: none moved
+    dry = run_cli(minio.env, "cp", "-n", "--dry-run", f"s3://{bucket}/s/", f"{tmp_path}/fresh/")
+    assert dry.returncode == 0 and "download would do: 3 objects" in dry.stdout and not (tmp_path / "fresh").exists()

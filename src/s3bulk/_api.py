@@ -230,6 +230,9 @@ async def copy_async(
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
+    no_clobber: bool = False,
+    if_size_differ: bool = False,
+    if_newer: bool = False,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -249,7 +252,9 @@ async def copy_async(
     `guess_mime_type` is False or `attributes` names one; `attributes` (s3bulk.Attributes: the
     Content-* headers, metadata, storage class, encryption, ACL, tags) is set on every upload and
     copy (copies keep the source's Content-* and metadata unless it sets some). Downloads with
-    `show_attributes` HEAD each object and put what it says in its record (`on_records`)."""
+    `show_attributes` HEAD each object and put what it says in its record (`on_records`).
+    `no_clobber`, `if_size_differ`, `if_newer` (s5cmd's -n, -s, -u) leave an existing destination
+    alone unless every one given says to write over it; a missing one is always written."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -280,6 +285,9 @@ async def move_async(
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
+    no_clobber: bool = False,
+    if_size_differ: bool = False,
+    if_newer: bool = False,
     max_delete: int | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,

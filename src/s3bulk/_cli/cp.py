@@ -73,6 +73,18 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         max_delete: int | None = MaxDeleteOption,
+        no_clobber: bool = typer.Option(
+            False, "--no-clobber", "-n", help="Leave what is already at the destination as it is."
+        ),
+        if_size_differ: bool = typer.Option(
+            False,
+            "--if-size-differ",
+            "-s",
+            help="Write over an existing destination only if its size differs.",
+        ),
+        if_newer: bool = typer.Option(
+            False, "--if-newer", "-u", help="Write over an existing destination only if the source is newer."
+        ),
         as_json: bool = JsonOption,
         show_attributes: bool = typer.Option(
             False,
@@ -169,6 +181,9 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     guess_mime_type=not no_guess_mime_type,
                     attributes=attributes,
                     show_attributes=show_attributes,
+                    no_clobber=no_clobber,
+                    if_size_differ=if_size_differ,
+                    if_newer=if_newer,
                     min_size=min_size,
                     max_size=max_size,
                     newer_than=newer_than,

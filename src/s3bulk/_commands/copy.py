@@ -14,6 +14,7 @@ import mimetypes
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, check_window, location, patterns
@@ -21,6 +22,7 @@ from s3bulk._commands.remove import BatchDeleter, DeleteCap, check_max_delete
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
+from s3bulk._plan.diff import newer
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
@@ -64,6 +66,9 @@ class CopySpec(Spec):
     guess_mime_type: bool = True
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
     show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
+    no_clobber: bool = False  # never write over an existing destination
+    if_size_differ: bool = False  # ... only when its size differs from the source's
+    if_newer: bool = False  # ... only when the source is newer
     min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
     max_size: int | None = None
     newer_than: float | None = None
@@ -201,6 +206,9 @@ class CopyOptions:
     guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
     attributes: Attributes = NO_ATTRIBUTES
     show_attributes: bool = False  # downloads: HEAD each object, for its record
+    no_clobber: bool = False  # an existing destination is left as it is (see CopyJob._worth_writing)
+    if_size_differ: bool = False
+    if_newer: bool = False
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
 
 
@@ -224,6 +232,9 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         guess_mime_type=spec.guess_mime_type,
         attributes=spec.attributes,
         show_attributes=spec.show_attributes,
+        no_clobber=spec.no_clobber,
+        if_size_differ=spec.if_size_differ,
+        if_newer=spec.if_newer,
         keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
         part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
     )
@@ -551,6 +562,12 @@ class CopyJob:
         return items
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+        if self._guarded and not await self._worth_writing(item):
+            stats = ctx.stats  # what is already there leaves the totals, as sync's unchanged do
+            stats.objects_unchanged += 1
+            stats.objects_listed -= 1
+            stats.bytes_listed -= item.size
+            return BatchOutcome([], [])
         cap = self._cap if self.options.delete_source else None
         if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
             raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
@@ -573,6 +590,54 @@ class CopyJob:
         if self.options.delete_source:
             await self._delete_source(item, ctx)
         return moved
+
+    @property
+    def _guarded(self) -> bool:
+        options = self.options
+        return options.no_clobber or options.if_size_differ or options.if_newer
+
+    async def _worth_writing(self, item: TransferItem) -> bool:
+        """--no-clobber, --if-size-differ, --if-newer (s5cmd's -n, -s, -u): an existing
+        destination is written over only if every condition given says so; a missing one always
+        is. A local file is a stat, an object a HEAD (sync compares whole listings instead)."""
+        there = await self._destination_state(item)
+        if there is None:
+            return True
+        size, mtime = there
+        options = self.options
+        if options.no_clobber or (options.if_size_differ and size == item.size):
+            return False
+        return not options.if_newer or newer(await self._source_time(item), mtime)
+
+    async def _destination_state(self, item: TransferItem) -> tuple[int, float] | None:
+        """(size, modification time) of what is at the destination, or None."""
+        if isinstance(self.destination, LocalLocation):
+            try:
+                found = os.stat(item.destination)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            return found.st_size, found.st_mtime
+        return await self._object_state(self.destination.bucket, item.destination)
+
+    async def _source_time(self, item: TransferItem) -> float:
+        if item.mtime:
+            return item.mtime
+        if isinstance(self.source, LocalLocation):
+            return os.stat(item.source).st_mtime
+        state = await self._object_state(self.source.bucket, item.source)
+        return state[1] if state else 0.0
+
+    async def _object_state(self, bucket: str, key: str) -> tuple[int, float] | None:
+        try:
+            head = await self.storage.head(bucket, key)
+        except S3Error as error:
+            if error.status == 404:
+                return None
+            raise
+        modified = (
+            parsedate_to_datetime(head["last-modified"]).timestamp() if head.get("last-modified") else 0.0
+        )
+        return int(head.get("content-length") or 0), modified
 
     def _refused_destination(self, error: ItemError) -> ItemError:
         """AccessDenied on a write before any write of this worker succeeded: the destination

@@ -117,6 +117,12 @@ def _check_order(page: list[Entry], previous: str, side: int) -> None:
         previous = entry.relative
 
 
+def newer(mtime: float, than: float) -> bool:
+    """Whether a time is later than another, in whole seconds: S3 keeps LastModified to the
+    second, so a file changed at 10.7 s and uploaded at 10.9 s is not newer than its object."""
+    return math.floor(mtime) > math.floor(than)
+
+
 def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side: bool) -> Decision:
     """Whether `source` must be copied over `destination`; "check" asks a worker to hash a local
     file first (only in checksum mode with a local side)."""
@@ -125,7 +131,7 @@ def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side:
     if mode == "size":
         return "same"
     if mode == "mtime":
-        return "copy" if source.mtime > destination.mtime else "same"
+        return "copy" if newer(source.mtime, destination.mtime) else "same"
     if local_side:
         return "check"
     return "same" if source.etag and source.etag == destination.etag else "copy"
