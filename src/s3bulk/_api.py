@@ -219,6 +219,8 @@ async def copy_async(
     multipart_threshold: int = CopySpec.multipart_threshold,
     copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
     max_attempts: int = COPY.max_attempts,
+    bwlimit: int | None = None,
+    tpslimit: float | None = None,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -254,7 +256,8 @@ async def copy_async(
     copy (copies keep the source's Content-* and metadata unless it sets some). Downloads with
     `show_attributes` HEAD each object and put what it says in its record (`on_records`).
     `no_clobber`, `if_size_differ`, `if_newer` (s5cmd's -n, -s, -u) leave an existing destination
-    alone unless every one given says to write over it; a missing one is always written."""
+    alone unless every one given says to write over it; a missing one is always written.
+    `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -274,6 +277,8 @@ async def move_async(
     multipart_threshold: int = CopySpec.multipart_threshold,
     copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
     max_attempts: int = COPY.max_attempts,
+    bwlimit: int | None = None,
+    tpslimit: float | None = None,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -320,6 +325,8 @@ async def sync_async(
     multipart_threshold: int = CopySpec.multipart_threshold,
     copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
     max_attempts: int = COPY.max_attempts,
+    bwlimit: int | None = None,
+    tpslimit: float | None = None,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,
@@ -353,6 +360,8 @@ async def remove_async(
     workers: int | None = None,
     concurrency: int = REMOVE.concurrency,
     max_attempts: int = REMOVE.max_attempts,
+    bwlimit: int | None = None,
+    tpslimit: float | None = None,
     ray_address: str | None = None,
     journal_url: str | None = None,
     partitioned_listing: bool | None = None,

@@ -168,6 +168,8 @@ async def execute(
         journal_url=store_url,
         journal_run=handle.run if handle else 0,
         journal_snapshot=snapshot,
+        bytes_per_second=spec.engine.bwlimit,
+        requests_per_second=spec.engine.tpslimit,
     )
     report = _new_report(command, spec, job, handle, store_url)
     completed = False

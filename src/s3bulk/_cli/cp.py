@@ -23,6 +23,7 @@ from s3bulk._cli.jobrun import (
 )
 from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
+    BwLimitOption,
     ConcurrencyOption,
     EndpointOption,
     EngineOption,
@@ -42,6 +43,7 @@ from s3bulk._cli.options import (
     RayAddressOption,
     RecursiveOption,
     RegionOption,
+    TpsLimitOption,
     WorkersOption,
     as_prefix,
     parse_optional_size,
@@ -73,6 +75,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         max_delete: int | None = MaxDeleteOption,
+        bwlimit: str | None = BwLimitOption,
+        tpslimit: float | None = TpsLimitOption,
         no_clobber: bool = typer.Option(
             False, "--no-clobber", "-n", help="Leave what is already at the destination as it is."
         ),
@@ -188,6 +192,8 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     max_size=max_size,
                     newer_than=newer_than,
                     older_than=older_than,
+                    bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
+                    tpslimit=tpslimit,
                     **extra,
                 )
 

@@ -70,6 +70,10 @@ def settings_from(
     return settings
 
 
+BwLimitOption = typer.Option(
+    None, "--bwlimit", help="Bytes per second the whole job moves, e.g. 50MiB (all workers together)."
+)
+TpsLimitOption = typer.Option(None, "--tpslimit", help="Requests per second the whole job sends.")
 MaxDeleteOption = typer.Option(
     None, "--max-delete", help="Stop the job, exit non-zero, before deleting more than this many objects."
 )

@@ -18,6 +18,7 @@ from s3bulk._cli.jobrun import (
     run_job,
 )
 from s3bulk._cli.options import (
+    BwLimitOption,
     EndpointOption,
     EngineOption,
     ExcludeOption,
@@ -31,8 +32,10 @@ from s3bulk._cli.options import (
     RayAddressOption,
     RecursiveOption,
     RegionOption,
+    TpsLimitOption,
     WorkersOption,
     as_prefix,
+    parse_optional_size,
     parse_switch,
     settings_from,
 )
@@ -49,6 +52,8 @@ def rm_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     max_delete: int | None = MaxDeleteOption,
+    bwlimit: str | None = BwLimitOption,
+    tpslimit: float | None = TpsLimitOption,
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
     stats: bool = StatsOption,
@@ -100,6 +105,8 @@ def rm_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
+                tpslimit=tpslimit,
                 max_delete=max_delete,
                 settings=settings,
                 on_progress=on_progress,

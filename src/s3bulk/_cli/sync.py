@@ -22,6 +22,7 @@ from s3bulk._cli.jobrun import (
 )
 from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
+    BwLimitOption,
     ConcurrencyOption,
     EndpointOption,
     EngineOption,
@@ -40,6 +41,7 @@ from s3bulk._cli.options import (
     ProfileOption,
     RayAddressOption,
     RegionOption,
+    TpsLimitOption,
     WorkersOption,
     parse_optional_size,
     parse_size,
@@ -71,6 +73,8 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     max_delete: int | None = MaxDeleteOption,
+    bwlimit: str | None = BwLimitOption,
+    tpslimit: float | None = TpsLimitOption,
     as_json: bool = JsonOption,
     show_attributes: bool = typer.Option(
         False, "--attributes", help="Downloads: each --json record has the object's attributes (a HEAD each)."
@@ -155,6 +159,8 @@ def sync_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
+                tpslimit=tpslimit,
                 max_delete=max_delete,
                 settings=settings,
                 on_progress=on_progress,

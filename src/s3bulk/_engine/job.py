@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 from s3bulk._config import AwsSettings
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
+from s3bulk._stores.retry import Gate, Meter, Retrier, RetryPolicy
 
 
 class BatchOutcome(NamedTuple):
@@ -75,6 +75,9 @@ class WorkerContext:
     # not journaled, so a resume does it
     stop_job: Callable[[str], None] = lambda reason: None
 
+    requests_gate: Gate | None = None  # the job's caps, this worker's share (worker._caps)
+    bytes_gate: Gate | None = None
+
     def count_retry(self, error: Exception) -> None:
         """Told of every retry of every request: it shows in the report, and a service that says
         "slow down" gets fewer requests at once (whichever request it was)."""
@@ -86,7 +89,8 @@ class WorkerContext:
     @property
     def retrier(self) -> Retrier:
         """The one retry policy, counting into this worker's stats: what its storage retries with."""
-        return Retrier(self.retry, Meter(self.stats.requests, self.stats.stage_seconds, self.count_retry))
+        meter = Meter(self.stats.requests, self.stats.stage_seconds, self.count_retry)
+        return Retrier(self.retry, meter, self.requests_gate, self.bytes_gate)
 
     def drop_done(self, items: list[Any], item_id: Callable[[Any], str]) -> list[Any]:
         """Leave out items an earlier run of this job finished (resume), counting them, and items

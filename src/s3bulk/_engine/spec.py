@@ -27,6 +27,8 @@ class EngineSpec:
     max_attempts: int = 6  # per request, for errors worth retrying
     ray_address: str | None = None  # --engine ray: the cluster (None: a local instance)
     journal_url: str | None = None  # --engine ray: where the object-store journal goes
+    bwlimit: int | None = None  # bytes/s the whole job moves, all workers together (--bwlimit)
+    tpslimit: float | None = None  # requests/s the whole job sends (--tpslimit)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -41,6 +43,10 @@ class EngineSpec:
             raise UsageError("--max-in-flight must be at least 1 byte")
         if self.max_attempts < 1:
             raise UsageError("max_attempts must be at least 1")
+        if self.bwlimit is not None and self.bwlimit < 1:
+            raise UsageError("--bwlimit must be at least 1 byte/s (e.g. 10MiB)")
+        if self.tpslimit is not None and not self.tpslimit > 0:
+            raise UsageError("--tpslimit must be more than 0 requests/s")
         if self.max_memory is not None and self.engine == "ray":
             raise UsageError("--max-memory applies to one machine: with --engine ray, size the cluster")
 

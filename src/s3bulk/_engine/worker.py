@@ -44,9 +44,10 @@ from s3bulk._engine.messages import (
     Want,
     Work,
 )
+from s3bulk._engine.ratelimit import TokenBucket
 from s3bulk._engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk._errors import ItemError, JobAborted, classify
-from s3bulk._stores.retry import RetryPolicy
+from s3bulk._stores.retry import Gate, RetryPolicy
 
 if TYPE_CHECKING:
     from s3bulk._journal.store import PartWriter
@@ -76,6 +77,8 @@ class EngineOptions:
     journal_url: str | None = None  # the ray engine: the job's prefix in the object store
     journal_run: int = 0  # the run of the job this is (names the object-store journal's parts)
     journal_snapshot: str | None = None  # resume: the published journal workers skip done items by
+    bytes_per_second: int | None = None  # the job's caps (--bwlimit, --tpslimit): each worker
+    requests_per_second: float | None = None  # keeps its share of them (`_caps`)
 
 
 class WorkerRuntime:
@@ -361,10 +364,21 @@ async def inline_main(link: InlineLink, job: Job, options: EngineOptions, worker
     await _run_worker(link.inbox, link.from_worker, job, options, worker_id)
 
 
+def _caps(options: EngineOptions) -> tuple[Gate | None, Gate | None]:
+    """This worker's share of the job's caps, as token buckets (requests, bytes); a second's
+    worth may go at once, so one body larger than that still goes, then the rest wait."""
+    share = max(1, options.workers)
+    gates: list[Gate | None] = []
+    for rate in (options.requests_per_second, options.bytes_per_second):
+        gates.append(TokenBucket(rate / share).acquire if rate else None)
+    return gates[0], gates[1]
+
+
 async def _run_worker(
     inbox: asyncio.Queue[Any], send: Callable[[Any], None], job: Job, options: EngineOptions, worker_id: int
 ) -> None:
     ctx = WorkerContext(worker_id, retry=options.retry)
+    ctx.requests_gate, ctx.bytes_gate = _caps(options)
     runtime = WorkerRuntime(job, options, ctx, send)
     reader = None
     journal_copy = None

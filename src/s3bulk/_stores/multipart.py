@@ -138,11 +138,15 @@ async def upload_file(
     headers: dict[str, str],
     hooks: UploadHooks,
     retry: Retry,
+    pace_bytes: Callable[[int], Awaitable[None]] | None = None,
 ) -> None:
-    """Upload a local file in parts, `concurrency` parts in memory at once."""
+    """Upload a local file in parts, `concurrency` parts in memory at once; each part first
+    waits for its bytes under a --bwlimit (`pace_bytes`)."""
     descriptor = os.open(path, os.O_RDONLY)
 
     async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        if pace_bytes is not None:
+            await pace_bytes(last - first + 1)
         body = await asyncio.to_thread(os.pread, descriptor, last - first + 1, first)
         if len(body) != last - first + 1:
             raise ItemError(f"{path} shrank while it was being uploaded", retryable=False)

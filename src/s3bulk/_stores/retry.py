@@ -30,6 +30,7 @@ from s3bulk._errors import ItemError, JobAborted, classify
 log = logging.getLogger("s3bulk")  # --log-level/--log-file route it; messages name URLs, never credentials
 
 T = TypeVar("T")
+Gate = Callable[[float], Awaitable[None]]  # waits until `amount` may go (a token bucket's acquire)
 _service_reached = False  # some request of this process succeeded: an unreachable service is an outage
 
 
@@ -125,10 +126,22 @@ async def with_retries(
 
 @dataclass(frozen=True)
 class Retrier:
-    """The policy and the meter together: what a store calls around each request."""
+    """The policy and the meter together: what a store calls around each request. With a job's
+    caps (--tpslimit, --bwlimit), also what paces them: each attempt of a request waits for a
+    request token, and a store waits for byte tokens before it moves a body (`pace_bytes`)."""
 
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     meter: Meter = field(default_factory=Meter)
+    requests_gate: Gate | None = None
+    bytes_gate: Gate | None = None
+
+    async def pace_request(self) -> None:
+        if self.requests_gate is not None:
+            await self.requests_gate(1)
+
+    async def pace_bytes(self, count: int) -> None:
+        if self.bytes_gate is not None and count > 0:
+            await self.bytes_gate(count)
 
     async def __call__(
         self,
@@ -143,4 +156,12 @@ class Retrier:
             if error.throttled and on_throttle is not None:
                 on_throttle()
 
+        if self.requests_gate is not None:
+            unpaced = action
+
+            async def paced() -> T:
+                await self.pace_request()
+                return await unpaced()
+
+            action = paced
         return await with_retries(action, self.policy, what=what, on_retry=retried)

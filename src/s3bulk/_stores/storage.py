@@ -222,6 +222,8 @@ class Storage:
         self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float
     ) -> int:
         """The object's bytes into `temporary`: whole, streamed, or in ranges."""
+        if size <= parts.threshold:  # ranges wait for their own bytes (_fetch_ranges)
+            await self.retry.pace_bytes(size)
         if not obstore_can_address(key):
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
             written = _write_file(temporary, data, mtime)
@@ -257,6 +259,8 @@ class Storage:
             async def fetch(start: int) -> int:
                 end = min(start + parts.size, size)
                 async with semaphore:
+                    await self.retry.pace_request()  # each range is a request of its own
+                    await self.retry.pace_bytes(end - start)
                     self.meter.requests["GET"] += 1
                     data = await obstore.get_range_async(store, key, start=start, end=end)
                 return os.pwrite(descriptor, memoryview(data), start)
@@ -273,6 +277,8 @@ class Storage:
         size = os.stat(path).st_size  # the file may have changed since it was listed
         if not os.access(path, os.R_OK):
             raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
+        if size <= parts.threshold:  # parts wait for their own bytes (multipart.upload_file)
+            await self.retry.pace_bytes(size)
         if size > parts.threshold:
             await upload_file(
                 self.client,
@@ -285,6 +291,7 @@ class Storage:
                 headers=attributes.headers(),
                 hooks=self.hooks,
                 retry=self.retry,
+                pace_bytes=self.retry.pace_bytes,
             )
         elif not obstore_can_address(key) or attributes.needs_signed_client:
             await self._retrying(
