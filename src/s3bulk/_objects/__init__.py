@@ -8,6 +8,7 @@ part size x parts in flight whatever the object's size.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import BucketInfo
+from s3bulk._stores.s3xml import BucketInfo, UploadInfo, epoch_seconds
 from s3bulk._stores.storage import Parts, Storage
 from s3bulk._urls import S3Location, parse_s3
 
@@ -169,3 +170,66 @@ async def remove_bucket(settings: AwsSettings, url: str) -> str:
                 raise
             raise UsageError(f"s3://{bucket} is not empty: rb --force deletes its objects first") from None
     return bucket
+
+
+# ---- multipart uploads left behind -------------------------------------------------------------
+ABORTS_IN_FLIGHT = 16
+
+
+def uploads_location(url: str) -> S3Location:
+    """s3://bucket, s3://bucket/prefix: the uploads of every key starting with the prefix."""
+    return parse_s3(url if "://" in url else f"s3://{url}")
+
+
+async def list_uploads(
+    settings: AwsSettings, url: str, *, older_than: float | None = None
+) -> AsyncIterator[UploadInfo]:
+    """The multipart uploads in progress under s3://bucket/prefix (started before `older_than`,
+    seconds since the epoch, when given), in key order."""
+    location = uploads_location(url)
+    async with _storage(settings) as storage:
+        async for page in storage.list_uploads(location.bucket, location.key):
+            for upload in page:
+                if older_than is None or epoch_seconds(upload.initiated) < older_than:
+                    yield upload
+
+
+async def abort_uploads(
+    settings: AwsSettings,
+    url: str,
+    *,
+    older_than: float | None = None,
+    dry_run: bool = False,
+    on_abort: Callable[[UploadInfo, str], None] = lambda upload, error: None,
+) -> tuple[int, int]:
+    """Abort the uploads `list_uploads` finds, several at once; `on_abort(upload, error)` hears of
+    each ("" when it went). Returns (aborted, failed)."""
+    location = uploads_location(url)
+    counts = [0, 0]
+    gate = asyncio.Semaphore(ABORTS_IN_FLIGHT)
+    async with _storage(settings) as storage:
+
+        async def abort(upload: UploadInfo) -> None:
+            try:
+                if not dry_run:
+                    await storage.abort_upload(location.bucket, upload.key, upload.upload_id)
+            except S3Error as error:
+                counts[1] += 1
+                on_abort(upload, str(error))
+            else:
+                counts[0] += 1
+                on_abort(upload, "")
+            finally:
+                gate.release()
+
+        tasks = set()
+        async for page in storage.list_uploads(location.bucket, location.key):
+            for upload in page:
+                if older_than is not None and epoch_seconds(upload.initiated) >= older_than:
+                    continue
+                await gate.acquire()
+                task = asyncio.create_task(abort(upload))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+    return counts[0], counts[1]

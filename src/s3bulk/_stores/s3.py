@@ -121,6 +121,16 @@ class S3Client(SignedHttp):
         _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         return s3xml.parse_list_objects_v2(body)
 
+    async def list_multipart_uploads(
+        self, bucket: str, prefix: str = "", markers: tuple[str, str] | None = None
+    ) -> s3xml.UploadsPage:
+        params = {"uploads": "", "encoding-type": "url", "prefix": prefix}
+        if markers:
+            params["key-marker"], params["upload-id-marker"] = markers
+        what = f"list multipart uploads in s3://{bucket}/{prefix}"
+        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+        return s3xml.parse_multipart_uploads(body)
+
     async def list_buckets(self) -> list[s3xml.BucketInfo]:
         url = f"{self.endpoint}/"
         _, _, body = await self.send("LIST", "GET", url, what="list buckets")

@@ -204,6 +204,50 @@ def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
     ]
 
 
+class UploadInfo(NamedTuple):
+    """A multipart upload that was started and neither completed nor aborted: its parts are
+    stored (and billed) until one of those happens."""
+
+    key: str
+    upload_id: str
+    initiated: str  # ISO 8601 as the service sent it
+    storage_class: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return self._asdict()
+
+
+class UploadsPage(NamedTuple):
+    uploads: list[UploadInfo]
+    next_markers: tuple[str, str] | None  # (key-marker, upload-id-marker) of the next page
+
+
+def parse_multipart_uploads(body: bytes) -> UploadsPage:
+    """A ListMultipartUploads answer (asked with encoding-type=url, so keys are decoded here)."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
+
+    def key_of(text: str) -> str:
+        return unquote_plus(text) if encoded else text
+
+    uploads = [
+        UploadInfo(
+            key_of(upload.findtext(f"{ns}Key") or ""),
+            upload.findtext(f"{ns}UploadId") or "",
+            upload.findtext(f"{ns}Initiated") or "",
+            upload.findtext(f"{ns}StorageClass") or "",
+        )
+        for upload in root.iter(f"{ns}Upload")
+    ]
+    truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
+    markers = (
+        key_of(root.findtext(f"{ns}NextKeyMarker") or ""),
+        root.findtext(f"{ns}NextUploadIdMarker") or "",
+    )
+    return UploadsPage(uploads, markers if truncated and any(markers) else None)
+
+
 class BucketInfo(NamedTuple):
     name: str
     created: str  # ISO 8601 as the service sent it

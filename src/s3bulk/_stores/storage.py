@@ -23,7 +23,7 @@ import dataclasses
 import itertools
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,7 +53,7 @@ from s3bulk._stores.multipart import (
 from s3bulk._stores.objects import ObjectFile, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import BucketInfo, ListPage, xml_safe
+from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, xml_safe
 
 if TYPE_CHECKING:
     from obstore._get import GetOptions
@@ -559,6 +559,30 @@ class Storage:
             if keys:
                 await asyncio.sleep(policy.delay(attempt))
         return failed
+
+    async def list_uploads(self, bucket: str, prefix: str = "") -> AsyncIterator[list[UploadInfo]]:
+        """The multipart uploads in progress under `prefix`, a page at a time. MinIO reads the
+        prefix as one exact key, so when it finds nothing the whole bucket's are listed and
+        filtered here."""
+        found = False
+        async for page in self._upload_pages(bucket, prefix):
+            found = found or bool(page)
+            yield page
+        if prefix and not found:
+            async for page in self._upload_pages(bucket, ""):
+                yield [upload for upload in page if upload.key.startswith(prefix)]
+
+    async def _upload_pages(self, bucket: str, prefix: str) -> AsyncIterator[list[UploadInfo]]:
+        markers: tuple[str, str] | None = None
+        while True:
+            page = await self._retrying(
+                partial(self.client.list_multipart_uploads, bucket, prefix, markers),
+                f"list multipart uploads in s3://{bucket}/{prefix}",
+            )
+            yield page.uploads
+            if page.next_markers is None or page.next_markers == markers:
+                return
+            markers = page.next_markers
 
     async def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """Abort a multipart upload (one already gone is not an error)."""
