@@ -157,6 +157,7 @@ async def execute(
         handle = await _start_journal(command, spec, settings, job_id, in_store=ray)
     store_url = spec.engine.journal_url if ray and handle else None
     snapshot = await _begin_run(handle, mode, store_url, settings)
+    resumable = tuple(handle.leftover_uploads()) if handle is not None and mode != "run" else ()
     options = EngineOptions(
         max_in_flight_bytes=in_flight,
         retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
@@ -168,18 +169,19 @@ async def execute(
         journal_url=store_url,
         journal_run=handle.run if handle else 0,
         journal_snapshot=snapshot,
+        resumable_uploads=resumable,
         bytes_per_second=spec.engine.bwlimit,
         requests_per_second=spec.engine.tpslimit,
     )
     report = _new_report(command, spec, job, handle, store_url)
     completed = False
     try:
-        if handle is not None and mode != "run":
-            await _abort_leftover_uploads(handle, settings, report)
         rows = handle.failed_items() if handle is not None and mode == "retry-failed" else None
         engine = Engine(strategy, options)
         await engine.run(job, report, on_progress, on_records, journal=handle, retry_rows=rows)
         completed = True
+        if handle is not None and mode != "run":  # what this run did not go on with
+            await _abort_leftover_uploads(handle, settings, report, len(resumable))
     except BaseException as exc:
         await command.finish(spec, job, report, completed=False)
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
@@ -264,10 +266,18 @@ def _records_wanted(on_records: Callable[[list[dict[str, Any]]], None] | None) -
     return sys.maxsize if first is None else first
 
 
-async def _abort_leftover_uploads(handle: Journal, settings: AwsSettings, report: Report) -> None:
+async def _abort_leftover_uploads(
+    handle: Journal, settings: AwsSettings, report: Report, offered: int
+) -> None:
     """Multipart uploads that a run killed outright left on the server (they cost money until a
-    lifecycle rule removes them): the run that resumes the job aborts them."""
+    lifecycle rule removes them): the run that resumes the job goes on with those of the files it
+    uploads again (`multipart.upload_file`), and aborts the rest once it has finished."""
     leftovers = handle.leftover_uploads()
+    if offered > len(leftovers):
+        report.notes.append(
+            f"went on with {offered - len(leftovers)} multipart upload(s) an earlier run left unfinished "
+            "(their parts that hold the same bytes were kept)"
+        )
     if not leftovers:
         return
     storage = Storage(settings, connections=8)

@@ -416,7 +416,7 @@ class CopyJob:
             self.settings,
             connections=self.options.concurrency * 2,
             retry=ctx.retrier,
-            hooks=UploadHooks(started=started, ended=stats.uploads_ended.append),
+            hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
         )
         if self.options.delete_source and isinstance(self.source, S3Location):
             self._deleter = BatchDeleter(self._storage, self.source.bucket)

@@ -76,7 +76,13 @@ class WorkerContext:
     stop_job: Callable[[str], None] = lambda reason: None
 
     requests_gate: Gate | None = None  # the job's caps, this worker's share (worker._caps)
+    # resume: (bucket, key) -> the id of a multipart upload an earlier run left, taken by the
+    # item that uploads that key again (`resumed_upload`)
+    resumable: dict[tuple[str, str], str] = field(default_factory=dict)
     bytes_gate: Gate | None = None
+
+    def resumed_upload(self, bucket: str, key: str) -> str | None:
+        return self.resumable.pop((bucket, key), None)
 
     def count_retry(self, error: Exception) -> None:
         """Told of every retry of every request: it shows in the report, and a service that says

@@ -77,6 +77,8 @@ class EngineOptions:
     journal_url: str | None = None  # the ray engine: the job's prefix in the object store
     journal_run: int = 0  # the run of the job this is (names the object-store journal's parts)
     journal_snapshot: str | None = None  # resume: the published journal workers skip done items by
+    # resume: multipart uploads (bucket, key, upload id) an earlier run left, to be gone on with
+    resumable_uploads: tuple[tuple[str, str, str], ...] = ()
     bytes_per_second: int | None = None  # the job's caps (--bwlimit, --tpslimit): each worker
     requests_per_second: float | None = None  # keeps its share of them (`_caps`)
 
@@ -379,6 +381,7 @@ async def _run_worker(
 ) -> None:
     ctx = WorkerContext(worker_id, retry=options.retry)
     ctx.requests_gate, ctx.bytes_gate = _caps(options)
+    ctx.resumable = {(bucket, key): upload_id for bucket, key, upload_id in options.resumable_uploads}
     runtime = WorkerRuntime(job, options, ctx, send)
     reader = None
     journal_copy = None

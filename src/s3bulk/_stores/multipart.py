@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
-from s3bulk._errors import ItemError
+from s3bulk._errors import ItemError, S3Error
 from s3bulk._stores.s3 import S3Client, quote_key
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ class UploadHooks:
 
     started: Callable[[str, str, str], None] = _nobody
     ended: Callable[[str], None] = _nobody
+    # an upload of (bucket, key) an earlier run of the job left unfinished, to go on with
+    resumable: Callable[[str, str], str | None] = lambda bucket, key: None
 
 
 def fit_part_size(size: int, part_size: int) -> int:
@@ -71,12 +74,19 @@ def etag_parts(etag: str) -> int:
 
 @contextlib.asynccontextmanager
 async def _upload(
-    client: S3Client, bucket: str, key: str, headers: dict[str, str], hooks: UploadHooks, retry: Retry
+    client: S3Client,
+    bucket: str,
+    key: str,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+    resumed: str = "",
 ) -> AsyncIterator[str]:
-    """An upload id for the block; aborted if the block fails or is cancelled, and reported as
-    ended only once it is completed or surely aborted (else the journal keeps it for later)."""
-    upload_id: str = await retry(lambda: client.create_multipart_upload(bucket, key, headers))
-    hooks.started(bucket, key, upload_id)
+    """An upload id for the block (`resumed`: an earlier run's, gone on with); aborted if the
+    block fails or is cancelled, and reported as ended only once it is completed or surely
+    aborted (else the journal keeps it for later)."""
+    upload_id: str = resumed or await retry(lambda: client.create_multipart_upload(bucket, key, headers))
+    hooks.started(bucket, key, upload_id)  # a resumed one is this run's now
     try:
         yield upload_id
     except BaseException:
@@ -106,14 +116,20 @@ async def _in_parts(
     hooks: UploadHooks,
     retry: Retry,
     send: SendPart,
+    resumed: str = "",
+    kept: dict[int, str] | None = None,
 ) -> None:
     """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
-    most `concurrency` at once, the first failure cancelling the rest), then completed."""
+    most `concurrency` at once, the first failure cancelling the rest), then completed. Going on
+    with the upload `resumed`, the parts in `kept` (number: ETag) are not sent again."""
     part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
-    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
+    kept = kept or {}
+    async with _upload(client, bucket, key, headers, hooks, retry, resumed) as upload_id:
 
         async def part(number: int, first: int) -> str:
+            if number in kept:
+                return kept[number]
             last = min(first + part_size, size) - 1
             async with semaphore:
                 etag: str = await retry(lambda: send(upload_id, number, first, last))
@@ -141,8 +157,17 @@ async def upload_file(
     pace_bytes: Callable[[int], Awaitable[None]] | None = None,
 ) -> None:
     """Upload a local file in parts, `concurrency` parts in memory at once; each part first
-    waits for its bytes under a --bwlimit (`pace_bytes`)."""
+    waits for its bytes under a --bwlimit (`pace_bytes`). An upload of this key that an earlier
+    run left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay."""
     descriptor = os.open(path, os.O_RDONLY)
+    resumed, kept = "", {}
+    earlier = hooks.resumable(bucket, key)
+    if earlier:
+        found = await _parts_holding(
+            client, bucket, key, earlier, descriptor, size, fit_part_size(size, part_size), retry
+        )
+        if found is not None:
+            resumed, kept = earlier, found
 
     async def send(upload_id: str, number: int, first: int, last: int) -> str:
         if pace_bytes is not None:
@@ -164,9 +189,47 @@ async def upload_file(
             hooks=hooks,
             retry=retry,
             send=send,
+            resumed=resumed,
+            kept=kept,
         )
     finally:
         os.close(descriptor)
+
+
+async def _parts_holding(
+    client: S3Client,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    descriptor: int,
+    size: int,
+    part_size: int,
+    retry: Retry,
+) -> dict[int, str] | None:
+    """The parts of an earlier run's upload that hold the file's bytes where this run would put
+    them: the right size, and an ETag that is the MD5 of those bytes (the file may have changed;
+    an encrypted part's ETag is no MD5, so it is sent again). None: the upload is gone."""
+    try:
+        parts = await retry(lambda: client.list_parts(bucket, key, upload_id))
+    except S3Error as error:
+        if error.status == 404:
+            return None
+        raise
+
+    def holding(number: int, etag: str, length: int) -> bool:
+        first = (number - 1) * part_size
+        if first >= size or length != min(part_size, size - first):
+            return False
+        digest = hashlib.md5(usedforsecurity=False)
+        for offset in range(first, first + length, 8 * 1024 * 1024):
+            digest.update(os.pread(descriptor, min(8 * 1024 * 1024, first + length - offset), offset))
+        return digest.hexdigest() == etag.strip('"').lower()
+
+    kept = {}
+    for number, etag, length in parts:
+        if await asyncio.to_thread(holding, number, etag, length):
+            kept[number] = etag
+    return kept
 
 
 async def copy_attributes(client: S3Client, bucket: str, key: str, head: dict[str, str]) -> dict[str, str]:

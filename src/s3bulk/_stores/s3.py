@@ -88,7 +88,7 @@ class S3Client(SignedHttp):
         its key (GET, HEAD, PutObject, starting a multipart upload and each part); a copy carries
         the new object's key and its source's. Tagging, deletes and completing an upload do not."""
         settings, headers = self.settings, dict[str, str]()
-        if "tagging" in params or method == "DELETE" or (method == "POST" and "uploadId" in params):
+        if "tagging" in params or method == "DELETE" or (method in ("POST", "GET") and "uploadId" in params):
             return headers
         if of_source:
             return settings.sse_c_source.headers() if settings.sse_c_source else headers
@@ -228,6 +228,19 @@ class S3Client(SignedHttp):
         what = f"upload part {number} of s3://{bucket}/{key}"
         _, headers, _ = await self.request("PUT", "PUT", bucket, key, params=params, body=body, what=what)
         return next((value for name, value in headers.items() if name.lower() == "etag"), "")
+
+    async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, str, int]]:
+        """(number, ETag, size) of every part an upload holds."""
+        parts: list[tuple[int, str, int]] = []
+        marker = ""
+        while True:
+            params = {"uploadId": upload_id, **({"part-number-marker": marker} if marker else {})}
+            what = f"list the parts of an upload of s3://{bucket}/{key}"
+            _, _, body = await self.request("LIST", "GET", bucket, key, params=params, what=what)
+            page, marker = s3xml.parse_parts(body)
+            parts.extend(page)
+            if not marker:
+                return parts
 
     async def upload_part_copy(
         self, bucket: str, key: str, upload_id: str, number: int, source: str, first: int, last: int

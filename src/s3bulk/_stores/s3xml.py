@@ -248,6 +248,23 @@ def parse_multipart_uploads(body: bytes) -> UploadsPage:
     return UploadsPage(uploads, markers if truncated and any(markers) else None)
 
 
+def parse_parts(body: bytes) -> tuple[list[tuple[int, str, int]], str]:
+    """A ListParts answer: (number, ETag, size) of each part, and the marker of the next page
+    ("" when this is the last)."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    parts = [
+        (
+            int(part.findtext(f"{ns}PartNumber") or 0),
+            part.findtext(f"{ns}ETag") or "",
+            int(part.findtext(f"{ns}Size") or 0),
+        )
+        for part in root.iter(f"{ns}Part")
+    ]
+    truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
+    return parts, (root.findtext(f"{ns}NextPartNumberMarker") or "") if truncated else ""
+
+
 class BucketInfo(NamedTuple):
     name: str
     created: str  # ISO 8601 as the service sent it
