@@ -197,6 +197,8 @@ def _spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tu
 
 
 async def _run(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
+    if arguments.get("files_from") is not None:
+        arguments = arguments | {"files_from": os.fspath(arguments["files_from"])}
     spec, run_options = _spec(kind, engine, arguments)
     if getattr(spec, "show_attributes", False) and run_options.get("on_records") is None:
         raise UsageError("show_attributes=True puts each object's attributes in its record: pass on_records")
@@ -232,6 +234,7 @@ async def copy_async(
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
+    files_from: str | os.PathLike[str] | None = None,
     no_clobber: bool = False,
     if_size_differ: bool = False,
     if_newer: bool = False,
@@ -257,7 +260,8 @@ async def copy_async(
     `show_attributes` HEAD each object and put what it says in its record (`on_records`).
     `no_clobber`, `if_size_differ`, `if_newer` (s5cmd's -n, -s, -u) leave an existing destination
     alone unless every one given says to write over it; a missing one is always written.
-    `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together."""
+    `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together.
+    `files_from`: a file of names (one per line, relative to `source`) to copy instead of all."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -290,6 +294,7 @@ async def move_async(
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
+    files_from: str | os.PathLike[str] | None = None,
     no_clobber: bool = False,
     if_size_differ: bool = False,
     if_newer: bool = False,
@@ -370,6 +375,7 @@ async def remove_async(
     newer_than: datetime.datetime | float | None = None,
     older_than: datetime.datetime | float | None = None,
     max_delete: int | None = None,
+    files_from: str | os.PathLike[str] | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,

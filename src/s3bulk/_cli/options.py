@@ -74,6 +74,22 @@ BwLimitOption = typer.Option(
     None, "--bwlimit", help="Bytes per second the whole job moves, e.g. 50MiB (all workers together)."
 )
 TpsLimitOption = typer.Option(None, "--tpslimit", help="Requests per second the whole job sends.")
+FilesFromOption = typer.Option(
+    None, "--files-from", help="Only the names in this file (one per line, relative to SRC; - reads stdin)."
+)
+
+
+def manifest_path(value: str | None) -> str | None:
+    """--files-from's file; stdin ("-") is first copied beside the journals, so a resume can
+    read the same names again."""
+    if value != "-":
+        return value
+    from s3bulk._journal.local import state_dir
+    from s3bulk._sources.manifest import spool_stdin
+
+    return spool_stdin(state_dir() / "manifests")
+
+
 MaxDeleteOption = typer.Option(
     None, "--max-delete", help="Stop the job, exit non-zero, before deleting more than this many objects."
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import os
+import stat
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
@@ -27,6 +28,7 @@ from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
 from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
@@ -48,7 +50,10 @@ if TYPE_CHECKING:
 
 MiB = 1024**2
 GiB = 1024**3
-MIN_PART = 5 * MiB  # S3's smallest part (but the last)
+MIN_PART = 5 * MiB
+FIND_IN_FLIGHT = (
+    32  # a manifest's objects looked up at once, per descriptor  # S3's smallest part (but the last)
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +71,7 @@ class CopySpec(Spec):
     guess_mime_type: bool = True
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
     show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
+    files_from: str | None = None  # a manifest: the names to copy, relative to the source
     no_clobber: bool = False  # never write over an existing destination
     if_size_differ: bool = False  # ... only when its size differs from the source's
     if_newer: bool = False  # ... only when the source is newer
@@ -83,6 +89,10 @@ class CopySpec(Spec):
         object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
         object.__setattr__(self, "older_than", as_epoch(self.older_than))
         check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
+        if self.files_from is not None:
+            object.__setattr__(self, "files_from", check_manifest(self.files_from))
+            if not self.source.endswith("/"):
+                object.__setattr__(self, "source", self.source + "/")  # names are relative to it
         if self.show_attributes and not (self.source.startswith("s3://") and "://" not in self.destination):
             raise UsageError(
                 "--attributes is for downloads: for other objects, use s3bulk head or ls --attributes"
@@ -178,6 +188,16 @@ class LocalBatch:
 
 
 @dataclass(frozen=True)
+class NamedObjects:
+    """A work descriptor: a manifest's chunk of keys (full keys), found by the worker."""
+
+    keys: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.keys)} named objects from {self.keys[0]}" if self.keys else "no objects"
+
+
+@dataclass(frozen=True)
 class ObjectBatch:
     """A work descriptor: one listed page (keys and sizes), handed from the worker that listed it
     to an idle one, so work spreads across processes even when the key space cannot be split."""
@@ -206,6 +226,7 @@ class CopyOptions:
     guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
     attributes: Attributes = NO_ATTRIBUTES
     show_attributes: bool = False  # downloads: HEAD each object, for its record
+    files_from: str | None = None  # a manifest's path: its names, not a listing or a walk
     no_clobber: bool = False  # an existing destination is left as it is (see CopyJob._worth_writing)
     if_size_differ: bool = False
     if_newer: bool = False
@@ -232,6 +253,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         guess_mime_type=spec.guess_mime_type,
         attributes=spec.attributes,
         show_attributes=spec.show_attributes,
+        files_from=spec.files_from,
         no_clobber=spec.no_clobber,
         if_size_differ=spec.if_size_differ,
         if_newer=spec.if_newer,
@@ -363,6 +385,11 @@ class CopyJob:
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         source = self.source
+        if self.options.files_from is not None:
+            for names in manifest_chunks(self.options.files_from):
+                yield self._named(names)
+                await asyncio.sleep(0)
+            return
         if isinstance(source, S3Location):
             yield KeyRange() if source.is_prefix else SingleObject(source.key)
             return
@@ -390,10 +417,31 @@ class CopyJob:
         if batch:
             yield LocalBatch(root, tuple(batch))
 
+    def _named(self, names: list[str]) -> Any:
+        """A manifest's chunk as work: keys under the source prefix, or the directory's files
+        (stat here: a file that is not there is that item's failure)."""
+        source = self.source
+        if isinstance(source, S3Location):
+            return NamedObjects(tuple(source.key + name for name in names))
+        entries = []
+        for name in names:
+            try:
+                found = os.stat(os.path.join(self._local_root, name))
+            except OSError as exc:
+                entries.append((name, 0, f"cannot read local file: {exc.strerror}", True))
+                continue
+            problem = "" if stat.S_ISREG(found.st_mode) else "not a regular file"
+            entries.append((name, found.st_size, problem, bool(problem)))
+        return LocalBatch(self._local_root, tuple(entries))
+
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:
             if isinstance(self.source, S3Location):
-                yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch))
+                # a name a manifest gave that was not found has no size: looked up again
+                unknown = tuple(item_id for item_id, size in batch if not size)
+                if unknown:
+                    yield NamedObjects(unknown)
+                yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch if size))
             else:
                 entries = tuple((item_id, size, "", False) for item_id, size in batch)
                 yield LocalBatch(self._local_root, entries)
@@ -462,7 +510,8 @@ class CopyJob:
             for relative, size, problem, refused in descriptor.entries:
                 if problem:
                     path = os.path.join(descriptor.root, relative)
-                    stats.failures.append(Failure(path, "", problem, skipped=not refused))
+                    item_id = relative if refused else ""  # journaled: --retry-failed tries it again
+                    stats.failures.append(Failure(path, "", problem, item_id=item_id, skipped=not refused))
                     if refused:
                         stats.objects_failed += 1
                     else:
@@ -484,6 +533,9 @@ class CopyJob:
             found = await find_object(self.storage, self.source.bucket, descriptor.key)
             yield self._map_objects([found], ctx)
             return
+        if isinstance(descriptor, NamedObjects):
+            yield self._map_objects(await self._found(descriptor.keys, ctx), ctx)
+            return
         async for objects in iter_range(
             self.storage,
             self.source.bucket,
@@ -497,7 +549,32 @@ class CopyJob:
             else:
                 yield self._map_objects(objects, ctx)
 
+    async def _found(self, keys: tuple[str, ...], ctx: WorkerContext) -> list[ObjectInfo]:
+        """The objects a manifest names, looked up FIND_IN_FLIGHT at a time (a missing one is
+        its item's failure, not the job's)."""
+        assert isinstance(self.source, S3Location)
+        bucket, gate = self.source.bucket, asyncio.Semaphore(FIND_IN_FLIGHT)
+
+        async def find(key: str) -> ObjectInfo | None:
+            async with gate:
+                try:
+                    return await find_object(self.storage, bucket, key)
+                except ItemError as error:
+                    url = f"s3://{bucket}/{key}"
+                    reason = (
+                        f"no such object: {url} (named by --files-from)"
+                        if not error.retryable
+                        else str(error)
+                    )
+                    ctx.stats.objects_failed += 1
+                    ctx.stats.failures.append(Failure(url, "", reason, item_id=key))
+                    return None
+
+        return [info for info in await asyncio.gather(*(find(key) for key in keys)) if info is not None]
+
     def _source_is_many(self) -> bool:
+        if self.options.files_from is not None:
+            return True
         source = self.source
         return source.is_prefix if isinstance(source, S3Location) else source.path.is_dir()
 

@@ -22,6 +22,7 @@ from s3bulk._errors import ItemError, UsageError
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
+from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
 from s3bulk._urls import S3Location, parse_s3, relative_key
@@ -41,6 +42,7 @@ class RemoveSpec(Spec):
     newer_than: float | None = None
     older_than: float | None = None
     max_delete: int | None = None  # stop the job before deleting more than this
+    files_from: str | None = None  # a manifest: the keys to delete, relative to the target prefix
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
@@ -52,6 +54,12 @@ class RemoveSpec(Spec):
         object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
         object.__setattr__(self, "older_than", as_epoch(self.older_than))
         check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
+        if self.files_from is not None:
+            object.__setattr__(self, "files_from", check_manifest(self.files_from))
+            if any(char in self.target for char in _WILDCARDS) or not self.target.endswith("/"):
+                raise UsageError(
+                    f"--files-from names keys under a prefix: give one ending in '/', not {self.target!r}"
+                )
         location = parse_s3(self.target)
         if not location.key and not self.target.rstrip().endswith("/"):
             raise UsageError(  # emptying a bucket must be spelled out
@@ -87,6 +95,7 @@ class RemoveCommand(Command):
             spec.engine.concurrency,
             partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
             spec.max_delete,
+            spec.files_from,
         )
         return RemoveJob(parse_s3(spec.target), settings, options)
 
@@ -228,6 +237,7 @@ class RemoveOptions:
     concurrency: int = 16
     partitioned_listing: bool = True
     max_delete: int | None = None
+    files_from: str | None = None
 
 
 @dataclass
@@ -257,6 +267,11 @@ class RemoveJob:
         return not self.pattern and not self.target.is_prefix
 
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        if self.options.files_from is not None:  # named keys: no listing, sizes unknown
+            for names in manifest_chunks(self.options.files_from, MAX_KEYS_PER_DELETE):
+                yield DeleteBatch(self.target.bucket, tuple((self.prefix + name, 0) for name in names))
+                await asyncio.sleep(0)
+            return
         yield SingleObject(self.target.key) if self.single else KeyRange()
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
@@ -272,8 +287,11 @@ class RemoveJob:
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[DeleteBatch]]:
         assert self._storage is not None
-        if isinstance(descriptor, DeleteBatch):
-            yield [descriptor]
+        if isinstance(descriptor, DeleteBatch):  # a manifest's keys, or a retry's
+            keys = ctx.drop_done(list(descriptor.keys), lambda entry: entry[0])
+            ctx.stats.objects_listed += len(keys)
+            if keys:
+                yield [replace(descriptor, keys=tuple(keys))]
             return
         bucket = self.target.bucket
         if isinstance(descriptor, SingleObject):

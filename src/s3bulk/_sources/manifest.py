@@ -1,0 +1,56 @@
+"""Manifests (`--files-from FILE|-`): the names a job works on, one per line, relative to its
+source, instead of a listing or a walk. Read a chunk at a time as the job asks for work, so a
+manifest of a hundred million lines costs what one chunk costs; a manifest read from stdin is
+first copied into the state directory, so that a resume can read it again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from s3bulk._errors import UsageError
+
+MANIFEST_CHUNK = 1000  # names per work descriptor
+
+
+def manifest_chunks(path: str, size: int = MANIFEST_CHUNK) -> Iterator[list[str]]:
+    """The manifest's names in chunks: each line without its line ending; empty lines and lines
+    starting with '#' are left out (as rclone's --files-from reads them)."""
+    chunk: list[str] = []
+    with open(path, encoding="utf-8", newline="") as lines:
+        for line in lines:
+            name = line.rstrip("\r\n")
+            if not name or name.startswith("#"):
+                continue
+            chunk.append(name)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def check_manifest(path: str) -> str:
+    """The manifest's absolute path; one line if it cannot be read."""
+    full = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(full):
+        raise UsageError(f"--files-from {path}: no such file (one name per line, or - for stdin)")
+    try:
+        with open(full, encoding="utf-8") as handle:
+            handle.read(4096)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--files-from {path}: cannot read it as UTF-8 text: {exc}") from None
+    return full
+
+
+def spool_stdin(directory: Path) -> str:
+    """stdin copied into a file of `directory` (the journals' own), for `--files-from -`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"manifest-{uuid.uuid4().hex[:12]}.txt"
+    with open(path, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1024 * 1024)
+    return str(path)
