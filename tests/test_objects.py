@@ -5,6 +5,7 @@ bucket of 2,500 objects, the Python API's single-object verbs, and bad input for
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -303,6 +304,34 @@ def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict
         s3bulk.open(url, "r+")
     with pytest.raises(s3bulk.UsageError, match="use put"):
         s3bulk.open(url, "wb", attributes=s3bulk.Attributes(storage_class="STANDARD_IA"))
+
+
+def test_open_streams_sequential_reads_seeks_anywhere_and_refuses_a_replaced_object(
+    minio: Endpoint, aws_env: dict[str, str]
+) -> None:
+    bucket = new_bucket(minio)
+    body = os.urandom(21 * MiB + 123)
+    client = minio.client()
+    client.put_object(Bucket=bucket, Key="big", Body=body)
+    url = f"s3://{bucket}/big"
+    with s3bulk.open(url, buffer_size=2 * MiB) as reader:
+        pieces = []
+        while piece := reader.read(700_001):  # not a multiple of anything: crosses every boundary
+            pieces.append(piece)
+        assert b"".join(pieces) == body
+        for start, length in [(0, 10), (len(body) - 5, 100), (5 * MiB - 3, 3 * MiB), (17, 0), (2 * MiB, 1)]:
+            reader.seek(start)
+            assert reader.read(length) == body[start : start + length], (start, length)
+        reader.seek(-7, os.SEEK_END)
+        assert reader.read() == body[-7:]
+        reader.seek(1)
+        assert reader.readline() == body[1 : body.index(b"\n", 1) + 1]
+    with s3bulk.open(url, buffer_size=MiB) as reader:
+        assert reader.read(100) == body[:100]
+        client.put_object(Bucket=bucket, Key="big", Body=b"replaced")  # another writer, midway
+        with pytest.raises(Exception, match=r"412|[Pp]recondition"):
+            reader.seek(10 * MiB)  # a read somewhere new asks for the ETag it opened
+            reader.read(10)
 
 
 def test_ctrl_c_during_pipe_aborts_its_multipart_upload(minio: Endpoint) -> None:

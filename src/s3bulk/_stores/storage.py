@@ -20,6 +20,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import io
 import itertools
 import os
 import stat
@@ -50,7 +51,7 @@ from s3bulk._stores.multipart import (
     upload_file,
     upload_stream,
 )
-from s3bulk._stores.objects import ObjectFile, obstore_can_address, store_for
+from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, xml_safe
@@ -484,9 +485,11 @@ class Storage:
 
     # ---- file-like access (sync: obstore's buffered reader and writer) ---------------------------
     def open_reader(self, bucket: str, key: str, *, buffer_size: int) -> Any:
-        """A file-like reader (read, readinto, seek, tell), `buffer_size` bytes per ranged GET."""
+        """A file-like reader (read, readinto, seek, tell): `buffer_size` bytes for a read
+        somewhere new, the rest of the object streamed when reading goes on (`ObjectReader`)."""
         _need_addressable(key)
-        return ObjectFile(obstore.open_reader(self._store(f"s3://{bucket}"), key, buffer_size=buffer_size))
+        reader = ObjectReader(self._store(f"s3://{bucket}"), key, block=buffer_size)
+        return io.BufferedReader(reader, buffer_size)
 
     def open_writer(self, bucket: str, key: str, attributes: Attributes, *, buffer_size: int) -> Any:
         """A file-like writer that uploads `buffer_size` parts as they fill (multipart above one
