@@ -535,9 +535,9 @@ def open(
 ) -> Any:
     """A file-like object on one object: "rb" reads (read, readinto, readline, seek, tell): a
     read somewhere new fetches `buffer_size` bytes, reading on streams the rest in one GET (an
-    object replaced while it is read fails the read); "wb" uploads `buffer_size` parts as they fill and completes on close
-    (leaving its `with` block by an exception aborts the upload). Writers set Content-* headers,
-    metadata and tags from `attributes`."""
+    object replaced while it is read fails the read); "wb" uploads `buffer_size` parts as they
+    fill and completes on close (leaving its `with` block by an exception aborts the upload).
+    Writers set Content-* headers, metadata and tags from `attributes`."""
     from s3bulk._objects import open_object
 
     return open_object(settings or AwsSettings.from_env(), url, mode, attributes, buffer_size)
