@@ -94,6 +94,15 @@ def minio_tls() -> Iterator[Endpoint]:
 
 
 @pytest.fixture(scope="session")
+def minio_other() -> Iterator[Endpoint]:
+    """A second MinIO with credentials of its own: another server and another account."""
+    server = MinioServer()
+    server.access_key, server.secret_key = "s3bulk-other", "s3bulk-other-secret-key"
+    with server:
+        yield Endpoint(server)
+
+
+@pytest.fixture(scope="session")
 def moto() -> Iterator[Endpoint]:
     with MotoServer() as server:
         yield Endpoint(server)

@@ -180,6 +180,9 @@ class AwsSettings:
     vectors_endpoint_url: str | None = None  # S3 Vectors (the S3 endpoint serves s3:// sources)
     sse_c: CustomerKey | None = None  # objects written and read with this SSE-C key
     sse_c_source: CustomerKey | None = None  # a server-side copy's source, read with this one
+    # where a copy's source is, when it is not where the destination is (another endpoint,
+    # account or region): cp, mv and sync read with these and write with the rest
+    source: AwsSettings | None = field(default=None, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -194,6 +197,7 @@ class AwsSettings:
         vectors_endpoint_url: str | None = None,
         sse_c: CustomerKey | str | bytes | None = None,
         sse_c_source: CustomerKey | str | bytes | None = None,
+        source: AwsSettings | None = None,
     ) -> AwsSettings:
         """Settings as the AWS SDKs resolve them (and the SSE-C keys a job uses: 32 bytes, or
         32 characters, "fileb://PATH", "base64:…"). Endpoints: the explicit one, then the service's
@@ -215,13 +219,34 @@ class AwsSettings:
             anonymous=anonymous,
             sse_c=customer_key(sse_c, "sse_c"),
             sse_c_source=customer_key(sse_c_source, "sse_c_source"),
+            source=source,
         )
+
+    @property
+    def reading(self) -> AwsSettings:
+        """The settings a copy's source is read with."""
+        return self.source or self
+
+    @property
+    def relays(self) -> bool:
+        """Whether a copy's source is somewhere a server-side copy cannot read from (another
+        endpoint, or other credentials): its bytes must pass through us."""
+        source = self.source
+        if source is None:
+            return False
+        if (source.profile, source.anonymous) != (self.profile, self.anonymous):
+            return True
+        endpoints = (source.resolved_endpoint, self.resolved_endpoint)
+        aws = all(endpoint.endswith(".amazonaws.com") for endpoint in endpoints)
+        return not aws and endpoints[0] != endpoints[1]  # AWS copies across regions itself
 
     def check_profile(self) -> None:
         """Fail now, with one line, if the named profile does not exist (or its files cannot be
         read): not later, in a worker, as a traceback."""
         if self.profile:
             self._scoped_config  # noqa: B018 -- reading it is the check
+        if self.source is not None:
+            self.source.check_profile()
 
     @cached_property
     def _session(self) -> Any:

@@ -91,6 +91,7 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         # an SSE-C key is not kept, only what tells it again (S3's own check: its MD5)
         "sse_c_md5": settings.sse_c.md5 if settings.sse_c else None,
         "sse_c_source_md5": settings.sse_c_source.md5 if settings.sse_c_source else None,
+        "source": settings_spec(settings.source) if settings.source else None,
     }
 
 
@@ -108,7 +109,11 @@ def restored_settings(saved: dict[str, Any], keys: CustomerKeys) -> AwsSettings:
     """The settings a journal recorded, with the SSE-C keys the job used given again: a key
     that is missing or is not the one the job started with is one line, before any request."""
     saved = dict(saved)
-    given: dict[str, Any] = {}
+    source = saved.pop("source", None)
+    # a relayed copy's source is read with the copy-source key
+    given: dict[str, Any] = {
+        "source": restored_settings(source, CustomerKeys(keys.source)) if source else None
+    }
     for name, key, flag in (
         ("sse_c", keys.key, "--sse-c-key"),
         ("sse_c_source", keys.source, "--sse-c-copy-source-key"),

@@ -54,6 +54,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import say
+from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._engine.strategies import DEFAULT_ENGINE
@@ -68,6 +69,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 def make_copy_command(command: str) -> Callable[..., int]:
     @with_copy_key_options
+    @with_source_options
     @with_attribute_options
     @with_window_options
     def copy_command(
@@ -124,6 +126,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         no_verify_ssl: bool = NoVerifyOption,
         no_sign_request: bool = NoSignOption,
         keys: CustomerKeys = NO_KEYS,
+        source_side: SourceSide = SAME_SIDE,
         attributes: Attributes = NO_ATTRIBUTES,
         min_size: int | None = None,
         max_size: int | None = None,
@@ -132,7 +135,9 @@ def make_copy_command(command: str) -> Callable[..., int]:
     ) -> int:
         source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
-            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+            settings = settings_from(
+                endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+            )
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
         if max_delete is not None and command == "cp":
@@ -155,7 +160,9 @@ def make_copy_command(command: str) -> Callable[..., int]:
             keys,
         )
         if start is None:
-            settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+            settings = settings_from(
+                endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+            )
             assert source is not None and destination is not None
 
             run = copy_async if command == "cp" else move_async

@@ -52,6 +52,7 @@ def settings_from(
     no_verify_ssl: bool,
     no_sign_request: bool,
     keys: CustomerKeys = NO_KEYS,
+    source_side: Any = None,
 ) -> AwsSettings:
     if no_verify_ssl:
         import sys
@@ -65,6 +66,7 @@ def settings_from(
         anonymous=no_sign_request,
         sse_c=keys.key,
         sse_c_source=keys.source,
+        source=_source_settings(source_side, not no_verify_ssl, keys),
     )
     settings.check_profile()
     return settings
@@ -93,6 +95,22 @@ def manifest_path(value: str | None) -> str | None:
 MaxDeleteOption = typer.Option(
     None, "--max-delete", help="Stop the job, exit non-zero, before deleting more than this many objects."
 )
+
+
+def _source_settings(side: Any, verify_ssl: bool, keys: CustomerKeys) -> AwsSettings | None:
+    """The source's own settings (`_cli/source.py`), or None when it is where the destination is."""
+    if side is None or not side.given:
+        return None
+    return AwsSettings.from_env(
+        profile=side.profile,
+        region=side.region,
+        endpoint_url=side.endpoint_url,
+        verify_ssl=verify_ssl,
+        anonymous=side.anonymous,
+        sse_c=keys.source,  # a relayed copy reads its source with the copy-source key
+    )
+
+
 IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
 ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
 EngineOption = typer.Option(

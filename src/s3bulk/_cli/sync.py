@@ -48,6 +48,7 @@ from s3bulk._cli.options import (
     parse_switch,
     settings_from,
 )
+from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
 from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.strategies import DEFAULT_ENGINE
@@ -56,6 +57,7 @@ from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
 @with_copy_key_options
+@with_source_options
 @with_attribute_options
 @with_window_options
 def sync_command(
@@ -101,6 +103,7 @@ def sync_command(
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
     keys: CustomerKeys = NO_KEYS,
+    source_side: SourceSide = SAME_SIDE,
     attributes: Attributes = NO_ATTRIBUTES,
     min_size: int | None = None,
     max_size: int | None = None,
@@ -128,7 +131,9 @@ def sync_command(
         keys,
     )
     if start is None:
-        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+        settings = settings_from(
+            endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+        )
         assert source is not None and destination is not None
 
         def start(on_progress: Any, on_records: Any) -> Any:

@@ -311,6 +311,9 @@ class CopyJob:
     def __post_init__(self) -> None:
         self.direction = direction_of(self.source, self.destination)
         self._storage: Storage | None = None  # per worker, made by `open`
+        self._source_storage: Storage | None = None
+        # a copy between endpoints or accounts: no server-side copy reaches, the bytes pass here
+        self._relayed = self.direction == "copy" and self.settings.relays
         self._deleter: BatchDeleter | None = None
         self._written = False  # some item of this worker reached the destination
         self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
@@ -379,6 +382,7 @@ class CopyJob:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_storage"] = None
+        state["_source_storage"] = None
         state["_deleter"] = None
         return state
 
@@ -460,23 +464,34 @@ class CopyJob:
             stats.uploads_started.append((bucket, key, upload_id))
             ctx.report_now()  # to the journal before any part is sent
 
+        connections = self.options.concurrency * 2
         self._storage = Storage(
             self.settings,
-            connections=self.options.concurrency * 2,
+            connections=connections,
             retry=ctx.retrier,
             hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
         )
+        self._source_storage = self._storage
+        if self.settings.source is not None:  # the source is read where it is, as whom it says
+            self._source_storage = Storage(self.settings.source, connections=connections, retry=ctx.retrier)
         if self.options.delete_source and isinstance(self.source, S3Location):
-            self._deleter = BatchDeleter(self._storage, self.source.bucket)
+            self._deleter = BatchDeleter(self._source_storage, self.source.bucket)
 
     async def close(self, ctx: WorkerContext) -> None:
-        if self._storage is not None:
-            await self._storage.close()
+        for storage in {id(each): each for each in (self._storage, self._source_storage) if each}.values():
+            await storage.close()
 
     @property
     def storage(self) -> Storage:
+        """Where the destination is written (and a server-side copy made)."""
         assert self._storage is not None, "the job is not open in this worker"
         return self._storage
+
+    @property
+    def source_storage(self) -> Storage:
+        """Where the source is listed and read: the destination's unless settings.source says."""
+        assert self._source_storage is not None, "the job is not open in this worker"
+        return self._source_storage
 
     @property
     def parts(self) -> Parts:
@@ -484,7 +499,7 @@ class CopyJob:
         return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
 
     def cost(self, item: TransferItem) -> int:
-        if self.options.dry_run or self.direction == "copy":  # server-side: no bytes pass through us
+        if self.options.dry_run or (self.direction == "copy" and not self._relayed):  # server-side
             return 0
         if item.size > self.options.multipart_threshold:
             return self.options.part_size * self.options.part_concurrency
@@ -530,14 +545,14 @@ class CopyJob:
             yield self._map_objects(list(descriptor.objects), ctx)
             return
         if isinstance(descriptor, SingleObject):
-            found = await find_object(self.storage, self.source.bucket, descriptor.key)
+            found = await find_object(self.source_storage, self.source.bucket, descriptor.key)
             yield self._map_objects([found], ctx)
             return
         if isinstance(descriptor, NamedObjects):
             yield self._map_objects(await self._found(descriptor.keys, ctx), ctx)
             return
         async for objects in iter_range(
-            self.storage,
+            self.source_storage,
             self.source.bucket,
             self.source.key,
             descriptor,
@@ -558,7 +573,7 @@ class CopyJob:
         async def find(key: str) -> ObjectInfo | None:
             async with gate:
                 try:
-                    return await find_object(self.storage, bucket, key)
+                    return await find_object(self.source_storage, bucket, key)
                 except ItemError as error:
                     url = f"s3://{bucket}/{key}"
                     reason = (
@@ -655,6 +670,8 @@ class CopyJob:
                 moved = await self._download(item, ctx)
             elif self.direction == "upload":
                 moved = await self._upload(item, ctx)
+            elif self._relayed:
+                moved = await self._relay(item)
             else:
                 moved = await self._copy(item, ctx)
         except BaseException as exc:
@@ -694,19 +711,20 @@ class CopyJob:
             except (FileNotFoundError, NotADirectoryError):
                 return None
             return found.st_size, found.st_mtime
-        return await self._object_state(self.destination.bucket, item.destination)
+        return await self._object_state(self.storage, self.destination.bucket, item.destination)
 
     async def _source_time(self, item: TransferItem) -> float:
         if item.mtime:
             return item.mtime
         if isinstance(self.source, LocalLocation):
             return os.stat(item.source).st_mtime
-        state = await self._object_state(self.source.bucket, item.source)
+        state = await self._object_state(self.source_storage, self.source.bucket, item.source)
         return state[1] if state else 0.0
 
-    async def _object_state(self, bucket: str, key: str) -> tuple[int, float] | None:
+    @staticmethod
+    async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, float] | None:
         try:
-            head = await self.storage.head(bucket, key)
+            head = await storage.head(bucket, key)
         except S3Error as error:
             if error.status == 404:
                 return None
@@ -739,11 +757,12 @@ class CopyJob:
 
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
-        moved = await self.storage.download(
+        moved = await self.source_storage.download(
             self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts
         )
         if self.options.show_attributes:  # for `record`, which runs next for every recorded item
-            self._shown[item.source] = described(await self.storage.head(self.source.bucket, item.source))
+            head = await self.source_storage.head(self.source.bucket, item.source)
+            self._shown[item.source] = described(head)
         return moved
 
     def record(self, item: Any) -> dict[str, Any]:
@@ -760,6 +779,20 @@ class CopyJob:
             attributes = attributes.with_content_type(content_type(item.source))
         return await self.storage.upload(
             item.source, self.destination.bucket, item.destination, attributes, self.parts
+        )
+
+    async def _relay(self, item: TransferItem) -> int:
+        source, destination = self.source, self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        return await self.storage.relay(
+            self.source_storage,
+            source.bucket,
+            item.source,
+            destination.bucket,
+            item.destination,
+            size=item.size,
+            parts=self.parts,
+            attributes=self.options.attributes,
         )
 
     async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:

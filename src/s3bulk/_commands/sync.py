@@ -159,7 +159,7 @@ class SyncJob(CopyJob):
         if not self._maybe_object:
             return requests
         assert isinstance(self.source, S3Location)
-        storage = Storage(self.settings, connections=2)
+        storage = Storage(self.settings.reading, connections=2)
         try:
             bucket = self.source.bucket
             below = await storage.list_objects_v2(bucket, self.source.key, max_keys=1)
@@ -182,7 +182,7 @@ class SyncJob(CopyJob):
         if isinstance(source, LocalLocation):
             return next(iter(walk(str(source.path), False)), None) is None if source.path.is_dir() else True
         assert isinstance(source, S3Location)
-        storage = Storage(self.settings, connections=2)
+        storage = Storage(self.settings.reading, connections=2)
         try:
             page = await storage.list_objects_v2(source.bucket, source.key, max_keys=1)
         finally:
@@ -192,9 +192,14 @@ class SyncJob(CopyJob):
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats))
+        reader = client
+        if self.settings.source is not None:
+            reader = Storage(
+                self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats)
+            )
         try:
             pairs = merge_join(
-                _prefetch(self._entries(self.source, client, is_source=True)),
+                _prefetch(self._entries(self.source, reader, is_source=True)),
                 _prefetch(self._entries(self.destination, client, is_source=False)),
                 chunk=ACTIONS_PER_BATCH,
             )
@@ -205,6 +210,8 @@ class SyncJob(CopyJob):
                     yield batch
         finally:
             await client.close()
+            if reader is not client:
+                await reader.close()
 
     async def _entries(
         self, location: Location, client: Storage, is_source: bool

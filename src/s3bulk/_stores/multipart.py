@@ -292,6 +292,44 @@ async def copy_in_parts(
     )
 
 
+async def relay_in_parts(
+    client: S3Client,
+    fetch: Callable[[int, int], Awaitable[bytes]],
+    bucket: str,
+    key: str,
+    size: int,
+    *,
+    part_size: int,
+    concurrency: int,
+    headers: dict[str, str],
+    hooks: UploadHooks,
+    retry: Retry,
+) -> None:
+    """A multipart upload whose parts are fetched from elsewhere (`fetch(first, end)`: another
+    endpoint or account), `concurrency` parts in memory at once."""
+
+    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+        body = await fetch(first, last + 1)
+        if len(body) != last - first + 1:
+            raise ItemError(
+                f"the source changed while it was copied (part {number} is short)", retryable=False
+            )
+        return await client.upload_part(bucket, key, upload_id, number, body)
+
+    await _in_parts(
+        client,
+        bucket,
+        key,
+        size,
+        part_size=part_size,
+        concurrency=concurrency,
+        headers=headers,
+        hooks=hooks,
+        retry=retry,
+        send=send,
+    )
+
+
 async def upload_stream(
     client: S3Client,
     bucket: str,

@@ -47,6 +47,7 @@ from s3bulk._stores.multipart import (
     copy_attributes,
     copy_in_parts,
     etag_parts,
+    relay_in_parts,
     source_part_size,
     upload_file,
     upload_stream,
@@ -378,6 +379,53 @@ class Storage:
             await self._retrying(
                 lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
             )
+
+    async def relay(
+        self,
+        source: Storage,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        parts: Parts,
+        attributes: Attributes = NO_ATTRIBUTES,
+    ) -> int:
+        """A copy from a place no server-side copy reaches (another endpoint or account, read
+        with `source`'s settings): the bytes pass through here, a whole small object or a part
+        at a time (memory: parts in flight x part size), and the new object keeps the source's
+        attributes (Content-*, metadata, tags) but those `attributes` sets, as a copy does."""
+        head = await source.head(source_bucket, source_key)
+        size = int(head.get("content-length") or size)
+        etag = head.get("etag", "")
+        kept = await source.retry(lambda: copy_attributes(source.client, source_bucket, source_key, head))
+        headers = attributes.over_source(kept)
+        what = f"copy s3://{source_bucket}/{source_key}"
+
+        async def fetch(start: int, end: int) -> bytes:
+            await self.retry.pace_bytes(end - start)
+            return await source._retrying(
+                lambda: source.client.get_range(source_bucket, source_key, start, end, if_match=etag), what
+            )
+
+        if size > parts.threshold:
+            await relay_in_parts(
+                self.client,
+                fetch,
+                bucket,
+                key,
+                size,
+                part_size=parts.size,
+                concurrency=parts.in_flight,
+                headers=headers,
+                hooks=self.hooks,
+                retry=self.retry,
+            )
+        else:
+            body = await fetch(0, size) if size else b""
+            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers), what)
+        return size
 
     async def _copy_in_parts(
         self,
