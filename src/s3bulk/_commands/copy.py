@@ -525,7 +525,9 @@ class CopyJob:
             for relative, size, problem, refused in descriptor.entries:
                 if problem:
                     path = os.path.join(descriptor.root, relative)
-                    item_id = relative if refused else ""  # journaled: --retry-failed tries it again
+                    # journaled, so --retry-failed tries it again (a manifest's missing file); a
+                    # name that is not UTF-8 cannot be journaled, nor ever uploaded under it
+                    item_id = relative if refused and problem != NOT_UTF8 else ""
                     stats.failures.append(Failure(path, "", problem, item_id=item_id, skipped=not refused))
                     if refused:
                         stats.objects_failed += 1
