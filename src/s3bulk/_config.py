@@ -183,6 +183,7 @@ class AwsSettings:
     # where a copy's source is, when it is not where the destination is (another endpoint,
     # account or region): cp, mv and sync read with these and write with the rest
     source: AwsSettings | None = field(default=None, compare=False)
+    request_payer: bool = False  # requester-pays buckets: this account pays for what it asks
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -198,6 +199,7 @@ class AwsSettings:
         sse_c: CustomerKey | str | bytes | None = None,
         sse_c_source: CustomerKey | str | bytes | None = None,
         source: AwsSettings | None = None,
+        request_payer: bool = False,
     ) -> AwsSettings:
         """Settings as the AWS SDKs resolve them (and the SSE-C keys a job uses: 32 bytes, or
         32 characters, "fileb://PATH", "base64:…"). Endpoints: the explicit one, then the service's
@@ -220,6 +222,7 @@ class AwsSettings:
             sse_c=customer_key(sse_c, "sse_c"),
             sse_c_source=customer_key(sse_c_source, "sse_c_source"),
             source=source,
+            request_payer=request_payer,
         )
 
     @property

@@ -133,7 +133,8 @@ _HINTS = {
     "NoSuchBucket": "check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
     "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID / AWS_PROFILE",
     "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE",
-    "AccessDenied": "check the credentials' permissions for this bucket and key",
+    "AccessDenied": "check the credentials' permissions for this bucket and key "
+    "(a requester-pays bucket also needs --request-payer requester)",
 }
 # (code, words in the message) -> what to do: answers whose code alone says too little
 _MESSAGE_HINTS = (

@@ -88,6 +88,7 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         "vectors_endpoint_url": settings.vectors_endpoint_url,
         "verify_ssl": settings.verify_ssl,
         "anonymous": settings.anonymous,
+        "request_payer": settings.request_payer,
         # an SSE-C key is not kept, only what tells it again (S3's own check: its MD5)
         "sse_c_md5": settings.sse_c.md5 if settings.sse_c else None,
         "sse_c_source_md5": settings.sse_c_source.md5 if settings.sse_c_source else None,

@@ -15,6 +15,7 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    RequestPayerOption,
     parse_size,
     settings_from,
 )
@@ -36,10 +37,13 @@ def cat_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
     keys: CustomerKeys = NO_KEYS,
 ) -> int:
     """Write an object to stdout (pipe it: s3bulk cat s3://b/k | sha256sum)."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+    settings = settings_from(
+        endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys=keys, request_payer=request_payer
+    )
     return cat_to_stdout(url, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
 
 

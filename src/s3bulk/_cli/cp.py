@@ -44,6 +44,7 @@ from s3bulk._cli.options import (
     RayAddressOption,
     RecursiveOption,
     RegionOption,
+    RequestPayerOption,
     TpsLimitOption,
     WorkersOption,
     as_prefix,
@@ -125,6 +126,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         region: str | None = RegionOption,
         no_verify_ssl: bool = NoVerifyOption,
         no_sign_request: bool = NoSignOption,
+        request_payer: str | None = RequestPayerOption,
         keys: CustomerKeys = NO_KEYS,
         source_side: SourceSide = SAME_SIDE,
         attributes: Attributes = NO_ATTRIBUTES,
@@ -136,7 +138,14 @@ def make_copy_command(command: str) -> Callable[..., int]:
         source = as_prefix(source) if recursive else source
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
             settings = settings_from(
-                endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+                endpoint_url,
+                profile,
+                region,
+                no_verify_ssl,
+                no_sign_request,
+                keys,
+                source_side,
+                request_payer,
             )
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
@@ -161,7 +170,14 @@ def make_copy_command(command: str) -> Callable[..., int]:
         )
         if start is None:
             settings = settings_from(
-                endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+                endpoint_url,
+                profile,
+                region,
+                no_verify_ssl,
+                no_sign_request,
+                keys,
+                source_side,
+                request_payer,
             )
             assert source is not None and destination is not None
 

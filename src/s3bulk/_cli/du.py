@@ -15,6 +15,7 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    RequestPayerOption,
     settings_from,
 )
 from s3bulk._cli.output import guarded
@@ -39,6 +40,7 @@ def du_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
 ) -> int:
     """Count objects and bytes under a prefix (like du): in total, --group storage-class, or --depth N."""
     if group not in (None, "storage-class"):
@@ -46,7 +48,9 @@ def du_command(
     if depth < 0:
         raise UsageError("--depth must be 0 or more")
     prefix = parse_s3(url).key
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+    settings = settings_from(
+        endpoint_url, profile, region, no_verify_ssl, no_sign_request, request_payer=request_payer
+    )
     objects: Counter[str] = Counter()
     sizes: Counter[str] = Counter()
 

@@ -17,6 +17,7 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    RequestPayerOption,
     settings_from,
 )
 from s3bulk._cli.progress import json_line, print_summary
@@ -36,11 +37,14 @@ def head_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
     keys: CustomerKeys = NO_KEYS,
 ) -> int:
     """Show every attribute of an object (size, ETag, Content-Type, metadata, storage class,
     encryption, checksums), or of each object under a prefix."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+    settings = settings_from(
+        endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys=keys, request_payer=request_payer
+    )
     return show_attributes(url, as_json, concurrency, stats, settings)
 
 

@@ -16,6 +16,7 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
+    RequestPayerOption,
     parse_switch,
     settings_from,
 )
@@ -66,6 +67,7 @@ def ls_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
     keys: CustomerKeys = NO_KEYS,
     min_size: int | None = None,
     max_size: int | None = None,
@@ -76,7 +78,9 @@ def ls_command(
     check_window(min_size, max_size, newer_than, older_than)
     selected = Filters(min_size=min_size, max_size=max_size, newer_than=newer_than, older_than=older_than)
     shown = [0, 0]  # objects and bytes printed (the summary counts what the window let through)
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+    settings = settings_from(
+        endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys=keys, request_payer=request_payer
+    )
     if url is None:
         return _list_buckets(settings, as_json)
     if with_attributes:  # what `head` shows, for every object under the prefix

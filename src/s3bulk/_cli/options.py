@@ -43,6 +43,9 @@ ProfileOption = typer.Option(None, "--profile", help="AWS profile (default: AWS_
 RegionOption = typer.Option(None, "--region", help="AWS region (default: AWS_REGION or the profile's).")
 NoVerifyOption = typer.Option(False, "--no-verify-ssl", help="Do not verify TLS certificates (unsafe).")
 NoSignOption = typer.Option(False, "--no-sign-request", help="Anonymous access to public buckets.")
+RequestPayerOption = typer.Option(
+    None, "--request-payer", help="requester: read a requester-pays bucket (your account pays)."
+)
 
 
 def settings_from(
@@ -53,6 +56,7 @@ def settings_from(
     no_sign_request: bool,
     keys: CustomerKeys = NO_KEYS,
     source_side: Any = None,
+    request_payer: str | None = None,
 ) -> AwsSettings:
     if no_verify_ssl:
         import sys
@@ -66,7 +70,8 @@ def settings_from(
         anonymous=no_sign_request,
         sse_c=keys.key,
         sse_c_source=keys.source,
-        source=_source_settings(source_side, not no_verify_ssl, keys),
+        source=_source_settings(source_side, not no_verify_ssl, keys, payer(request_payer)),
+        request_payer=payer(request_payer),
     )
     settings.check_profile()
     return settings
@@ -97,7 +102,17 @@ MaxDeleteOption = typer.Option(
 )
 
 
-def _source_settings(side: Any, verify_ssl: bool, keys: CustomerKeys) -> AwsSettings | None:
+def payer(value: str | None) -> bool:
+    if value is None:
+        return False
+    if value.lower() != "requester":
+        raise UsageError(f"--request-payer {value!r}: the one value is 'requester'")
+    return True
+
+
+def _source_settings(
+    side: Any, verify_ssl: bool, keys: CustomerKeys, request_payer: bool
+) -> AwsSettings | None:
     """The source's own settings (`_cli/source.py`), or None when it is where the destination is."""
     if side is None or not side.given:
         return None
@@ -108,6 +123,7 @@ def _source_settings(side: Any, verify_ssl: bool, keys: CustomerKeys) -> AwsSett
         verify_ssl=verify_ssl,
         anonymous=side.anonymous,
         sse_c=keys.source,  # a relayed copy reads its source with the copy-source key
+        request_payer=request_payer,
     )
 
 

@@ -33,6 +33,7 @@ from s3bulk._cli.options import (
     RayAddressOption,
     RecursiveOption,
     RegionOption,
+    RequestPayerOption,
     TpsLimitOption,
     WorkersOption,
     as_prefix,
@@ -74,6 +75,7 @@ def rm_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
     min_size: int | None = None,
     max_size: int | None = None,
     newer_than: float | None = None,
@@ -89,7 +91,9 @@ def rm_command(
         {"engine": engine, "workers": workers, "ray_address": ray_address, "max_delete": max_delete},
     )
     if start is None:
-        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        settings = settings_from(
+            endpoint_url, profile, region, no_verify_ssl, no_sign_request, request_payer=request_payer
+        )
         assert target is not None
 
         def start(on_progress: Any, on_records: Any) -> Any:

@@ -41,6 +41,7 @@ from s3bulk._cli.options import (
     ProfileOption,
     RayAddressOption,
     RegionOption,
+    RequestPayerOption,
     TpsLimitOption,
     WorkersOption,
     parse_optional_size,
@@ -102,6 +103,7 @@ def sync_command(
     region: str | None = RegionOption,
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
     keys: CustomerKeys = NO_KEYS,
     source_side: SourceSide = SAME_SIDE,
     attributes: Attributes = NO_ATTRIBUTES,
@@ -132,7 +134,14 @@ def sync_command(
     )
     if start is None:
         settings = settings_from(
-            endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, source_side
+            endpoint_url,
+            profile,
+            region,
+            no_verify_ssl,
+            no_sign_request,
+            keys=keys,
+            source_side=source_side,
+            request_payer=request_payer,
         )
         assert source is not None and destination is not None
 

@@ -49,6 +49,8 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     }
     if settings.anonymous:
         config["skip_signature"] = True
+    if settings.request_payer:
+        config["request_payer"] = True
     if settings.sse_c:  # obstore sends it on every GET, HEAD and PUT of this store
         config["server_side_encryption"] = "sse-c"
         config["sse_customer_key_base64"] = settings.sse_c.base64

@@ -68,6 +68,8 @@ class S3Client(SignedHttp):
     ) -> tuple[int, dict[str, str], bytes]:
         """Send one signed request; S3 error answers raise S3Error (retryable or final).
         `of_source`: the object is a copy's source (read with the source's SSE-C key)."""
+        if self.settings.request_payer:  # a requester-pays bucket answers 403 without it
+            headers = {**(headers or {}), "x-amz-request-payer": "requester"}
         if key and (self.settings.sse_c or self.settings.sse_c_source):
             headers = {**(headers or {}), **self._customer_keys(kind, method, params or {}, of_source)}
         url = self.url(bucket, key)
@@ -292,10 +294,9 @@ def _head_error(status: int, key: str, what: str, sent_key: bool) -> S3Error:
             else "the object may be encrypted with SSE-C: read it with its key (--sse-c-key)"
         )
         return S3Error(400, "", message, what)
-    if status == 403 and key:
-        return S3Error(
-            403, "", "access denied, or, for an SSE-C object, not the key it was written with", what
-        )
+    if status == 403:
+        message = "or, for an SSE-C object, not the key it was written with" if sent_key else ""
+        return S3Error(403, "AccessDenied", message, what)
     return S3Error(status, "", "", what)
 
 

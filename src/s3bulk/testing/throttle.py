@@ -242,6 +242,8 @@ class S3ThrottlingProxy(LoopbackProxy):
         self._random = random.Random(seed)
         self.log = S3ProxyLog()
         self.denied_methods: set[str] = set()  # answered 403 AccessDenied, as a bucket policy would
+        # a requester-pays bucket: a request without x-amz-request-payer is answered 403, as S3 does
+        self.requester_pays = False
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{path:.*}", self._handle)
@@ -254,7 +256,8 @@ class S3ThrottlingProxy(LoopbackProxy):
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         await self._gate()
         body = await request.read()
-        if request.method in self.denied_methods:
+        unpaid = self.requester_pays and request.headers.get("x-amz-request-payer", "").lower() != "requester"
+        if request.method in self.denied_methods or unpaid:
             self.log.refused["denied"] += 1
             xml = "<Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>"
             return web.Response(status=403, body=xml.encode(), content_type="application/xml")
@@ -282,8 +285,7 @@ class S3ThrottlingProxy(LoopbackProxy):
         ) as reply:
             data = await reply.read()
             passed = {name: value for name, value in reply.headers.items() if name.lower() not in _HOP_BY_HOP}
-            if request.method == "HEAD":
-                response = web.Response(status=reply.status, headers=passed)
-                response.content_length = int(reply.headers.get("Content-Length", 0))
-                return response
+            if request.method == "HEAD":  # no body, and the object's own Content-Length
+                passed["Content-Length"] = reply.headers.get("Content-Length", "0")
+                return web.Response(status=reply.status, headers=passed)
             return web.Response(status=reply.status, body=data, headers=passed)
