@@ -1,19 +1,24 @@
-"""Public data (issue 21, item 8), against MinIO behind a proxy that acts as a requester-pays
-bucket (S3 answers 403 to a request without `x-amz-request-payer: requester`): every command
-that reads sends the header with `--request-payer requester`, and without it fails in one line."""
+"""Public data (issue 21, item 8), against MinIO: behind a proxy that acts as a requester-pays
+bucket (S3 answers 403 to a request without `x-amz-request-payer: requester`), every command
+that reads sends the header with `--request-payer requester`, and without it fails in one line;
+a bucket in another region than the one configured (a MinIO in eu-west-1, the user's region
+us-east-1) is found from the service's answer, not failed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
+from s3bulk.testing import MinioServer
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
 
 @pytest.fixture
-def payer(minio: Endpoint) -> S3ThrottlingProxy:
+def payer(minio: Endpoint) -> Iterator[S3ThrottlingProxy]:
     with S3ThrottlingProxy(minio.server.endpoint) as proxy:
         proxy.requester_pays = True
         yield proxy
@@ -51,3 +56,34 @@ def test_requester_pays_reads_with_the_header_and_fails_in_one_line_without(
     ]
     bad = run_cli(env, "ls", f"s3://{bucket}/", "--request-payer", "me")
     assert bad.returncode == 2 and "--request-payer 'me': the one value is 'requester'" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def minio_eu() -> Iterator[Endpoint]:
+    """A MinIO in eu-west-1: a request signed for another region is refused, naming the right one."""
+    with MinioServer(region="eu-west-1") as server:
+        yield Endpoint(server)
+
+
+def test_a_bucket_in_another_region_is_found_not_failed(minio_eu: Endpoint, tmp_path: Path) -> None:
+    client = boto3.client(
+        "s3", endpoint_url=minio_eu.server.endpoint, region_name="eu-west-1",
+        aws_access_key_id=minio_eu.server.access_key, aws_secret_access_key=minio_eu.server.secret_key,
+    )  # fmt: skip
+    bucket = "far-away-data"
+    client.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    client.put_object(Bucket=bucket, Key="d/a.txt", Body=b"alpha")
+    env = minio_eu.env | {"AWS_REGION": "us-east-1"}  # what the user has: the wrong region
+    listed = run_cli(env, "ls", "-r", f"s3://{bucket}/d/")
+    assert listed.returncode == 0 and "d/a.txt" in listed.stdout, listed.stderr
+    cat = run_cli(env, "cat", f"s3://{bucket}/d/a.txt")
+    assert cat.returncode == 0 and cat.stdout == "alpha", cat.stderr
+    (tmp_path / "up").mkdir()
+    for number in range(20):
+        (tmp_path / "up" / f"f{number}").write_text(str(number))
+    for engine in (["--engine", "async"], ["--workers", "2"]):  # learned in the driver, known by workers
+        up = run_cli(env, "cp", *engine, f"{tmp_path}/up/", f"s3://{bucket}/up/")
+        assert up.returncode == 0, up.stderr
+    down = run_cli(env, "cp", f"s3://{bucket}/up/", f"{tmp_path}/down/")
+    assert down.returncode == 0 and (tmp_path / "down" / "f7").read_text() == "7", down.stderr
+    assert len(client.list_objects_v2(Bucket=bucket, Prefix="up/")["Contents"]) == 20

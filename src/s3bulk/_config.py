@@ -184,6 +184,8 @@ class AwsSettings:
     # account or region): cp, mv and sync read with these and write with the rest
     source: AwsSettings | None = field(default=None, compare=False)
     request_payer: bool = False  # requester-pays buckets: this account pays for what it asks
+    # bucket -> the region the service said it is in (a job's workers inherit what was learned)
+    bucket_regions: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -224,6 +226,17 @@ class AwsSettings:
             source=source,
             request_payer=request_payer,
         )
+
+    def region_of(self, bucket: str) -> str:
+        return self.bucket_regions.get(bucket) or self.resolved_region
+
+    def endpoint_of(self, bucket: str) -> str:
+        """The endpoint for `bucket`: AWS's own for the region it is in, when no endpoint was set."""
+        endpoint = self.resolved_endpoint
+        region = self.bucket_regions.get(bucket)
+        if region and endpoint == f"https://s3.{self.resolved_region}.amazonaws.com":
+            return f"https://s3.{region}.amazonaws.com"
+        return endpoint
 
     @property
     def reading(self) -> AwsSettings:

@@ -111,6 +111,8 @@ class S3Error(ItemError):
         }
     )
 
+    region = ""  # where the service says the bucket is, when it said (a wrong-region answer)
+
     def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
         self.status = status
         self.code = code

@@ -62,7 +62,9 @@ class SignedHttp:
             await self._session.close()
             self._session = None
 
-    def sign(self, method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
+    def sign(
+        self, method: str, url: str, headers: dict[str, str], body: bytes, region: str | None = None
+    ) -> dict[str, str]:
         """The headers with SigV4's added (as they are, for anonymous access)."""
         credentials = self.settings.credentials()
         if credentials is None:
@@ -72,7 +74,7 @@ class SignedHttp:
 
         request = AWSRequest(method=method, url=url, data=body, headers=headers)
         signer = S3SigV4Auth if self.service == "s3" else SigV4Auth
-        signer(credentials, self.service, self._region).add_auth(request)
+        signer(credentials, self.service, region or self._region).add_auth(request)
         return dict(request.headers.items())
 
     async def send(
@@ -84,11 +86,13 @@ class SignedHttp:
         headers: dict[str, str] | None = None,
         body: bytes = b"",
         what: str = "",
+        region: str | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One signed request, counted as `kind`; an error answer raises `error()`'s S3Error, a
-        network failure a retryable ItemError (marked unreachable when no connection was made)."""
+        """One signed request (for `region`, else the settings'), counted as `kind`; an error
+        answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
+        unreachable when no connection was made)."""
         began = time.perf_counter()
-        signed = self.sign(method, url, dict(headers or {}), body)
+        signed = self.sign(method, url, dict(headers or {}), body, region)
         self.meter.stage_seconds["build"] += time.perf_counter() - began
         self.meter.requests[kind] += 1
         import aiohttp

@@ -41,9 +41,9 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
     the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
     upload ids must be known, and each part is retried alone by the engine's policy)."""
-    endpoint = settings.resolved_endpoint
+    endpoint = settings.endpoint_of(bucket)
     config: dict[str, Any] = {
-        "region": settings.resolved_region,
+        "region": settings.region_of(bucket),
         "endpoint": endpoint,
         "virtual_hosted_style_request": not settings.path_style and "." not in bucket,
     }

@@ -44,14 +44,17 @@ class S3Client(SignedHttp):
         super().__init__(settings, settings.resolved_endpoint, max_connections=max_connections, meter=meter)
 
     def url(self, bucket: str, key: str = "") -> str:
+        endpoint = self.settings.endpoint_of(bucket).rstrip("/") if bucket else self.endpoint
         if self.settings.path_style or "." in bucket:
-            return f"{self.endpoint}/{bucket}/{quote_key(key)}"
-        scheme, _, host = self.endpoint.partition("://")
+            return f"{endpoint}/{bucket}/{quote_key(key)}"
+        scheme, _, host = endpoint.partition("://")
         return f"{scheme}://{bucket}.{host}/{quote_key(key)}"
 
     def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
         code, message = s3xml.parse_error(payload)
-        return S3Error(status, code, message, what)
+        error = S3Error(status, code, message, what)
+        error.region = s3xml.find_region(payload) or _header(headers, "x-amz-bucket-region")
+        return error
 
     async def request(
         self,
@@ -72,16 +75,48 @@ class S3Client(SignedHttp):
             headers = {**(headers or {}), "x-amz-request-payer": "requester"}
         if key and (self.settings.sse_c or self.settings.sse_c_source):
             headers = {**(headers or {}), **self._customer_keys(kind, method, params or {}, of_source)}
-        url = self.url(bucket, key)
-        if params:
-            url += "?" + _query(params)
+        query = "?" + _query(params) if params else ""
         try:
-            return await self.send(kind, method, url, headers=headers, body=body, what=what)
+            try:
+                region = self.settings.region_of(bucket) if bucket else None
+                url = self.url(bucket, key) + query
+                return await self.send(
+                    kind, method, url, headers=headers, body=body, what=what, region=region
+                )
+            except S3Error as error:
+                if not await self._learned_region(bucket, error):
+                    raise
+                url, region = self.url(bucket, key) + query, self.settings.region_of(bucket)
+                return await self.send(
+                    kind, method, url, headers=headers, body=body, what=what, region=region
+                )
         except S3Error as error:
             if error.code or method != "HEAD":
                 raise
             sent_key = any(name.endswith("customer-key") for name in headers or {})
             raise _head_error(error.status, key, what, sent_key) from None
+
+    async def _learned_region(self, bucket: str, error: S3Error) -> bool:
+        """Whether the service said the bucket is in another region than it was asked in (a
+        redirect, a signature for the wrong region, a bare 301 or 400 to a HEAD), and that region
+        is now known: from the answer itself, else from GetBucketLocation."""
+        wrong = error.code in WRONG_REGION or (not error.code and error.status in (301, 400))
+        if not bucket or not wrong:
+            return False
+        region = error.region or await self._ask_region(bucket)
+        if not region or region == self.settings.region_of(bucket):
+            return False
+        self.settings.bucket_regions[bucket] = region
+        return True
+
+    async def _ask_region(self, bucket: str) -> str:
+        url = self.url(bucket) + "?location"
+        try:
+            _, headers, body = await self.send("LIST", "GET", url, what=f"find the region of s3://{bucket}")
+        except S3Error as error:
+            return error.region
+        found = _header(headers, "x-amz-bucket-region") or s3xml.find_text(body, "LocationConstraint")
+        return found or "us-east-1"
 
     def _customer_keys(
         self, kind: str, method: str, params: dict[str, str], of_source: bool
@@ -298,6 +333,15 @@ def _head_error(status: int, key: str, what: str, sent_key: bool) -> S3Error:
         message = "or, for an SSE-C object, not the key it was written with" if sent_key else ""
         return S3Error(403, "AccessDenied", message, what)
     return S3Error(status, "", "", what)
+
+
+WRONG_REGION = frozenset(
+    {"AuthorizationHeaderMalformed", "PermanentRedirect", "IllegalLocationConstraintException"}
+)
+
+
+def _header(headers: dict[str, str], name: str) -> str:
+    return next((value for key, value in headers.items() if key.lower() == name), "")
 
 
 def _raise_if_error_body(body: bytes, what: str) -> None:

@@ -161,6 +161,16 @@ def parse_error(body: bytes) -> tuple[str, str]:
     return root.findtext(f"{ns}Code") or "", root.findtext(f"{ns}Message") or ""
 
 
+_REGION = re.compile(rb"<Region>([A-Za-z0-9-]+)</Region>")
+
+
+def find_region(body: bytes) -> str:
+    """The region an error answer says the bucket is in (AuthorizationHeaderMalformed and the
+    like carry <Region>)."""
+    found = _REGION.search(body or b"")
+    return found.group(1).decode() if found else ""
+
+
 def find_text(body: bytes, tag: str) -> str:
     """The text of the first element named `tag` (namespace-agnostic)."""
     root = ET.fromstring(body)

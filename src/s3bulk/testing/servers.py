@@ -181,8 +181,11 @@ class MinioServer(Server):
 
     health_path = "/minio/health/ready"
 
-    def __init__(self, data_dir: Path | None = None, public_metrics: bool = False, tls: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path | None = None, public_metrics: bool = False, tls: bool = False, region: str = ""
+    ) -> None:
         super().__init__()
+        self.region = region  # the server's own region (MINIO_SITE_REGION): requests must be signed for it
         self.public_metrics = public_metrics  # benchmarks count every tool's requests server-side
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-minio-"))
@@ -217,6 +220,8 @@ class MinioServer(Server):
         )
         if self.public_metrics:
             env["MINIO_PROMETHEUS_AUTH_TYPE"] = "public"
+        if self.region:
+            env["MINIO_SITE_REGION"] = self.region
         return env
 
     def stop(self) -> None:
