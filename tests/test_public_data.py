@@ -2,7 +2,8 @@
 bucket (S3 answers 403 to a request without `x-amz-request-payer: requester`), every command
 that reads sends the header with `--request-payer requester`, and without it fails in one line;
 a bucket in another region than the one configured (a MinIO in eu-west-1, the user's region
-us-east-1) is found from the service's answer, not failed."""
+us-east-1) is found from the service's answer, not failed; a versioned bucket's versions and
+delete markers are listed, and each version read by its id."""
 
 from __future__ import annotations
 
@@ -87,3 +88,46 @@ def test_a_bucket_in_another_region_is_found_not_failed(minio_eu: Endpoint, tmp_
     down = run_cli(env, "cp", f"s3://{bucket}/up/", f"{tmp_path}/down/")
     assert down.returncode == 0 and (tmp_path / "down" / "f7").read_text() == "7", down.stderr
     assert len(client.list_objects_v2(Bucket=bucket, Prefix="up/")["Contents"]) == 20
+
+
+def test_versions_are_listed_and_each_can_be_read(
+    minio: Endpoint, tmp_path: Path, aws_env: dict[str, str]
+) -> None:
+    import json
+
+    import s3bulk
+
+    bucket = new_bucket(minio)
+    client = minio.client()
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    ids = [
+        client.put_object(Bucket=bucket, Key="doc.txt", Body=f"version {n}".encode())["VersionId"]
+        for n in range(3)
+    ]
+    client.put_object(Bucket=bucket, Key="gone.txt", Body=b"x")
+    client.delete_object(Bucket=bucket, Key="gone.txt")  # a delete marker on top
+    listed = run_cli(minio.env, "ls", "--all-versions", "--json", f"s3://{bucket}/")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(row["key"], row["version_id"], row["is_latest"]) for row in rows if row["key"] == "doc.txt"] == [
+        ("doc.txt", ids[2], True),
+        ("doc.txt", ids[1], False),
+        ("doc.txt", ids[0], False),
+    ]
+    gone = [row for row in rows if row["key"] == "gone.txt"]
+    assert [(row["delete_marker"], row["is_latest"]) for row in gone] == [(True, True), (False, False)]
+    text = run_cli(minio.env, "ls", "--all-versions", f"s3://{bucket}/gone")
+    assert "DELETED gone.txt" in text.stdout and "(latest)" in text.stdout
+
+    cat = run_cli(minio.env, "cat", "--version-id", ids[0], f"s3://{bucket}/doc.txt")
+    assert cat.returncode == 0 and cat.stdout == "version 0", cat.stderr
+    down = run_cli(minio.env, "cp", "--version-id", ids[1], f"s3://{bucket}/doc.txt", f"{tmp_path}/")
+    assert down.returncode == 0 and (tmp_path / "doc.txt").read_text() == "version 1", down.stderr
+    head = run_cli(minio.env, "head", "--json", "--version-id", ids[0], f"s3://{bucket}/doc.txt")
+    assert json.loads(head.stdout)["version_id"] == ids[0]
+    assert s3bulk.get(f"s3://{bucket}/doc.txt", version_id=ids[1]) == b"version 1"
+    assert s3bulk.head(f"s3://{bucket}/doc.txt", version_id=ids[0])["version_id"] == ids[0]
+    wrong = run_cli(minio.env, "cat", "--version-id", "no-such-version", f"s3://{bucket}/doc.txt")
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1 and "NoSuchVersion" in wrong.stderr
+    prefix = run_cli(minio.env, "cp", "--version-id", ids[0], f"s3://{bucket}/", f"{tmp_path}/x/")
+    assert prefix.returncode == 2 and "--version-id reads one version of one object" in prefix.stderr

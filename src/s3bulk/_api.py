@@ -428,7 +428,11 @@ async def retry_failed_async(
 
 # ---- single objects and buckets (s3bulk._objects) --------------------------------------------
 async def get_async(
-    url: str, *, range: tuple[int, int] | None = None, settings: AwsSettings | None = None
+    url: str,
+    *,
+    range: tuple[int, int] | None = None,
+    version_id: str | None = None,
+    settings: AwsSettings | None = None,
 ) -> bytes:
     """One object's bytes, fetched as concurrent ranges (for objects that fit in memory; `cat`
     and `get_to_file` stream), or only bytes [start, end) with `range=(start, end)`."""
@@ -436,21 +440,29 @@ async def get_async(
 
     settings = settings or AwsSettings.from_env()
     if range is not None:
+        if version_id:
+            raise UsageError("get(range=..., version_id=...): a version is read whole (or use open)")
         return await get_range(settings, url, *range)
-    return await get_bytes(settings, url)
+    return await get_bytes(settings, url, version_id or "")
 
 
-async def head_async(url: str, *, settings: AwsSettings | None = None) -> dict[str, Any]:
+async def head_async(
+    url: str, *, version_id: str | None = None, settings: AwsSettings | None = None
+) -> dict[str, Any]:
     """Every attribute of one object (size, etag, content_type, metadata, storage_class, ...), as
     `s3bulk head --json` prints them."""
     from s3bulk._objects import head
     from s3bulk._stores.attributes import described
 
-    return described(await head(settings or AwsSettings.from_env(), url))
+    return described(await head(settings or AwsSettings.from_env(), url, version_id or ""))
 
 
 async def get_to_file_async(
-    url: str, path: str | os.PathLike[str], *, settings: AwsSettings | None = None
+    url: str,
+    path: str | os.PathLike[str],
+    *,
+    version_id: str | None = None,
+    settings: AwsSettings | None = None,
 ) -> int:
     """One object into a local file, as concurrent ranges written in order; returns its size.
     The file appears whole or not at all (written beside it, then renamed)."""
@@ -465,7 +477,7 @@ async def get_to_file_async(
             async def write(data: memoryview) -> None:
                 await asyncio.to_thread(handle.write, data)
 
-            size = await cat(settings or AwsSettings.from_env(), url, write)
+            size = await cat(settings or AwsSettings.from_env(), url, write, version_id=version_id or "")
         os.replace(handle.name, target)
     except BaseException:
         os.unlink(handle.name)

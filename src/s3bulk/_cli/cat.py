@@ -16,6 +16,7 @@ from s3bulk._cli.options import (
     ProfileOption,
     RegionOption,
     RequestPayerOption,
+    VersionIdOption,
     parse_size,
     settings_from,
 )
@@ -32,6 +33,7 @@ def cat_command(
     in_flight: int = typer.Option(
         8, "--concurrency", help="Ranged GETs in flight (memory: this x --part-size)."
     ),
+    version_id: str | None = VersionIdOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
@@ -44,10 +46,12 @@ def cat_command(
     settings = settings_from(
         endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys=keys, request_payer=request_payer
     )
-    return cat_to_stdout(url, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
+    return cat_to_stdout(url, parse_size(part_size, "--part-size"), max(1, in_flight), settings, version_id)
 
 
-def cat_to_stdout(url: str, part_size: int, in_flight: int, settings: AwsSettings) -> int:
+def cat_to_stdout(
+    url: str, part_size: int, in_flight: int, settings: AwsSettings, version_id: str | None = None
+) -> int:
     from s3bulk._objects import cat
 
     out = sys.stdout.buffer
@@ -56,7 +60,9 @@ def cat_to_stdout(url: str, part_size: int, in_flight: int, settings: AwsSetting
         await asyncio.to_thread(out.write, data)
 
     try:
-        run_loop(cat(settings, url, write, part_size=part_size, in_flight=in_flight))
+        run_loop(
+            cat(settings, url, write, part_size=part_size, in_flight=in_flight, version_id=version_id or "")
+        )
         out.flush()
     except BrokenPipeError:  # `s3bulk cat ... | head -c 100`: the reader has what it wanted
         return 0

@@ -3,6 +3,7 @@ deletes each source whose copy succeeded); a trailing '/' means a prefix."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,7 @@ from s3bulk._cli.options import (
     RegionOption,
     RequestPayerOption,
     TpsLimitOption,
+    VersionIdOption,
     WorkersOption,
     as_prefix,
     manifest_path,
@@ -81,6 +83,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         dry_run: bool = DryRunOption,
         max_delete: int | None = MaxDeleteOption,
         files_from: str | None = FilesFromOption,
+        version_id: str | None = VersionIdOption,
         bwlimit: str | None = BwLimitOption,
         tpslimit: float | None = TpsLimitOption,
         no_clobber: bool = typer.Option(
@@ -136,6 +139,12 @@ def make_copy_command(command: str) -> Callable[..., int]:
         older_than: float | None = None,
     ) -> int:
         source = as_prefix(source) if recursive else source
+        if version_id is not None:  # one version of one object: to a file or to stdout
+            settings = settings_from(
+                endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, None, request_payer
+            )
+            size = parse_size(part_size, "--part-size")
+            return _one_version(command, source or "", destination or "", version_id, size, settings, quiet)
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
             settings = settings_from(
                 endpoint_url,
@@ -250,6 +259,35 @@ def _stream(
 
         return cat_to_stdout(source, part_size, 8, settings)
     raise UsageError("'-' streams one object: cp - s3://bucket/key (stdin) or cp s3://bucket/key - (stdout)")
+
+
+def _one_version(
+    command: str,
+    source: str,
+    destination: str,
+    version_id: str,
+    part_size: int,
+    settings: AwsSettings,
+    quiet: bool,
+) -> int:
+    """`cp --version-id V s3://b/k PATH` (or `-`): that version, downloaded as `cat` reads it."""
+    if command != "cp" or not source.startswith("s3://") or source.endswith("/") or "://" in destination:
+        raise UsageError(
+            "--version-id reads one version of one object: cp --version-id V s3://bucket/key PATH"
+        )
+    if destination == "-":
+        from s3bulk._cli.cat import cat_to_stdout
+
+        return cat_to_stdout(source, part_size, 8, settings, version_id)
+    from s3bulk._api import get_to_file
+
+    target = destination or "."
+    if target.endswith("/") or os.path.isdir(target):
+        target = os.path.join(target, source.rsplit("/", 1)[1])
+    size = get_to_file(source, target, version_id=version_id, settings=settings)
+    if not quiet:
+        say(f"download: {source} ({version_id}) to {target} ({size:,} bytes)")
+    return 0
 
 
 cp_command = make_copy_command("cp")

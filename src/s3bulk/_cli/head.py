@@ -18,6 +18,7 @@ from s3bulk._cli.options import (
     ProfileOption,
     RegionOption,
     RequestPayerOption,
+    VersionIdOption,
     settings_from,
 )
 from s3bulk._cli.progress import json_line, print_summary
@@ -31,6 +32,7 @@ def head_command(
     url: str = typer.Argument(..., help="s3://bucket/key, or s3://bucket/prefix/ for every object below it."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per object."),
     concurrency: int = typer.Option(32, "--concurrency", help="HEAD requests in flight."),
+    version_id: str | None = VersionIdOption,
     stats: bool = StatsOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
@@ -45,7 +47,22 @@ def head_command(
     settings = settings_from(
         endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys=keys, request_payer=request_payer
     )
+    if version_id:
+        return _show_version(url, version_id, as_json, settings)
     return show_attributes(url, as_json, concurrency, stats, settings)
+
+
+def _show_version(url: str, version_id: str, as_json: bool, settings: AwsSettings) -> int:
+    """One version of one object: its attributes, as for the object."""
+    from s3bulk._objects import head
+    from s3bulk._stores.attributes import described
+
+    found = described(asyncio.run(head(settings, url, version_id)))
+    if as_json:
+        json_line({"url": url, "version_id": version_id, **found})
+    else:
+        sys.stdout.write(_block(f"{url} ({version_id})", found))
+    return 0
 
 
 def show_attributes(url: str, as_json: bool, concurrency: int, stats: bool, settings: AwsSettings) -> int:

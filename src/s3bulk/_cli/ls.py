@@ -58,6 +58,9 @@ def ls_command(
     with_attributes: bool = typer.Option(
         False, "--attributes", help="Every attribute of each object (a HEAD each, in parallel; implies -r)."
     ),
+    all_versions: bool = typer.Option(
+        False, "--all-versions", help="Every version and delete marker (a versioned bucket; implies -r)."
+    ),
     concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
     list_ranges: str = typer.Option(
         "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
@@ -83,6 +86,8 @@ def ls_command(
     )
     if url is None:
         return _list_buckets(settings, as_json)
+    if all_versions:
+        return _list_versions(url, as_json, settings)
     if with_attributes:  # what `head` shows, for every object under the prefix
         from s3bulk._cli.head import show_attributes
 
@@ -132,6 +137,28 @@ def ls_command(
             json_line({"summary": {"objects": shown[0], "bytes": shown[1]}}, out)
         else:
             out.write(f"\nTotal Objects: {shown[0]}\n   Total Size: {shown[1]}\n")
+    return 0
+
+
+def _list_versions(url: str, as_json: bool, settings: AwsSettings) -> int:
+    """ListObjectVersions: each version (its id, and which is the latest) and delete marker."""
+    from s3bulk._objects import list_versions
+
+    out = sys.stdout
+
+    async def run() -> None:
+        async for version in list_versions(settings, url):
+            if stdout_gone():
+                return
+            if as_json:
+                json_line(version.to_json(), out)
+                continue
+            size = "DELETED" if version.delete_marker else f"{version.size:>10}"
+            latest = "  (latest)" if version.is_latest else ""
+            when = _local_time(version.modified)
+            out.write(f"{when} {size:>10} {printable(version.key)}  {version.version_id}{latest}\n")
+
+    run_loop(run())
     return 0
 
 

@@ -81,6 +81,7 @@ BwLimitOption = typer.Option(
     None, "--bwlimit", help="Bytes per second the whole job moves, e.g. 50MiB (all workers together)."
 )
 TpsLimitOption = typer.Option(None, "--tpslimit", help="Requests per second the whole job sends.")
+VersionIdOption = typer.Option(None, "--version-id", help="That version of the object (a versioned bucket).")
 FilesFromOption = typer.Option(
     None, "--files-from", help="Only the names in this file (one per line, relative to SRC; - reads stdin)."
 )

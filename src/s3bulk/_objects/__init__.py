@@ -18,7 +18,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import BucketInfo, UploadInfo, epoch_seconds
+from s3bulk._stores.s3xml import BucketInfo, UploadInfo, VersionInfo, epoch_seconds
 from s3bulk._stores.storage import Parts, Storage
 from s3bulk._urls import S3Location, parse_s3
 
@@ -52,23 +52,24 @@ async def cat(
     *,
     part_size: int = STREAM_PART,
     in_flight: int = STREAM_IN_FLIGHT,
+    version_id: str = "",
 ) -> int:
-    """The object's bytes handed to `write` in order, fetched as concurrent ranges."""
+    """The object's bytes (that version's) handed to `write` in order, fetched as concurrent ranges."""
     location = object_location(url)
     async with _storage(settings) as storage:
         return await storage.stream_object(
-            location.bucket, location.key, write, Parts(size=part_size, in_flight=in_flight)
+            location.bucket, location.key, write, Parts(size=part_size, in_flight=in_flight), version_id
         )
 
 
-async def get_bytes(settings: AwsSettings, url: str) -> bytes:
+async def get_bytes(settings: AwsSettings, url: str, version_id: str = "") -> bytes:
     """The whole object in memory (for small objects; `cat` streams large ones)."""
     pieces: collections.deque[bytes] = collections.deque()
 
     async def keep(data: memoryview) -> None:
         pieces.append(bytes(data))
 
-    await cat(settings, url, keep)
+    await cat(settings, url, keep, version_id=version_id)
     return b"".join(pieces)
 
 
@@ -83,11 +84,20 @@ async def get_range(settings: AwsSettings, url: str, start: int, end: int) -> by
         return await storage.get_range(location.bucket, location.key, start, end)
 
 
-async def head(settings: AwsSettings, url: str) -> dict[str, str]:
-    """The object's headers (names in lower case)."""
+async def head(settings: AwsSettings, url: str, version_id: str = "") -> dict[str, str]:
+    """The object's headers (names in lower case), of that version with `version_id`."""
     location = object_location(url)
     async with _storage(settings) as storage:
-        return await storage.head(location.bucket, location.key)
+        return await storage.head(location.bucket, location.key, version_id=version_id)
+
+
+async def list_versions(settings: AwsSettings, url: str) -> AsyncIterator[VersionInfo]:
+    """Every version and delete marker under s3://bucket/prefix, in key order, newest first."""
+    location = uploads_location(url)
+    async with _storage(settings) as storage:
+        async for page in storage.list_versions(location.bucket, location.key):
+            for version in page:
+                yield version
 
 
 async def put_stream(

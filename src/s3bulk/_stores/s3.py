@@ -94,6 +94,9 @@ class S3Client(SignedHttp):
             if error.code or method != "HEAD":
                 raise
             sent_key = any(name.endswith("customer-key") for name in headers or {})
+            if error.status in (400, 404) and "versionId" in (params or {}):
+                message = "no such version of it (s3bulk ls --all-versions lists them)"
+                raise S3Error(error.status, "NoSuchVersion", message, what) from None
             raise _head_error(error.status, key, what, sent_key) from None
 
     async def _learned_region(self, bucket: str, error: S3Error) -> bool:
@@ -168,6 +171,16 @@ class S3Client(SignedHttp):
         _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         return s3xml.parse_multipart_uploads(body)
 
+    async def list_object_versions(
+        self, bucket: str, prefix: str = "", markers: tuple[str, str] | None = None
+    ) -> s3xml.VersionsPage:
+        params = {"versions": "", "encoding-type": "url", "prefix": prefix}
+        if markers:
+            params["key-marker"], params["version-id-marker"] = markers
+        what = f"list the versions in s3://{bucket}/{prefix}"
+        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+        return s3xml.parse_versions(body)
+
     async def list_buckets(self) -> list[s3xml.BucketInfo]:
         url = f"{self.endpoint}/"
         _, _, body = await self.send("LIST", "GET", url, what="list buckets")
@@ -180,14 +193,16 @@ class S3Client(SignedHttp):
     async def delete_bucket(self, bucket: str) -> None:
         await self.request("DELETE", "DELETE", bucket, what=f"remove bucket s3://{bucket}")
 
-    async def get_range(self, bucket: str, key: str, start: int, end: int, *, if_match: str = "") -> bytes:
-        """Bytes [start, end) of the object (of that ETag, with `if_match`)."""
+    async def get_range(
+        self, bucket: str, key: str, start: int, end: int, *, if_match: str = "", version_id: str = ""
+    ) -> bytes:
+        """Bytes [start, end) of the object (of that ETag, with `if_match`; that version)."""
         headers = {"Range": f"bytes={start}-{end - 1}"}
         if if_match:
             headers["If-Match"] = if_match
-        _, _, body = await self.request(
-            "GET", "GET", bucket, key, headers=headers, what=f"get s3://{bucket}/{key}"
-        )
+        params = {"versionId": version_id} if version_id else None
+        what = f"get s3://{bucket}/{key}"
+        _, _, body = await self.request("GET", "GET", bucket, key, params=params, headers=headers, what=what)
         return body
 
     async def get_object(self, bucket: str, key: str) -> bytes:
@@ -236,11 +251,19 @@ class S3Client(SignedHttp):
         _raise_if_error_body(body, what)  # CopyObject can fail with 200 OK and an <Error> body
 
     async def head_object(
-        self, bucket: str, key: str, *, part_number: int | None = None, of_source: bool = False
+        self,
+        bucket: str,
+        key: str,
+        *,
+        part_number: int | None = None,
+        of_source: bool = False,
+        version_id: str = "",
     ) -> dict[str, str]:
         """The object's headers (names in lower case): its attributes, or with `part_number`
         the size of that part of a multipart object (Content-Length)."""
-        params = {"partNumber": str(part_number)} if part_number else None
+        params = {"partNumber": str(part_number)} if part_number else {}
+        if version_id:
+            params["versionId"] = version_id
         what = f"head s3://{bucket}/{key}"
         _, headers, _ = await self.request(
             "HEAD", "HEAD", bucket, key, params=params, what=what, of_source=of_source

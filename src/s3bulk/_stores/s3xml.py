@@ -275,6 +275,57 @@ def parse_parts(body: bytes) -> tuple[list[tuple[int, str, int]], str]:
     return parts, (root.findtext(f"{ns}NextPartNumberMarker") or "") if truncated else ""
 
 
+class VersionInfo(NamedTuple):
+    """One version of a key in a versioned bucket, or a delete marker (no size, no ETag)."""
+
+    key: str
+    version_id: str
+    is_latest: bool
+    modified: str  # ISO 8601 as the service sent it
+    size: int = 0
+    etag: str = ""
+    delete_marker: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return self._asdict()
+
+
+class VersionsPage(NamedTuple):
+    versions: list[VersionInfo]
+    next_markers: tuple[str, str] | None  # (key-marker, version-id-marker) of the next page
+
+
+def parse_versions(body: bytes) -> VersionsPage:
+    """A ListObjectVersions answer, versions and delete markers in the service's (key) order."""
+    root = ET.fromstring(body)
+    ns = _ns(root)
+    encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
+    found = []
+    for element in root:
+        kind = element.tag[len(ns) :]
+        if kind not in ("Version", "DeleteMarker"):
+            continue
+        key = element.findtext(f"{ns}Key") or ""
+        found.append(
+            VersionInfo(
+                unquote_plus(key) if encoded else key,
+                element.findtext(f"{ns}VersionId") or "",
+                (element.findtext(f"{ns}IsLatest") or "").lower() == "true",
+                element.findtext(f"{ns}LastModified") or "",
+                int(element.findtext(f"{ns}Size") or 0),
+                _etag((element.findtext(f"{ns}ETag") or "").encode()),
+                kind == "DeleteMarker",
+            )
+        )
+    truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
+    key_marker = root.findtext(f"{ns}NextKeyMarker") or ""
+    markers = (
+        unquote_plus(key_marker) if encoded else key_marker,
+        root.findtext(f"{ns}NextVersionIdMarker") or "",
+    )
+    return VersionsPage(found, markers if truncated and any(markers) else None)
+
+
 class BucketInfo(NamedTuple):
     name: str
     created: str  # ISO 8601 as the service sent it

@@ -55,7 +55,7 @@ from s3bulk._stores.multipart import (
 from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, xml_safe
+from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, VersionInfo, xml_safe
 
 if TYPE_CHECKING:
     from obstore._get import GetOptions
@@ -144,13 +144,34 @@ class Storage:
         )
 
     async def head(
-        self, bucket: str, key: str, part_number: int | None = None, *, of_source: bool = False
+        self,
+        bucket: str,
+        key: str,
+        part_number: int | None = None,
+        *,
+        of_source: bool = False,
+        version_id: str = "",
     ) -> dict[str, str]:
         """The object's headers, names in lower case (with `part_number`: that part's size)."""
         return await self._retrying(
-            lambda: self.client.head_object(bucket, key, part_number=part_number, of_source=of_source),
+            lambda: self.client.head_object(
+                bucket, key, part_number=part_number, of_source=of_source, version_id=version_id
+            ),
             f"head s3://{bucket}/{key}",
         )
+
+    async def list_versions(self, bucket: str, prefix: str = "") -> AsyncIterator[list[VersionInfo]]:
+        """Every version and delete marker under `prefix` (a versioned bucket), a page at a time."""
+        markers: tuple[str, str] | None = None
+        while True:
+            page = await self._retrying(
+                partial(self.client.list_object_versions, bucket, prefix, markers),
+                f"list the versions in s3://{bucket}/{prefix}",
+            )
+            yield page.versions
+            if page.next_markers is None or page.next_markers == markers:
+                return
+            markers = page.next_markers
 
     # ---- reading -------------------------------------------------------------------------------
     async def read_range(self, root: str, key: str, start: int, end: int) -> memoryview:
@@ -481,20 +502,32 @@ class Storage:
         )
 
     async def stream_object(
-        self, bucket: str, key: str, write: Callable[[memoryview], Awaitable[None]], parts: Parts
+        self,
+        bucket: str,
+        key: str,
+        write: Callable[[memoryview], Awaitable[None]],
+        parts: Parts,
+        version_id: str = "",
     ) -> int:
         """The object's bytes handed to `write` in order, read as ranges of `parts.size` with
         `parts.in_flight` at once (memory: that many ranges), each asked for with If-Match on the
         ETag so that a change midway fails the read rather than splicing two versions."""
-        head = await self.head(bucket, key)
+        head = await self.head(bucket, key, version_id=version_id)
         size, etag = int(head.get("content-length") or 0), head.get("etag", "")
         starts = iter(range(0, size, parts.size))
         what = f"get s3://{bucket}/{key}"
 
         async def fetch(start: int) -> memoryview:
             end = min(start + parts.size, size)
-            if not obstore_can_address(key):
-                return memoryview(await self.client.get_range(bucket, key, start, end, if_match=etag))
+            if version_id or not obstore_can_address(key):
+                return memoryview(
+                    await self._retrying(
+                        lambda: self.client.get_range(
+                            bucket, key, start, end, if_match=etag, version_id=version_id
+                        ),
+                        what,
+                    )
+                )
 
             async def read() -> memoryview:
                 self.meter.requests["GET"] += 1
