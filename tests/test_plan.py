@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from s3bulk._plan.diff import Entry, ListingOrderError, decide, etag_matches_file, merge_join
+from s3bulk._plan.diff import Entry, ListingOrderError, decide, merge_join
+from s3bulk._stores.etags import etag_matches_bytes, etag_matches_file
 from s3bulk._plan.filters import Filters
 from s3bulk._sources.local import walk
 
@@ -88,8 +89,18 @@ def test_etags_single_and_multipart_match_the_file_they_describe(tmp_path) -> No
     multipart = f"{hashlib.md5(digests).hexdigest()}-3"
     assert etag_matches_file(str(path), multipart, len(data), 8 * MiB)
 
-    assert not etag_matches_file(str(path), f"{hashlib.md5(b'x').hexdigest()}", len(data), 8 * MiB)
-    assert not etag_matches_file(str(path), "not-an-md5-kms", len(data), 8 * MiB)
+    assert etag_matches_file(str(path), f"{hashlib.md5(b'x').hexdigest()}", len(data), 8 * MiB) is False
+    assert etag_matches_file(str(path), "not-an-md5-kms", len(data), 8 * MiB) is None  # cannot tell
+
+    # the same answers from bytes in memory (what a download checks before it lands)
+    assert etag_matches_bytes(data, f'"{single}"') is True
+    assert etag_matches_bytes(data, multipart) is True
+    flipped = bytearray(data)
+    flipped[MiB + 7] ^= 1
+    assert etag_matches_bytes(bytes(flipped), multipart) is False
+    assert etag_matches_bytes(bytes(flipped), single) is False
+    assert etag_matches_bytes(data, "0123-not-md5") is None
+    assert etag_matches_bytes(b"", hashlib.md5(b"").hexdigest()) is True
 
 
 def test_filters_include_then_exclude_across_directories() -> None:

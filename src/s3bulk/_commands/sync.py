@@ -21,10 +21,11 @@ from s3bulk._commands.remove import DeleteBatch, check_max_delete, run_delete_ba
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import UsageError
-from s3bulk._plan.diff import Entry, SyncMode, decide, etag_matches_file, merge_join
+from s3bulk._plan.diff import Entry, SyncMode, decide, merge_join
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
 from s3bulk._sources.local import walk
+from s3bulk._stores.etags import etag_matches_file
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3xml import epoch_seconds

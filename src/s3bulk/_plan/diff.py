@@ -19,7 +19,6 @@ What "changed" means (`SyncMode`):
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import AsyncIterator
 from typing import Literal, NamedTuple
@@ -135,52 +134,3 @@ def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side:
     if local_side:
         return "check"
     return "same" if source.etag and source.etag == destination.etag else "copy"
-
-
-def etag_matches_file(path: str, etag: str, size: int, part_size: int) -> bool:
-    """Whether a local file has the content an S3 ETag describes (see the module doc)."""
-    etag = etag.strip('"').lower()
-    digest, _, parts_text = etag.partition("-")
-    if len(digest) != 32 or not all(c in "0123456789abcdef" for c in digest):
-        return False  # not an MD5 (SSE-KMS and the like): cannot prove equality
-    if not parts_text:
-        return _md5_file(path, size or 1)[0] == digest
-    if not parts_text.isdigit():
-        return False
-    parts = int(parts_text)
-    candidates = [part_size, 8 * MiB, 16 * MiB, 5 * MiB, 64 * MiB]
-    if parts:
-        candidates.append(math.ceil(size / parts / MiB) * MiB)
-    tried = set()
-    for candidate in candidates:
-        if candidate in tried or candidate <= 0 or math.ceil(size / candidate) != parts:
-            continue
-        tried.add(candidate)
-        part_digests = _md5_file(path, candidate)[1]
-        combined = hashlib.md5(b"".join(part_digests), usedforsecurity=False).hexdigest()
-        if combined == digest:
-            return True
-    return False
-
-
-def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:
-    """The whole file's MD5 (hex) and the MD5 of each `part_size` part (raw digests)."""
-    whole = hashlib.md5(usedforsecurity=False)
-    parts: list[bytes] = []
-    with open(path, "rb") as handle:
-        while True:
-            part = hashlib.md5(usedforsecurity=False)
-            remaining = part_size
-            while remaining:
-                block = handle.read(min(remaining, MiB))
-                if not block:
-                    break
-                whole.update(block)
-                part.update(block)
-                remaining -= len(block)
-            if remaining == part_size:
-                break
-            parts.append(part.digest())
-            if remaining:
-                break
-    return whole.hexdigest(), parts

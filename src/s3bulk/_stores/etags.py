@@ -1,0 +1,90 @@
+"""What an S3 ETag proves about bytes. A single-part object's ETag is the MD5 of its bytes; a
+multipart object's is the MD5 of its parts' MD5s, then '-N' (N parts), so checking one needs the
+part size it was uploaded with: tried here in turn (the caller's, the common 8/16/5/64 MiB, and
+size/N rounded up to 1 MiB) among those that give N parts. An ETag that is no MD5 at all (SSE-KMS,
+SSE-C objects) proves nothing: `None`, "cannot tell", as opposed to False, "these are not the bytes".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable
+
+MiB = 1024 * 1024
+_HEX = frozenset("0123456789abcdef")
+
+
+def _parsed(etag: str) -> tuple[str, int] | None:
+    """(MD5 hex, parts: 0 for a single-part ETag) or None when the ETag is not of that form."""
+    digest, dash, parts = etag.strip('"').lower().partition("-")
+    if len(digest) != 32 or not _HEX.issuperset(digest) or (dash and not parts.isdigit()):
+        return None
+    return digest, int(parts) if dash else 0
+
+
+def _part_sizes(size: int, parts: int, part_size: int) -> Iterable[int]:
+    tried = set()
+    for candidate in (part_size, 8 * MiB, 16 * MiB, 5 * MiB, 64 * MiB, math.ceil(size / parts / MiB) * MiB):
+        if candidate > 0 and candidate not in tried and math.ceil(size / candidate) == parts:
+            tried.add(candidate)
+            yield candidate
+
+
+def _matches(
+    etag: str, size: int, part_size: int, digests: Callable[[int], tuple[str, list[bytes]]]
+) -> bool | None:
+    parsed = _parsed(etag)
+    if parsed is None:
+        return None
+    digest, parts = parsed
+    if not parts:
+        return digests(size or 1)[0] == digest
+    for candidate in _part_sizes(size, parts, part_size):
+        combined = hashlib.md5(b"".join(digests(candidate)[1]), usedforsecurity=False).hexdigest()
+        if combined == digest:
+            return True
+    return False
+
+
+def etag_matches_bytes(data: bytes | memoryview, etag: str, part_size: int = 8 * MiB) -> bool | None:
+    """Whether `data` are the bytes `etag` describes (None: the ETag cannot tell)."""
+    view = memoryview(data)
+
+    def digests(piece: int) -> tuple[str, list[bytes]]:
+        parts = [
+            hashlib.md5(view[start : start + piece], usedforsecurity=False).digest()
+            for start in range(0, len(view), piece)
+        ]
+        whole = hashlib.md5(view, usedforsecurity=False).hexdigest() if piece >= len(view) else ""
+        return whole, parts
+
+    return _matches(etag, len(view), part_size, digests)
+
+
+def etag_matches_file(path: str, etag: str, size: int, part_size: int = 8 * MiB) -> bool | None:
+    """Whether the file holds the bytes `etag` describes (None: the ETag cannot tell)."""
+    return _matches(etag, size, part_size, lambda piece: _md5_file(path, piece))
+
+
+def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:
+    """The whole file's MD5 (hex) and the MD5 of each `part_size` part (raw digests)."""
+    whole = hashlib.md5(usedforsecurity=False)
+    parts: list[bytes] = []
+    with open(path, "rb") as handle:
+        while True:
+            part = hashlib.md5(usedforsecurity=False)
+            remaining = part_size
+            while remaining:
+                block = handle.read(min(remaining, MiB))
+                if not block:
+                    break
+                whole.update(block)
+                part.update(block)
+                remaining -= len(block)
+            if remaining == part_size:
+                break
+            parts.append(part.digest())
+            if remaining:
+                break
+    return whole.hexdigest(), parts
