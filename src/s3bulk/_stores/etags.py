@@ -52,12 +52,13 @@ def etag_matches_bytes(data: bytes | memoryview, etag: str, part_size: int = 8 *
     view = memoryview(data)
 
     def digests(piece: int) -> tuple[str, list[bytes]]:
-        parts = [
-            hashlib.md5(view[start : start + piece], usedforsecurity=False).digest()
-            for start in range(0, len(view), piece)
+        if piece >= len(view):  # one part: the whole, hashed once
+            whole = hashlib.md5(view, usedforsecurity=False).digest()
+            return whole.hex(), [whole]
+        starts = range(0, len(view), piece)
+        return "", [
+            hashlib.md5(view[start : start + piece], usedforsecurity=False).digest() for start in starts
         ]
-        whole = hashlib.md5(view, usedforsecurity=False).hexdigest() if piece >= len(view) else ""
-        return whole, parts
 
     return _matches(etag, len(view), part_size, digests)
 
