@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from s3bulk._plan.diff import Entry, ListingOrderError, decide, merge_join
-from s3bulk._stores.etags import etag_matches_bytes, etag_matches_file
 from s3bulk._plan.filters import Filters
 from s3bulk._sources.local import walk
+from s3bulk._stores.etags import etag_matches_bytes, etag_matches_file
 
 MiB = 1024**2
 

@@ -236,6 +236,7 @@ async def copy_async(
     show_attributes: bool = False,
     files_from: str | os.PathLike[str] | None = None,
     no_clobber: bool = False,
+    verify: bool = True,
     if_size_differ: bool = False,
     if_newer: bool = False,
     journal: bool = True,
@@ -261,7 +262,9 @@ async def copy_async(
     `no_clobber`, `if_size_differ`, `if_newer` (s5cmd's -n, -s, -u) leave an existing destination
     alone unless every one given says to write over it; a missing one is always written.
     `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together.
-    `files_from`: a file of names (one per line, relative to `source`) to copy instead of all."""
+    `files_from`: a file of names (one per line, relative to `source`) to copy instead of all.
+    Downloads are checked against the object's ETag (its MD5, or the MD5 of its parts) and
+    fetched again on a mismatch; `verify=False` skips that."""
     return await _run(CopySpec, COPY, locals())
 
 
@@ -296,6 +299,7 @@ async def move_async(
     show_attributes: bool = False,
     files_from: str | os.PathLike[str] | None = None,
     no_clobber: bool = False,
+    verify: bool = True,
     if_size_differ: bool = False,
     if_newer: bool = False,
     max_delete: int | None = None,
@@ -318,6 +322,7 @@ async def sync_async(
     delete: bool = False,
     allow_empty_source: bool = False,
     max_delete: int | None = None,
+    verify: bool = True,
     include: Patterns = (),
     exclude: Patterns = (),
     dry_run: bool = False,

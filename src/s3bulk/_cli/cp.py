@@ -82,6 +82,9 @@ def make_copy_command(command: str) -> Callable[..., int]:
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         max_delete: int | None = MaxDeleteOption,
+        ignore_checksum: bool = typer.Option(
+            False, "--ignore-checksum", help="Do not check downloads against their ETag (MD5)."
+        ),
         files_from: str | None = FilesFromOption,
         version_id: str | None = VersionIdOption,
         bwlimit: str | None = BwLimitOption,
@@ -227,6 +230,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     max_size=max_size,
                     newer_than=newer_than,
                     older_than=older_than,
+                    verify=not ignore_checksum,
                     files_from=manifest_path(files_from),
                     bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                     tpslimit=tpslimit,

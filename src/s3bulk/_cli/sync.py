@@ -76,6 +76,9 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     max_delete: int | None = MaxDeleteOption,
+    ignore_checksum: bool = typer.Option(
+        False, "--ignore-checksum", help="Do not check downloads against their ETag (MD5)."
+    ),
     bwlimit: str | None = BwLimitOption,
     tpslimit: float | None = TpsLimitOption,
     as_json: bool = JsonOption,
@@ -173,6 +176,7 @@ def sync_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                verify=not ignore_checksum,
                 bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                 tpslimit=tpslimit,
                 max_delete=max_delete,

@@ -72,6 +72,7 @@ class CopySpec(Spec):
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
     show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
     files_from: str | None = None  # a manifest: the names to copy, relative to the source
+    verify: bool = True  # downloads are checked against their ETag (--ignore-checksum: off)
     no_clobber: bool = False  # never write over an existing destination
     if_size_differ: bool = False  # ... only when its size differs from the source's
     if_newer: bool = False  # ... only when the source is newer
@@ -227,6 +228,7 @@ class CopyOptions:
     attributes: Attributes = NO_ATTRIBUTES
     show_attributes: bool = False  # downloads: HEAD each object, for its record
     files_from: str | None = None  # a manifest's path: its names, not a listing or a walk
+    verify: bool = True
     no_clobber: bool = False  # an existing destination is left as it is (see CopyJob._worth_writing)
     if_size_differ: bool = False
     if_newer: bool = False
@@ -254,6 +256,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         attributes=spec.attributes,
         show_attributes=spec.show_attributes,
         files_from=spec.files_from,
+        verify=spec.verify,
         no_clobber=spec.no_clobber,
         if_size_differ=spec.if_size_differ,
         if_newer=spec.if_newer,
@@ -470,10 +473,13 @@ class CopyJob:
             connections=connections,
             retry=ctx.retrier,
             hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
+            verify=self.options.verify,
         )
         self._source_storage = self._storage
         if self.settings.source is not None:  # the source is read where it is, as whom it says
-            self._source_storage = Storage(self.settings.source, connections=connections, retry=ctx.retrier)
+            self._source_storage = Storage(
+                self.settings.source, connections=connections, retry=ctx.retrier, verify=self.options.verify
+            )
         if self.options.delete_source and isinstance(self.source, S3Location):
             self._deleter = BatchDeleter(self._source_storage, self.source.bucket)
 
@@ -760,7 +766,7 @@ class CopyJob:
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
         moved = await self.source_storage.download(
-            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts
+            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts, item.etag
         )
         if self.options.show_attributes:  # for `record`, which runs next for every recorded item
             head = await self.source_storage.head(self.source.bucket, item.source)

@@ -11,6 +11,7 @@ obstore, and retries.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 from typing import ClassVar
@@ -26,6 +27,17 @@ from s3bulk._stores.s3xml import ListPage
 
 def quote_key(key: str) -> str:
     return quote(key, safe="/~")
+
+
+async def content_md5(body: bytes) -> str:
+    """The Content-MD5 of a body this client sends, which the service checks before it stores
+    anything (the signer leaves HTTPS payloads unsigned, so this is what catches a body changed
+    on the way); a large body is hashed by a thread, beside the event loop."""
+    if len(body) > 256 * 1024:
+        digest = await asyncio.to_thread(lambda: hashlib.md5(body, usedforsecurity=False).digest())
+    else:
+        digest = hashlib.md5(body, usedforsecurity=False).digest()
+    return base64.b64encode(digest).decode()
 
 
 def _query(params: dict[str, str]) -> str:
@@ -212,6 +224,7 @@ class S3Client(SignedHttp):
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
     ) -> None:
+        headers = {**(headers or {}), "Content-MD5": await content_md5(body)}
         await self.request(
             "PUT", "PUT", bucket, key, body=body, headers=headers, what=f"put s3://{bucket}/{key}"
         )
@@ -286,7 +299,10 @@ class S3Client(SignedHttp):
     async def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
         params = {"partNumber": str(number), "uploadId": upload_id}
         what = f"upload part {number} of s3://{bucket}/{key}"
-        _, headers, _ = await self.request("PUT", "PUT", bucket, key, params=params, body=body, what=what)
+        checked = {"Content-MD5": await content_md5(body)}
+        _, headers, _ = await self.request(
+            "PUT", "PUT", bucket, key, params=params, body=body, headers=checked, what=what
+        )
         return next((value for name, value in headers.items() if name.lower() == "etag"), "")
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, str, int]]:

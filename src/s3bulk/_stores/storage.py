@@ -34,6 +34,7 @@ import obstore
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.etags import etag_matches_bytes, etag_matches_file
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
@@ -94,8 +95,10 @@ class Storage:
         connections: int = 64,
         retry: Retrier | None = None,
         hooks: UploadHooks | None = None,
+        verify: bool = True,
     ) -> None:
         self.settings = settings
+        self.verify = verify  # downloads are checked against their ETag (--ignore-checksum: off)
         self.retry = retry or Retrier()
         self.meter: Meter = self.retry.meter
         self.hooks = hooks or UploadHooks()
@@ -189,11 +192,12 @@ class Storage:
         return await self._retrying(read, f"read {url}")
 
     async def download(
-        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts
+        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts, etag: str = ""
     ) -> int:
         """The object into the file `target`, which is either absent or complete afterwards, never
         half-written: fetched into a temporary file beside it (again from the start if a fetch
-        fails), size checked, given the object's time, then landed (landing.py)."""
+        fails), size checked, checked against its `etag` (`_verify`), given the object's time,
+        then landed (landing.py)."""
         parent = self._make_parent(target)
         existed = _kind(target)
         if existed == "directory":  # made for keys below this one: no need to fetch it to know
@@ -203,7 +207,7 @@ class Storage:
         landed = False
         try:
             written = await self._retrying(
-                lambda: self._fetch(bucket, key, temporary, size, parts, parent, mtime),
+                lambda: self._fetch(bucket, key, temporary, size, parts, parent, mtime, etag),
                 f"get s3://{bucket}/{key}",
             )
             land(temporary, target, existed=existed is not None)
@@ -232,46 +236,81 @@ class Storage:
         return parent
 
     async def _fetch(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, parent: str, mtime: float
+        self,
+        bucket: str,
+        key: str,
+        temporary: str,
+        size: int,
+        parts: Parts,
+        parent: str,
+        mtime: float,
+        etag: str,
     ) -> int:
-        """One attempt at the object's bytes into `temporary`, with the object's time; a full
-        disk stops the job."""
+        """One attempt at the object's bytes into `temporary`, with the object's time, checked
+        against its ETag; a full disk stops the job."""
         try:
-            return await self._fetch_into(bucket, key, temporary, size, parts, mtime)
+            written, matches = await self._fetch_into(bucket, key, temporary, size, parts, mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
+        if matches is False and not await self._unverifiable(bucket, key):
+            raise ItemError(
+                f"the bytes received do not match the ETag of s3://{bucket}/{key} (changed on the way)",
+                retryable=True,
+            )
+        return written
+
+    async def _unverifiable(self, bucket: str, key: str) -> bool:
+        """Whether the object is one whose ETag is not the MD5 of its bytes though it looks like
+        one (SSE-KMS, SSE-C): asked only when bytes and ETag disagree, which is otherwise rare."""
+        head = await self.head(bucket, key)
+        kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
+        return kms or bool(head.get("x-amz-server-side-encryption-customer-algorithm"))
 
     async def _fetch_into(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float
-    ) -> int:
-        """The object's bytes into `temporary`: whole, streamed, or in ranges."""
+        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float, etag: str
+    ) -> tuple[int, bool | None]:
+        """The object's bytes into `temporary` (whole, streamed, or in ranges), and whether they
+        match `etag` (None: no ETag, or one that cannot tell; `verify` off: never asked)."""
         if size <= parts.threshold:  # ranges wait for their own bytes (_fetch_ranges)
             await self.retry.pace_bytes(size)
+        etag = etag if self.verify else ""
+        matches: bool | None = None
         if not obstore_can_address(key):
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
-            written = _write_file(temporary, data, mtime)
+            written, matches = await asyncio.to_thread(
+                _write_checked, temporary, data, mtime, etag, parts.size
+            )
         elif size > parts.threshold:
             written = await self._fetch_ranges(bucket, key, temporary, size, parts)
             _set_time(temporary, mtime)
+            if etag:  # read back (from the page cache, mostly) by a thread
+                matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size)
         else:
             self.meter.requests["GET"] += 1
             result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
             if size <= SMALL_BODY_MAX:
-                written = _write_file(temporary, await result.bytes_async(), mtime)
+                written, matches = _write_checked(
+                    temporary, await result.bytes_async(), mtime, etag, parts.size
+                )
             elif size <= WHOLE_BODY_MAX:  # written by a thread: the loop goes on with other items
-                written = await asyncio.to_thread(_write_file, temporary, await result.bytes_async(), mtime)
+                body = await result.bytes_async()
+                written, matches = await asyncio.to_thread(
+                    _write_checked, temporary, body, mtime, etag, parts.size
+                )
             else:  # streamed: memory per download stays at one chunk
                 written = 0
                 with open(temporary, "wb") as handle:
                     async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
                         written += handle.write(chunk)
                 _set_time(temporary, mtime)
+                if etag:
+                    matches = await asyncio.to_thread(etag_matches_file, temporary, etag, written, parts.size)
         if written != size:
             raise ItemError(
                 f"short read: got {written} of {size} bytes (object changed or connection cut)",
                 retryable=True,
             )
-        return written
+        return written, matches
 
     async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
         store = self._store(f"s3://{bucket}")
@@ -674,6 +713,14 @@ class Storage:
             lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
             f"abort an upload of s3://{bucket}/{key}",
         )
+
+
+def _write_checked(
+    path: str, data: bytes | memoryview | obstore.Bytes, mtime: float, etag: str, part_size: int
+) -> tuple[int, bool | None]:
+    """`_write_file`, and whether the bytes match `etag` (None: not asked, or it cannot tell)."""
+    written = _write_file(path, data, mtime)
+    return written, etag_matches_bytes(memoryview(data), etag, part_size) if etag else None
 
 
 def _write_file(path: str, data: bytes | memoryview | obstore.Bytes, mtime: float = 0.0) -> int:

@@ -244,6 +244,8 @@ class S3ThrottlingProxy(LoopbackProxy):
         self.denied_methods: set[str] = set()  # answered 403 AccessDenied, as a bucket policy would
         # a requester-pays bucket: a request without x-amz-request-payer is answered 403, as S3 does
         self.requester_pays = False
+        self.corrupt_bodies = 0  # the next this many object bodies (GET answers) get one byte flipped
+        self.corrupt_uploads = 0  # ... and the next this many PUT bodies (objects, parts) on their way in
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{path:.*}", self._handle)
@@ -275,6 +277,10 @@ class S3ThrottlingProxy(LoopbackProxy):
         self.log.times.append(time.monotonic())
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
         headers["Host"] = request.headers["Host"]  # signed by the client: MinIO must see the same
+        if self.corrupt_uploads and request.method == "PUT" and len(body) > 1:
+            self.corrupt_uploads -= 1
+            body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 1]) + body[len(body) // 2 + 1 :]
+            self.log.refused["corrupted"] += 1
         url = f"{self.upstream}{request.rel_url}"
         async with self._session.request(
             request.method,
@@ -288,4 +294,9 @@ class S3ThrottlingProxy(LoopbackProxy):
             if request.method == "HEAD":  # no body, and the object's own Content-Length
                 passed["Content-Length"] = reply.headers.get("Content-Length", "0")
                 return web.Response(status=reply.status, headers=passed)
+            object_body = request.method == "GET" and not request.query and reply.status in (200, 206)
+            if self.corrupt_bodies and object_body and len(data) > 1:  # an object's bytes, not a listing
+                self.corrupt_bodies -= 1  # a bit flipped on the way, as a broken middlebox would
+                data = data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 1]) + data[len(data) // 2 + 1 :]
+                self.log.refused["corrupted"] += 1
             return web.Response(status=reply.status, body=data, headers=passed)
