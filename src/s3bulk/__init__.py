@@ -3,7 +3,7 @@
     report = s3bulk.copy("s3://src/data/", "s3://dst/data/")
     assert report.ok, report.failures
 
-The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `remove`, `resume`,
+The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`, `resume`,
 `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `gather`, `gather_to_file`,
 `doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they
 return and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every
@@ -25,6 +25,8 @@ _EXPORTS = {
     "move_async": "s3bulk._api",
     "sync": "s3bulk._api",
     "sync_async": "s3bulk._api",
+    "check": "s3bulk._api",
+    "check_async": "s3bulk._api",
     "remove": "s3bulk._api",
     "remove_async": "s3bulk._api",
     "resume": "s3bulk._api",
@@ -93,6 +95,8 @@ __all__ = [
     "S3BulkError",
     "S3Error",
     "UsageError",
+    "check",
+    "check_async",
     "copy",
     "copy_async",
     "count_vectors",
@@ -141,6 +145,8 @@ __all__ = [
 if TYPE_CHECKING:
     from s3bulk._api import (
         Listing,
+        check,
+        check_async,
         copy,
         copy_async,
         count_vectors,

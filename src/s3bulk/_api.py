@@ -32,6 +32,7 @@ from s3bulk._commands import (
     SyncSpec,
 )
 from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.check import CheckSpec
 from s3bulk._commands.gather import ENGINE as GATHER
 from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.remove import ENGINE as REMOVE
@@ -360,6 +361,21 @@ async def sync_async(
     return await _run(SyncSpec, COPY, locals())
 
 
+async def check_async(
+    source: Location,
+    destination: Location,
+    *,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Compare two trees (prefixes or directories) without copying: the report's failures name
+    each difference ("missing: ...", "extra: ...", "differs: ...") and `objects_unchanged` counts
+    what is the same; `report.ok` is True when they hold the same."""
+    return await _run(CheckSpec, COPY, locals() | {"journal": False})
+
+
 async def remove_async(
     target: str,
     *,
@@ -600,6 +616,7 @@ async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSet
     return await remove_bucket(settings, bucket)
 
 
+check = _sync_twin(check_async)
 get = _sync_twin(get_async)
 head = _sync_twin(head_async)
 get_to_file = _sync_twin(get_to_file_async)

@@ -1,0 +1,77 @@
+"""`s3bulk check SRC DST`: what differs between two trees, copying nothing; exit 1 if anything."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from s3bulk._cli.jobrun import JsonOption
+from s3bulk._cli.options import (
+    EndpointOption,
+    ExcludeOption,
+    IncludeOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    RequestPayerOption,
+    settings_from,
+)
+from s3bulk._cli.output import guarded, say
+from s3bulk._cli.progress import json_line
+from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
+from s3bulk._engine.worker import run_loop
+from s3bulk._text import printable
+
+
+@guarded
+@with_source_options
+def check_command(
+    source: str = typer.Argument(..., help="s3://bucket/prefix/ or a directory."),
+    destination: str = typer.Argument(..., help="s3://bucket/prefix/ or a directory."),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
+    as_json: bool = JsonOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
+    source_side: SourceSide = SAME_SIDE,
+) -> int:
+    """Compare two trees (sizes, then ETags or the files' MD5) and list what differs, is
+    missing at DST or is extra there; copies nothing; exit 1 if anything differs."""
+    from s3bulk._api import check_async
+
+    settings = settings_from(
+        endpoint_url,
+        profile,
+        region,
+        no_verify_ssl,
+        no_sign_request,
+        source_side=source_side,
+        request_payer=request_payer,
+    )
+    report = run_loop(check_async(source, destination, include=include, exclude=exclude, settings=settings))
+    out = sys.stdout
+    counts: dict[str, int] = {}
+    for failure in report.failures:
+        kind, _, why = failure.reason.partition(": ")
+        kind = kind if kind in ("missing", "extra", "differs", "cannot tell") else "failed"
+        counts[kind] = counts.get(kind, 0) + 1
+        if as_json:
+            json_line({"status": kind, "name": failure.source, "why": why or failure.reason}, out)
+        else:
+            out.write(f"{kind}: {printable(failure.source)}" + (f" ({printable(why)})" if why else "") + "\n")
+    same = report.objects_unchanged
+    summary = ", ".join(f"{count:,} {kind}" for kind, count in counts.items())
+    if as_json:
+        json_line({"summary": {"same": same, **counts}}, out)
+    else:
+        say(f"check: {same:,} the same" + (f", {summary}" if summary else ""), err=True)
+    return 1 if counts or report.aborted else 0
+
+
+COMMANDS = {"check": check_command}  # found by s3bulk._cli: the commands this module adds
