@@ -34,16 +34,16 @@ def manifest_chunks(path: str, size: int = MANIFEST_CHUNK) -> Iterator[list[str]
         yield chunk
 
 
-def check_manifest(path: str) -> str:
+def check_manifest(path: str, flag: str = "--files-from", holds: str = "one name per line") -> str:
     """The manifest's absolute path; one line if it cannot be read."""
     full = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(full):
-        raise UsageError(f"--files-from {path}: no such file (one name per line, or - for stdin)")
+        raise UsageError(f"{flag} {path}: no such file ({holds}, or - for stdin)")
     try:
         with open(full, encoding="utf-8") as handle:
             handle.read(4096)
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--files-from {path}: cannot read it as UTF-8 text: {exc}") from None
+        raise UsageError(f"{flag} {path}: cannot read it as UTF-8 text: {exc}") from None
     return full
 
 
