@@ -34,6 +34,7 @@ bench: setup
 	$(PY) bench/bench_vectors_sink.py --runs 3
 	$(PY) bench/bench_streams.py --runs 3
 	$(PY) bench/bench_open.py --runs 3
+	$(PY) bench/bench_manifest.py --runs 3
 	$(PY) bench/bench_gather.py --runs 3
 	$(PY) bench/bench_ray.py --runs 3
 
