@@ -58,7 +58,7 @@ def main() -> None:
 
         s3bulk = str(BIN / "s3bulk")
         tools = {
-            "s3bulk cp --files-from": f"{s3bulk} cp -q --files-from {manifest} s3://bench/src/ {out}/files-from/",
+            "s3bulk cp --files-from": f"{s3bulk} cp -q --files-from {manifest} s3://bench/src/ {out}/named/",
             "s3bulk run": f"{s3bulk} run -q {cp_lines('run')}",
             "s5cmd run": f"{shlex.join(s5)} run {cp_lines('s5cmd')} > /dev/null",
         }
