@@ -165,16 +165,9 @@ class Storage:
 
     async def list_versions(self, bucket: str, prefix: str = "") -> AsyncIterator[list[VersionInfo]]:
         """Every version and delete marker under `prefix` (a versioned bucket), a page at a time."""
-        markers: tuple[str, str] | None = None
-        while True:
-            page = await self._retrying(
-                partial(self.client.list_object_versions, bucket, prefix, markers),
-                f"list the versions in s3://{bucket}/{prefix}",
-            )
-            yield page.versions
-            if page.next_markers is None or page.next_markers == markers:
-                return
-            markers = page.next_markers
+        listing = partial(self.client.list_object_versions, bucket, prefix)
+        async for page in self._marker_pages(listing, f"list the versions in s3://{bucket}/{prefix}"):
+            yield page
 
     # ---- reading -------------------------------------------------------------------------------
     async def read_range(self, root: str, key: str, start: int, end: int) -> memoryview:
@@ -696,13 +689,19 @@ class Storage:
                 yield [upload for upload in page if upload.key.startswith(prefix)]
 
     async def _upload_pages(self, bucket: str, prefix: str) -> AsyncIterator[list[UploadInfo]]:
+        listing = partial(self.client.list_multipart_uploads, bucket, prefix)
+        async for page in self._marker_pages(listing, f"list multipart uploads in s3://{bucket}/{prefix}"):
+            yield page
+
+    async def _marker_pages(
+        self, listing: Callable[[tuple[str, str] | None], Awaitable[Any]], what: str
+    ) -> AsyncIterator[Any]:
+        """The entries of a listing that goes on from a pair of markers (ListMultipartUploads,
+        ListObjectVersions), a page at a time, each page retried."""
         markers: tuple[str, str] | None = None
         while True:
-            page = await self._retrying(
-                partial(self.client.list_multipart_uploads, bucket, prefix, markers),
-                f"list multipart uploads in s3://{bucket}/{prefix}",
-            )
-            yield page.uploads
+            page = await self._retrying(partial(listing, markers), what)
+            yield page[0]
             if page.next_markers is None or page.next_markers == markers:
                 return
             markers = page.next_markers
