@@ -125,3 +125,33 @@ def test_bad_manifests_are_one_line_and_nothing_is_done(minio: Endpoint, tmp_pat
         done = run_cli(minio.env, *args)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert keys(minio, bucket, "src/") == sorted(NAMES) and not (tmp_path / "x").exists()
+
+
+def test_sync_considers_only_the_named_on_both_sides(minio: Endpoint, tmp_path: Path) -> None:
+    bucket = new_bucket(minio)
+    tree = tmp_path / "tree"
+    (tree / "dir").mkdir(parents=True)
+    for name in ("a.txt", "dir/b.txt", "c.txt", "z.txt"):
+        (tree / name).write_text(name)
+    client = minio.client()
+    for key in ("gone.txt", "kept-extra.txt"):
+        client.put_object(Bucket=bucket, Key=f"s/{key}", Body=b"old")
+    names = manifest(tmp_path, "z.txt", "dir/b.txt", "gone.txt", "a.txt", "a.txt")  # any order, twice
+    done = run_cli(minio.env, "sync", "--delete", "--files-from", str(names), f"{tree}/", f"s3://{bucket}/s/")
+    assert done.returncode == 0, done.stderr
+    # named and at the source: copied; named and only at the destination: deleted; not named: untouched
+    assert keys(minio, bucket, "s/") == ["a.txt", "dir/b.txt", "kept-extra.txt", "z.txt"]
+    again = run_cli(minio.env, "sync", "--files-from", str(names), f"{tree}/", f"s3://{bucket}/s/")
+    assert again.returncode == 0 and "3 unchanged" in again.stdout, again.stdout
+
+
+def test_sorted_names_merges_runs_with_bounded_memory(tmp_path: Path, monkeypatch) -> None:
+    from s3bulk._sources import manifest as module
+
+    monkeypatch.setattr(module, "SORT_RUN", 7)  # many runs on disk, merged
+    names = [f"k{(n * 7919) % 100:03d}" for n in range(100)] + ["k005", "# a comment", ""]
+    path = tmp_path / "names.txt"
+    path.write_text("\n".join(names) + "\n")
+    assert list(module.sorted_names(str(path))) == sorted(
+        {name for name in names if name and not name.startswith("#")}
+    )

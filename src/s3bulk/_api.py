@@ -323,6 +323,7 @@ async def sync_async(
     delete: bool = False,
     allow_empty_source: bool = False,
     max_delete: int | None = None,
+    files_from: str | os.PathLike[str] | None = None,
     verify: bool = True,
     include: Patterns = (),
     exclude: Patterns = (),

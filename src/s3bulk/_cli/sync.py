@@ -27,6 +27,7 @@ from s3bulk._cli.options import (
     EndpointOption,
     EngineOption,
     ExcludeOption,
+    FilesFromOption,
     FollowSymlinksOption,
     IncludeOption,
     JournalUrlOption,
@@ -44,6 +45,7 @@ from s3bulk._cli.options import (
     RequestPayerOption,
     TpsLimitOption,
     WorkersOption,
+    manifest_path,
     parse_optional_size,
     parse_size,
     parse_switch,
@@ -76,6 +78,7 @@ def sync_command(
     exclude: list[str] = ExcludeOption,
     dry_run: bool = DryRunOption,
     max_delete: int | None = MaxDeleteOption,
+    files_from: str | None = FilesFromOption,
     ignore_checksum: bool = typer.Option(
         False, "--ignore-checksum", help="Do not check downloads against their ETag (MD5)."
     ),
@@ -176,6 +179,7 @@ def sync_command(
                 max_size=max_size,
                 newer_than=newer_than,
                 older_than=older_than,
+                files_from=manifest_path(files_from),
                 verify=not ignore_checksum,
                 bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                 tpslimit=tpslimit,

@@ -25,6 +25,7 @@ from s3bulk._plan.diff import Entry, SyncMode, decide, merge_join
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
 from s3bulk._sources.local import walk
+from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores.etags import etag_matches_file
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier
@@ -199,11 +200,13 @@ class SyncJob(CopyJob):
                 self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats)
             )
         try:
-            pairs = merge_join(
-                _prefetch(self._entries(self.source, reader, is_source=True)),
-                _prefetch(self._entries(self.destination, client, is_source=False)),
-                chunk=ACTIONS_PER_BATCH,
-            )
+            sides = [
+                self._entries(self.source, reader, is_source=True),
+                self._entries(self.destination, client, is_source=False),
+            ]
+            if self.options.files_from is not None:  # only what the manifest names, on both sides
+                sides = [_only_named(side, sorted_names(self.options.files_from)) for side in sides]
+            pairs = merge_join(_prefetch(sides[0]), _prefetch(sides[1]), chunk=ACTIONS_PER_BATCH)
             async for chunk in pairs:
                 with stats.timed("plan"):
                     batch = self._plan(chunk)
@@ -400,6 +403,21 @@ class SyncJob(CopyJob):
         if isinstance(self.source, S3Location):
             return transfer.source[len(self.source.key) :]
         return transfer.source[len(str(self.source.path)) :].lstrip("/")
+
+
+async def _only_named(pages: AsyncIterator[list[Entry]], names: Iterator[str]) -> AsyncIterator[list[Entry]]:
+    """The entries whose names a sorted manifest holds: both are in the same order, so one walk
+    down each finds them, whatever the size of either."""
+    wanted = next(names, None)
+    async for page in pages:
+        kept = []
+        for entry in page:
+            while wanted is not None and wanted < entry.relative:
+                wanted = next(names, None)
+            if wanted == entry.relative:
+                kept.append(entry)
+        if kept:
+            yield kept
 
 
 def _counted_in(stats: WorkerStats) -> Retrier:

@@ -5,9 +5,11 @@ first copied into the state directory, so that a resume can read it again."""
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,41 @@ def manifest_chunks(path: str, size: int = MANIFEST_CHUNK) -> Iterator[list[str]
                 chunk = []
     if chunk:
         yield chunk
+
+
+SORT_RUN = 200_000  # names sorted in memory at once: the rest wait in sorted runs on disk
+
+
+def sorted_names(path: str) -> Iterator[str]:
+    """The manifest's names in order, each once, with bounded memory: runs of SORT_RUN names are
+    sorted and written to temporary files, then merged (what `sort` does)."""
+    with tempfile.TemporaryDirectory(prefix="s3bulk-manifest-") as scratch:
+        runs: list[str] = []
+        names: list[str] = []
+        for chunk in manifest_chunks(path):
+            names.extend(chunk)
+            if len(names) >= SORT_RUN:
+                runs.append(_write_run(scratch, len(runs), names))
+                names = []
+        runs.append(_write_run(scratch, len(runs), names))
+        files = [open(run, encoding="utf-8") for run in runs]  # noqa: SIM115 -- closed below
+        try:
+            last = None
+            for line in heapq.merge(*files):
+                name = line[:-1]
+                if name != last:
+                    yield name
+                    last = name
+        finally:
+            for handle in files:
+                handle.close()
+
+
+def _write_run(scratch: str, number: int, names: list[str]) -> str:
+    path = os.path.join(scratch, f"run-{number}")
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(name + "\n" for name in sorted(names))
+    return path
 
 
 def check_manifest(path: str, flag: str = "--files-from", holds: str = "one name per line") -> str:
