@@ -222,3 +222,26 @@ def test_a_body_corrupted_on_its_way_in_is_refused_and_sent_again(
         assert done.returncode == 0, done.stderr
         assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in done.stdout.replace(" ", "")
     assert minio.client().get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
+
+
+def test_an_encrypted_object_is_checked_by_the_checksum_the_service_keeps(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    """SSE-KMS: the ETag is no MD5 of the bytes, so the x-amz-checksum-sha256 stored with the
+    object decides; a corrupted body is caught by it and fetched again."""
+    from s3bulk.testing.servers import KMS_KEY_ID
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    body = os.urandom(300_000)
+    minio.client().put_object(
+        Bucket=bucket, Key="d/secret", Body=body, ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY_ID,
+        ChecksumAlgorithm="SHA256",
+    )  # fmt: skip
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.corrupt_bodies = 1
+        done = run_cli(env, "cp", "--json", f"s3://{bucket}/d/", f"{tmp_path}/down/")
+        assert done.returncode == 0, done.stderr
+        assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in done.stdout.replace(" ", "")
+    assert (tmp_path / "down" / "secret").read_bytes() == body

@@ -7,8 +7,10 @@ SSE-C objects) proves nothing: `None`, "cannot tell", as opposed to False, "thes
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
+import zlib
 from collections.abc import Callable, Iterable
 
 MiB = 1024 * 1024
@@ -89,3 +91,25 @@ def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:
             if remaining:
                 break
     return whole.hexdigest(), parts
+
+
+def checksum_matches_file(path: str, headers: dict[str, str]) -> bool | None:
+    """Whether the file holds the bytes a full-object checksum the service keeps describes
+    (x-amz-checksum-sha256, -sha1, -crc32, base64); None when there is none this can compute (a
+    composite of parts, CRC32C, CRC64NVME)."""
+    for name, make in (("sha256", hashlib.sha256), ("sha1", hashlib.sha1)):
+        expected = headers.get(f"x-amz-checksum-{name}", "")
+        if expected and "-" not in expected:
+            digest = make()
+            with open(path, "rb") as handle:
+                while block := handle.read(MiB):
+                    digest.update(block)
+            return base64.b64encode(digest.digest()).decode() == expected
+    expected = headers.get("x-amz-checksum-crc32", "")
+    if expected and "-" not in expected:
+        crc = 0
+        with open(path, "rb") as handle:
+            while block := handle.read(MiB):
+                crc = zlib.crc32(block, crc)
+        return base64.b64encode(crc.to_bytes(4, "big")).decode() == expected
+    return None

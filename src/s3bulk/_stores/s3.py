@@ -271,6 +271,7 @@ class S3Client(SignedHttp):
         part_number: int | None = None,
         of_source: bool = False,
         version_id: str = "",
+        checksums: bool = False,
     ) -> dict[str, str]:
         """The object's headers (names in lower case): its attributes, or with `part_number`
         the size of that part of a multipart object (Content-Length)."""
@@ -278,8 +279,9 @@ class S3Client(SignedHttp):
         if version_id:
             params["versionId"] = version_id
         what = f"head s3://{bucket}/{key}"
+        asked = {"x-amz-checksum-mode": "ENABLED"} if checksums else None
         _, headers, _ = await self.request(
-            "HEAD", "HEAD", bucket, key, params=params, what=what, of_source=of_source
+            "HEAD", "HEAD", bucket, key, params=params, headers=asked, what=what, of_source=of_source
         )
         return {name.lower(): value for name, value in headers.items()}
 

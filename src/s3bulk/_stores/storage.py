@@ -34,7 +34,7 @@ import obstore
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
-from s3bulk._stores.etags import etag_matches_bytes, etag_matches_file
+from s3bulk._stores.etags import checksum_matches_file, etag_matches_bytes, etag_matches_file
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
@@ -154,11 +154,18 @@ class Storage:
         *,
         of_source: bool = False,
         version_id: str = "",
+        checksums: bool = False,
     ) -> dict[str, str]:
-        """The object's headers, names in lower case (with `part_number`: that part's size)."""
+        """The object's headers, names in lower case (with `part_number`: that part's size; with
+        `checksums`: the x-amz-checksum-* the service keeps)."""
         return await self._retrying(
             lambda: self.client.head_object(
-                bucket, key, part_number=part_number, of_source=of_source, version_id=version_id
+                bucket,
+                key,
+                part_number=part_number,
+                of_source=of_source,
+                version_id=version_id,
+                checksums=checksums,
             ),
             f"head s3://{bucket}/{key}",
         )
@@ -245,17 +252,23 @@ class Storage:
             written, matches = await self._fetch_into(bucket, key, temporary, size, parts, mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
-        if matches is False and not await self._unverifiable(bucket, key):
+        if matches is False and not await self._second_opinion(bucket, key, temporary):
             raise ItemError(
-                f"the bytes received do not match the ETag of s3://{bucket}/{key} (changed on the way)",
+                f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
+                "changed on the way",
                 retryable=True,
             )
         return written
 
-    async def _unverifiable(self, bucket: str, key: str) -> bool:
-        """Whether the object is one whose ETag is not the MD5 of its bytes though it looks like
-        one (SSE-KMS, SSE-C): asked only when bytes and ETag disagree, which is otherwise rare."""
-        head = await self.head(bucket, key)
+    async def _second_opinion(self, bucket: str, key: str, temporary: str) -> bool:
+        """Bytes and ETag disagree, which is rare but for objects whose ETag is no MD5 though it
+        looks like one (SSE-KMS, SSE-C): a HEAD says. A full-object checksum the service keeps
+        (x-amz-checksum-sha256, -sha1, -crc32) then decides; without one, such an object is taken
+        as it came, and any other is not."""
+        head = await self.head(bucket, key, checksums=True)
+        found = await asyncio.to_thread(checksum_matches_file, temporary, head)
+        if found is not None:
+            return found
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
         return kms or bool(head.get("x-amz-server-side-encryption-customer-algorithm"))
 
