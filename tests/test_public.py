@@ -51,6 +51,7 @@ API = {
             "copy",
             "move",
             "sync",
+            "check",
             "remove",
             "resume",
             "retry_failed",
