@@ -25,6 +25,9 @@ _EXPORTS = {
     "move_async": "s3bulk._api",
     "sync": "s3bulk._api",
     "sync_async": "s3bulk._api",
+    "map": "s3bulk._map",
+    "map_async": "s3bulk._map",
+    "MapResults": "s3bulk._map",
     "check": "s3bulk._api",
     "check_async": "s3bulk._api",
     "remove": "s3bulk._api",
@@ -90,6 +93,7 @@ __all__ = [
     "ItemError",
     "JobInterrupted",
     "Listing",
+    "MapResults",
     "ObjectInfo",
     "Report",
     "S3BulkError",
@@ -120,6 +124,8 @@ __all__ = [
     "ls_async",
     "make_bucket",
     "make_bucket_async",
+    "map",
+    "map_async",
     "move",
     "move_async",
     "open",
@@ -193,6 +199,7 @@ if TYPE_CHECKING:
     from s3bulk._engine.strategies import ENGINES
     from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
     from s3bulk._journal.local import list_jobs
+    from s3bulk._map import MapResults, map, map_async
     from s3bulk._report import Failure, Report
     from s3bulk._stores.attributes import Attributes
     from s3bulk._stores.s3xml import BucketInfo, ObjectInfo

@@ -11,11 +11,13 @@ survive the fork; otherwise a forkserver starts them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import pickle
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from s3bulk._engine.job import Job
@@ -76,6 +78,28 @@ class Launcher(Protocol):
     def close(self) -> None: ...
 
 
+@contextlib.contextmanager
+def _main_left_out() -> Iterator[None]:
+    """Start a spawned or forkserver child without re-running the caller's main script in it:
+    multiprocessing would run it again (a script without a `__main__` guard would start its job
+    twice; code piped to `python -` cannot be found at all). Workers need nothing from it: a job
+    is pickled whole, and a function of `__main__` travels by value (cloudpickle, `map`)."""
+    main = sys.modules.get("__main__")
+    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+    if main is None or (spec is None and path is None):
+        yield
+        return
+    main.__spec__ = None  # what multiprocessing reads first
+    if path is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+        if path is not None:
+            main.__file__ = path
+
+
 class ProcessLauncher:
     def __init__(self) -> None:
         self.context = _process_context()
@@ -91,7 +115,8 @@ class ProcessLauncher:
             process = self.context.Process(
                 target=worker_main, args=(child, job, options, index, inherited), daemon=True
             )
-            process.start()
+            with _main_left_out():
+                process.start()
             child.close()
             started.append((PipeLink(parent), process))
         return list(started)

@@ -1,0 +1,264 @@
+"""`map FUNCTION SRC`: the user's own function over every object under a prefix, at the speed of
+the service. `fn(obj, body)` gets the object's listing entry and its bytes.
+
+The listing is the parallel one `cp` uses; each worker process (one per core: the function is
+Python work) fetches bodies on its event loop while a sync `fn` runs on threads beside it, so the
+next bodies arrive while the user's code works, and the byte budget bounds what is held, not the
+object count. What `fn` returns goes one of three ways: back to the caller (records, in
+completion order), uploaded under the mapped key (`to`: bytes, or None to skip), or written as
+rows (`output`: JSON lines, by the driver). An exception in `fn` fails that object alone, with its
+last line, unless `on_error="abort"`. The function travels to workers by cloudpickle (a lambda, a
+closure, a function of `__main__`); the journal keeps its import path when it has one, so a job
+of an importable function resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import traceback
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Self
+
+from s3bulk._commands.base import Command, JobPlan, Spec, patterns
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import Job, WorkerContext
+from s3bulk._errors import ItemError, JobAborted, UsageError
+from s3bulk._plan.filters import Filters
+from s3bulk._report import WorkerStats
+from s3bulk._sources.listing import KeyRange, iter_range, partitioning_pays
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.storage import Storage
+from s3bulk._urls import S3Location, parse_s3, relative_key
+
+ON_ERROR = ("collect", "abort")
+
+
+def function_path(fn: Callable[..., Any]) -> str:
+    """ "module:qualname" when `fn` can be imported again by it (a resume needs that), else ""."""
+    module, name = getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in name:
+        return ""
+    try:
+        return f"{module}:{name}" if imported(f"{module}:{name}") is fn else ""
+    except UsageError:
+        return ""
+
+
+_HELD: dict[str, Callable[..., Any]] = {}  # functions with no import path, held for this process's runs
+
+
+def hold(fn: Callable[..., Any]) -> str:
+    """What a spec names `fn` by: its import path, or a token for a function only this process
+    has (a lambda, a closure, one defined in `__main__`), which no resume can find again."""
+    path = function_path(fn)
+    if path:
+        return path
+    token = f"held:{id(fn):x}"
+    _HELD[token] = fn
+    return token
+
+
+def imported(path: str) -> Callable[..., Any]:
+    """The function "package.module:function" names; one line if it cannot be had."""
+    if path.startswith("held:"):
+        if path not in _HELD:
+            raise UsageError(
+                "this map's function has no import path (a lambda, a closure, one in __main__), so "
+                "only the run that was given it can use it: run the map again, or give module:function"
+            )
+        return _HELD[path]
+    module_name, colon, name = path.partition(":")
+    if not colon or not module_name or not name:
+        raise UsageError(f"{path!r}: name the function as package.module:function")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in name.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot import {path}: {exc}") from None
+    if not callable(found):
+        raise UsageError(f"{path} is not a function")
+    return found  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MapSpec(Spec):
+    command: ClassVar[str] = "map"
+    source: str  # s3://bucket/prefix/
+    function: str  # "module:qualname", or a token `hold` gave a function only this process holds
+    to: str | None = None  # s3://bucket/prefix/: fn's bytes are uploaded under the mapped key
+    output: str | None = None  # a .jsonl file of {"key", "result"} rows (written by the driver)
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    on_error: str = "collect"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "include", patterns(self.include, "include"))
+        object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
+        location = parse_s3(self.source)
+        if location.key and not location.key.endswith("/"):
+            object.__setattr__(self, "source", self.source + "/")  # a prefix, as the name says
+        if self.to is not None:
+            parse_s3(self.to)
+            if not self.to.endswith("/"):
+                object.__setattr__(self, "to", self.to + "/")
+        if self.on_error not in ON_ERROR:
+            raise UsageError(f"on_error {self.on_error!r}: use one of {', '.join(ON_ERROR)}")
+        if self.to is not None and self.output is not None:
+            raise UsageError("to= uploads what the function returns, output= writes it as rows: pick one")
+        if self.output is not None and not self.output.endswith(".jsonl"):
+            raise UsageError(f"output {self.output!r}: results are written as JSON lines (name it .jsonl)")
+
+    def places(self) -> tuple[str, str]:
+        return self.source, self.to or self.output or ""
+
+    def s3_locations(self) -> tuple[str, ...]:
+        return tuple(place for place in (self.source, self.to) if place)
+
+    def leaving_out(self, pattern: str) -> Self:
+        return replace(self, exclude=(*self.exclude, pattern))
+
+
+class MapCommand(Command):
+    name: ClassVar[str] = "map"
+    spec: ClassVar[type[Spec]] = MapSpec
+
+    def python_bound(self, spec: Spec) -> bool:
+        return True  # the user's code: one process per core
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        assert isinstance(spec, MapSpec)
+        return MapJob(settings, parse_s3(spec.source), imported(spec.function), spec)
+
+    def verb(self, job: Job) -> str:
+        return "map"
+
+
+@dataclass
+class MapJob:
+    settings: AwsSettings
+    source: S3Location
+    function: Callable[..., Any]
+    spec: MapSpec
+    preflight_requests: dict[str, int] = field(default_factory=dict)
+    preflight_notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._storage: Storage | None = None
+        self._results: dict[str, Any] = {}  # what fn returned, until its record is sent
+        self._filters = Filters(self.spec.include, self.spec.exclude)
+        self._to = parse_s3(self.spec.to) if self.spec.to else None
+        self._is_async = inspect.iscoroutinefunction(self.function)
+
+    def __getstate__(self) -> dict[str, Any]:
+        import cloudpickle
+
+        state = dict(self.__dict__) | {"_storage": None, "_results": {}}
+        state["function"] = cloudpickle.dumps(self.function)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import cloudpickle
+
+        state["function"] = cloudpickle.loads(state["function"])
+        self.__dict__.update(state)
+
+    # ---- driver side -------------------------------------------------------------------------
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        yield KeyRange()
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        for batch in rows:
+            yield tuple(ObjectInfo(key, size, "", "") for key, size in batch)
+
+    # ---- worker side -------------------------------------------------------------------------
+    async def open(self, ctx: WorkerContext) -> None:
+        self._storage = Storage(self.settings, connections=128, retry=ctx.retrier)
+
+    async def close(self, ctx: WorkerContext) -> None:
+        if self._storage is not None:
+            await self._storage.close()
+
+    @property
+    def storage(self) -> Storage:
+        assert self._storage is not None, "the job is not open in this worker"
+        return self._storage
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[ObjectInfo]]:
+        if isinstance(descriptor, tuple):  # a retry's objects
+            yield self._wanted(list(descriptor), ctx)
+            return
+        partitioned = partitioning_pays(self.settings.resolved_endpoint)
+        async for objects in iter_range(
+            self.storage,
+            self.source.bucket,
+            self.source.key,
+            descriptor,
+            on_split=ctx.split if partitioned else None,
+            want_split=ctx.want_split,
+        ):
+            yield self._wanted(objects, ctx)
+
+    def _wanted(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[ObjectInfo]:
+        chosen = [
+            info
+            for info in objects
+            if not info.key.endswith("/") and self._filters.accepts(relative_key(info.key, self.source.key))
+        ]
+        chosen = ctx.drop_done(chosen, lambda info: info.key)
+        ctx.stats.objects_listed += len(chosen)
+        ctx.stats.bytes_listed += sum(info.size for info in chosen)
+        return chosen
+
+    async def run(self, item: ObjectInfo, ctx: WorkerContext) -> int:
+        body = (
+            bytes(await self.storage.read_range(f"s3://{self.source.bucket}", item.key, 0, item.size))
+            if item.size
+            else b""
+        )
+        try:
+            if self._is_async:
+                result = await self.function(item, body)
+            else:  # on a thread: the event loop goes on fetching the next bodies meanwhile
+                result = await asyncio.to_thread(self.function, item, body)
+        except Exception as exc:
+            last = traceback.format_exception_only(exc)[-1].strip()
+            if self.spec.on_error == "abort":
+                raise JobAborted(f"map stopped at s3://{self.source.bucket}/{item.key}: {last}") from None
+            raise ItemError(f"the function raised {last}", retryable=False) from None
+        if self._to is not None:
+            if result is not None:
+                if not isinstance(result, bytes | bytearray | memoryview):
+                    raise ItemError(
+                        f"with to=, the function returns bytes or None, not {type(result).__name__}",
+                        retryable=False,
+                    )
+                key = self._to.key + relative_key(item.key, self.source.key)
+                await self.storage.put_bytes(self._to.bucket, key, bytes(result))
+            return item.size
+        self._results[item.key] = result
+        return item.size
+
+    def record(self, item: ObjectInfo) -> dict[str, Any]:
+        return {
+            "source": f"s3://{self.source.bucket}/{item.key}",
+            "key": item.key,
+            "size": item.size,
+            "object": item,
+            "result": self._results.pop(item.key, None),
+        }
+
+    def item_id(self, item: ObjectInfo) -> str:
+        return item.key
+
+    def cost(self, item: ObjectInfo) -> int:
+        return item.size
+
+    def describe(self, item: ObjectInfo) -> tuple[str, str, int]:
+        return f"s3://{self.source.bucket}/{item.key}", "", item.size
+
+
+COMMANDS = (MapCommand(),)  # found by the registry (s3bulk._commands)
