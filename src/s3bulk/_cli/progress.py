@@ -101,6 +101,8 @@ SHOWN_OBJECTS = 10  # objects named one line each, as `aws s3 cp` names them, be
 def object_line(command: str, record: dict[str, Any]) -> str:
     """`aws s3`'s line for one object: "upload: ./a.txt to s3://b/a.txt", "delete: s3://b/k"."""
     source, destination = record.get("source", ""), record.get("destination", "")
+    if command == "map":
+        return f"map: {source}" + (f" to {destination}" if destination else "")
     if not destination:
         return f"delete: {source}"
     if command == "mv":

@@ -19,6 +19,7 @@ import importlib
 import inspect
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Self
 
@@ -148,6 +149,7 @@ class MapJob:
 
     def __post_init__(self) -> None:
         self._storage: Storage | None = None
+        self._threads: Executor | None = None
         self._results: dict[str, Any] = {}  # what fn returned, until its record is sent
         self._filters = Filters(self.spec.include, self.spec.exclude)
         self._to = parse_s3(self.spec.to) if self.spec.to else None
@@ -156,7 +158,7 @@ class MapJob:
     def __getstate__(self) -> dict[str, Any]:
         import cloudpickle
 
-        state = dict(self.__dict__) | {"_storage": None, "_results": {}}
+        state = dict(self.__dict__) | {"_storage": None, "_threads": None, "_results": {}}
         state["function"] = cloudpickle.dumps(self.function)
         return state
 
@@ -176,11 +178,18 @@ class MapJob:
 
     # ---- worker side -------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self._storage = Storage(self.settings, connections=128, retry=ctx.retrier)
+        # as many threads as objects in flight: a function that waits (a sleep, a call of its
+        # own) holds one thread, never the fetching, nor the other objects' calls
+        self._threads = ThreadPoolExecutor(self.spec.engine.concurrency, thread_name_prefix="s3bulk-map")
 
     async def close(self, ctx: WorkerContext) -> None:
         if self._storage is not None:
             await self._storage.close()
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
     @property
     def storage(self) -> Storage:
@@ -223,7 +232,8 @@ class MapJob:
             if self._is_async:
                 result = await self.function(item, body)
             else:  # on a thread: the event loop goes on fetching the next bodies meanwhile
-                result = await asyncio.to_thread(self.function, item, body)
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._threads, self.function, item, body)
         except Exception as exc:
             last = traceback.format_exception_only(exc)[-1].strip()
             if self.spec.on_error == "abort":
@@ -236,15 +246,20 @@ class MapJob:
                         f"with to=, the function returns bytes or None, not {type(result).__name__}",
                         retryable=False,
                     )
-                key = self._to.key + relative_key(item.key, self.source.key)
-                await self.storage.put_bytes(self._to.bucket, key, bytes(result))
+                await self.storage.put_bytes(self._to.bucket, self._mapped(item.key), bytes(result))
             return item.size
         self._results[item.key] = result
         return item.size
 
+    def _mapped(self, key: str) -> str:
+        assert self._to is not None
+        return self._to.key + relative_key(key, self.source.key)
+
     def record(self, item: ObjectInfo) -> dict[str, Any]:
+        to = self._to
         return {
             "source": f"s3://{self.source.bucket}/{item.key}",
+            "destination": f"s3://{to.bucket}/{self._mapped(item.key)}" if to else "",
             "key": item.key,
             "size": item.size,
             "object": item,

@@ -1,0 +1,147 @@
+"""`s3bulk map package.module:function s3://bucket/prefix/ [--to s3://…/] [--output x.jsonl]`:
+the user's function over every object; without --to or --output its results are printed as JSON
+lines ({"key", "result"}) as they come."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+
+from s3bulk._cli.jobrun import (
+    JsonOption,
+    MaxMemoryOption,
+    QuietOption,
+    ResumeOption,
+    RetryFailedOption,
+    StatsOption,
+    continuation,
+    run_job,
+)
+from s3bulk._cli.options import (
+    ConcurrencyOption,
+    EndpointOption,
+    EngineOption,
+    ExcludeOption,
+    IncludeOption,
+    NoSignOption,
+    NoVerifyOption,
+    ProfileOption,
+    RegionOption,
+    RequestPayerOption,
+    WorkersOption,
+    parse_optional_size,
+    settings_from,
+)
+from s3bulk._cli.progress import json_line
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._engine.strategies import DEFAULT_ENGINE
+
+
+def map_command(
+    function: str | None = typer.Argument(
+        None,
+        help="package.module:function, called as function(obj, body) (the current directory is importable).",
+        show_default=False,
+    ),
+    source: str | None = typer.Argument(None, help="s3://bucket/prefix/", show_default=False),
+    to: str | None = typer.Option(
+        None, "--to", help="Upload what the function returns (bytes; None skips) here."
+    ),
+    output: str | None = typer.Option(None, "--output", help="Write the results as JSON lines to this file."),
+    on_error: str = typer.Option(
+        "collect", "--on-error", help="collect: an exception fails its object; abort: the job."
+    ),
+    include: list[str] = IncludeOption,
+    exclude: list[str] = ExcludeOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    engine: str | None = EngineOption,
+    workers: int | None = WorkersOption,
+    concurrency: int = ConcurrencyOption,
+    max_memory: str | None = MaxMemoryOption,
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    endpoint_url: str | None = EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    no_verify_ssl: bool = NoVerifyOption,
+    no_sign_request: bool = NoSignOption,
+    request_payer: str | None = RequestPayerOption,
+) -> int:
+    """Run your own Python function over every object under a prefix, one process per core."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `mymodule:fn` from where the user stands, as python -m does
+    memory = parse_optional_size(max_memory, "--max-memory")
+    start = continuation(
+        "map",
+        resume,
+        retry_failed,
+        [function, source],
+        {"engine": engine, "workers": workers, "max_memory": memory},
+    )
+    if start is None:
+        from s3bulk._api import run_async
+        from s3bulk._commands.map import MapSpec, imported
+
+        assert function is not None and source is not None
+        imported(function)  # a name that cannot be imported is one line now
+        settings = settings_from(
+            endpoint_url, profile, region, no_verify_ssl, no_sign_request, request_payer=request_payer
+        )
+        chosen = EngineSpec(
+            engine=engine or DEFAULT_ENGINE, workers=workers, concurrency=concurrency, max_memory=memory
+        )
+        spec = MapSpec(
+            source=source,
+            function=function,
+            to=to,
+            output=output,
+            include=tuple(include),
+            exclude=tuple(exclude),
+            on_error=on_error,
+            engine=chosen,
+        )
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return run_async(
+                spec, settings=settings, on_progress=on_progress, on_records=_results(spec, on_records)
+            )
+
+    return run_job(
+        start,
+        verb="map",
+        as_json=as_json,
+        dry_run=False,
+        quiet=True if not (to or output) else quiet,
+        stats=stats,
+    )
+
+
+def _results(spec: Any, shown: Any) -> Any:
+    """What the job's records become: JSON lines on stdout (no --to/--output), in the --output
+    file, or the usual lines of what was uploaded."""
+    if spec.to:
+        return shown
+    import orjson
+
+    sink = open(spec.output, "ab") if spec.output else None  # noqa: SIM115 -- one per run, flushed per batch
+    out = sys.stdout
+
+    def write(records: list[dict[str, Any]]) -> None:
+        for record in records:
+            row = {"key": record["key"], "result": record["result"]}
+            if sink is not None:
+                sink.write(orjson.dumps(row, default=str) + b"\n")
+            else:
+                json_line(row, out)
+        if sink is not None:
+            sink.flush()
+
+    return write
+
+
+COMMANDS = {"map": map_command}  # found by s3bulk._cli: the commands this module adds

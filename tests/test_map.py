@@ -1,0 +1,167 @@
+"""`s3bulk.map` and `s3bulk map` (issue 22), against MinIO: results equal a serial loop's for sync
+and async functions on every local engine; an exception fails exactly its objects; `to=` uploads
+what the function returns under the mapped key (None skips) and a SIGKILLed transform resumes with
+every output present and correct; `output=` writes one row per object; a lambda travels to worker
+processes; a function that waits does not hold the others (or the fetching) back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import S3BULK, Endpoint, new_bucket, run_cli
+
+TESTS = Path(__file__).resolve().parent
+OBJECTS = 1000
+
+
+@pytest.fixture(scope="module")
+def bucket_of_objects(minio: Endpoint) -> tuple[str, dict[str, bytes]]:
+    bucket = new_bucket(minio, "map")
+    client = minio.client()
+    bodies = {f"in/{n % 10}/k{n:04d}": os.urandom(n % 97 + 1) for n in range(OBJECTS)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    return bucket, bodies
+
+
+@pytest.fixture
+def api(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.syspath_prepend(str(TESTS))
+    import s3bulk
+
+    return s3bulk
+
+
+@pytest.mark.parametrize("engine", ["hybrid", "async", "threads", "processes", "serial"])
+def test_results_equal_a_serial_loop(api, bucket_of_objects, engine: str) -> None:
+    import mapfns
+
+    bucket, bodies = bucket_of_objects
+    expected = {mapfns.digest(type("O", (), {"key": key})(), body) for key, body in bodies.items()}
+    for fn in (mapfns.digest, mapfns.digest_async):
+        results = api.map(fn, f"s3://{bucket}/in/", engine=engine)
+        got = [(obj.key, result) for obj, result in results]
+        assert {result for _, result in got} == expected, (engine, fn.__name__)
+        assert len(got) == OBJECTS and results.report.ok
+
+
+def test_an_exception_fails_exactly_its_objects(api, bucket_of_objects) -> None:
+    import mapfns
+
+    bucket, bodies = bucket_of_objects
+    results = api.map(mapfns.fails_on_sevens, f"s3://{bucket}/in/")
+    got = {obj.key: result for obj, result in results}
+    sevens = {key for key in bodies if key.endswith("7")}
+    assert set(got) == set(bodies) - sevens
+    failures = results.report.failures
+    assert {failure.source.removeprefix(f"s3://{bucket}/") for failure in failures} == sevens
+    assert all("the function raised ValueError: no sevens" in failure.reason for failure in failures)
+    aborted = api.map(mapfns.fails_on_sevens, f"s3://{bucket}/in/", on_error="abort")
+    list(aborted)
+    assert aborted.report.aborted and "map stopped at s3://" in aborted.report.aborted
+    assert "no sevens" in aborted.report.aborted
+
+
+def test_a_lambda_runs_in_worker_processes_and_output_writes_rows(
+    api, bucket_of_objects, tmp_path: Path
+) -> None:
+    bucket, bodies = bucket_of_objects
+    sizes = {
+        obj.key: size for obj, size in api.map(lambda obj, body: len(body), f"s3://{bucket}/in/", workers=2)
+    }
+    assert sizes == {key: len(body) for key, body in bodies.items()}
+    rows_file = tmp_path / "rows.jsonl"
+    import mapfns
+
+    report = api.map(mapfns.digest, f"s3://{bucket}/in/", output=str(rows_file)).report
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert report.ok and sorted(row["key"] for row in rows) == sorted(bodies)
+
+
+def test_a_waiting_function_does_not_hold_the_others_back(api, bucket_of_objects) -> None:
+    import mapfns
+
+    bucket, _ = bucket_of_objects
+    at_once = max(result for _, result in api.map(mapfns.sleeps, f"s3://{bucket}/in/0/", engine="async"))
+    assert at_once >= 16  # 100 calls that each wait 50 ms: they wait together, not in turn
+
+
+def test_a_killed_transform_resumes_with_every_output_present_and_correct(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio)
+    client = minio.client()
+    bodies = {f"logs/{n:04d}.log": f"line {n}\n".encode() * (n % 50 + 1) for n in range(1500)}
+    bodies["logs/please.skip"] = b"left out"
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    env = minio.env | {"PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = [
+        *S3BULK,
+        "map",
+        "mapfns:compress",
+        f"s3://{bucket}/logs/",
+        "--to",
+        f"s3://{bucket}/gz/",
+        "--engine",
+        "async",
+        "--concurrency",
+        "8",
+    ]
+    job = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while client.list_objects_v2(Bucket=bucket, Prefix="gz/").get("KeyCount", 0) < 200:
+        assert time.monotonic() < deadline and job.poll() is None, "the job ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    state = Path(env.get("S3BULK_STATE_DIR") or os.environ["S3BULK_STATE_DIR"])
+    job_id = max(state.glob("*.db"), key=lambda path: path.stat().st_mtime).stem
+    resumed = run_cli(env, "map", "--resume", job_id)
+    assert resumed.returncode == 0, resumed.stderr
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="gz/")
+    stored = [item["Key"] for page in pages for item in page.get("Contents", [])]
+    expected = {key.replace("logs/", "gz/", 1) for key in bodies if not key.endswith("skip")}
+    assert len(stored) == len(set(stored)) and set(stored) == expected
+    for key in ("gz/0000.log", "gz/0777.log", "gz/1499.log"):
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert zlib.decompress(body) == bodies[key.replace("gz/", "logs/", 1)]
+
+
+def test_the_cli_prints_results_and_refuses_bad_input(minio: Endpoint, bucket_of_objects) -> None:
+    bucket, bodies = bucket_of_objects
+    env = minio.env | {"PYTHONPATH": str(TESTS)}
+    done = run_cli(env, "map", "mapfns:digest", f"s3://{bucket}/in/3/")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sorted(row["key"] for row in rows) == sorted(key for key in bodies if key.startswith("in/3/"))
+    for args, message in [
+        (["map", "nowhere:fn", f"s3://{bucket}/in/"], "cannot import nowhere:fn"),
+        (["map", "mapfns", f"s3://{bucket}/in/"], "name the function as package.module:function"),
+        (
+            [
+                "map",
+                "mapfns:digest",
+                f"s3://{bucket}/in/",
+                "--to",
+                f"s3://{bucket}/o/",
+                "--output",
+                "x.jsonl",
+            ],
+            "pick one",
+        ),
+        (["map", "mapfns:digest", f"s3://{bucket}/in/", "--on-error", "ignore"], "on_error 'ignore'"),
+    ]:
+        refused = run_cli(env, *args)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr, (
+            refused.stderr
+        )
