@@ -44,8 +44,10 @@ class Results:
         return statistics.median(values) if values else float("nan")
 
 
-def _tree_memory(process: psutil.Process) -> tuple[int, int]:
-    """(summed RSS, summed PSS) of `process` and its descendants."""
+def _tree_memory(process: psutil.Process, cpu: dict[int, float] | None = None) -> tuple[int, int]:
+    """(summed RSS, summed PSS) of `process` and its descendants; with `cpu`, each one's own CPU
+    seconds so far, by pid (a grandchild that no waited child reaps, a forkserver's worker, would
+    be missing from the rusage of the command)."""
     rss = pss = 0
     try:
         members = [process, *process.children(recursive=True)]
@@ -56,6 +58,9 @@ def _tree_memory(process: psutil.Process) -> tuple[int, int]:
             info = member.memory_full_info()
             rss += info.rss
             pss += info.pss
+            if cpu is not None:
+                times = member.cpu_times()
+                cpu[member.pid] = times.user + times.system
     return rss, pss
 
 
@@ -69,11 +74,12 @@ def measure(
         )
         watched = psutil.Process(process.pid)
         peak = [0, 0]
+        seen_cpu: dict[int, float] = {}
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                rss, pss = _tree_memory(watched)
+                rss, pss = _tree_memory(watched, seen_cpu)
                 peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
                 time.sleep(0.02)
 
@@ -90,7 +96,9 @@ def measure(
         stderr = err.read().decode(errors="replace")
     if process.returncode != 0:
         print(f"  ! {tool} {workload} exited {process.returncode}: {stderr[-500:]}")
-    cpu = usage.ru_utime + usage.ru_stime
+    # the rusage counts the command and what it waited for; the samples also see the descendants
+    # it did not wait for (to their last sample): the larger is the truer
+    cpu = max(usage.ru_utime + usage.ru_stime, sum(seen_cpu.values()))
     return Run(tool, workload, seconds, peak[0] / 1024**2, process.returncode, cpu, stdout, peak[1] / 1024**2)
 
 
