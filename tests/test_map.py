@@ -165,3 +165,28 @@ def test_the_cli_prints_results_and_refuses_bad_input(minio: Endpoint, bucket_of
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and message in refused.stderr, (
             refused.stderr
         )
+
+
+def test_stream_hands_a_reader_and_parquet_output_has_a_row_each(
+    api, minio: Endpoint, tmp_path: Path
+) -> None:
+    import mapfns
+    import pyarrow.parquet as pq
+
+    bucket = new_bucket(minio)
+    client = minio.client()
+    client.put_object(
+        Bucket=bucket, Key="t/big.txt", Body=b"".join(b"%d\n" % n for n in range(3_000_000))
+    )  # ~21 MB
+    client.put_object(Bucket=bucket, Key="t/small.txt", Body=b"a\nb\n")
+    counted = {obj.key: n for obj, n in api.map(mapfns.lines_streamed, f"s3://{bucket}/t/", stream=True)}
+    assert counted == {"t/big.txt": 3_000_000, "t/small.txt": 2}
+    with pytest.raises(api.UsageError, match="stream=True"):
+        _ = api.map(mapfns.digest_async, f"s3://{bucket}/t/", stream=True).report
+    table_path = tmp_path / "rows.parquet"
+    report = api.map(mapfns.summary, f"s3://{bucket}/t/", output=str(table_path)).report
+    table = pq.read_table(table_path).to_pylist()
+    assert report.ok and sorted((row["key"], row["size"]) for row in table) == [
+        ("t/big.txt", 22888890),
+        ("t/small.txt", 4),
+    ]

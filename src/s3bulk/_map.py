@@ -31,46 +31,28 @@ class MapResults:
     """The results of `s3bulk.map` as they come: iterate for (ObjectInfo, result) pairs; `report`
     waits for the end (reading and dropping what the caller did not) and returns the Report."""
 
-    def __init__(
-        self, spec: MapSpec, settings: AwsSettings | None, journal: bool, output: str | None
-    ) -> None:
+    def __init__(self, spec: MapSpec, settings: AwsSettings | None, journal: bool) -> None:
         self._queue: queue.Queue[Any] = queue.Queue(RESULTS_WAITING)
         self._report: Report | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(
-            target=self._run, args=(spec, settings, journal, output), name="s3bulk-map", daemon=True
+            target=self._run, args=(spec, settings, journal), name="s3bulk-map", daemon=True
         )
         self._thread.start()
 
-    def _run(self, spec: MapSpec, settings: AwsSettings | None, journal: bool, output: str | None) -> None:
+    def _run(self, spec: MapSpec, settings: AwsSettings | None, journal: bool) -> None:
         from s3bulk._runner import execute
 
-        sink = open(output, "ab") if output else None  # noqa: SIM115 -- closed below
-        try:
-            on_records = self._writer(sink) if sink else self._forward
-            self._report = run_loop(execute(spec, settings, journal=journal, on_records=on_records))
+        try:  # with output=, the command writes the rows itself (MapCommand.rows)
+            self._report = run_loop(execute(spec, settings, journal=journal, on_records=self._forward))
         except BaseException as exc:  # the caller's thread raises it
             self._error = exc
         finally:
-            if sink is not None:
-                sink.close()
             self._queue.put(_END)
 
     def _forward(self, records: list[dict[str, Any]]) -> None:
         for record in records:
             self._queue.put((record["object"], record["result"]))  # waits while the caller lags
-
-    @staticmethod
-    def _writer(sink: Any) -> Callable[[list[dict[str, Any]]], None]:
-        import orjson
-
-        def write(records: list[dict[str, Any]]) -> None:
-            for record in records:
-                row = {"key": record["key"], "size": record["size"], "result": record["result"]}
-                sink.write(orjson.dumps(row, default=str) + b"\n")
-            sink.flush()
-
-        return write
 
     def __iter__(self) -> Iterator[tuple[ObjectInfo, Any]]:
         while (entry := self._queue.get()) is not _END:
@@ -97,6 +79,7 @@ def map_objects(
     include: str | tuple[str, ...] | list[str] = (),
     exclude: str | tuple[str, ...] | list[str] = (),
     on_error: str = "collect",
+    stream: bool = False,
     engine: str = DEFAULT_ENGINE,
     workers: int | None = None,
     concurrency: int = 64,
@@ -108,10 +91,11 @@ def map_objects(
     object's ObjectInfo, `body` its bytes. `fn` may be sync (run on threads beside the fetching,
     in one worker process per core) or `async def`. Iterate the result for (obj, result) pairs in
     completion order; with `to="s3://bucket/prefix/"` each result (bytes, or None to skip) is
-    uploaded under the same relative key instead; with `output="x.jsonl"` results are written
-    as rows. An exception fails that object alone (`report.failures`), or with on_error="abort"
-    ends the job. `.report` waits for the end. A job of an importable function is journaled and
-    resumable (`s3bulk.resume(job_id)`)."""
+    uploaded under the same relative key instead; with `output="x.jsonl"` (or ".parquet")
+    results are written as rows. `stream=True` hands a sync `fn` a file-like reader instead of
+    the bytes, for objects too large to hold. An exception fails that object alone
+    (`report.failures`), or with on_error="abort" ends the job. `.report` waits for the end. A
+    job of an importable function is journaled and resumable (`s3bulk.resume(job_id)`)."""
     chosen = EngineSpec(engine=engine, workers=workers, concurrency=concurrency, max_memory=max_memory)
     spec = MapSpec(
         source=source,
@@ -121,10 +105,11 @@ def map_objects(
         include=tuple([include] if isinstance(include, str) else include),
         exclude=tuple([exclude] if isinstance(exclude, str) else exclude),
         on_error=on_error,
+        stream=stream,
         engine=chosen,
     )
     resumable = journal and not spec.function.startswith("held:")
-    return MapResults(spec, settings, resumable, output)
+    return MapResults(spec, settings, resumable)
 
 
 async def map_async(

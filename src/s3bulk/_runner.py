@@ -164,6 +164,9 @@ async def execute(
     store_url = spec.engine.journal_url if ray and handle else None
     snapshot = await _begin_run(handle, mode, store_url, settings)
     resumable = tuple(handle.leftover_uploads()) if handle is not None and mode != "run" else ()
+    kept = command.rows(spec)
+    if kept is not None:  # the command keeps its records itself (map's output=)
+        on_records = kept.write
     options = EngineOptions(
         max_in_flight_bytes=in_flight,
         retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
@@ -189,6 +192,8 @@ async def execute(
         if handle is not None and mode != "run":  # what this run did not go on with
             await _abort_leftover_uploads(handle, settings, report, len(resumable))
     except BaseException as exc:
+        if kept is not None:
+            kept.close()
         await command.finish(spec, job, report, completed=False)
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
             raise _interrupted(command.cli_name, report, handle) from None
@@ -197,6 +202,8 @@ async def execute(
         if handle is not None:
             handle.end_run(report, interrupted=not completed)
             handle.close()
+    if kept is not None:
+        kept.close()
     await command.finish(spec, job, report, completed=True)
     return report
 

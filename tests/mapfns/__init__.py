@@ -45,3 +45,12 @@ def sleeps(obj, body):
     with _lock:
         _running -= 1
         return _most
+
+
+def lines_streamed(obj, reader):
+    """stream=True: the object is read as a file, a line at a time."""
+    return sum(1 for _ in reader)
+
+
+def summary(obj, body):
+    return {"size": len(body), "first": body[:1].hex()}

@@ -108,7 +108,7 @@ def map_command(
 
         def start(on_progress: Any, on_records: Any) -> Any:
             return run_async(
-                spec, settings=settings, on_progress=on_progress, on_records=_results(spec, on_records)
+                spec, settings=settings, on_progress=on_progress, on_records=_printed(to, on_records)
             )
 
     return run_job(
@@ -121,25 +121,15 @@ def map_command(
     )
 
 
-def _results(spec: Any, shown: Any) -> Any:
-    """What the job's records become: JSON lines on stdout (no --to/--output), in the --output
-    file, or the usual lines of what was uploaded."""
-    if spec.to:
+def _printed(to: str | None, shown: Any) -> Any:
+    """Without --to or --output, the results themselves are the output: JSON lines on stdout
+    (with --output the command writes them; with --to the usual lines say what was uploaded)."""
+    if to:
         return shown
-    import orjson
-
-    sink = open(spec.output, "ab") if spec.output else None  # noqa: SIM115 -- one per run, flushed per batch
-    out = sys.stdout
 
     def write(records: list[dict[str, Any]]) -> None:
         for record in records:
-            row = {"key": record["key"], "result": record["result"]}
-            if sink is not None:
-                sink.write(orjson.dumps(row, default=str) + b"\n")
-            else:
-                json_line(row, out)
-        if sink is not None:
-            sink.flush()
+            json_line({"key": record["key"], "result": record["result"]}, sys.stdout)
 
     return write
 

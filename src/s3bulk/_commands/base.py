@@ -175,6 +175,11 @@ class Command:
         """What the report calls the job: "upload", "sync (download)", "rm"."""
         return self.name
 
+    def rows(self, spec: Spec) -> Any:
+        """Where the job's per-item records go on their own, in the driver (map's `output=`):
+        an object with `write(records)` and `close()`, or None. Fresh runs and resumes alike."""
+        return None
+
     async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
         """After the engine ran (`completed`) or stopped early: gather publishes its file here, or
         removes what it had begun."""

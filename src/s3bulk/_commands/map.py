@@ -35,6 +35,7 @@ from s3bulk._stores.storage import Storage
 from s3bulk._urls import S3Location, parse_s3, relative_key
 
 ON_ERROR = ("collect", "abort")
+STREAM_BLOCK = 8 * 1024 * 1024  # stream=True: what one reader holds at a time
 
 
 def function_path(fn: Callable[..., Any]) -> str:
@@ -95,6 +96,7 @@ class MapSpec(Spec):
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     on_error: str = "collect"
+    stream: bool = False  # fn gets a file-like reader instead of the bytes (objects too large to hold)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "include", patterns(self.include, "include"))
@@ -110,8 +112,8 @@ class MapSpec(Spec):
             raise UsageError(f"on_error {self.on_error!r}: use one of {', '.join(ON_ERROR)}")
         if self.to is not None and self.output is not None:
             raise UsageError("to= uploads what the function returns, output= writes it as rows: pick one")
-        if self.output is not None and not self.output.endswith(".jsonl"):
-            raise UsageError(f"output {self.output!r}: results are written as JSON lines (name it .jsonl)")
+        if self.output is not None and not self.output.endswith((".jsonl", ".parquet")):
+            raise UsageError(f"output {self.output!r}: results are written as .jsonl or .parquet: name it so")
 
     def places(self) -> tuple[str, str]:
         return self.source, self.to or self.output or ""
@@ -137,6 +139,10 @@ class MapCommand(Command):
     def verb(self, job: Job) -> str:
         return "map"
 
+    def rows(self, spec: Spec) -> ResultRows | None:
+        assert isinstance(spec, MapSpec)
+        return ResultRows(spec.output) if spec.output else None
+
 
 @dataclass
 class MapJob:
@@ -154,6 +160,8 @@ class MapJob:
         self._filters = Filters(self.spec.include, self.spec.exclude)
         self._to = parse_s3(self.spec.to) if self.spec.to else None
         self._is_async = inspect.iscoroutinefunction(self.function)
+        if self.spec.stream and self._is_async:
+            raise UsageError("stream=True hands the function a reader whose reads block: give a sync one")
 
     def __getstate__(self) -> dict[str, Any]:
         import cloudpickle
@@ -223,16 +231,14 @@ class MapJob:
         return chosen
 
     async def run(self, item: ObjectInfo, ctx: WorkerContext) -> int:
-        body = (
-            bytes(await self.storage.read_range(f"s3://{self.source.bucket}", item.key, 0, item.size))
-            if item.size
-            else b""
-        )
+        loop = asyncio.get_running_loop()
         try:
-            if self._is_async:
-                result = await self.function(item, body)
+            if self.spec.stream:  # the reader is opened and read on the function's thread
+                result = await loop.run_in_executor(self._threads, self._streamed, item)
+            elif self._is_async:
+                result = await self.function(item, await self._body(item))
             else:  # on a thread: the event loop goes on fetching the next bodies meanwhile
-                loop = asyncio.get_running_loop()
+                body = await self._body(item)
                 result = await loop.run_in_executor(self._threads, self.function, item, body)
         except Exception as exc:
             last = traceback.format_exception_only(exc)[-1].strip()
@@ -250,6 +256,17 @@ class MapJob:
             return item.size
         self._results[item.key] = result
         return item.size
+
+    async def _body(self, item: ObjectInfo) -> bytes:
+        if not item.size:
+            return b""
+        return bytes(await self.storage.read_range(f"s3://{self.source.bucket}", item.key, 0, item.size))
+
+    def _streamed(self, item: ObjectInfo) -> Any:
+        """stream=True: the function gets a file-like reader (read, seek, iteration over lines)
+        that fetches as it reads, for objects too large to hold whole; closed once it returns."""
+        with self.storage.open_reader(self.source.bucket, item.key, buffer_size=STREAM_BLOCK) as reader:
+            return self.function(item, reader)
 
     def _mapped(self, key: str) -> str:
         assert self._to is not None
@@ -270,10 +287,65 @@ class MapJob:
         return item.key
 
     def cost(self, item: ObjectInfo) -> int:
-        return item.size
+        return min(item.size, STREAM_BLOCK) if self.spec.stream else item.size
 
     def describe(self, item: ObjectInfo) -> tuple[str, str, int]:
         return f"s3://{self.source.bucket}/{item.key}", "", item.size
+
+
+class ResultRows:
+    """`output=`: a row per object, {"key", "size", "result"} (a dict result's fields become
+    columns of their own in Parquet), appended to a .jsonl file as they come, or written to a
+    .parquet file in row groups of ROW_GROUP."""
+
+    ROW_GROUP = 10_000
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._parquet = path.endswith(".parquet")
+        self._sink: Any = None if self._parquet else open(path, "ab")  # noqa: SIM115 -- closed by close()
+        self._pending: list[dict[str, Any]] = []
+        self._writer: Any = None
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        rows = [
+            {"key": record["key"], "size": record["size"], "result": record["result"]} for record in records
+        ]
+        if not self._parquet:
+            import orjson
+
+            self._sink.write(b"".join(orjson.dumps(row, default=str) + b"\n" for row in rows))
+            self._sink.flush()
+            return
+        self._pending.extend(rows)
+        if len(self._pending) >= self.ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        flat = [
+            {"key": row["key"], "size": row["size"], **row["result"]}
+            if isinstance(row["result"], dict)
+            else row
+            for row in self._pending
+        ]
+        table = pa.Table.from_pylist(flat)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        self._writer.write_table(table.cast(self._writer.schema))
+        self._pending = []
+
+    def close(self) -> None:
+        if self._parquet:
+            self._flush()
+            if self._writer is not None:
+                self._writer.close()
+        else:
+            self._sink.close()
 
 
 COMMANDS = (MapCommand(),)  # found by the registry (s3bulk._commands)
