@@ -50,10 +50,8 @@ if TYPE_CHECKING:
 
 MiB = 1024**2
 GiB = 1024**3
-MIN_PART = 5 * MiB
-FIND_IN_FLIGHT = (
-    32  # a manifest's objects looked up at once, per descriptor  # S3's smallest part (but the last)
-)
+MIN_PART = 5 * MiB  # S3's smallest part (but the last)
+FIND_IN_FLIGHT = 32  # a manifest's objects looked up at once, per descriptor
 
 
 @dataclass(frozen=True, kw_only=True)
