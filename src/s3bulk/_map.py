@@ -4,7 +4,7 @@ The job runs on the engine (`_commands/map.py`) in a thread of its own, so the c
 over results while it runs: `(ObjectInfo, result)` pairs in completion order, through a bounded
 queue (a caller that stops reading holds the job back instead of filling memory). With `to=` the
 function's bytes are uploaded and nothing comes back; with `output=` the results are written as
-JSON lines by the driver. `MapResults.report` is the job's report once it has ended.
+rows (.jsonl, .parquet) by the driver. `MapResults.report` is the job's report once it has ended.
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ class MapResults:
     def _run(self, spec: MapSpec, settings: AwsSettings | None, journal: bool) -> None:
         from s3bulk._runner import execute
 
-        try:  # with output=, the command writes the rows itself (MapCommand.rows)
-            self._report = run_loop(execute(spec, settings, journal=journal, on_records=self._forward))
+        # with to=, nothing comes back (no queue to fill while nobody reads); with output=, the
+        # command writes the rows itself (MapCommand.rows)
+        forward = None if spec.to else self._forward
+        try:
+            self._report = run_loop(execute(spec, settings, journal=journal, on_records=forward))
         except BaseException as exc:  # the caller's thread raises it
             self._error = exc
         finally:
