@@ -190,3 +190,17 @@ def test_stream_hands_a_reader_and_parquet_output_has_a_row_each(
         ("t/big.txt", 22888890),
         ("t/small.txt", 4),
     ]
+
+
+def test_map_async_yields_the_same_pairs(api, bucket_of_objects) -> None:
+    import asyncio
+
+    import mapfns
+
+    bucket, bodies = bucket_of_objects
+
+    async def collect() -> dict[str, str]:
+        return {obj.key: result async for obj, result in api.map_async(mapfns.digest, f"s3://{bucket}/in/5/")}
+
+    got = asyncio.run(collect())
+    assert set(got) == {key for key in bodies if key.startswith("in/5/")}

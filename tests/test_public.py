@@ -45,6 +45,9 @@ API = {
     "list_jobs",
     "ls",
     "ls_async",
+    "map",
+    "map_async",
+    "MapResults",
     *(
         name + twin
         for name in (

@@ -116,10 +116,42 @@ def map_objects(
 
 
 async def map_async(
-    fn: Callable[..., Any], source: str, **options: Any
+    fn: Callable[..., Any],
+    source: str,
+    *,
+    to: str | None = None,
+    output: str | None = None,
+    include: str | tuple[str, ...] | list[str] = (),
+    exclude: str | tuple[str, ...] | list[str] = (),
+    on_error: str = "collect",
+    stream: bool = False,
+    engine: str = DEFAULT_ENGINE,
+    workers: int | None = None,
+    concurrency: int = 64,
+    max_memory: int | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
 ) -> AsyncIterator[tuple[ObjectInfo, Any]]:
-    """`map_objects` for an event loop: the same job, its pairs awaited one by one."""
-    results = iter(map_objects(fn, source, **options))
+    """`map_objects` for an event loop (the options are its own): the same job, its pairs
+    awaited one by one."""
+    results = iter(
+        map_objects(
+            fn,
+            source,
+            to=to,
+            output=output,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            stream=stream,
+            engine=engine,
+            workers=workers,
+            concurrency=concurrency,
+            max_memory=max_memory,
+            journal=journal,
+            settings=settings,
+        )
+    )
     while (pair := await asyncio.to_thread(next, results, None)) is not None:
         yield pair
 
