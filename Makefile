@@ -22,7 +22,7 @@ demo: setup
 	$(PY) scripts/demo.py
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign"
 
 bench: setup
 	scripts/build-tools.sh --bench
