@@ -87,6 +87,7 @@ def map_objects(
     workers: int | None = None,
     concurrency: int = 64,
     max_memory: int | None = None,
+    ray_address: str | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
 ) -> MapResults:
@@ -99,7 +100,13 @@ def map_objects(
     the bytes, for objects too large to hold. An exception fails that object alone
     (`report.failures`), or with on_error="abort" ends the job. `.report` waits for the end. A
     job of an importable function is journaled and resumable (`s3bulk.resume(job_id)`)."""
-    chosen = EngineSpec(engine=engine, workers=workers, concurrency=concurrency, max_memory=max_memory)
+    chosen = EngineSpec(
+        engine=engine,
+        workers=workers,
+        concurrency=concurrency,
+        max_memory=max_memory,
+        ray_address=ray_address,
+    )
     spec = MapSpec(
         source=source,
         function=hold(fn),
@@ -129,6 +136,7 @@ async def map_async(
     workers: int | None = None,
     concurrency: int = 64,
     max_memory: int | None = None,
+    ray_address: str | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
 ) -> AsyncIterator[tuple[ObjectInfo, Any]]:
@@ -148,6 +156,7 @@ async def map_async(
             workers=workers,
             concurrency=concurrency,
             max_memory=max_memory,
+            ray_address=ray_address,
             journal=journal,
             settings=settings,
         )

@@ -29,6 +29,7 @@ from s3bulk._cli.options import (
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
+    RayAddressOption,
     RegionOption,
     RequestPayerOption,
     WorkersOption,
@@ -60,6 +61,7 @@ def map_command(
     quiet: bool = QuietOption,
     stats: bool = StatsOption,
     engine: str | None = EngineOption,
+    ray_address: str | None = RayAddressOption,
     workers: int | None = WorkersOption,
     concurrency: int = ConcurrencyOption,
     max_memory: str | None = MaxMemoryOption,
@@ -81,7 +83,7 @@ def map_command(
         resume,
         retry_failed,
         [function, source],
-        {"engine": engine, "workers": workers, "max_memory": memory},
+        {"engine": engine, "workers": workers, "max_memory": memory, "ray_address": ray_address},
     )
     if start is None:
         from s3bulk._api import run_async
@@ -93,7 +95,11 @@ def map_command(
             endpoint_url, profile, region, no_verify_ssl, no_sign_request, request_payer=request_payer
         )
         chosen = EngineSpec(
-            engine=engine or DEFAULT_ENGINE, workers=workers, concurrency=concurrency, max_memory=memory
+            engine=engine or DEFAULT_ENGINE,
+            workers=workers,
+            concurrency=concurrency,
+            max_memory=memory,
+            ray_address=ray_address,
         )
         spec = MapSpec(
             source=source,

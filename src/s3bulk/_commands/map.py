@@ -49,6 +49,20 @@ def function_path(fn: Callable[..., Any]) -> str:
         return ""
 
 
+def _by_value_if_local(fn: Callable[..., Any]) -> None:
+    """A function of the user's own module (the current directory, a test's folder) travels with
+    its module's code: a worker elsewhere (Ray) has no such file to import it from. A module
+    installed in site-packages, which every worker has, stays a reference."""
+    import sys
+
+    import cloudpickle
+
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    path = getattr(module, "__file__", "") or ""
+    if module is not None and path and "site-packages" not in path and module.__name__ != "__main__":
+        cloudpickle.register_pickle_by_value(module)
+
+
 _HELD: dict[str, Callable[..., Any]] = {}  # functions with no import path, held for this process's runs
 
 
@@ -167,6 +181,7 @@ class MapJob:
         import cloudpickle
 
         state = dict(self.__dict__) | {"_storage": None, "_threads": None, "_results": {}}
+        _by_value_if_local(self.function)
         state["function"] = cloudpickle.dumps(self.function)
         return state
 
