@@ -50,9 +50,9 @@ def function_path(fn: Callable[..., Any]) -> str:
 
 
 def _by_value_if_local(fn: Callable[..., Any]) -> None:
-    """A function of the user's own module (the current directory, a test's folder) travels with
-    its module's code: a worker elsewhere (Ray) has no such file to import it from. A module
-    installed in site-packages, which every worker has, stays a reference."""
+    """On Ray, a function of the user's own module (the current directory, a test's folder)
+    travels with its module's code (whose globals must then pickle): a worker on another machine
+    has no such file to import it from. A module installed in site-packages stays a reference."""
     import sys
 
     import cloudpickle
@@ -181,7 +181,8 @@ class MapJob:
         import cloudpickle
 
         state = dict(self.__dict__) | {"_storage": None, "_threads": None, "_results": {}}
-        _by_value_if_local(self.function)
+        if self.spec.engine.engine == "ray":  # local processes import it by its path instead
+            _by_value_if_local(self.function)
         state["function"] = cloudpickle.dumps(self.function)
         return state
 
