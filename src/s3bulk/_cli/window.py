@@ -49,8 +49,8 @@ def window(
         raise UsageError("--newer-than and --max-age say the same thing: give one")
     if older_than_text and min_age_text:
         raise UsageError("--older-than and --min-age say the same thing: give one")
-    newer = _moment(newer_than_text, "--newer-than") if newer_than_text else None
-    older = _moment(older_than_text, "--older-than") if older_than_text else None
+    newer = moment(newer_than_text, "--newer-than") if newer_than_text else None
+    older = moment(older_than_text, "--older-than") if older_than_text else None
     if max_age_text:
         newer = now - duration(max_age_text, "--max-age")
     if min_age_text:
@@ -74,7 +74,7 @@ def duration(text: str, flag: str) -> float:
     )
 
 
-def _moment(text: str, flag: str) -> float:
+def moment(text: str, flag: str) -> float:
     """Seconds since the epoch from ISO 8601 ('2026-01-31', '2026-01-31T10:00:00Z'); no zone
     means local time, as `find -newermt` reads it."""
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from s3bulk._commands.base import JobPlan, Spec
-from s3bulk._commands.copy import copy_options
+from s3bulk._commands.copy import copy_options, unchanged
 from s3bulk._commands.sync import CheckItem, SyncBatch, SyncCommand, SyncJob, SyncSpec
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
@@ -117,10 +117,7 @@ class CheckJob(SyncJob):
             raise ItemError("cannot tell: the ETag is not an MD5 (SSE-KMS, SSE-C)", retryable=False)
         if not same:
             raise ItemError("differs: contents (the file's MD5 is not the ETag)", retryable=False)
-        ctx.stats.objects_unchanged += 1  # the same after all: it leaves the totals
-        ctx.stats.objects_listed -= 1
-        ctx.stats.bytes_listed -= transfer.size
-        return BatchOutcome([], [])
+        return unchanged(ctx, transfer.size)
 
 
 def _url(location: Location, name: str) -> str:

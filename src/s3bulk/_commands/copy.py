@@ -661,11 +661,7 @@ class CopyJob:
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         if self._guarded and not await self._worth_writing(item):
-            stats = ctx.stats  # what is already there leaves the totals, as sync's unchanged do
-            stats.objects_unchanged += 1
-            stats.objects_listed -= 1
-            stats.bytes_listed -= item.size
-            return BatchOutcome([], [])
+            return unchanged(ctx, item.size)
         cap = self._cap if self.options.delete_source else None
         if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
             raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
@@ -819,6 +815,16 @@ class CopyJob:
             attributes=self.options.attributes,
         )
         return item.size
+
+
+def unchanged(ctx: WorkerContext, size: int) -> BatchOutcome:
+    """An item found the same at its destination after all (a guard, a checksum): it leaves the
+    totals it was listed in and counts as unchanged, not as done."""
+    stats = ctx.stats
+    stats.objects_unchanged += 1
+    stats.objects_listed -= 1
+    stats.bytes_listed -= size
+    return BatchOutcome([], [])
 
 
 def _listed_time(info: ObjectInfo, filters: Filters) -> float | None:

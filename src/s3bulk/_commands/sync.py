@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 from s3bulk._commands.base import JobPlan, Spec
-from s3bulk._commands.copy import MARKER_DATA, CopyCommand, CopyJob, CopySpec, TransferItem
+from s3bulk._commands.copy import MARKER_DATA, CopyCommand, CopyJob, CopySpec, TransferItem, unchanged
 from s3bulk._commands.remove import DeleteBatch, check_max_delete, run_delete_batch
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
@@ -374,11 +374,8 @@ class SyncJob(CopyJob):
             same = await asyncio.to_thread(
                 etag_matches_file, local, item.etag, transfer.size, self.options.part_size
             )
-            if same:  # nothing to do after all: it leaves the totals instead of counting as done
-                ctx.stats.objects_unchanged += 1
-                ctx.stats.objects_listed -= 1
-                ctx.stats.bytes_listed -= transfer.size
-                return BatchOutcome([], [])
+            if same:  # nothing to do after all
+                return unchanged(ctx, transfer.size)
             item = transfer
         return await super().run(item, ctx)
 
