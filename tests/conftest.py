@@ -198,6 +198,34 @@ def held_at(
         proxy.release()
 
 
+def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None) -> tuple[int, int, str]:
+    """Run the CLI in its own process group; (exit code, peak RSS summed over the group, stderr):
+    what a Lambda's or a container's memory limit counts."""
+    import psutil
+
+    process = subprocess.Popen(
+        [*S3BULK, *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    peak = 0
+    while process.poll() is None:
+        total = 0
+        for each in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(each.pid) == process.pid:
+                    total += each.memory_info().rss
+            except (psutil.Error, ProcessLookupError):
+                continue
+        peak = max(peak, total)
+        time.sleep(0.005)
+    return process.returncode, peak, process.stderr.read() if process.stderr else ""
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

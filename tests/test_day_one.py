@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, make_tree, new_bucket, sha256
+from conftest import Endpoint, make_tree, new_bucket, peak_group_rss, sha256
 
 from s3bulk.testing.servers import ROOT_PASSWORD, ROOT_USER
 from s3bulk.testing.throttle import S3ThrottlingProxy
@@ -374,42 +374,15 @@ def test_sync_checksum_of_a_multipart_object_does_nothing_the_second_time(
 
 
 # ---- 7. --max-memory holds for large objects ---------------------------------------------------
-def peak_rss(person: Person, args: list[str], cwd: Path) -> tuple[int, int, str]:
-    """Run the CLI in its own process group; (exit code, peak summed RSS of the group, stderr)."""
-    import psutil
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "s3bulk", *args],
-        cwd=cwd,
-        env=person.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    peak = 0
-    while process.poll() is None:
-        total = 0
-        for each in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(each.pid) == process.pid:
-                    total += each.memory_info().rss
-            except (psutil.Error, ProcessLookupError):
-                continue
-        peak = max(peak, total)
-        time.sleep(0.005)
-    return process.returncode, peak, process.stderr.read() if process.stderr else ""
-
-
 def test_max_memory_holds_for_large_objects(minio: Endpoint, person: Person, here: Path) -> None:
     bucket = new_bucket(minio)
     make_tree(here / "large", {f"f{n}.bin": os.urandom(100 * MiB) for n in range(3)})
     cap = 128 * 1000**2
-    up_code, up_peak, up_err = peak_rss(
-        person, ["cp", "--max-memory", "128MB", "large/", f"s3://{bucket}/l/"], here
+    up_code, up_peak, up_err = peak_group_rss(
+        person.env, ["cp", "--max-memory", "128MB", "large/", f"s3://{bucket}/l/"], here
     )
-    down_code, down_peak, down_err = peak_rss(
-        person, ["cp", "--max-memory", "128MB", f"s3://{bucket}/l/", "back/"], here
+    down_code, down_peak, down_err = peak_group_rss(
+        person.env, ["cp", "--max-memory", "128MB", f"s3://{bucket}/l/", "back/"], here
     )
     assert (up_code, down_code) == (0, 0), (up_err, down_err)
     assert up_peak <= cap and down_peak <= cap, (up_peak / MiB, down_peak / MiB)
