@@ -187,6 +187,75 @@ def test_a_killed_transform_resumes_with_every_output_present_and_correct(
         assert zlib.decompress(body) == bodies[key.replace("gz/", "logs/", 1)]
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_killed_output_rows_resume_with_exactly_one_row_per_object(
+    minio: Endpoint, tmp_path: Path, suffix: str
+) -> None:
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    bucket = new_bucket(minio)
+    client = minio.client()
+    bodies = {f"r/{n:04d}": os.urandom(n % 300 + 1) for n in range(600)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    env = minio.env | {"PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    output = tmp_path / f"rows{suffix}"
+    written = Path(f"{output}.rows.jsonl") if suffix == ".parquet" else output
+    args = [*S3BULK, "map", "mapfns:slow_digest", f"s3://{bucket}/r/", "--output", str(output)]
+    job = subprocess.Popen(
+        [*args, "--engine", "async", "--concurrency", "8"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not written.exists() or written.read_bytes().count(b"\n") < 100:
+        assert time.monotonic() < deadline and job.poll() is None, "the job ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert not (suffix == ".parquet" and output.exists())  # written when the job ends
+    with written.open("ab") as rows:
+        rows.write(b'{"key": "r/half-writ')  # what a kill inside a write leaves
+    state = Path(env.get("S3BULK_STATE_DIR") or os.environ["S3BULK_STATE_DIR"])
+    job_id = max(state.glob("*.db"), key=lambda path: path.stat().st_mtime).stem
+    resumed = run_cli(env, "map", "--resume", job_id)
+    assert resumed.returncode == 0, resumed.stderr
+    if suffix == ".parquet":
+        rows = pq.read_table(output).to_pylist()
+        assert not written.exists()
+    else:
+        rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert sorted(row["key"] for row in rows) == sorted(bodies)  # each once
+    digests = [row["digest"] if suffix == ".parquet" else row["result"]["digest"] for row in rows]
+    assert digests == [hashlib.sha256(bodies[row["key"]]).hexdigest() for row in rows]
+    assert all(row["size"] == len(bodies[row["key"]]) for row in rows)
+
+
+def test_retry_failed_adds_the_missing_rows_to_a_parquet_file(
+    minio: Endpoint, bucket_of_objects, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    bucket, bodies = bucket_of_objects
+    env = minio.env | {"PYTHONPATH": str(TESTS)}
+    output = tmp_path / "sizes.parquet"
+    first = run_cli(env, "map", "mapfns:sevens_until_forgiven", f"s3://{bucket}/in/", "--output", str(output))
+    assert first.returncode == 1, first.stderr
+    sevens = {key for key in bodies if key.endswith("7")}
+    assert sorted(pq.read_table(output).column("key").to_pylist()) == sorted(set(bodies) - sevens)
+    state = Path(env.get("S3BULK_STATE_DIR") or os.environ["S3BULK_STATE_DIR"])
+    job_id = max(state.glob("*.db"), key=lambda path: path.stat().st_mtime).stem
+    retried = run_cli(env | {"MAPFNS_FORGIVE": "1"}, "map", "--retry-failed", job_id)
+    assert retried.returncode == 0, retried.stderr
+    rows = pq.read_table(output).to_pylist()
+    assert sorted(row["key"] for row in rows) == sorted(bodies)
+    assert all(row["size_seen"] == row["size"] == len(bodies[row["key"]]) for row in rows)
+
+
 def test_the_cli_prints_results_and_refuses_bad_input(minio: Endpoint, bucket_of_objects) -> None:
     bucket, bodies = bucket_of_objects
     env = minio.env | {"PYTHONPATH": str(TESTS)}

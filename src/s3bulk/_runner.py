@@ -164,7 +164,7 @@ async def execute(
     store_url = spec.engine.journal_url if ray and handle else None
     snapshot = await _begin_run(handle, mode, store_url, settings)
     resumable = tuple(handle.leftover_uploads()) if handle is not None and mode != "run" else ()
-    kept = command.rows(spec)
+    kept = command.rows(spec, str(handle.path) if handle is not None and mode != "run" else None)
     if kept is not None:  # the command keeps its records itself (map's output=)
         on_records = kept.write
     options = EngineOptions(
@@ -193,7 +193,7 @@ async def execute(
             await _abort_leftover_uploads(handle, settings, report, len(resumable))
     except BaseException as exc:
         if kept is not None:
-            kept.close()
+            kept.close(completed=False)
         await command.finish(spec, job, report, completed=False)
         if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
             raise _interrupted(command.cli_name, report, handle) from None

@@ -54,3 +54,17 @@ def lines_streamed(obj, reader):
 
 def summary(obj, body):
     return {"size": len(body), "first": body[:1].hex()}
+
+
+def slow_digest(obj, body):
+    time.sleep(0.01)  # a little work per object, so a kill lands midway
+    return {"digest": hashlib.sha256(body).hexdigest()}
+
+
+def sevens_until_forgiven(obj, body):
+    """Fails on keys ending in 7 until MAPFNS_FORGIVE is set: a bug fixed before --retry-failed."""
+    import os
+
+    if obj.key.endswith("7") and not os.environ.get("MAPFNS_FORGIVE"):
+        raise ValueError(f"no sevens: {obj.key}")
+    return {"size_seen": len(body)}

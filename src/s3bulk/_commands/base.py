@@ -175,9 +175,10 @@ class Command:
         """What the report calls the job: "upload", "sync (download)", "rm"."""
         return self.name
 
-    def rows(self, spec: Spec) -> Any:
+    def rows(self, spec: Spec, journal: str | None) -> Any:
         """Where the job's per-item records go on their own, in the driver (map's `output=`):
-        an object with `write(records)` and `close()`, or None. Fresh runs and resumes alike."""
+        an object with `write(records)` and `close(completed)`, or None. `journal` is the path of
+        the journal a resume or retry goes on with (None: a new job, or one without a journal)."""
         return None
 
     async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:

@@ -15,8 +15,11 @@ of an importable function resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
+import itertools
+import os
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
@@ -153,9 +156,9 @@ class MapCommand(Command):
     def verb(self, job: Job) -> str:
         return "map"
 
-    def rows(self, spec: Spec) -> ResultRows | None:
+    def rows(self, spec: Spec, journal: str | None) -> ResultRows | None:
         assert isinstance(spec, MapSpec)
-        return ResultRows(spec.output) if spec.output else None
+        return ResultRows(spec.output, journal) if spec.output else None
 
 
 @dataclass
@@ -310,58 +313,137 @@ class MapJob:
 
 
 class ResultRows:
-    """`output=`: a row per object, {"key", "size", "result"} (a dict result's fields become
-    columns of their own in Parquet), appended to a .jsonl file as they come, or written to a
-    .parquet file in row groups of ROW_GROUP."""
+    """`output=`: a row per object, {"key", "size", "result"} (in Parquet a dict result's fields
+    become columns of their own), appended as JSON lines as results come: to the .jsonl file itself, or
+    for a .parquet file to a spool beside it (`FILE.rows.jsonl`) that becomes the Parquet file,
+    in row groups of ROW_GROUP, when the job ends.
+
+    Exactly one row per object across kills and resumes: the driver writes a record's row
+    before the journal can hold its item as done, so after a kill the rows hold every item the
+    journal does, and perhaps a few more (in flight when it died). A resumed run keeps the
+    rows written, cuts a line the kill left half-written, and does not write a second row for
+    those few, which it runs again. A new job starts the file afresh."""
 
     ROW_GROUP = 10_000
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, journal: str | None = None) -> None:
         self.path = path
         self._parquet = path.endswith(".parquet")
-        self._sink: Any = None if self._parquet else open(path, "ab")  # noqa: SIM115 -- closed by close()
-        self._pending: list[dict[str, Any]] = []
-        self._writer: Any = None
+        self._spool = f"{path}.rows.jsonl" if self._parquet else path
+        if journal is None:
+            _remove(self._spool)
+        elif self._parquet and os.path.exists(path) and not os.path.exists(self._spool):
+            self._spool_parquet()  # an ended run's file (failures left): a --retry-failed adds rows
+        _cut_half_written_line(self._spool)
+        self._written_again = _rows_not_journaled(self._spool, journal) if journal else set()
+        self._sink = open(self._spool, "ab")  # noqa: SIM115 -- closed by close()
 
     def write(self, records: list[dict[str, Any]]) -> None:
+        import orjson
+
+        again = self._written_again
         rows = [
-            {"key": record["key"], "size": record["size"], "result": record["result"]} for record in records
+            {"key": record["key"], "size": record["size"], "result": record["result"]}
+            for record in records
+            if not again or record["key"] not in again
         ]
-        if not self._parquet:
-            import orjson
+        self._sink.write(b"".join(orjson.dumps(row, default=str) + b"\n" for row in rows))
+        self._sink.flush()
 
-            self._sink.write(b"".join(orjson.dumps(row, default=str) + b"\n" for row in rows))
-            self._sink.flush()
-            return
-        self._pending.extend(rows)
-        if len(self._pending) >= self.ROW_GROUP:
-            self._flush()
+    def close(self, completed: bool = True) -> None:
+        """A .parquet file is written when the job ended (its spool is kept for a resume else)."""
+        self._sink.close()
+        if self._parquet and completed:
+            _spool_to_parquet(self._spool, self.path, self.ROW_GROUP)
+            os.unlink(self._spool)
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        import pyarrow as pa
+    def _spool_parquet(self) -> None:
+        import orjson
         import pyarrow.parquet as pq
 
-        flat = [
-            {"key": row["key"], "size": row["size"], **row["result"]}
-            if isinstance(row["result"], dict)
-            else row
-            for row in self._pending
-        ]
-        table = pa.Table.from_pylist(flat)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, table.schema)
-        self._writer.write_table(table.cast(self._writer.schema))
-        self._pending = []
+        with open(self._spool, "wb") as spool:
+            for batch in pq.ParquetFile(self.path).iter_batches(self.ROW_GROUP):
+                spool.write(b"".join(orjson.dumps(_nested(row)) + b"\n" for row in batch.to_pylist()))
 
-    def close(self) -> None:
-        if self._parquet:
-            self._flush()
-            if self._writer is not None:
-                self._writer.close()
-        else:
-            self._sink.close()
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row: a dict result's fields as columns of their own."""
+    result = row["result"]
+    return {"key": row["key"], "size": row["size"], **result} if isinstance(result, dict) else row
+
+
+def _nested(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row back as a spool row (a --retry-failed of a job that wrote its file)."""
+    fields = {name: value for name, value in row.items() if name not in ("key", "size")}
+    result = fields["result"] if list(fields) == ["result"] else fields
+    return {"key": row["key"], "size": row["size"], "result": result}
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _cut_half_written_line(path: str) -> None:
+    """A kill can land inside a write: what follows the last newline is a partial row."""
+    with contextlib.suppress(FileNotFoundError), open(path, "rb+") as rows:
+        end = rows.seek(0, os.SEEK_END)
+        keep = end
+        while keep > 0:
+            start = max(0, keep - 65536)
+            rows.seek(start)
+            chunk = rows.read(keep - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            keep = start
+        if keep != end:
+            rows.truncate(keep)
+
+
+def _rows_not_journaled(path: str, journal: str) -> set[str]:
+    """Keys with a row the journal does not hold as done: their items run again, their rows stay."""
+    import orjson
+
+    from s3bulk._journal.local import JournalReader
+
+    reader = JournalReader(journal)
+    found: set[str] = set()
+    try:
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as rows:
+            while batch := [orjson.loads(line)["key"] for line in itertools.islice(rows, 900)]:
+                found.update(set(batch) - reader.done(batch))
+    finally:
+        reader.close()
+    return found
+
+
+def _spool_to_parquet(spool: str, path: str, row_group: int) -> None:
+    """The spool's rows as a Parquet file, a row group at a time (written beside it, then renamed
+    over it: a reader never sees half a file)."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    partial = f"{path}.partial"
+    writer: Any = None
+    try:
+        with open(spool, "rb") as rows:
+            while lines := list(itertools.islice(rows, row_group)):
+                table = pa.Table.from_pylist([_flat(orjson.loads(line)) for line in lines])
+                if writer is None:
+                    writer = pq.ParquetWriter(partial, table.schema)
+                writer.write_table(table.cast(writer.schema))
+        if writer is None:  # no rows: a file with the key and size columns
+            writer = pq.ParquetWriter(partial, pa.schema([("key", pa.string()), ("size", pa.int64())]))
+        writer.close()
+        writer = None
+        os.replace(partial, path)
+    finally:
+        if writer is not None:
+            writer.close()
+        _remove(partial)
 
 
 COMMANDS = (MapCommand(),)  # found by the registry (s3bulk._commands)

@@ -124,11 +124,11 @@ class _Run(Listener):
     # ---- the Listener: what the dispatcher tells -----------------------------------------------
     def merge(self, delta: WorkerStats) -> None:
         self.report.add(delta)
+        if delta.records and self.on_records is not None:  # first: what the journal holds as done
+            self.on_records(delta.records)  # has had its record handed on (map's output= rows)
         if self.journal is not None:
             with timed(self.driver_cpu, "journal", time.thread_time):
                 self.journal.record(delta)
-        if delta.records and self.on_records is not None:
-            self.on_records(delta.records)
 
     def aborting(self, reason: str) -> None:
         self.report.aborted = reason
