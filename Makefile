@@ -3,7 +3,7 @@ SHELL := /bin/bash
 UV := python3 -m uv
 PY := .venv/bin/python
 
-.PHONY: setup tools demo test bench reliability lint clean
+.PHONY: setup tools demo test test-servers bench reliability lint clean
 
 .venv/.synced: pyproject.toml uv.lock
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -22,7 +22,12 @@ demo: setup
 	$(PY) scripts/demo.py
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers"
+
+# The compatibility matrix: the end-to-end checks of tests/test_servers.py against each S3 server
+# (docs/compatibility.md is its table).
+test-servers: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/test_servers.py
 
 bench: setup
 	scripts/build-tools.sh --bench

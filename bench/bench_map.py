@@ -101,7 +101,15 @@ def main() -> None:
     parser.add_argument("--rtt", default="0,20", help="round-trip times to measure, ms")
     parser.add_argument("--only", default="", help="comma-separated program names (default: all)")
     parser.add_argument("--output", default=str(ROOT / "out" / "map.json"))
+    parser.add_argument(
+        "--memory-at",
+        default="",
+        help="instead: s3bulk.map's peak memory over these object counts (1 KiB each), e.g. 10000,100000",
+    )
     args = parser.parse_args()
+    if args.memory_at:
+        memory_by_count([int(each) for each in args.memory_at.split(",")], args.runs)
+        return
     size = parse_size(args.size, "--size")
     chosen = [name for name in PROGRAMS if not args.only or name in args.only.split(",")]
     scratch = tmpfs_dir("s3bulk-bench-map-")
@@ -111,17 +119,8 @@ def main() -> None:
     for rtt in (float(each) for each in args.rtt.split(",")):
         with DelayedMinio(tmpfs_dir("s3bulk-bench-minio-"), rtt) as minio:
             env = clean_env(minio.client_env()) | {"OBJECTS": str(args.objects)}
-            seed = (
-                "import boto3, os\nfrom concurrent.futures import ThreadPoolExecutor\n"
-                "from botocore.config import Config\n"
-                "s3 = boto3.client('s3', config=Config(max_pool_connections=32))\n"
-                "s3.create_bucket(Bucket='bench')\n"
-                f"with ThreadPoolExecutor(32) as pool: list(pool.map(lambda n: s3.put_object(Bucket='bench', "
-                f"Key=f'objects/{{n:06d}}', Body=os.urandom({size})), range({args.objects})))\n"
-            )
-            subprocess.run(
-                [sys.executable, "-c", seed], env=env | {"AWS_ENDPOINT_URL": minio.minio.endpoint}, check=True
-            )
+            direct = env | {"AWS_ENDPOINT_URL": minio.minio.endpoint}
+            subprocess.run([sys.executable, "-c", seed_script(args.objects, size)], env=direct, check=True)
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in chosen}
             for run in range(args.runs):
                 order = chosen[run % len(chosen) :] + chosen[: run % len(chosen)]
@@ -161,6 +160,41 @@ def main() -> None:
     Path(args.output).write_text(
         json.dumps({"objects": args.objects, "size": size, "medians": summary}, indent=1)
     )
+
+
+def seed_script(count: int, size: int) -> str:
+    return (
+        "import boto3, os\nfrom concurrent.futures import ThreadPoolExecutor\n"
+        "from botocore.config import Config\n"
+        "s3 = boto3.client('s3', config=Config(max_pool_connections=32))\n"
+        "s3.create_bucket(Bucket='bench')\n"
+        f"with ThreadPoolExecutor(32) as pool: list(pool.map(lambda n: s3.put_object(Bucket='bench', "
+        f"Key=f'objects/{{n:06d}}', Body=os.urandom({size})), range({count})))\n"
+    )
+
+
+def memory_by_count(counts: list[int], runs: int) -> None:
+    """Peak summed RSS of `s3bulk.map` as the object count grows: flat when memory is bounded by
+    the byte budget and the in-flight limit, not by the count (issue 22)."""
+    scratch = tmpfs_dir("s3bulk-bench-map-")
+    script = scratch / "s3bulk_map.py"
+    script.write_text(COMMON + textwrap.dedent(PROGRAMS["s3bulk.map"]))
+    rows = []
+    for count in counts:
+        with DelayedMinio(tmpfs_dir("s3bulk-bench-minio-"), 0) as minio:
+            env = clean_env(minio.client_env()) | {"OBJECTS": str(count)}
+            direct = env | {"AWS_ENDPOINT_URL": minio.minio.endpoint}
+            subprocess.run([sys.executable, "-c", seed_script(count, 1024)], env=direct, check=True)
+            found = [measure([sys.executable, str(script)], env, "s3bulk.map", "map") for _ in range(runs)]
+            if any(result.returncode for result in found):
+                raise SystemExit("s3bulk.map failed")
+            rss = statistics.median(result.peak_rss_mib for result in found)
+            rate = count / statistics.median(result.seconds for result in found)
+            print(f"{count:,} objects: peak RSS {rss:.1f} MiB, {rate:,.0f} obj/s", flush=True)
+            rows.append((count, rss, rate))
+    print(f"\n| objects (1 KiB) | s3bulk.map peak RSS MiB (median of {runs}) | obj/s |\n|---:|---:|---:|")
+    for count, rss, rate in rows:
+        print(f"| {count:,} | {rss:.0f} | {rate:,.0f} |")
 
 
 if __name__ == "__main__":

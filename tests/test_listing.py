@@ -8,6 +8,7 @@ import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from urllib.parse import quote_plus
 from xml.sax.saxutils import escape
 
@@ -179,3 +180,46 @@ def test_listing_times_parse_to_the_second_they_name() -> None:
     for moment in ("2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", "2026-11-23T22:31:04.123456+02:00"):
         expected = datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
         assert s3xml.epoch_seconds(moment) == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_server_listing_out_of_order_never_makes_sync_act_wrongly(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """A server whose pages are not in key order (S3 Express directory buckets): cp, rm and ls
+    do not need the order and work; sync and check, which merge two sorted listings, stop with
+    one line before they copy or delete anything."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    keys = [f"p/{n:04d}" for n in range(2500)]
+    put_empty(minio, bucket, keys)
+    local = tmp_path / "local"
+    (local / "extra").mkdir(parents=True)
+    (local / "extra" / "keep.txt").write_bytes(b"must stay")
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        proxy.unordered_listings = True
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        for ranges in ("auto", "on", "off"):
+            listed = run_cli(env, "ls", "-r", f"s3://{bucket}/p/", "--json", "--list-ranges", ranges)
+            assert listed.returncode == 0, listed.stderr
+            printed = [json.loads(line)["key"] for line in listed.stdout.splitlines()]
+            assert sorted(printed) == keys and printed != keys, ranges  # all of them, as listed
+        copied = run_cli(env, "cp", f"s3://{bucket}/p/", f"s3://{bucket}/q/", "--list-ranges", "on")
+        assert copied.returncode == 0, copied.stderr
+        before = sorted(path.relative_to(local).as_posix() for path in local.rglob("*"))
+        for args in (
+            ["sync", f"s3://{bucket}/p/", f"{local}/", "--delete"],
+            ["sync", f"{local}/", f"s3://{bucket}/p/", "--delete"],
+            ["check", f"{local}/", f"s3://{bucket}/p/"],
+        ):
+            refused = run_cli(env, *args)
+            assert refused.returncode != 0 and "lists keys out of order" in refused.stderr, refused.stderr
+            assert "sync and check walk two sorted listings" in refused.stderr
+            assert refused.stderr.count("\n") == 1, refused.stderr
+        assert sorted(path.relative_to(local).as_posix() for path in local.rglob("*")) == before
+    client = minio.client()
+    stored = [
+        item["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for item in page.get("Contents", [])
+    ]
+    assert stored == sorted(keys + [key.replace("p/", "q/") for key in keys])  # none gone, none added

@@ -89,24 +89,24 @@ async def ls_async(
     settings: AwsSettings | None = None,
     report: Report | None = None,
 ) -> AsyncIterator[ObjectInfo | str]:
-    """Stream the objects under an s3:// prefix in key order (recursive: many key ranges listed
-    in parallel unless `partitioned` is False or, by default, the endpoint is on loopback), or one
-    level of objects and sub-prefixes (str) when not recursive."""
-    from s3bulk._sources.listing import list_prefix, list_sequential, partitioning_pays
+    """Stream the objects under an s3:// prefix (recursive: many key ranges listed in parallel,
+    in key order, unless `partitioned` is False or, by default, the service's StartAfter is
+    measured not to seek), or one level of objects and sub-prefixes (str) when not recursive."""
+    from s3bulk._sources.listing import list_prefix, list_sequential
     from s3bulk._stores.storage import Storage
 
     location = parse_s3(url)
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     settings = settings or AwsSettings.from_env()
-    if partitioned is None:
-        partitioned = partitioning_pays(settings.resolved_endpoint)
     report = report if report is not None else Report("ls", source=url)
     client = Storage(settings, connections=concurrency)
     started = time.perf_counter()
     try:
-        if recursive and partitioned:
-            async for objects in list_prefix(client, location.bucket, location.key, concurrency=concurrency):
+        if recursive and partitioned is not False:
+            async for objects in list_prefix(
+                client, location.bucket, location.key, concurrency=concurrency, auto=partitioned is None
+            ):
                 report.objects_done += len(objects)
                 report.bytes_done += sum(info.size for info in objects)
                 for info in objects:

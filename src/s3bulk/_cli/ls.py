@@ -12,6 +12,7 @@ from s3bulk._api import ls_async
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
+    ListRangesOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
@@ -62,9 +63,7 @@ def ls_command(
         False, "--all-versions", help="Every version and delete marker (a versioned bucket; implies -r)."
     ),
     concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
-    list_ranges: str = typer.Option(
-        "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
-    ),
+    list_ranges: str = ListRangesOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,

@@ -180,7 +180,9 @@ def as_prefix(place: str | None) -> str | None:
 
 MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
 ListRangesOption = typer.Option(
-    "auto", "--list-ranges", help="List key ranges in parallel: auto (not on loopback), on, off."
+    "auto",
+    "--list-ranges",
+    help="List key ranges in parallel: auto (where a StartAfter probe costs less than a page), on, off.",
 )
 
 

@@ -26,7 +26,7 @@ from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
 from s3bulk._plan.diff import newer
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range, partitioning_pays
+from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.local import NOT_UTF8, walk
 from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
@@ -218,7 +218,7 @@ class CopyOptions:
     copy_multipart_threshold: int = 5 * GiB
     part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
     concurrency: int = 64
-    partitioned_listing: bool = True
+    partitioned_listing: bool | None = None  # key ranges: on, off, None: where StartAfter seeks
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
     follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
@@ -236,7 +236,6 @@ class CopyOptions:
 def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOptions:
     """The job's options from the user's spec and the runner's plan (the byte budget sets how
     many parts of one large object are in flight)."""
-    listing = spec.partitioned_listing
     return CopyOptions(
         filters=Filters(
             spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
@@ -246,7 +245,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         multipart_threshold=spec.multipart_threshold,
         copy_multipart_threshold=spec.copy_multipart_threshold,
         concurrency=spec.engine.concurrency,
-        partitioned_listing=partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+        partitioned_listing=spec.partitioned_listing,
         delete_source=spec.command == "mv",
         max_delete=getattr(spec, "max_delete", None),
         follow_symlinks=spec.follow_symlinks,
@@ -562,8 +561,9 @@ class CopyJob:
             self.source.bucket,
             self.source.key,
             descriptor,
-            on_split=ctx.split if self.options.partitioned_listing else None,
+            on_split=ctx.split if self.options.partitioned_listing is not False else None,
             want_split=ctx.want_split,
+            auto=self.options.partitioned_listing is None,
         ):
             if ctx.want_split():  # other workers are short of work: hand them this page
                 ctx.split([ObjectBatch(tuple(objects))], handed=[info.key for info in objects])

@@ -16,7 +16,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._report import WorkerStats
-from s3bulk._sources.listing import KeyRange, SingleObject, iter_range, partitioning_pays
+from s3bulk._sources.listing import KeyRange, SingleObject, iter_range
 from s3bulk._stores.attributes import described
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
@@ -48,14 +48,14 @@ class HeadCommand(Command):
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, HeadSpec)
-        return HeadJob(parse_s3(spec.target), settings, partitioning_pays(settings.resolved_endpoint))
+        return HeadJob(parse_s3(spec.target), settings)
 
 
 @dataclass
 class HeadJob:
     location: S3Location
     settings: AwsSettings
-    partitioned_listing: bool = True
+    partitioned_listing: bool | None = None  # key ranges where StartAfter is measured to seek
     preflight_requests: dict[str, int] = field(default_factory=dict)
     preflight_notes: list[str] = field(default_factory=list)
 
@@ -87,7 +87,7 @@ class HeadJob:
             yield [ObjectInfo(descriptor.key, 0, "", "")]
             return
         location = self.location
-        split = ctx.split if self.partitioned_listing else None
+        split = ctx.split if self.partitioned_listing is not False else None
         async for objects in iter_range(
             self._storage,
             location.bucket,
@@ -95,6 +95,7 @@ class HeadJob:
             descriptor,
             on_split=split,
             want_split=ctx.want_split,
+            auto=self.partitioned_listing is None,
         ):
             ctx.stats.objects_listed += len(objects)
             yield objects

@@ -32,7 +32,7 @@ from s3bulk._engine.job import Job, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, UsageError
 from s3bulk._plan.filters import Filters
 from s3bulk._report import WorkerStats
-from s3bulk._sources.listing import KeyRange, iter_range, partitioning_pays
+from s3bulk._sources.listing import KeyRange, iter_range
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import S3Location, parse_s3, relative_key
@@ -227,14 +227,14 @@ class MapJob:
         if isinstance(descriptor, tuple):  # a retry's objects
             yield self._wanted(list(descriptor), ctx)
             return
-        partitioned = partitioning_pays(self.settings.resolved_endpoint)
         async for objects in iter_range(
             self.storage,
             self.source.bucket,
             self.source.key,
             descriptor,
-            on_split=ctx.split if partitioned else None,
+            on_split=ctx.split,
             want_split=ctx.want_split,
+            auto=True,  # key ranges where StartAfter is measured to seek
         ):
             yield self._wanted(objects, ctx)
 

@@ -83,17 +83,15 @@ class RemoveCommand(Command):
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         from s3bulk._plan.filters import Filters
-        from s3bulk._sources.listing import partitioning_pays
 
         assert isinstance(spec, RemoveSpec)
-        listing = spec.partitioned_listing
         options = RemoveOptions(
             Filters(
                 spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
             ),
             spec.dry_run,
             spec.engine.concurrency,
-            partitioning_pays(settings.resolved_endpoint) if listing is None else listing,
+            spec.partitioned_listing,
             spec.max_delete,
             spec.files_from,
         )
@@ -235,7 +233,7 @@ class RemoveOptions:
     filters: Filters = field(default_factory=Filters)
     dry_run: bool = False
     concurrency: int = 16
-    partitioned_listing: bool = True
+    partitioned_listing: bool | None = None  # key ranges: on, off, None: where StartAfter seeks
     max_delete: int | None = None
     files_from: str | None = None
 
@@ -303,8 +301,9 @@ class RemoveJob:
             bucket,
             self.prefix,
             descriptor,
-            on_split=ctx.split if self.options.partitioned_listing else None,
+            on_split=ctx.split if self.options.partitioned_listing is not False else None,
             want_split=ctx.want_split,
+            auto=self.options.partitioned_listing is None,
         ):
             batch = self._batch([info for info in objects if self._wanted(info)], ctx)
             if batch:

@@ -84,6 +84,10 @@ class SyncCommand(CopyCommand):
 ACTIONS_PER_BATCH = 1000
 LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
 DELETE_PREFIX = "delete:"
+MERGE_NEEDS_ORDER = (
+    "sync and check walk two sorted listings side by side, so they stop here rather than copy or "
+    "delete the wrong objects (cp and rm do not need the order)"
+)
 
 
 class CheckItem(NamedTuple):
@@ -250,10 +254,22 @@ class SyncJob(CopyJob):
             return
         prefix = location.key
         skip_markers = self._local_side  # "dir/" marker objects have no file counterpart
-        if self.options.partitioned_listing:
-            pages = list_prefix(client, location.bucket, prefix, concurrency=LISTING_CONCURRENCY)
+        if self.options.partitioned_listing is not False:
+            pages = list_prefix(
+                client,
+                location.bucket,
+                prefix,
+                concurrency=LISTING_CONCURRENCY,
+                auto=self.options.partitioned_listing is None,
+                ordered_for=MERGE_NEEDS_ORDER,
+            )
         else:
-            pages = (page.objects async for page in list_sequential(client, location.bucket, prefix))
+            pages = (
+                page.objects
+                async for page in list_sequential(
+                    client, location.bucket, prefix, ordered_for=MERGE_NEEDS_ORDER
+                )
+            )
         async for objects in pages:
             entries = []
             for info in objects:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import ipaddress
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urlsplit
 
-from s3bulk._errors import ItemError
+from s3bulk._errors import ItemError, JobAborted
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
 
 
@@ -50,21 +49,55 @@ MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48
 
 
-def partitioning_pays(endpoint: str) -> bool:
-    """Whether parallel key ranges are worth their cost against this endpoint.
+# Whether a bucket's StartAfter is a seek, as measured by the first range split in this process
+# (--list-ranges auto): bucket -> verdict. A server that walks for every StartAfter pays for its
+# probes once, not once per range.
+_SEEKS: dict[str, bool] = {}
 
-    Ranges overlap round trips; they pay wherever there is latency to hide (every real network).
-    Against a loopback server there is none, the server shares our cores, and some servers
-    (MinIO) restart a directory walk for every StartAfter, so each extra range is pure extra work:
-    measured here, 20,000 keys listed in 1.77 s over ranges vs 1.17 s sequentially.
-    """
-    host = urlsplit(endpoint).hostname or ""
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
+
+class ListingOutOfOrder(JobAborted):
+    """The service listed a key at or before one it had listed already. S3 lists in key order,
+    S3 Express directory buckets do not: whatever relies on order (key ranges, sync and check's
+    merge of two sorted listings) must stop rather than skip, copy or delete the wrong keys."""
+
+
+class KeyOrder:
+    """Follows the keys of one listing and says when they stop rising."""
+
+    __slots__ = ("last", "where")
+
+    def __init__(self, where: str, after: str | None = None) -> None:
+        self.where = where
+        self.last = after or ""
+
+    def rising(self, objects: list[ObjectInfo]) -> bool:
+        last = self.last
+        for info in objects:
+            if info.key <= last:
+                return False
+            last = info.key
+        self.last = last
         return True
+
+    def refuse(self, objects: list[ObjectInfo], needs: str) -> ListingOutOfOrder:
+        after = self.last
+        for info in objects:
+            if info.key <= after:
+                return ListingOutOfOrder(
+                    f"{self.where} lists keys out of order ({_quoted(info.key)} after {_quoted(after)}), "
+                    f"as S3 Express directory buckets do: {needs}"
+                )
+            after = info.key
+        return ListingOutOfOrder(f"{self.where} lists keys out of order: {needs}")
+
+
+def _quoted(key: str) -> str:
+    from s3bulk._text import printable
+
+    return repr(printable(key))
+
+
+RANGES_NEED_ORDER = "key ranges need key order, so list with --list-ranges off"
 
 
 @dataclass(frozen=True)
@@ -155,19 +188,35 @@ def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
 
 async def discover_split(
     client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
-) -> list[str]:
-    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts."""
+) -> tuple[list[str], float | None]:
+    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts,
+    and how long the MaxKeys=1 StartAfter probes took (None: there was nothing to probe)."""
     keys = [info.key for info in objects]
     points = _probe_points(prefix, keys, upto)
     if not points:
-        return []
+        return [], None
+    started = time.perf_counter()
     replies = await asyncio.gather(
         *(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1) for _, point in points)
     )
+    probed = time.perf_counter() - started
     for (level, _), reply in zip(points, replies, strict=True):
         if reply.objects and (upto is None or reply.objects[0].key <= upto):
-            return _fanout(level, keys, upto)
-    return []
+            return _fanout(level, keys, upto), probed
+    return [], probed
+
+
+def _seeks(bucket: str, page_seconds: float, probe_seconds: float | None) -> bool:
+    """--list-ranges auto: split when a StartAfter probe costs less than the page it would save.
+
+    Where the service seeks (S3, an ordered index), a MaxKeys=1 probe costs one round trip and
+    a page of 1,000 keys a round trip plus the page's own work, so ranges overlap round trips and
+    pay. Where every StartAfter restarts a walk (MinIO: a directory read and sorted again), the
+    probes cost more than the page, and so would every range: one listing is faster. The first
+    verdict holds for the bucket in this process."""
+    if bucket not in _SEEKS and probe_seconds is not None:
+        _SEEKS[bucket] = probe_seconds < page_seconds
+    return _SEEKS.get(bucket, True)
 
 
 async def iter_range(
@@ -178,17 +227,31 @@ async def iter_range(
     *,
     on_split: SplitHook | None = None,
     want_split: Callable[[], bool] = lambda: True,
+    auto: bool = False,
+    ordered_for: str = "",
 ) -> AsyncIterator[list[ObjectInfo]]:
     """Pages of one range. After the first full page it may hand the rest of its range, cut into
-    parts, to `on_split` and keep only the first part for itself."""
+    parts, to `on_split` and keep only the first part for itself; with `auto`, only where the
+    service's StartAfter is measured to be a seek (`_seeks`).
+
+    A range that relies on key order (one of a split listing, or all of it for `ordered_for`,
+    which says what needs the order) stops with ListingOutOfOrder when the service lists out of
+    order; a whole listing not yet split just stops splitting."""
     upto = key_range.upto
     token: str | None = None
     first_page = True
+    order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", key_range.after)
     while True:
+        started = time.perf_counter()
         page: ListPage = await client.list_objects_v2(
             bucket, prefix, start_after=key_range.after if token is None else None, continuation_token=token
         )
+        page_seconds = time.perf_counter() - started
         objects = page.objects
+        if order is not None and not order.rising(objects):
+            if ordered_for or key_range.after is not None or upto is not None:
+                raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
+            order, on_split = None, None  # one listing, in whatever order it comes
         finished = not page.is_truncated
         if upto is not None and objects and objects[-1].key > upto:
             objects = objects[: bisect.bisect_right([o.key for o in objects], upto)]
@@ -197,9 +260,10 @@ async def iter_range(
             yield objects
         if finished or not page.next_token:
             return
-        if first_page and on_split is not None and objects and want_split():
-            boundaries = await discover_split(client, bucket, prefix, objects, upto)
-            if boundaries:
+        worth_probing = not (auto and _SEEKS.get(bucket) is False)
+        if first_page and on_split is not None and objects and worth_probing and want_split():
+            boundaries, probe_seconds = await discover_split(client, bucket, prefix, objects, upto)
+            if boundaries and (not auto or _seeks(bucket, page_seconds, probe_seconds)):
                 bounds = [*boundaries, upto]
                 handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
                 on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
@@ -226,8 +290,11 @@ async def list_prefix(
     *,
     concurrency: int = 16,
     max_ranges: int = 64,
+    auto: bool = False,
+    ordered_for: str = "",
 ) -> AsyncIterator[list[ObjectInfo]]:
-    """All objects under `prefix`, in key order, listed over up to `max_ranges` parallel ranges.
+    """All objects under `prefix`, in key order, listed over up to `max_ranges` parallel ranges
+    (with `auto`, where StartAfter is measured to be a seek; see `iter_range`).
 
     Memory stays bounded: each range holds at most two pages before it waits for the reader.
     """
@@ -272,6 +339,8 @@ async def list_prefix(
                 node.key_range,
                 on_split=split,
                 want_split=lambda: active < max_ranges,
+                auto=auto,
+                ordered_for=ordered_for,
             ):
                 await node.queue.put(objects)
         except Exception as exc:  # handed to the reader, which raises it in order
@@ -300,11 +369,13 @@ async def list_prefix(
 
 
 async def list_sequential(
-    client: Lister, bucket: str, prefix: str, *, delimiter: str | None = None
+    client: Lister, bucket: str, prefix: str, *, delimiter: str | None = None, ordered_for: str = ""
 ) -> AsyncIterator[ListPage]:
-    """A plain paginator (used for delimiter listings, on loopback, and as the benchmark's
-    baseline). The next page is requested before this one is handed on, so whatever the caller
-    does with a page (print it, plan its items) overlaps the service's time for the next one."""
+    """A plain paginator (used for delimiter listings, with --list-ranges off, and as the
+    benchmark's baseline). The next page is requested before this one is handed on, so whatever
+    the caller does with a page (print it, plan its items) overlaps the service's time for the
+    next one. With `ordered_for`, keys out of order stop it (ListingOutOfOrder)."""
+    order = KeyOrder(f"s3://{bucket}/{prefix}") if ordered_for else None
 
     def fetch(token: str | None) -> asyncio.Task[ListPage]:
         return asyncio.ensure_future(
@@ -315,6 +386,8 @@ async def list_sequential(
     try:
         while True:
             page = await pending
+            if order is not None and not order.rising(page.objects):
+                raise order.refuse(page.objects, ordered_for)
             more = page.is_truncated and bool(page.next_token)
             if more:
                 pending = fetch(page.next_token)

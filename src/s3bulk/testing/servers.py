@@ -233,6 +233,37 @@ class MinioServer(Server):
             self.data_dir.mkdir(parents=True, exist_ok=True)
 
 
+class VersityServer(Server):
+    """Versity's S3 gateway (versitygw) over a POSIX directory: buckets are directories, objects
+    files, attributes extended attributes; a second real S3 implementation, independent of
+    MinIO's code, for the compatibility matrix."""
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        super().__init__()
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-versitygw-"))
+
+    def command(self) -> list[str]:
+        return [
+            str(find_tool("versitygw")),
+            "--access",
+            self.access_key,
+            "--secret",
+            self.secret_key,
+            "--port",
+            f"{self.host}:{self.port}",
+            "--quiet",
+            "posix",
+            str(self.data_dir),
+        ]
+
+    def stop(self) -> None:
+        super().stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+
+
 class MotoServer(Server):
     """moto's standalone server: a permissive S3 (and S3 Vectors) protocol peer."""
 

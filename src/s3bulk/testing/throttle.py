@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -246,6 +247,8 @@ class S3ThrottlingProxy(LoopbackProxy):
         self.requester_pays = False
         self.corrupt_bodies = 0  # the next this many object bodies (GET answers) get one byte flipped
         self.corrupt_uploads = 0  # ... and the next this many PUT bodies (objects, parts) on their way in
+        # ListObjectsV2 pages with their keys in reverse, as S3 Express directory buckets list
+        self.unordered_listings = False
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{path:.*}", self._handle)
@@ -294,9 +297,21 @@ class S3ThrottlingProxy(LoopbackProxy):
             if request.method == "HEAD":  # no body, and the object's own Content-Length
                 passed["Content-Length"] = reply.headers.get("Content-Length", "0")
                 return web.Response(status=reply.status, headers=passed)
+            if self.unordered_listings and request.query.get("list-type") == "2" and reply.status == 200:
+                data = _reversed_contents(data)
             object_body = request.method == "GET" and not request.query and reply.status in (200, 206)
             if self.corrupt_bodies and object_body and len(data) > 1:  # an object's bytes, not a listing
                 self.corrupt_bodies -= 1  # a bit flipped on the way, as a broken middlebox would
                 data = data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 1]) + data[len(data) // 2 + 1 :]
                 self.log.refused["corrupted"] += 1
             return web.Response(status=reply.status, body=data, headers=passed)
+
+
+def _reversed_contents(xml: bytes) -> bytes:
+    """A ListObjectsV2 answer with its <Contents> entries in reverse order."""
+    entries = re.findall(rb"<Contents>.*?</Contents>", xml, flags=re.DOTALL)
+    if len(entries) < 2:
+        return xml
+    start = xml.index(entries[0])
+    end = xml.index(entries[-1]) + len(entries[-1])
+    return xml[:start] + b"".join(reversed(entries)) + xml[end:]
