@@ -130,10 +130,13 @@ class NetemNamespace:
 
 
 class DelayedMinio:
-    """A MinIO whose clients see `rtt_ms` of round-trip time; `endpoint` is where they connect."""
+    """A MinIO (or, given `server`, any S3 server) whose clients see `rtt_ms` of round-trip
+    time; `endpoint` is where they connect."""
 
-    def __init__(self, data_dir: Path | None, rtt_ms: float, public_metrics: bool = False) -> None:
-        self.minio = MinioServer(data_dir, public_metrics=public_metrics)
+    def __init__(
+        self, data_dir: Path | None, rtt_ms: float, public_metrics: bool = False, server: Server | None = None
+    ) -> None:
+        self.minio = server or MinioServer(data_dir, public_metrics=public_metrics)
         self.rtt_ms = rtt_ms
         self.proxy: ToxiproxyServer | None = None
         self.namespace: NetemNamespace | None = None

@@ -264,6 +264,83 @@ class VersityServer(Server):
             self.data_dir.mkdir(parents=True, exist_ok=True)
 
 
+class GarageServer(Server):
+    """Garage (Deuxfleurs' distributed object store) as one node over a throwaway directory. Its
+    metadata is an ordered key-value database, so a StartAfter is a seek, as on S3: the server
+    where parallel key ranges can show their speed. Keys must look like Garage's own ("GK" and
+    24 hex digits, a 64-hex secret); the node gets a one-node layout and the key may create
+    buckets, so tests create theirs over S3 as anywhere else."""
+
+    access_key = "GK" + "5a3b" * 6
+    secret_key = "5ec7e7" * 10 + "5ec7"
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        super().__init__()
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-garage-"))
+        self.config = self.data_dir / "garage.toml"
+        # layout and key live in its metadata: a restart(), or a server over a kept directory,
+        # finds them there
+        self._configured = (self.data_dir / "meta").exists()
+
+    def command(self) -> list[str]:
+        rpc = free_port()
+        self.config.write_text(
+            f'metadata_dir = "{self.data_dir / "meta"}"\n'
+            f'data_dir = "{self.data_dir / "data"}"\n'
+            'db_engine = "lmdb"\n'
+            "replication_factor = 1\n"
+            f'rpc_bind_addr = "{self.host}:{rpc}"\n'
+            f'rpc_public_addr = "{self.host}:{rpc}"\n'
+            f'rpc_secret = "{"0f" * 32}"\n'
+            "[s3_api]\n"
+            's3_region = "us-east-1"\n'
+            f'api_bind_addr = "{self.host}:{self.port}"\n'
+        )
+        return [str(find_tool("garage")), "-c", str(self.config), "server"]
+
+    def _cli(self, *args: str) -> str:
+        done = subprocess.run(
+            [str(find_tool("garage")), "-c", str(self.config), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode:
+            raise RuntimeError(f"garage {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """Up, then given its layout and the test key (an unconfigured node answers 503)."""
+        deadline = time.monotonic() + timeout
+        while not self._configured:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                return False
+            try:
+                node = self._cli("node", "id", "-q").strip().split("@")[0]
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.1)
+        else:
+            return super()._wait_ready(timeout)
+        self._cli("layout", "assign", "-z", "dc1", "-c", "1G", node[:16])
+        self._cli("layout", "apply", "--version", "1")
+        self._cli("key", "import", "--yes", "-n", "s3bulk", self.access_key, self.secret_key)
+        self._cli("key", "allow", "--create-bucket", self.access_key)
+        self._configured = True
+        return super()._wait_ready(max(1.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        super().stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._configured = False
+
+
 class MotoServer(Server):
     """moto's standalone server: a permissive S3 (and S3 Vectors) protocol peer."""
 
