@@ -3,7 +3,7 @@
 # versions, into .tools/bin (ignored by git). A binary already there is kept, so only the first
 # run on a machine pays the ~3 minute MinIO build.
 set -euo pipefail
-export PATH="$PATH:/usr/local/go/bin"
+export PATH="$PATH:/usr/local/go/bin:$HOME/.cargo/bin"
 command -v go >/dev/null || { echo "Go is needed to build MinIO: install it (https://go.dev/dl)" >&2; exit 1; }
 
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
@@ -32,6 +32,17 @@ build toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0"
 # The compatibility matrix's second S3 implementation (tests/test_servers.py, make test-servers):
 # Versity's gateway over a POSIX directory, ~1 minute to build.
 build versitygw "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+
+# The matrix's third server, and the one whose StartAfter is a seek (an ordered metadata
+# database): Garage from its crate, ~25 minutes of Rust on two cores the first time only.
+GARAGE_VERSION="2.5.0"
+if [[ ! -x "$BIN_DIR/garage" || "$(cat "$BIN_DIR/.garage.version" 2>/dev/null)" != "garage@$GARAGE_VERSION" ]]; then
+  command -v cargo >/dev/null || { echo "Rust's cargo is needed to build Garage: install it (https://rustup.rs)" >&2; exit 1; }
+  echo "building garage $GARAGE_VERSION from its crate (first time only)..." >&2
+  cargo install --quiet --locked --root "$TOOLS_DIR/garage" "garage@$GARAGE_VERSION"
+  cp "$TOOLS_DIR/garage/bin/garage" "$BIN_DIR/garage"
+  echo "garage@$GARAGE_VERSION" > "$BIN_DIR/.garage.version"
+fi
 
 # Peers for `make bench` only (not needed by the tests): rclone from its Go module, and the AWS
 # CLI in its own virtual environment (its botocore pin must not touch s3bulk's).

@@ -29,12 +29,12 @@ from conftest import (
     tree_problems,
 )
 
-from s3bulk.testing import MinioServer, VersityServer
+from s3bulk.testing import GarageServer, MinioServer, VersityServer
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
 pytestmark = pytest.mark.servers
 
-SERVERS = {"minio": MinioServer, "versitygw": VersityServer}
+SERVERS = {"minio": MinioServer, "versitygw": VersityServer, "garage": GarageServer}
 MiB = 1024 * 1024
 ODD_NAMES = ["a b.txt", "ünïcødé.txt", "plus+sign", "per%cent", "eq=x&y", "tilde~", "quote'd", "semi;colon"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,10 +49,12 @@ MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48
 
 
-# Whether a bucket's StartAfter is a seek, as measured by the first range split in this process
-# (--list-ranges auto): bucket -> verdict. A server that walks for every StartAfter pays for its
-# probes once, not once per range.
+# Whether key ranges pay for a bucket, as measured at the first range split in this process
+# (--list-ranges auto): bucket -> verdict. Where they do not, the probes are paid once, not once
+# per range.
 _SEEKS: dict[str, bool] = {}
+ROUND_TRIP_SHARE = 0.2  # ranges pay when the round trip is at least this share of a page's time
+ROUND_TRIP_PREFIX = "~s3bulk-round-trip~/"  # listed to time a round trip: no keys live there
 
 
 class ListingOutOfOrder(JobAborted):
@@ -188,34 +190,52 @@ def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
 
 async def discover_split(
     client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
-) -> tuple[list[str], float | None]:
+) -> tuple[list[str], Timings | None]:
     """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts,
-    and how long the MaxKeys=1 StartAfter probes took (None: there was nothing to probe)."""
+    and what the probes took (None: there was nothing to probe). Beside the MaxKeys=1 StartAfter
+    probes goes one listing of a prefix nobody uses: a round trip with no work behind it."""
     keys = [info.key for info in objects]
     points = _probe_points(prefix, keys, upto)
     if not points:
         return [], None
-    started = time.perf_counter()
-    replies = await asyncio.gather(
-        *(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1) for _, point in points)
+
+    async def timed(request: Awaitable[ListPage]) -> tuple[ListPage, float]:
+        started = time.perf_counter()
+        page = await request
+        return page, time.perf_counter() - started
+
+    *replies, (_, round_trip) = await asyncio.gather(
+        *(
+            timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1))
+            for _, point in points
+        ),
+        timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)),
     )
-    probed = time.perf_counter() - started
-    for (level, _), reply in zip(points, replies, strict=True):
+    timings = Timings(round_trip, min(seconds for _, seconds in replies))
+    for (level, _), (reply, _) in zip(points, replies, strict=True):
         if reply.objects and (upto is None or reply.objects[0].key <= upto):
-            return _fanout(level, keys, upto), probed
-    return [], probed
+            return _fanout(level, keys, upto), timings
+    return [], timings
 
 
-def _seeks(bucket: str, page_seconds: float, probe_seconds: float | None) -> bool:
-    """--list-ranges auto: split when a StartAfter probe costs less than the page it would save.
+@dataclass(frozen=True)
+class Timings:
+    round_trip: float  # an empty listing: the network and the service's fixed cost
+    probe: float  # a MaxKeys=1 StartAfter listing: the above and a seek
 
-    Where the service seeks (S3, an ordered index), a MaxKeys=1 probe costs one round trip and
-    a page of 1,000 keys a round trip plus the page's own work, so ranges overlap round trips and
-    pay. Where every StartAfter restarts a walk (MinIO: a directory read and sorted again), the
-    probes cost more than the page, and so would every range: one listing is faster. The first
+
+def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bool:
+    """--list-ranges auto: split when the first page's time is mostly waiting and a seek is cheap.
+
+    Ranges overlap round trips: they pay where a page's time is mostly the round trip (a far
+    service, or one that answers many requests at once), and cost where it is mostly the
+    service's own work on cores it shares (a server on this machine) or where every StartAfter
+    restarts a walk (MinIO reads and sorts a directory again). So: the round trip is at least a
+    fifth of the page, and a StartAfter probe costs no more than the page itself. The first
     verdict holds for the bucket in this process."""
-    if bucket not in _SEEKS and probe_seconds is not None:
-        _SEEKS[bucket] = probe_seconds < page_seconds
+    if bucket not in _SEEKS and timings is not None:
+        waiting = timings.round_trip >= ROUND_TRIP_SHARE * page_seconds
+        _SEEKS[bucket] = waiting and timings.probe <= page_seconds
     return _SEEKS.get(bucket, True)
 
 
@@ -232,7 +252,7 @@ async def iter_range(
 ) -> AsyncIterator[list[ObjectInfo]]:
     """Pages of one range. After the first full page it may hand the rest of its range, cut into
     parts, to `on_split` and keep only the first part for itself; with `auto`, only where the
-    service's StartAfter is measured to be a seek (`_seeks`).
+    service is measured to reward it (`_ranges_pay`).
 
     A range that relies on key order (one of a split listing, or all of it for `ordered_for`,
     which says what needs the order) stops with ListingOutOfOrder when the service lists out of
@@ -262,8 +282,8 @@ async def iter_range(
             return
         worth_probing = not (auto and _SEEKS.get(bucket) is False)
         if first_page and on_split is not None and objects and worth_probing and want_split():
-            boundaries, probe_seconds = await discover_split(client, bucket, prefix, objects, upto)
-            if boundaries and (not auto or _seeks(bucket, page_seconds, probe_seconds)):
+            boundaries, timings = await discover_split(client, bucket, prefix, objects, upto)
+            if boundaries and (not auto or _ranges_pay(bucket, page_seconds, timings)):
                 bounds = [*boundaries, upto]
                 handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
                 on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
