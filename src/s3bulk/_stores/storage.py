@@ -442,9 +442,26 @@ class Storage:
             await self._retrying(copy, what)
         else:
             headers = attributes.copy_headers()
-            await self._retrying(
-                lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
-            )
+            try:
+                await self._retrying(
+                    lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
+                )
+            except S3Error as exc:
+                if not (size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"):
+                    raise
+                await self._put_marker(source_bucket, source_key, bucket, key, attributes)
+
+    async def _put_marker(
+        self, source_bucket: str, source_key: str, bucket: str, key: str, attributes: Attributes
+    ) -> None:
+        """An empty 'dir/' marker written anew with its source's attributes: a server that keeps
+        such keys as directories (Versity's gateway) refuses to CopyObject one, as if a copy
+        could carry data into a directory, but takes a PUT of nothing."""
+        head = await self.head(source_bucket, source_key)
+        kept = await self.retry(lambda: copy_attributes(self.client, source_bucket, source_key, head))
+        headers = attributes.over_source(kept)
+        what = f"put s3://{bucket}/{key}"
+        await self._retrying(lambda: self.client.put_object(bucket, key, b"", headers), what)
 
     async def relay(
         self,
