@@ -250,16 +250,19 @@ async def iter_range(
     auto: bool = False,
     ordered_for: str = "",
 ) -> AsyncIterator[list[ObjectInfo]]:
-    """Pages of one range. After the first full page it may hand the rest of its range, cut into
-    parts, to `on_split` and keep only the first part for itself; with `auto`, only where the
-    service is measured to reward it (`_ranges_pay`).
+    """Pages of one range. After its first full page (with `auto`, its second: the first pays
+    for a cold connection) it may hand the rest of its range, cut into parts, to `on_split` and
+    keep only the first part for itself, and after a split it tries again on its next page (the
+    part it kept may still be most of the keys); with `auto`, only where the service is measured
+    to reward it (`_ranges_pay`).
 
     A range that relies on key order (one of a split listing, or all of it for `ordered_for`,
     which says what needs the order) stops with ListingOutOfOrder when the service lists out of
     order; a whole listing not yet split just stops splitting."""
     upto = key_range.upto
     token: str | None = None
-    first_page = True
+    may_split = on_split is not None
+    warm_up = 1 if auto and bucket not in _SEEKS else 0  # pages listed before the first attempt
     order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", key_range.after)
     while True:
         started = time.perf_counter()
@@ -271,7 +274,7 @@ async def iter_range(
         if order is not None and not order.rising(objects):
             if ordered_for or key_range.after is not None or upto is not None:
                 raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
-            order, on_split = None, None  # one listing, in whatever order it comes
+            order, may_split = None, False  # one listing, in whatever order it comes
         finished = not page.is_truncated
         if upto is not None and objects and objects[-1].key > upto:
             objects = objects[: bisect.bisect_right([o.key for o in objects], upto)]
@@ -280,16 +283,21 @@ async def iter_range(
             yield objects
         if finished or not page.next_token:
             return
-        worth_probing = not (auto and _SEEKS.get(bucket) is False)
-        if first_page and on_split is not None and objects and worth_probing and want_split():
+        token = page.next_token
+        if warm_up:
+            warm_up -= 1
+            continue
+        if may_split and objects and not (auto and _SEEKS.get(bucket) is False) and want_split():
+            assert on_split is not None
             boundaries, timings = await discover_split(client, bucket, prefix, objects, upto)
-            if boundaries and (not auto or _ranges_pay(bucket, page_seconds, timings)):
+            may_split = bool(boundaries) and (not auto or _ranges_pay(bucket, page_seconds, timings))
+            if may_split:
                 bounds = [*boundaries, upto]
                 handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
                 on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
                 upto = boundaries[0]
-        first_page = False
-        token = page.next_token
+        else:
+            may_split = False
 
 
 class _Node:
