@@ -42,6 +42,9 @@ bench: setup
 	$(PY) bench/bench_manifest.py --runs 3
 	$(PY) bench/bench_gather.py --runs 3
 	$(PY) bench/bench_ray.py --runs 3
+	$(PY) bench/bench_map.py --runs 3
+	$(PY) bench/bench_map.py --runs 3 --memory-at 10000,100000
+	$(PY) bench/bench_list_servers.py --runs 3 --servers minio,versitygw,garage --rtt 0,20,50
 
 reliability: setup
 	$(PY) scripts/reliability.py --rounds 3 --trials 10

@@ -49,10 +49,10 @@ MAX_PROBE_LEVELS = 12
 MAX_FANOUT = 48
 
 
-# Whether key ranges pay for a bucket, as measured at the first range split in this process
+# Whether key ranges pay for a bucket, as measured at the first split attempt in this process
 # (--list-ranges auto): bucket -> verdict. Where they do not, the probes are paid once, not once
 # per range.
-_SEEKS: dict[str, bool] = {}
+_RANGES_PAY: dict[str, bool] = {}
 ROUND_TRIP_SHARE = 0.2  # ranges pay when the round trip is at least this share of a page's time
 ROUND_TRIP_PREFIX = "~s3bulk-round-trip~/"  # listed to time a round trip: no keys live there
 
@@ -225,7 +225,7 @@ class Timings:
 
 
 def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bool:
-    """--list-ranges auto: split when the first page's time is mostly waiting and a seek is cheap.
+    """--list-ranges auto: split when a page's time is mostly waiting and a seek is cheap.
 
     Ranges overlap round trips: they pay where a page's time is mostly the round trip (a far
     service, or one that answers many requests at once), and cost where it is mostly the
@@ -233,10 +233,10 @@ def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bo
     restarts a walk (MinIO reads and sorts a directory again). So: the round trip is at least a
     fifth of the page, and a StartAfter probe costs no more than the page itself. The first
     verdict holds for the bucket in this process."""
-    if bucket not in _SEEKS and timings is not None:
+    if bucket not in _RANGES_PAY and timings is not None:
         waiting = timings.round_trip >= ROUND_TRIP_SHARE * page_seconds
-        _SEEKS[bucket] = waiting and timings.probe <= page_seconds
-    return _SEEKS.get(bucket, True)
+        _RANGES_PAY[bucket] = waiting and timings.probe <= page_seconds
+    return _RANGES_PAY.get(bucket, True)
 
 
 async def iter_range(
@@ -262,7 +262,7 @@ async def iter_range(
     upto = key_range.upto
     token: str | None = None
     may_split = on_split is not None
-    warm_up = 1 if auto and bucket not in _SEEKS else 0  # pages listed before the first attempt
+    warm_up = 1 if auto and bucket not in _RANGES_PAY else 0  # pages listed before the first attempt
     order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", key_range.after)
     while True:
         started = time.perf_counter()
@@ -287,7 +287,7 @@ async def iter_range(
         if warm_up:
             warm_up -= 1
             continue
-        if may_split and objects and not (auto and _SEEKS.get(bucket) is False) and want_split():
+        if may_split and objects and not (auto and _RANGES_PAY.get(bucket) is False) and want_split():
             assert on_split is not None
             boundaries, timings = await discover_split(client, bucket, prefix, objects, upto)
             may_split = bool(boundaries) and (not auto or _ranges_pay(bucket, page_seconds, timings))
