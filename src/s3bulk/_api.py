@@ -90,8 +90,9 @@ async def ls_async(
     report: Report | None = None,
 ) -> AsyncIterator[ObjectInfo | str]:
     """Stream the objects under an s3:// prefix (recursive: many key ranges listed in parallel,
-    in key order, unless `partitioned` is False or, by default, the service's StartAfter is
-    measured not to seek), or one level of objects and sub-prefixes (str) when not recursive."""
+    in key order, unless `partitioned` is False or, by default, they are measured not to pay:
+    see `_sources.listing._ranges_pay`), or one level of objects and sub-prefixes (str) when not
+    recursive."""
     from s3bulk._sources.listing import list_prefix, list_sequential
     from s3bulk._stores.storage import Storage
 
