@@ -109,6 +109,13 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def tmpfs_dir(prefix: str) -> Path:
-    """A scratch directory in memory when /dev/shm exists: disk writeback is not what we measure."""
+    """A scratch directory in memory when /dev/shm exists: disk writeback is not what we measure.
+    It is removed when the benchmark's process exits (a server's data there is RAM: left behind,
+    a few runs filled the machine's memory)."""
+    import atexit
+    import shutil
+
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
