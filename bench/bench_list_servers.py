@@ -85,11 +85,11 @@ def main() -> None:
     rows = []
     for name in args.servers.split(","):
         data = tmpfs_dir(f"s3bulk-bench-{name}-")
-        for rtt in (float(each) for each in args.rtt.split(",")):
-            server = SERVERS[name](data)
+        for index, rtt in enumerate(float(each) for each in args.rtt.split(",")):
+            server = SERVERS[name](data)  # the data seeded at the first RTT, kept for the others
             with DelayedMinio(None, rtt, server=server) as delayed:
                 env = clean_env(delayed.client_env())
-                if rtt == float(args.rtt.split(",")[0]):
+                if index == 0:
                     seed(server.client_env(), args.keys)
                 found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
                 for run in range(args.runs):

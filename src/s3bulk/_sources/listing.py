@@ -189,11 +189,12 @@ def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
 
 
 async def discover_split(
-    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None
+    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None, *, measure: bool
 ) -> tuple[list[str], Timings | None]:
-    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts,
-    and what the probes took (None: there was nothing to probe). Beside the MaxKeys=1 StartAfter
-    probes goes one listing of a prefix nobody uses: a round trip with no work behind it."""
+    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts.
+    With `measure`, also what the probes took (None: nothing was probed): beside the MaxKeys=1
+    StartAfter probes then goes one listing of a prefix nobody uses, a round trip with no work
+    behind it."""
     keys = [info.key for info in objects]
     points = _probe_points(prefix, keys, upto)
     if not points:
@@ -204,14 +205,13 @@ async def discover_split(
         page = await request
         return page, time.perf_counter() - started
 
-    *replies, (_, round_trip) = await asyncio.gather(
-        *(
-            timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1))
-            for _, point in points
-        ),
-        timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)),
-    )
-    timings = Timings(round_trip, min(seconds for _, seconds in replies))
+    probes = [
+        timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1)) for _, point in points
+    ]
+    if measure:
+        probes.append(timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)))
+    replies = await asyncio.gather(*probes)
+    timings = Timings(replies.pop()[1], min(seconds for _, seconds in replies)) if measure else None
     for (level, _), (reply, _) in zip(points, replies, strict=True):
         if reply.objects and (upto is None or reply.objects[0].key <= upto):
             return _fanout(level, keys, upto), timings
@@ -289,7 +289,8 @@ async def iter_range(
             continue
         if may_split and objects and not (auto and _RANGES_PAY.get(bucket) is False) and want_split():
             assert on_split is not None
-            boundaries, timings = await discover_split(client, bucket, prefix, objects, upto)
+            measure = auto and bucket not in _RANGES_PAY
+            boundaries, timings = await discover_split(client, bucket, prefix, objects, upto, measure=measure)
             may_split = bool(boundaries) and (not auto or _ranges_pay(bucket, page_seconds, timings))
             if may_split:
                 bounds = [*boundaries, upto]

@@ -313,25 +313,27 @@ class GarageServer(Server):
     def _wait_ready(self, timeout: float) -> bool:
         """Up, then given its layout and the test key (an unconfigured node answers 503)."""
         deadline = time.monotonic() + timeout
-        while not self._configured:
-            assert self.process is not None
-            if self.process.poll() is not None:
+        if not self._configured:
+            node = self._node_id(deadline)
+            if node is None:
                 return False
+            self._cli("layout", "assign", "-z", "dc1", "-c", "1G", node[:16])
+            self._cli("layout", "apply", "--version", "1")
+            self._cli("key", "import", "--yes", "-n", "s3bulk", self.access_key, self.secret_key)
+            self._cli("key", "allow", "--create-bucket", self.access_key)
+            self._configured = True
+        return super()._wait_ready(max(1.0, deadline - time.monotonic()))
+
+    def _node_id(self, deadline: float) -> str | None:
+        """The node's id once its RPC answers (None: it died or the deadline passed first)."""
+        while self.process is not None and self.process.poll() is None:
             try:
-                node = self._cli("node", "id", "-q").strip().split("@")[0]
-                break
+                return self._cli("node", "id", "-q").strip().split("@")[0]
             except RuntimeError:
                 if time.monotonic() > deadline:
-                    return False
+                    return None
                 time.sleep(0.1)
-        else:
-            return super()._wait_ready(timeout)
-        self._cli("layout", "assign", "-z", "dc1", "-c", "1G", node[:16])
-        self._cli("layout", "apply", "--version", "1")
-        self._cli("key", "import", "--yes", "-n", "s3bulk", self.access_key, self.secret_key)
-        self._cli("key", "allow", "--create-bucket", self.access_key)
-        self._configured = True
-        return super()._wait_ready(max(1.0, deadline - time.monotonic()))
+        return None
 
     def stop(self) -> None:
         super().stop()
