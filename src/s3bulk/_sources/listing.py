@@ -54,6 +54,7 @@ MAX_FANOUT = 48
 # per range.
 _RANGES_PAY: dict[str, bool] = {}
 ROUND_TRIP_SHARE = 0.2  # ranges pay when the round trip is at least this share of a page's time
+SEEK_ROUND_TRIPS = 1.5  # ... and a StartAfter probe costs at most this many round trips
 ROUND_TRIP_PREFIX = "~s3bulk-round-trip~/"  # listed to time a round trip: no keys live there
 
 
@@ -192,9 +193,9 @@ async def discover_split(
     client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None, *, measure: bool
 ) -> tuple[list[str], Timings | None]:
     """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts.
-    With `measure`, also what the probes took (None: nothing was probed): beside the MaxKeys=1
-    StartAfter probes then goes one listing of a prefix nobody uses, a round trip with no work
-    behind it."""
+    With `measure`, also what the probes took (None: nothing was probed). The round trip is then
+    timed first, alone, by a listing of a prefix nobody uses (no work behind it): sent beside the
+    probes, it waited behind them where they are expensive (MinIO), and looked like a far service."""
     keys = [info.key for info in objects]
     points = _probe_points(prefix, keys, upto)
     if not points:
@@ -205,13 +206,15 @@ async def discover_split(
         page = await request
         return page, time.perf_counter() - started
 
-    probes = [
-        timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1)) for _, point in points
-    ]
-    if measure:
-        probes.append(timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)))
-    replies = await asyncio.gather(*probes)
-    timings = Timings(replies.pop()[1], min(seconds for _, seconds in replies)) if measure else None
+    round_trip = (
+        (await timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)))[1]
+        if measure
+        else 0.0
+    )
+    replies = await asyncio.gather(
+        *(timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1)) for _, point in points)
+    )
+    timings = Timings(round_trip, min(seconds for _, seconds in replies)) if measure else None
     for (level, _), (reply, _) in zip(points, replies, strict=True):
         if reply.objects and (upto is None or reply.objects[0].key <= upto):
             return _fanout(level, keys, upto), timings
@@ -231,11 +234,14 @@ def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bo
     service, or one that answers many requests at once), and cost where it is mostly the
     service's own work on cores it shares (a server on this machine) or where every StartAfter
     restarts a walk (MinIO reads and sorts a directory again). So: the round trip is at least a
-    fifth of the page, and a StartAfter probe costs no more than the page itself. The first
-    verdict holds for the bucket in this process."""
+    fifth of the page, and a StartAfter probe costs little more than the round trip itself (a
+    seek). "No more than a page" was not enough: MinIO at 20 ms answered a probe in 50 ms against
+    a page's 90, and its ranges then took 3x the one chain. The first verdict holds for the
+    bucket in this process."""
     if bucket not in _RANGES_PAY and timings is not None:
         waiting = timings.round_trip >= ROUND_TRIP_SHARE * page_seconds
-        _RANGES_PAY[bucket] = waiting and timings.probe <= page_seconds
+        seeks = timings.probe <= SEEK_ROUND_TRIPS * timings.round_trip
+        _RANGES_PAY[bucket] = waiting and seeks
     return _RANGES_PAY.get(bucket, True)
 
 
