@@ -93,6 +93,31 @@ async def ls_async(
     in key order, unless `partitioned` is False or, by default, they are measured not to pay:
     see `_sources.listing._ranges_pay`), or one level of objects and sub-prefixes (str) when not
     recursive."""
+    async for prefixes, objects in ls_pages(
+        url,
+        recursive=recursive,
+        concurrency=concurrency,
+        partitioned=partitioned,
+        settings=settings,
+        report=report,
+    ):
+        for prefix in prefixes:
+            yield prefix
+        for info in objects:
+            yield info
+
+
+async def ls_pages(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+    report: Report | None = None,
+) -> AsyncIterator[tuple[list[str], list[ObjectInfo]]]:
+    """`ls_async` a page at a time, (sub-prefixes, objects): what `s3bulk ls` prints from, as
+    an async generator's step per key cost more than the key's own line."""
     from s3bulk._sources.listing import list_prefix, list_sequential
     from s3bulk._stores.storage import Storage
 
@@ -110,17 +135,13 @@ async def ls_async(
             ):
                 report.objects_done += len(objects)
                 report.bytes_done += sum(info.size for info in objects)
-                for info in objects:
-                    yield info
+                yield [], objects
         else:
             delimiter = None if recursive else "/"
             async for page in list_sequential(client, location.bucket, location.key, delimiter=delimiter):
-                for prefix in page.common_prefixes:
-                    yield prefix
                 report.objects_done += len(page.objects)
                 report.bytes_done += sum(info.size for info in page.objects)
-                for info in page.objects:
-                    yield info
+                yield page.common_prefixes, page.objects
     finally:
         report.requests = dict(client.meter.requests)
         report.wall_seconds = time.perf_counter() - started

@@ -25,6 +25,14 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+def printable_all(texts: list[str]) -> list[str]:
+    """`printable` of each, with one search of them all when none needs escaping (a listing's
+    page of 1,000 keys: one regular-expression pass instead of 1,000)."""
+    if not _UNSAFE.search("".join(texts)):
+        return texts
+    return [printable(text) for text in texts]
+
+
 def is_utf8(name: str) -> bool:
     """Whether a local name (as os.fsdecode gives it) is valid UTF-8, as every S3 key must be."""
     try:

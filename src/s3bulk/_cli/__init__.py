@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import pkgutil
@@ -117,7 +118,12 @@ def apply_global_options(found: dict[str, str]) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code (0 only when every object succeeded)."""
+    """Run the CLI and return its exit code (0 only when every object succeeded).
+
+    The command owns this interpreter, so its collector runs less often: a listing makes a
+    tuple per key and pages wait in queues, and with the default threshold (700 new objects)
+    collections cost ~12% of an `ls -r`'s CPU. Cycles are still collected, a little later."""
+    gc.set_threshold(10_000, 20, 20)
     install()
     arguments = sys.argv[1:] if argv is None else argv
     try:

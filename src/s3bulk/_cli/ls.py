@@ -8,7 +8,7 @@ from datetime import datetime
 
 import typer
 
-from s3bulk._api import ls_async
+from s3bulk._api import ls_pages
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
@@ -30,7 +30,7 @@ from s3bulk._engine.worker import run_loop
 from s3bulk._plan.filters import Filters
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, split_iso
-from s3bulk._text import printable
+from s3bulk._text import printable, printable_all
 from s3bulk._urls import relative_key
 
 
@@ -47,6 +47,20 @@ def _local_second(iso: str) -> str:
     except ValueError:
         return iso
     return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _text_lines(prefixes: list[str], objects: list[ObjectInfo], below: str) -> str:
+    """A page as `aws s3 ls` prints it: names relative to `below` ("" with -r: whole keys)."""
+    names = printable_all([relative_key(key, below) for key in prefixes])
+    lines = [f"{'PRE':>30} {name}" for name in names]
+    keys = (
+        [info.key for info in objects] if not below else [relative_key(info.key, below) for info in objects]
+    )
+    lines += [
+        f"{_local_time(info.modified)} {info.size:>10} {name}"
+        for info, name in zip(objects, printable_all(keys), strict=True)
+    ]
+    return "\n".join(lines) + "\n"
 
 
 @with_window_options
@@ -96,8 +110,7 @@ def ls_command(
     prefix = url.split("://", 1)[-1].partition("/")[2]
 
     async def run() -> None:
-        lines: list[str] = []
-        async for entry in ls_async(
+        async for prefixes, objects in ls_pages(
             url,
             recursive=recursive,
             concurrency=concurrency,
@@ -107,28 +120,17 @@ def ls_command(
         ):
             if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
                 return
-            if isinstance(entry, ObjectInfo):
-                if selected and not selected.in_window(entry.size, epoch_seconds(entry.modified)):
-                    continue
-                shown[0] += 1
-                shown[1] += entry.size
+            if selected:
+                objects = [o for o in objects if selected.in_window(o.size, epoch_seconds(o.modified))]
+            shown[0] += len(objects)
+            shown[1] += sum(info.size for info in objects)
             if as_json:
-                if isinstance(entry, str):
+                for entry in prefixes:
                     json_line({"prefix": entry}, out)
-                else:
-                    json_line(entry.to_json(), out)
-                continue
-            if isinstance(entry, str):
-                lines.append(f"{'PRE':>30} {printable(relative_key(entry, prefix))}")
-            else:
-                assert isinstance(entry, ObjectInfo)
-                name = entry.key if recursive else relative_key(entry.key, prefix)
-                lines.append(f"{_local_time(entry.modified)} {entry.size:>10} {printable(name)}")
-            if len(lines) >= 1000:
-                out.write("\n".join(lines) + "\n")
-                lines.clear()
-        if lines:
-            out.write("\n".join(lines) + "\n")
+                for info in objects:
+                    json_line(info.to_json(), out)
+            elif prefixes or objects:
+                out.write(_text_lines(prefixes, objects, "" if recursive else prefix))
 
     run_loop(run())
     if summarize:

@@ -2,7 +2,7 @@
 
 S3 pages a listing 1,000 keys at a time and each page needs the previous page's token, so a plain
 paginator is a chain of round trips. But `StartAfter` lets a listing begin anywhere, so the key
-space can be cut into ranges ``(after, upto]`` listed side by side. The cut points are not known in
+space can be cut into ranges listed side by side (`KeyRange`). The cut points are not known in
 advance; they are discovered from the data:
 
 1. The first page of a range shows how keys are shaped: its keys share a common prefix ``C``.
@@ -12,7 +12,8 @@ advance; they are discovered from the data:
    give the boundaries (``list/001``, ``list/002``, ... for numbered keys; ``1``..``f`` for hex).
 
 Every new range splits again after its own first page while more parallelism is wanted, so skewed
-key spaces are refined where the keys are. Correctness does not depend on the guesses: the ranges
+key spaces are refined where the keys are. A range ``[list/001, list/002)`` is listed with the
+Prefix ``list/001``, so the service itself says where it ends. Correctness does not depend on the guesses: the ranges
 always tile the key space exactly, each key is listed once, and a bad guess only costs an empty
 range's single request.
 """
@@ -105,14 +106,34 @@ RANGES_NEED_ORDER = "key ranges need key order, so list with --list-ranges off"
 
 @dataclass(frozen=True)
 class KeyRange:
-    """Keys k with ``after < k <= upto`` (None: unbounded on that side) under a listing prefix."""
+    """Keys k under a listing prefix with ``after < k`` (or ``first <= k``) and ``k < before``
+    (None: unbounded on that side).
+
+    A range handed on by a split starts at a boundary *inclusive* (`first`), so that the range
+    below it can end where its own narrowed listing ends: a range ``[keys/001, keys/002)`` is
+    exactly the keys beginning with ``keys/001``, listed with that Prefix, and the service says
+    "no more" on its last page instead of the client paying a request past the boundary (which
+    cost a second request per range and a page of keys read only to be dropped)."""
 
     after: str | None = None
-    upto: str | None = None
+    before: str | None = None
+    first: str | None = None
+
+    def __setstate__(self, state: dict[str, str | None]) -> None:
+        """Ranges journaled by s3bulk before `first` and `before` ended at ``upto`` inclusive:
+        the keys up to ``u`` are the keys before ``u + "\\0"``, the next string after it."""
+        if "upto" in state:
+            upto = state.pop("upto")
+            state = {"after": state.get("after"), "before": None if upto is None else upto + "\0"}
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     def __str__(self) -> str:
-        start = f"after {self.after!r}" if self.after else "from the first"
-        end = f"up to {self.upto!r}" if self.upto else "to the last"
+        if self.first is not None:
+            start = f"from {self.first!r}"
+        else:
+            start = f"after {self.after!r}" if self.after else "from the first"
+        end = f"before {self.before!r}" if self.before else "to the last"
         return f"keys {start} {end}"
 
 
@@ -158,7 +179,7 @@ def _successor(char: str) -> str | None:
     return chr(code) if code <= 0x10FFFF else None
 
 
-def _probe_points(prefix: str, keys: list[str], upto: str | None) -> list[tuple[int, str]]:
+def _probe_points(prefix: str, keys: list[str], before: str | None) -> list[tuple[int, str]]:
     """(level, StartAfter) pairs asking whether keys exist beyond the page at each level."""
     last = keys[-1]
     common = _common_prefix(keys[0], last)
@@ -169,20 +190,20 @@ def _probe_points(prefix: str, keys: list[str], upto: str | None) -> list[tuple[
         if successor is None:
             continue
         point = last[:level] + successor
-        if upto is not None and point >= upto:
+        if before is not None and point >= before:
             continue
         points.append((level, point))
     return points
 
 
-def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
+def _fanout(level: int, keys: list[str], before: str | None) -> list[str]:
     """Boundaries at `level`, from the characters the page itself uses at or below that level."""
     last = keys[-1]
     alphabet = sorted({char for key in keys for char in key[level:]} | {last[level]})
     stem = last[:level]
     boundaries = [stem + char for char in alphabet if char > last[level]]
-    if upto is not None:
-        boundaries = [b for b in boundaries if b < upto]
+    if before is not None:
+        boundaries = [b for b in boundaries if b < before]
     if len(boundaries) > MAX_FANOUT:
         step = len(boundaries) / MAX_FANOUT
         boundaries = [boundaries[int(i * step)] for i in range(MAX_FANOUT)]
@@ -190,14 +211,14 @@ def _fanout(level: int, keys: list[str], upto: str | None) -> list[str]:
 
 
 async def discover_split(
-    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], upto: str | None, *, measure: bool
+    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], before: str | None, *, measure: bool
 ) -> tuple[list[str], Timings | None]:
     """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts.
     With `measure`, also what the probes took (None: nothing was probed). The round trip is then
     timed first, alone, by a listing of a prefix nobody uses (no work behind it): sent beside the
     probes, it waited behind them where they are expensive (MinIO), and looked like a far service."""
     keys = [info.key for info in objects]
-    points = _probe_points(prefix, keys, upto)
+    points = _probe_points(prefix, keys, before)
     if not points:
         return [], None
 
@@ -216,8 +237,8 @@ async def discover_split(
     )
     timings = Timings(round_trip, min(seconds for _, seconds in replies)) if measure else None
     for (level, _), (reply, _) in zip(points, replies, strict=True):
-        if reply.objects and (upto is None or reply.objects[0].key <= upto):
-            return _fanout(level, keys, upto), timings
+        if reply.objects and (before is None or reply.objects[0].key < before):
+            return _fanout(level, keys, before), timings
     return [], timings
 
 
@@ -245,6 +266,18 @@ def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bo
     return _RANGES_PAY.get(bucket, True)
 
 
+def _narrowest(prefix: str, after: str | None, before: str | None) -> str:
+    """The longest Prefix every key ``after < k < before`` begins with. Between ``keys/001/x``
+    and ``keys/002`` that is ``keys/001``: listed with it, the service ends the range itself."""
+    if after is None or before is None:
+        return prefix
+    common = _common_prefix(after, before)
+    size = len(common)
+    if len(before) == size + 1 and len(after) > size and _successor(after[size]) == before[size]:
+        return after[: size + 1]
+    return common
+
+
 async def iter_range(
     client: Lister,
     bucket: str,
@@ -258,53 +291,73 @@ async def iter_range(
 ) -> AsyncIterator[list[ObjectInfo]]:
     """Pages of one range. After its first full page (with `auto`, its second: the first pays
     for a cold connection) it may hand the rest of its range, cut into parts, to `on_split` and
-    keep only the first part for itself, and after a split it tries again on its next page (the
-    part it kept may still be most of the keys); with `auto`, only where the service is measured
-    to reward it (`_ranges_pay`).
+    keep only the first part for itself; with `auto`, only where the service is measured to
+    reward it (`_ranges_pay`). While enough ranges run (`want_split` says no), and after a split
+    (the part it kept may still hold most of the keys), it asks again on its next page.
+
+    Each request lists the narrowest Prefix that holds the rest of the range (`_narrowest`), so
+    a range usually ends on the service's "no more" rather than on a page that crosses into the
+    next range.
 
     A range that relies on key order (one of a split listing, or all of it for `ordered_for`,
     which says what needs the order) stops with ListingOutOfOrder when the service lists out of
     order; a whole listing not yet split just stops splitting."""
-    upto = key_range.upto
+    after, before = key_range.after, key_range.before
     token: str | None = None
+    # the Prefix listed now: from `first` inclusive, its own keys first; else the narrowest
+    within = key_range.first if key_range.first is not None else _narrowest(prefix, after, before)
     may_split = on_split is not None
     warm_up = 1 if auto and bucket not in _RANGES_PAY else 0  # pages listed before the first attempt
-    order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", key_range.after)
+    order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", after)
     while True:
         started = time.perf_counter()
         page: ListPage = await client.list_objects_v2(
-            bucket, prefix, start_after=key_range.after if token is None else None, continuation_token=token
+            bucket, within, start_after=after if token is None else None, continuation_token=token
         )
         page_seconds = time.perf_counter() - started
         objects = page.objects
         if order is not None and not order.rising(objects):
-            if ordered_for or key_range.after is not None or upto is not None:
+            if ordered_for or key_range != KeyRange():
                 raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
             order, may_split = None, False  # one listing, in whatever order it comes
-        finished = not page.is_truncated
-        if upto is not None and objects and objects[-1].key > upto:
-            objects = objects[: bisect.bisect_right([o.key for o in objects], upto)]
-            finished = True
+        finished = not page.is_truncated or not page.next_token
+        reached = before is not None and bool(objects) and objects[-1].key >= before
+        if reached and before is not None:
+            objects = objects[: bisect.bisect_left([o.key for o in objects], before)]
         if objects:
             yield objects
-        if finished or not page.next_token:
-            return
+            after = objects[-1].key
+        elif after is None:  # nothing begins with `first`, not even `first` itself
+            after = within
         token = page.next_token
+        if reached:
+            return
+        if finished:
+            rest = _narrowest(prefix, after, before)
+            if rest.startswith(within):  # every key left in the range would begin with `within`
+                return
+            within, token = rest, None  # the keys beginning with `first` are listed: the rest
+            continue
         if warm_up:
             warm_up -= 1
             continue
-        if may_split and objects and not (auto and _RANGES_PAY.get(bucket) is False) and want_split():
+        if not (may_split and objects) or (auto and _RANGES_PAY.get(bucket) is False):
+            may_split = False
+        elif want_split():  # else enough ranges run now: ask again on the next page
             assert on_split is not None
             measure = auto and bucket not in _RANGES_PAY
-            boundaries, timings = await discover_split(client, bucket, prefix, objects, upto, measure=measure)
+            boundaries, timings = await discover_split(
+                client, bucket, prefix, objects, before, measure=measure
+            )
             may_split = bool(boundaries) and (not auto or _ranges_pay(bucket, page_seconds, timings))
             if may_split:
-                bounds = [*boundaries, upto]
-                handed = [KeyRange(bounds[i], bounds[i + 1]) for i in range(len(boundaries))]
-                on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0]))
-                upto = boundaries[0]
-        else:
-            may_split = False
+                bounds = [*boundaries, before]
+                handed = [KeyRange(before=bounds[i + 1], first=bounds[i]) for i in range(len(boundaries))]
+                on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0], key_range.first))
+                before = boundaries[0]
+                rest = _narrowest(prefix, after, before)
+                if rest != within and rest.startswith(within):  # the service then ends the range
+                    within, token = rest, None
 
 
 class _Node:

@@ -76,14 +76,70 @@ def _parse_regular_page(body: bytes) -> ListPage | None:
     head = body[: body.find(b"<Contents>")] if entries else body
     tail = body[body.rfind(b"</Contents>") :] if entries else b""
     fields = dict(re.findall(rb"<(EncodingType|IsTruncated|NextContinuationToken)>([^<]*)</", head + tail))
-    decode = _url_decoded if fields.get(b"EncodingType", b"").lower() == b"url" else _xml_unescaped
-    objects = [
-        ObjectInfo(decode(key), int(size), modified.decode(), _etag(etag), storage.decode())
-        for key, modified, etag, size, storage in entries
-    ]
+    url_encoded = fields.get(b"EncodingType", b"").lower() == b"url"
+    objects = _objects(entries, url_encoded=url_encoded) if entries else []
     token = fields.get(b"NextContinuationToken")
     truncated = fields.get(b"IsTruncated", b"false").lower() == b"true"
     return ListPage(objects, [], truncated, _xml_unescaped(token) if token is not None else None)
+
+
+_NEW_OBJECT = functools.partial(tuple.__new__, ObjectInfo)
+
+
+def _objects(entries: list[tuple[bytes, ...]], *, url_encoded: bool) -> list[ObjectInfo]:
+    """The page's entries as ObjectInfo, each field read for the whole page at once: a page of
+    keys joined and decoded in one call costs a tenth of decoding 1,000 keys one by one (a
+    URL-encoded key's '/' is '%2F': every key went through `unquote_plus`, 16% of a listing's
+    CPU). Fields that need more than that take the per-entry path."""
+    keys, modified, etags, sizes, classes = zip(*entries, strict=True)
+    return list(
+        map(
+            _NEW_OBJECT,
+            zip(
+                _keys(keys, url_encoded),
+                map(int, sizes),
+                _lines(modified),
+                _etags(etags),
+                _lines(classes),
+                strict=True,
+            ),
+        )
+    )
+
+
+def _joined(fields: tuple[bytes, ...]) -> bytes | None:
+    """The fields joined by newlines, or None if one holds a newline itself (XML may carry it
+    raw; URL encoding never does)."""
+    joined = b"\n".join(fields)
+    return joined if joined.count(b"\n") == len(fields) - 1 else None
+
+
+def _lines(fields: tuple[bytes, ...]) -> list[str]:
+    """Plain-text fields (times, storage classes), decoded at once."""
+    joined = _joined(fields)
+    if joined is None or b"&" in joined:
+        return [_xml_unescaped(field) for field in fields]
+    return joined.decode().split("\n")
+
+
+def _keys(keys: tuple[bytes, ...], url_encoded: bool) -> list[str]:
+    joined = _joined(keys)
+    if joined is not None and url_encoded:
+        joined = joined.replace(b"%2F", b"/")
+        if b"%" not in joined and b"+" not in joined:
+            return joined.decode().split("\n")
+    elif joined is not None and b"&" not in joined:
+        return joined.decode().split("\n")
+    return [(_url_decoded if url_encoded else _xml_unescaped)(key) for key in keys]
+
+
+def _etags(etags: tuple[bytes, ...]) -> list[str]:
+    joined = _joined(etags)
+    if joined is not None:
+        joined = joined.replace(b"&#34;", b"").replace(b"&quot;", b"").replace(b'"', b"")
+        if b"&" not in joined:
+            return joined.decode().split("\n")
+    return [_etag(etag) for etag in etags]
 
 
 def _url_decoded(raw: bytes) -> str:
