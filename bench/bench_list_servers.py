@@ -8,6 +8,7 @@ StartAfter restarts a directory walk; on Garage, whose metadata is an ordered da
 seek, as on S3: where the ranges can show what they are for.
 
     uv run python bench/bench_list_servers.py [--runs 3] [--keys 200000] [--rtt 0,20] [--servers minio,garage]
+        [--compare before=PATH-TO-ANOTHER-s3bulk]
 """
 
 from __future__ import annotations
@@ -81,7 +82,20 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--rtt", default="0,20", help="round-trip times, ms")
     parser.add_argument("--servers", default="minio,garage", help=f"any of {','.join(SERVERS)}")
+    parser.add_argument(
+        "--compare",
+        default="",
+        metavar="NAME=EXECUTABLE",
+        help="another s3bulk (an earlier commit's, say) whose `on` and `auto` run beside this one's",
+    )
     args = parser.parse_args()
+    tools = {"": str(Path(sys.executable).parent / "s3bulk")}
+    if args.compare:
+        other, executable = args.compare.split("=", 1)
+        tools[other] = executable
+    modes = [
+        f"{tool}:{mode}" if tool else mode for tool in tools for mode in (MODES if not tool else MODES[1:])
+    ]
     rows = []
     for name in args.servers.split(","):
         data = tmpfs_dir(f"s3bulk-bench-{name}-")
@@ -91,21 +105,22 @@ def main() -> None:
                 env = clean_env(delayed.client_env())
                 if index == 0:
                     seed(server.client_env(), args.keys)
-                found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
+                found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
                 for run in range(args.runs):
-                    for mode in MODES[run % 3 :] + MODES[: run % 3]:
-                        command = [
-                            str(Path(sys.executable).parent / "s3bulk"),
-                            "ls",
-                            "-r",
-                            "s3://bench/keys/",
-                        ]
+                    shift = run % len(modes)
+                    for mode in modes[shift:] + modes[:shift]:
+                        tool, _, switch = mode.rpartition(":")
+                        command = [tools[tool], "ls", "-r", "s3://bench/keys/", "--list-ranges", switch]
                         before = server_cpu(server)
-                        result = measure([*command, "--list-ranges", mode], env, name, mode, keep_stdout=True)
+                        result = measure(command, env, name, mode, keep_stdout=True)
                         served = server_cpu(server) - before
                         lines = result.stdout.count("\n")
                         if result.returncode or lines != args.keys:
-                            raise SystemExit(f"{name} {mode}: exit {result.returncode}, {lines} keys")
+                            print(
+                                f"{name} rtt {rtt:g} {mode}: exit {result.returncode}, {lines} keys",
+                                flush=True,
+                            )
+                            continue  # a failed run leaves the mode without a median (the table says so)
                         found[mode].append((result.seconds, result.cpu_seconds, served))
                         print(
                             f"{name} rtt {rtt:g} run {run + 1} {mode:4} {result.seconds:6.2f}s "
@@ -116,22 +131,29 @@ def main() -> None:
                 medians = {
                     mode: tuple(statistics.median(column) for column in zip(*results, strict=True))
                     for mode, results in found.items()
+                    if results
                 }
-                rows.append((name, rtt, delayed.describe(), medians))
+                rows.append((name, rtt, medians))
     print(f"\n`s3bulk ls -r` of {args.keys:,} keys, medians of {args.runs}\n")
+    others = [mode for mode in modes if mode not in MODES]
     print(
         "| server | RTT | off: keys/s | on: keys/s | on ÷ off | auto: keys/s | auto ÷ best "
-        "| client CPU s off / on | server CPU s off / on |"
+        "| client CPU s off / on | server CPU s off / on |" + "".join(f" {mode}: keys/s |" for mode in others)
     )
-    print("|---|---|---:|---:|---:|---:|---:|---|---|")
-    for name, rtt, _, medians in rows:
-        (off, off_cpu, off_server), (on, on_cpu, on_server) = medians["off"], medians["on"]
-        auto = medians["auto"][0]
-        rate = {mode: args.keys / values[0] for mode, values in medians.items()}
+    print("|---|---|---:|---:|---:|---:|---:|---|---|" + "---:|" * len(others))
+    for name, rtt, medians in rows:
+        rate = {mode: f"{args.keys / values[0]:,.0f}" for mode, values in medians.items()}
+        wall = {mode: values[0] for mode, values in medians.items()}
+        cpu = {mode: f"{values[1]:.2f}" for mode, values in medians.items()}
+        served = {mode: f"{values[2]:.2f}" for mode, values in medians.items()}
+        ratio = f"{wall['off'] / wall['on']:.2f}x" if {"off", "on"} <= wall.keys() else "—"
+        best = min((wall[mode] for mode in ("off", "on") if mode in wall), default=None)
+        auto = f"{best / wall['auto']:.2f}x" if best and "auto" in wall else "—"
         print(
-            f"| {name} | {rtt:g} ms | {rate['off']:,.0f} | {rate['on']:,.0f} | {off / on:.2f}x | "
-            f"{rate['auto']:,.0f} | {min(off, on) / auto:.2f}x | {off_cpu:.2f} / {on_cpu:.2f} "
-            f"| {off_server:.2f} / {on_server:.2f} |"
+            f"| {name} | {rtt:g} ms | {rate.get('off', 'failed')} | {rate.get('on', 'failed')} | {ratio} | "
+            f"{rate.get('auto', 'failed')} | {auto} | {cpu.get('off', '—')} / {cpu.get('on', '—')} "
+            f"| {served.get('off', '—')} / {served.get('on', '—')} |"
+            + "".join(f" {rate.get(mode, 'failed')} |" for mode in others)
         )
 
 
