@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from s3bulk._benchmark.measure import clean_env, measure, tmpfs_dir
+from s3bulk._benchmark.measure import clean_env, measure, server_cpu, tmpfs_dir
 from s3bulk._benchmark.network import DelayedMinio
 from s3bulk.testing import GarageServer, MinioServer, VersityServer
 
@@ -63,19 +63,6 @@ def seed(env: dict[str, str], count: int) -> None:
     asyncio.run(put_all())
 
 
-def server_cpu(server: object) -> float:
-    """CPU seconds the server process (and its children) used so far: where a listing is the
-    server's work on the same two cores, this is the floor no client can go under."""
-    import psutil
-
-    process = psutil.Process(server.process.pid)  # type: ignore[attr-defined]
-    total = 0.0
-    for member in [process, *process.children(recursive=True)]:
-        times = member.cpu_times()
-        total += times.user + times.system
-    return total
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -111,9 +98,9 @@ def main() -> None:
                     for mode in modes[shift:] + modes[:shift]:
                         tool, _, switch = mode.rpartition(":")
                         command = [tools[tool], "ls", "-r", "s3://bench/keys/", "--list-ranges", switch]
-                        before = server_cpu(server)
+                        before = server_cpu(server.process.pid)
                         result = measure(command, env, name, mode, keep_stdout=True)
-                        served = server_cpu(server) - before
+                        served = server_cpu(server.process.pid) - before
                         lines = result.stdout.count("\n")
                         if result.returncode or lines != args.keys:
                             print(
@@ -145,14 +132,14 @@ def main() -> None:
         rate = {mode: f"{args.keys / values[0]:,.0f}" for mode, values in medians.items()}
         wall = {mode: values[0] for mode, values in medians.items()}
         cpu = {mode: f"{values[1]:.2f}" for mode, values in medians.items()}
-        served = {mode: f"{values[2]:.2f}" for mode, values in medians.items()}
+        spent = {mode: f"{values[2]:.2f}" for mode, values in medians.items()}
         ratio = f"{wall['off'] / wall['on']:.2f}x" if {"off", "on"} <= wall.keys() else "—"
         best = min((wall[mode] for mode in ("off", "on") if mode in wall), default=None)
         auto = f"{best / wall['auto']:.2f}x" if best and "auto" in wall else "—"
         print(
             f"| {name} | {rtt:g} ms | {rate.get('off', 'failed')} | {rate.get('on', 'failed')} | {ratio} | "
             f"{rate.get('auto', 'failed')} | {auto} | {cpu.get('off', '—')} / {cpu.get('on', '—')} "
-            f"| {served.get('off', '—')} / {served.get('on', '—')} |"
+            f"| {spent.get('off', '—')} / {spent.get('on', '—')} |"
             + "".join(f" {rate.get(mode, 'failed')} |" for mode in others)
         )
 

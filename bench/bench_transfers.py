@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from s3bulk._benchmark.measure import Results, clean_env, measure
+from s3bulk._benchmark.measure import Results, clean_env, measure, server_cpu
 from s3bulk._benchmark.network import DelayedMinio
 
 ROOT = Path(__file__).resolve().parent
@@ -80,6 +80,8 @@ def main() -> None:
         env = clean_env(minio.client_env())
         prepare(env, work, keep, fresh, (large, small, many))
         others = dict(each.split("=", 1) for each in args.compare)
+        assert minio.minio.process is not None
+        server_pid = minio.minio.process.pid
         workloads = workloads_for(env, work, [e for e in args.also.split(",") if e], others)
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
@@ -90,12 +92,15 @@ def main() -> None:
             for name, tools in workloads.items():
                 order = list(tools.items()) if run % 2 == 0 else list(reversed(tools.items()))
                 for tool, command in order:
+                    served = server_cpu(server_pid)
                     result = measure(command(), env, tool, name)
+                    result.server_cpu_seconds = server_cpu(server_pid) - served
                     results.runs.append(result)
                     print(
                         f"run {run + 1} {name:14} {tool:14} {result.seconds:7.2f}s "
                         f"{counts[name] / result.seconds:9.0f} obj/s  CPU {result.cpu_seconds:6.2f}s  "
-                        f"peak RSS {result.peak_rss_mib:6.1f} MiB",
+                        f"peak RSS {result.peak_rss_mib:6.1f} MiB  "
+                        f"MinIO CPU {result.server_cpu_seconds:6.2f}s",
                         flush=True,
                     )
         setting = minio.describe()
@@ -204,6 +209,7 @@ def summarise(results: Results, workloads: dict[str, Any], counts: dict[str, int
                 "per_second": counts[name] / seconds,
                 "cpu_seconds": results.median(name, tool, "cpu_seconds"),
                 "peak_rss_mib": results.median(name, tool, "peak_rss_mib"),
+                "server_cpu_seconds": results.median(name, tool, "server_cpu_seconds"),
             }
         summary.append(row)
     return summary
@@ -214,7 +220,7 @@ def print_table(summary: list[dict[str, Any]]) -> None:
     tools = [tool for tool in summary[0] if tool not in ("workload", "objects")]
     ours = [tool for tool in tools if tool not in PEERS]
     header = ["workload", *(f"{t} obj/s" for t in tools), *(f"{t} CPU s" for t in tools)]
-    header += [*(f"{t} RSS MiB" for t in tools)]
+    header += [*(f"{t} RSS MiB" for t in tools), *(f"{t} MinIO CPU s" for t in tools)]
     header += [f"{t} / {peer}" for t in ours for peer in PEERS]
     print("| " + " | ".join(header) + " |")
     print("|---" * len(header) + "|")
@@ -223,6 +229,7 @@ def print_table(summary: list[dict[str, Any]]) -> None:
         cells += [f"{row[t]['per_second']:,.0f}" for t in tools]
         cells += [f"{row[t]['cpu_seconds']:.2f}" for t in tools]
         cells += [f"{row[t]['peak_rss_mib']:.0f}" for t in tools]
+        cells += [f"{row[t]['server_cpu_seconds']:.2f}" for t in tools]
         cells += [f"{row[peer]['seconds'] / row[t]['seconds']:.2f}x" for t in ours for peer in PEERS]
         print("| " + " | ".join(cells) + " |")
 

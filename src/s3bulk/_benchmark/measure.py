@@ -33,6 +33,7 @@ class Run:
     cpu_seconds: float = 0.0
     stdout: str = ""
     peak_pss_mib: float = 0.0  # summed PSS: shared pages counted once
+    server_cpu_seconds: float = 0.0  # what the S3 server spent meanwhile (server_cpu), if measured
 
 
 @dataclass
@@ -100,6 +101,18 @@ def measure(
     # it did not wait for (to their last sample): the larger is the truer
     cpu = max(usage.ru_utime + usage.ru_stime, sum(seen_cpu.values()))
     return Run(tool, workload, seconds, peak[0] / 1024**2, process.returncode, cpu, stdout, peak[1] / 1024**2)
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds a server process (and its children) used so far: where the server shares the
+    client's cores, its work per run is the floor no client can go under, and says when a
+    workload measures the server rather than the client."""
+    process = psutil.Process(pid)
+    total = 0.0
+    for member in [process, *process.children(recursive=True)]:
+        times = member.cpu_times()
+        total += times.user + times.system
+    return total
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:

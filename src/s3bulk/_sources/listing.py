@@ -13,9 +13,9 @@ advance; they are discovered from the data:
 
 Every new range splits again after its own first page while more parallelism is wanted, so skewed
 key spaces are refined where the keys are. A range ``[list/001, list/002)`` is listed with the
-Prefix ``list/001``, so the service itself says where it ends. Correctness does not depend on the guesses: the ranges
-always tile the key space exactly, each key is listed once, and a bad guess only costs an empty
-range's single request.
+Prefix ``list/001``, so the service itself says where it ends. Correctness does not depend on the
+guesses: the ranges always tile the key space exactly, each key is listed once, and a bad guess
+only costs an empty range's single request.
 """
 
 from __future__ import annotations
