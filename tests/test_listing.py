@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3bulk._config import AwsSettings
-from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._sources.listing import KeyRange, ListingOutOfOrder, iter_range, list_prefix, list_sequential
 from s3bulk._stores import s3xml
+from s3bulk._stores.s3xml import ListPage, ObjectInfo
 from s3bulk._stores.storage import Storage
 
 
@@ -104,6 +105,71 @@ def test_a_range_journaled_before_exclusive_bounds_lists_the_same_keys() -> None
     assert pickle.loads(pickle.dumps(old)) == old
     assert (old.after, old.first) == ("p/a", None)
     assert old.before is not None and old.before > "p/c" and not "p/c" < "p/c0" < old.before
+
+
+class MemoryLister:
+    """ListObjectsV2 over a sorted list of keys, `page` keys a page (a unit test's service: the
+    ranges' logic against many key shapes in milliseconds). `reversed_pages` lists pages that
+    continue a listing (StartAfter or a token) in reverse, as a server out of order would."""
+
+    def __init__(self, keys: list[str], page: int, reversed_pages: bool = False) -> None:
+        self.keys, self.page, self.reversed_pages = sorted(set(keys)), page, reversed_pages
+
+    async def list_objects_v2(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        start_after: str | None = None,
+        continuation_token: str | None = None,
+        delimiter: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        after = continuation_token or start_after or ""
+        found = [key for key in self.keys if key.startswith(prefix) and key > after][
+            : min(max_keys, self.page) + 1
+        ]
+        listed = [ObjectInfo(key, 0, "", "") for key in found[: min(max_keys, self.page)]]
+        if self.reversed_pages and (continuation_token or start_after) and max_keys > 1:
+            listed.reverse()
+        more = len(found) > len(listed)
+        return ListPage(listed, [], more, max(o.key for o in listed) if more else None)
+
+
+_SHAPED = st.lists(st.text("ab/09~", min_size=1, max_size=6), max_size=120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=_SHAPED, page=st.integers(1, 7), prefix=st.sampled_from(["", "a", "a/", "b0"]))
+def test_ranges_list_every_key_once_in_order_whatever_the_keys(
+    keys: list[str], page: int, prefix: str
+) -> None:
+    """However the key space is cut (boundaries that are keys themselves, prefixes of other
+    keys, empty ranges), the ranges tile it: every key once, in order."""
+    lister = MemoryLister(keys, page)
+
+    async def listed() -> list[str]:
+        pages = list_prefix(lister, "b", prefix, concurrency=4, max_ranges=8)
+        return [info.key async for objects in pages for info in objects]
+
+    assert asyncio.run(listed()) == [key for key in lister.keys if key.startswith(prefix)]
+
+
+def test_a_listing_that_split_stops_when_a_later_page_comes_out_of_order() -> None:
+    """After the first range handed parts on, its own later pages must rise too: listed on,
+    they would repeat the keys handed away."""
+    lister = MemoryLister([f"p/{i:03d}/{j}" for i in range(20) for j in range(5)], 5, reversed_pages=True)
+    handed: list[KeyRange] = []
+
+    async def first_range() -> None:
+        async for _ in iter_range(
+            lister, "b", "p/", KeyRange(), on_split=lambda ranges, **_: handed.extend(ranges)
+        ):
+            pass
+
+    with pytest.raises(ListingOutOfOrder, match="key ranges need key order"):
+        asyncio.run(first_range())
+    assert handed
 
 
 def test_sequential_listing_matches(minio: Endpoint, aws_env: dict[str, str], shaped_keys: tuple) -> None:

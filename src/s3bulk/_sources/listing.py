@@ -317,7 +317,7 @@ async def iter_range(
         page_seconds = time.perf_counter() - started
         objects = page.objects
         if order is not None and not order.rising(objects):
-            if ordered_for or key_range != KeyRange():
+            if ordered_for or key_range != KeyRange() or before is not None:  # a range, or split
                 raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
             order, may_split = None, False  # one listing, in whatever order it comes
         finished = not page.is_truncated or not page.next_token
