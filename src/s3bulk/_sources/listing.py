@@ -24,7 +24,7 @@ import asyncio
 import bisect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from s3bulk._errors import ItemError, JobAborted
@@ -278,6 +278,13 @@ def _narrowest(prefix: str, after: str | None, before: str | None) -> str:
     return common
 
 
+def _below(objects: list[ObjectInfo], before: str | None) -> tuple[list[ObjectInfo], bool]:
+    """The page's objects before `before`, and whether the page reached it (the range ends)."""
+    if before is None or not objects or objects[-1].key < before:
+        return objects, False
+    return objects[: bisect.bisect_left(objects, before, key=lambda info: info.key)], True
+
+
 async def iter_range(
     client: Lister,
     bucket: str,
@@ -321,9 +328,7 @@ async def iter_range(
                 raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
             order, may_split = None, False  # one listing, in whatever order it comes
         finished = not page.is_truncated or not page.next_token
-        reached = before is not None and bool(objects) and objects[-1].key >= before
-        if reached and before is not None:
-            objects = objects[: bisect.bisect_left([o.key for o in objects], before)]
+        objects, reached = _below(objects, before)
         if objects:
             yield objects
             after = objects[-1].key
@@ -353,7 +358,7 @@ async def iter_range(
             if may_split:
                 bounds = [*boundaries, before]
                 handed = [KeyRange(before=bounds[i + 1], first=bounds[i]) for i in range(len(boundaries))]
-                on_split(handed, narrowed=KeyRange(key_range.after, boundaries[0], key_range.first))
+                on_split(handed, narrowed=replace(key_range, before=boundaries[0]))
                 before = boundaries[0]
                 rest = _narrowest(prefix, after, before)
                 if rest != within and rest.startswith(within):  # the service then ends the range
