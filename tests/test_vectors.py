@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -152,16 +153,77 @@ def test_bad_rows_are_named_with_their_reason() -> None:
     }
 
 
-def test_the_default_engine_adds_processes_only_when_the_asked_rate_needs_them() -> None:
+def test_the_default_engine_adds_processes_only_when_the_rate_and_the_cores_call_for_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """One index at its write limit is one process's work; a lifted limit or many indexes ask
-    for more than one process builds, so they get one process per core."""
+    for more than one process builds, so they get one process per core, where there are cores
+    for them: one process already keeps more than one core busy."""
     from s3bulk._commands.put_vectors import PutVectorsCommand, PutVectorsSpec
 
     command = PutVectorsCommand()
     one = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=("i",))
+    lifted = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=("i",), vectors_per_second=1e9)
+    many = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=tuple(f"i{n}" for n in range(10)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
     assert not command.python_bound(one)
-    assert command.python_bound(
-        PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=("i",), vectors_per_second=1e9)
-    )
-    many = PutVectorsSpec(sources=("a.parquet",), bucket="b", indexes=tuple(f"i{n}" for n in range(8)))
+    assert command.python_bound(lifted)
     assert command.python_bound(many)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert not command.python_bound(lifted)
+    assert not command.python_bound(many)
+
+
+def test_a_large_row_group_is_read_page_by_page(tmp_path: Any) -> None:
+    """Parquet writers put a million rows in a group by default (4 GB of 1024-float vectors): a
+    loader that read a group's column whole would hold all of it before sending one batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from s3bulk._sources.embeddings import EmbeddingSpec, plan_slices, read_slice
+
+    rows, dimension = 20_000, 512
+    vectors = np.random.default_rng(3).standard_normal((rows, dimension)).astype(np.float32)
+    table = pa.table(
+        {
+            "key": [f"k{n}" for n in range(rows)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension),
+        }
+    )
+    path = tmp_path / "one-group.parquet"
+    pq.write_table(table, path, row_group_size=rows, compression="none")
+    spec = EmbeddingSpec((str(path),), key_column="key", vector_column="vector")
+    (piece,) = list(plan_slices(spec))
+    chunks = read_slice(piece, spec, 500)
+    tracemalloc.start()  # the file's bytes as Python reads them for pyarrow
+    try:
+        before = pa.total_allocated_bytes()
+        first = next(chunks)
+        held = pa.total_allocated_bytes() - before + tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(first.vectors, vectors[:500])
+    assert held < 16 * 1024**2, f"reading 500 rows held {held / 1024**2:.0f} MiB of a 40 MiB group"
+    assert sum(len(chunk.keys) for chunk in chunks) == rows - 500
+
+
+def test_a_body_hashed_in_a_thread_is_signed_as_botocore_would_sign_it() -> None:
+    """The builder thread's SHA-256 stands in for the one botocore would compute: the canonical
+    request (what the signature covers) is the same, and a wrong hash would change it."""
+    import hashlib
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from s3bulk._stores.http import _signer
+
+    credentials = Credentials("AKID", "secret")
+    body = put_vectors_body("b", "i", ["k"], np.ones((1, 4), np.float32))
+    request = AWSRequest("POST", "https://s3vectors.us-east-1.api.aws/PutVectors", data=body)
+    request.headers["X-Amz-Date"] = "20261124T000000Z"
+    botocores = SigV4Auth(credentials, "s3vectors", "us-east-1").canonical_request(request)
+    hashed = _signer(False)(credentials, "s3vectors", "us-east-1", hashlib.sha256(body).hexdigest())
+    assert hashed.canonical_request(request) == botocores
+    wrong = _signer(False)(credentials, "s3vectors", "us-east-1", hashlib.sha256(b"other").hexdigest())
+    assert wrong.canonical_request(request) != botocores

@@ -28,9 +28,14 @@ from s3bulk._vectors.limits import (
 MiB = 1024**2
 FORMATS = (None, "parquet", "npy", "jsonl")
 ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=32 * MiB)
-# What one process builds, signs and sends (orjson bodies, ~55 us of CPU per 1024-float vector
-# here): when the indexes' limits together ask for no more, one process keeps ahead of them.
-ONE_PROCESS_VECTORS_PER_SECOND = 12_000.0
+# What one process builds, signs and sends (orjson bodies, ~45 us of CPU per 1024-float vector
+# here, hashed in a thread of its own): when the indexes' limits together ask for no more, one
+# process keeps ahead of them.
+ONE_PROCESS_VECTORS_PER_SECOND = 20_000.0
+# One process keeps more than a core busy (its event loop, a thread writing and hashing bodies,
+# the service's side of each request). On fewer cores than this a second process gained ~10%
+# for 2.3x the memory (each holds numpy, pyarrow and its bodies), so it gets one.
+CORES_FOR_PROCESSES = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,9 +99,11 @@ class PutVectorsCommand(Command):
 
     def python_bound(self, spec: Spec) -> bool:
         """Bodies are built from arrays in Python (~6 MB each): one process per core only when
-        the asked rate is more than one process builds (a limit lifted, many indexes)."""
+        the asked rate is more than one process builds (a limit lifted, many indexes) and the
+        machine has the cores for more than one."""
         assert isinstance(spec, PutVectorsSpec)
-        return spec.vectors_per_second * len(spec.indexes) > ONE_PROCESS_VECTORS_PER_SECOND
+        asked = spec.vectors_per_second * len(spec.indexes)
+        return asked > ONE_PROCESS_VECTORS_PER_SECOND and (os.cpu_count() or 1) >= CORES_FOR_PROCESSES
 
     def settle(self, spec: Spec, plan: JobPlan) -> Spec:
         assert isinstance(spec, PutVectorsSpec)

@@ -29,6 +29,9 @@ from s3bulk._urls import S3Location, parse_s3
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 SLICE_ROWS = 50_000  # rows per slice of a `.npy` file: 100 requests of 500, a few seconds of work
 DEFAULT_KEY_TEMPLATE = "{file}:{row}"
+# Parquet is read page by page through a buffer of this size. pyarrow's default reads a row
+# group's whole column at once: 4 GB for a million 1024-float vectors, its usual group size.
+PARQUET_READ_BYTES = 1024**2
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,7 @@ def _parquet_file(handle: IO[bytes], path: str) -> Any:
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(handle)
+        return pq.ParquetFile(handle, buffer_size=PARQUET_READ_BYTES, pre_buffer=False)
     except Exception as exc:  # pyarrow raises ArrowInvalid for a file that is not Parquet
         raise UsageError(f"{path} is not a readable Parquet file ({exc})") from None
 

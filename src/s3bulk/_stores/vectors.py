@@ -49,13 +49,18 @@ class VectorsClient(SignedHttp):
         )
         return _error(what, status, error_type, payload)
 
-    async def call_once(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+    async def call_once(
+        self, operation: str, body: bytes | dict[str, Any], body_sha256: str | None = None
+    ) -> dict[str, Any]:
         """POST one operation, once: error answers raise S3Error (retryable, throttled as the
-        service says). For a caller whose every attempt must pass its own rate limits first."""
+        service says). For a caller whose every attempt must pass its own rate limits first;
+        `body_sha256`, when the caller hashed the body already."""
         payload = body if isinstance(body, bytes) else orjson.dumps(body)
         url = f"{self.endpoint}/{operation}"
         headers = {"Content-Type": "application/json"}
-        _, _, reply = await self.send(operation, "POST", url, headers=headers, body=payload)
+        _, _, reply = await self.send(
+            operation, "POST", url, headers=headers, body=payload, body_sha256=body_sha256
+        )
         return orjson.loads(reply) if reply else {}
 
     async def call(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ the shortest text that reads back as the same float32, so the body is about half
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,15 @@ import orjson
 
 from s3bulk._vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
 
-__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "put_vectors_body"]
+__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed_body", "put_vectors_body"]
+
+
+@dataclass(frozen=True)
+class HashedBody:
+    """A request body and the hex SHA-256 SigV4 signs for it."""
+
+    data: bytes
+    sha256: str
 
 
 def put_vectors_body(
@@ -36,3 +46,17 @@ def put_vectors_body(
         entries.append(entry)
     body = {"vectorBucketName": bucket, "indexName": index, "vectors": entries}
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def hashed_body(
+    bucket: str,
+    index: str,
+    keys: Sequence[str],
+    vectors: np.ndarray,
+    metadata: Sequence[dict[str, Any] | None] | None = None,
+) -> HashedBody:
+    """The body and its hash, for a thread of the caller's: orjson holds the GIL while it writes
+    (~11 ms per 500 x 1024 here), but the SHA-256 that follows (~3 ms) does not, so the event
+    loop sends other requests while this thread hashes."""
+    data = put_vectors_body(bucket, index, keys, vectors, metadata)
+    return HashedBody(data, hashlib.sha256(data).hexdigest())
