@@ -27,7 +27,11 @@ from s3bulk._vectors.limits import (
 
 MiB = 1024**2
 FORMATS = (None, "parquet", "npy", "jsonl")
-ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=32 * MiB)
+# A batch costs ~6 MB of the byte budget (its rows and their JSON), so 48 MiB keeps about eight
+# PutVectors in flight: what a service that answers slowly needs to be kept busy (with 32 MiB,
+# five, a load through 250 ms and 20 MB/s per connection took 24 s against 15 s), and what
+# bounds memory when it answers slower still.
+ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=48 * MiB)
 # What one process builds, signs and sends (orjson bodies, ~45 us of CPU per 1024-float vector
 # here, hashed in a thread of its own): when the indexes' limits together ask for no more, one
 # process keeps ahead of them.
