@@ -32,7 +32,7 @@ FORMATS = (None, "parquet", "npy", "jsonl")
 # five, a load through 250 ms and 20 MB/s per connection took 24 s against 15 s), and what
 # bounds memory when it answers slower still.
 ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=48 * MiB)
-# What one process builds, signs and sends (orjson bodies, ~45 us of CPU per 1024-float vector
+# What one process builds, signs and sends (orjson bodies, ~50 us of CPU per 1024-float vector
 # here, hashed in a thread of its own): when the indexes' limits together ask for no more, one
 # process keeps ahead of them.
 ONE_PROCESS_VECTORS_PER_SECOND = 20_000.0
