@@ -1,11 +1,15 @@
-# s3bulk: every target sets itself up (uv, the Python environment, the pinned MinIO build).
+# s3bulk: every target sets itself up (uv, the Python environment with native/ built by cargo,
+# the pinned MinIO build).
 SHELL := /bin/bash
 UV := python3 -m uv
 PY := .venv/bin/python
+# native/ is built by cargo (rustup puts it here) when the environment is synced
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE := native/pyproject.toml native/s3bulk_native.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
 
 .PHONY: setup tools demo test test-servers bench reliability lint clean
 
-.venv/.synced: pyproject.toml uv.lock
+.venv/.synced: pyproject.toml uv.lock $(NATIVE)
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-extras --compile-bytecode
 	touch $@
@@ -56,4 +60,4 @@ lint: .venv/.synced
 	.venv/bin/mypy
 
 clean:
-	rm -rf .venv .tools bench/out
+	rm -rf .venv .tools bench/out native/target

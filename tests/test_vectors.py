@@ -105,6 +105,36 @@ def test_payload_is_compact_and_exact() -> None:
     assert len(body) < 0.6 * as_float64_text  # boto3 sends the float64 text
 
 
+def test_the_native_body_is_the_text_orjson_writes_for_floats_of_every_exponent() -> None:
+    """The rows are written by s3bulk_native with a patched zmij (native/vendor/zmij); orjson,
+    which writes float32 with zmij as published, is the independent reference. Random bit
+    patterns cover every exponent, fixed and scientific notation, subnormals and both zeros."""
+    bits = np.random.default_rng(3).integers(0, 2**32, size=200 * 1024, dtype=np.uint64).astype(np.uint32)
+    values = bits.view(np.float32)
+    values[~np.isfinite(values)] = 1.5
+    edges = [-1.0000001e-6, 1e-7, 0.0, -0.0, 1.0, 12.34, 123456789.0, 3.4028235e38, 1e-45, -1.1754944e-38]
+    values[: len(edges)] = edges
+    vectors = values.reshape(200, 1024)
+    keys = [f"k{n}" for n in range(200)]
+    metadata: list[dict[str, Any] | None] = [{"n": n} if n % 3 else None for n in range(200)]
+    body = put_vectors_body("b", "i", keys, vectors, metadata)
+    entries = [
+        {"key": key, "data": {"float32": vectors[n]}} | ({"metadata": metadata[n]} if metadata[n] else {})
+        for n, key in enumerate(keys)
+    ]
+    expected = {"vectorBucketName": "b", "indexName": "i", "vectors": entries}
+    assert bytes(body) == orjson.dumps(expected, option=orjson.OPT_SERIALIZE_NUMPY)
+    back = np.array([entry["data"]["float32"] for entry in orjson.loads(body)["vectors"]], dtype=np.float32)
+    assert back.tobytes() == vectors.tobytes()
+
+
+def test_the_native_writer_refuses_what_json_cannot_carry() -> None:
+    vectors = np.ones((3, 4), dtype=np.float32)
+    vectors[2, 1] = np.inf
+    with pytest.raises(ValueError, match="row 2 holds NaN or infinity"):
+        put_vectors_body("b", "i", ["a", "b", "c"], vectors)
+
+
 def test_bad_rows_are_named_with_their_reason() -> None:
     vectors = np.ones((8, 4), dtype=np.float32)
     vectors[1, 2] = np.nan

@@ -68,7 +68,7 @@ class SignedHttp:
         method: str,
         url: str,
         headers: dict[str, str],
-        body: bytes,
+        body: bytes | memoryview,
         region: str | None = None,
         body_sha256: str | None = None,
     ) -> dict[str, str]:
@@ -92,7 +92,7 @@ class SignedHttp:
         url: str,
         *,
         headers: dict[str, str] | None = None,
-        body: bytes = b"",
+        body: bytes | memoryview = b"",
         what: str = "",
         region: str | None = None,
         body_sha256: str | None = None,
@@ -109,7 +109,7 @@ class SignedHttp:
 
         try:
             async with self._http().request(
-                method, yarl.URL(url, encoded=True), headers=signed, data=body or None
+                method, yarl.URL(url, encoded=True), headers=signed, data=_data(body)
             ) as response:
                 payload = await response.read()
                 status = response.status
@@ -142,3 +142,33 @@ def _signer(s3: bool) -> Any:
             return self.body_sha256 if self.body_sha256 is not None else str(super().payload(request))
 
     return Signer
+
+
+# Bodies past this size go out after their headers rather than joined to them (`_data`).
+SEPARATE_BODY_BYTES = 64 * 1024
+
+
+def _data(body: bytes | memoryview) -> Any:
+    """What aiohttp sends for `body`. From 3.12 on, aiohttp joins the headers and the body into
+    one bytes object before it writes them: for a 6 MB PutVectors body, a copy of it per request
+    made while the GIL is held, into freshly faulted pages (measured: 5% of `vectors put`'s
+    wall time). A large body goes out after its headers instead, in two writes and no copy."""
+    if len(body) <= SEPARATE_BODY_BYTES:
+        return body or None
+    return _after_headers()(body)
+
+
+@functools.cache
+def _after_headers() -> Any:
+    import aiohttp
+
+    class AfterHeaders(aiohttp.BytesPayload):
+        """A body written after the headers have gone out on their own."""
+
+        async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+            send_headers = getattr(writer, "send_headers", None)  # aiohttp < 3.12 does not join
+            if send_headers is not None:
+                send_headers()
+            await super().write_with_length(writer, content_length)
+
+    return AfterHeaders

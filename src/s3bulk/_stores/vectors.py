@@ -50,12 +50,12 @@ class VectorsClient(SignedHttp):
         return _error(what, status, error_type, payload)
 
     async def call_once(
-        self, operation: str, body: bytes | dict[str, Any], body_sha256: str | None = None
+        self, operation: str, body: bytes | memoryview | dict[str, Any], body_sha256: str | None = None
     ) -> dict[str, Any]:
         """POST one operation, once: error answers raise S3Error (retryable, throttled as the
         service says). For a caller whose every attempt must pass its own rate limits first;
         `body_sha256`, when the caller hashed the body already."""
-        payload = body if isinstance(body, bytes) else orjson.dumps(body)
+        payload = orjson.dumps(body) if isinstance(body, dict) else body
         url = f"{self.endpoint}/{operation}"
         headers = {"Content-Type": "application/json"}
         _, _, reply = await self.send(

@@ -1631,15 +1631,30 @@ where
         } else if 0 <= dec_exp {
             // 1234e-2 -> 12.34
             return unsafe {
-                ptr::copy(buffer.add(1), buffer, dec_exp as usize + 1);
+                if Float::NUM_BITS == 32 {
+                    // s3bulk: at most 9 digits, so fixed blocks hold them (see PATCHED.md)
+                    let digits = ptr::read_unaligned(buffer.add(1).cast::<[u8; 16]>());
+                    let fraction = ptr::read_unaligned(buffer.add(dec_exp as usize + 2).cast::<[u8; 8]>());
+                    ptr::write_unaligned(buffer.cast::<[u8; 16]>(), digits);
+                    ptr::write_unaligned(buffer.add(dec_exp as usize + 2).cast::<[u8; 8]>(), fraction);
+                } else {
+                    ptr::copy(buffer.add(1), buffer, dec_exp as usize + 1);
+                }
                 *buffer.add(dec_exp as usize + 1) = b'.';
                 buffer.add(length + 1)
             };
         } else {
             // 1234e-6 -> 0.001234
             return unsafe {
-                ptr::copy(buffer.add(1), buffer.add((1 - dec_exp) as usize), length);
-                ptr::write_bytes(buffer, b'0', (1 - dec_exp) as usize);
+                if Float::NUM_BITS == 32 {
+                    // s3bulk: at most 9 digits and 7 zeros, so fixed blocks hold them (see PATCHED.md)
+                    let digits = ptr::read_unaligned(buffer.add(1).cast::<[u8; 16]>());
+                    ptr::write_unaligned(buffer.cast::<[u8; 8]>(), [b'0'; 8]);
+                    ptr::write_unaligned(buffer.add((1 - dec_exp) as usize).cast::<[u8; 16]>(), digits);
+                } else {
+                    ptr::copy(buffer.add(1), buffer.add((1 - dec_exp) as usize), length);
+                    ptr::write_bytes(buffer, b'0', (1 - dec_exp) as usize);
+                }
                 *buffer.add(1) = b'.';
                 buffer.add((1 - dec_exp) as usize + length)
             };
@@ -1721,7 +1736,8 @@ impl Buffer {
     #[inline]
     #[cfg_attr(feature = "no-panic", no_panic)]
     pub fn new() -> Self {
-        let bytes = [MaybeUninit::<u8>::uninit(); BUFFER_SIZE];
+        // s3bulk: zeroed, so that fixed blocks read from it are initialised bytes (PATCHED.md)
+        let bytes = [MaybeUninit::<u8>::new(0); BUFFER_SIZE];
         Buffer { bytes }
     }
 
