@@ -1871,3 +1871,15 @@ impl Default for Buffer {
         Buffer::new()
     }
 }
+
+/// s3bulk: writes a finite f32 at `out` and returns the end of its text, without a `Buffer`
+/// in between (see PATCHED.md).
+///
+/// # Safety
+///
+/// `value` is finite, and `out` points to 24 writable bytes of which the 16 from `out + 8` on
+/// are initialised: the text is moved in fixed blocks that read past the digits written.
+#[inline]
+pub unsafe fn write_f32_finite(value: f32, out: *mut u8) -> *mut u8 {
+    unsafe { crate::write(value, out) }
+}
