@@ -68,7 +68,7 @@ class SignedHttp:
         method: str,
         url: str,
         headers: dict[str, str],
-        body: bytes | memoryview,
+        body: bytes | bytearray | memoryview,
         region: str | None = None,
         body_sha256: str | None = None,
     ) -> dict[str, str]:
@@ -92,7 +92,7 @@ class SignedHttp:
         url: str,
         *,
         headers: dict[str, str] | None = None,
-        body: bytes | memoryview = b"",
+        body: bytes | bytearray | memoryview = b"",
         what: str = "",
         region: str | None = None,
         body_sha256: str | None = None,
@@ -148,7 +148,7 @@ def _signer(s3: bool) -> Any:
 SEPARATE_BODY_BYTES = 64 * 1024
 
 
-def _data(body: bytes | memoryview) -> Any:
+def _data(body: bytes | bytearray | memoryview) -> Any:
     """What aiohttp sends for `body`. From 3.12 on, aiohttp joins the headers and the body into
     one bytes object before it writes them: for a 6 MB PutVectors body, a copy of it per request
     made while the GIL is held, into freshly faulted pages (measured: 5% of `vectors put`'s

@@ -50,7 +50,10 @@ class VectorsClient(SignedHttp):
         return _error(what, status, error_type, payload)
 
     async def call_once(
-        self, operation: str, body: bytes | memoryview | dict[str, Any], body_sha256: str | None = None
+        self,
+        operation: str,
+        body: bytes | bytearray | memoryview | dict[str, Any],
+        body_sha256: str | None = None,
     ) -> dict[str, Any]:
         """POST one operation, once: error answers raise S3Error (retryable, throttled as the
         service says). For a caller whose every attempt must pass its own rate limits first;
@@ -63,7 +66,7 @@ class VectorsClient(SignedHttp):
         )
         return orjson.loads(reply) if reply else {}
 
-    async def call(self, operation: str, body: bytes | dict[str, Any]) -> dict[str, Any]:
+    async def call(self, operation: str, body: bytes | bytearray | dict[str, Any]) -> dict[str, Any]:
         """POST one operation, retried by the one policy."""
         result: dict[str, Any] = await self.retry(lambda: self.call_once(operation, body), operation)
         return result
@@ -95,7 +98,7 @@ class VectorsClient(SignedHttp):
         found: dict[str, Any] = reply.get("index", reply)
         return found
 
-    async def put_vectors(self, body: bytes) -> None:
+    async def put_vectors(self, body: bytes | bytearray) -> None:
         await self.call("PutVectors", body)
 
     async def get_vectors(self, bucket: str, index: str, keys: list[str]) -> list[dict[str, Any]]:
