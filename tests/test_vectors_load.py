@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -434,6 +435,34 @@ def test_resume_after_sigkill_sends_no_batch_twice_but_the_in_flight_ones(
     # sent twice: only what was in flight (or done but not yet journaled) at the kill
     assert proxy.log.accepted[index] - 40 <= concurrency + 2
     assert len(stored(moto, bucket, index)) == total_rows
+
+
+def test_ctrl_c_says_how_many_vectors_are_stored_and_how_to_finish(moto: Endpoint, tmp_path: Path) -> None:
+    source = write_parquet(tmp_path / "docs.parquet", embeddings(20_000, 8), row_group_size=5000)
+    bucket, index = new_index(moto, 8)
+    env = vectors_env(moto, moto.server.endpoint)
+    put = [*S3BULK, "vectors", "put", str(source), "--bucket", bucket, "--index", index]
+    process = subprocess.Popen(
+        [*put, "--vectors-per-second", "5000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    journal = _journal_path(Path(env["S3BULK_STATE_DIR"]))
+    while _done_batches(journal) < 4:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    stopped = re.search(
+        r"stopped: ([\d,]+) of 20,000 vectors stored; finish it with: s3bulk vectors put --resume (\S+)$",
+        lines[0],
+    )
+    assert stopped, lines[0]
+    assert int(stopped[1].replace(",", "")) == 500 * _done_batches(journal)
+    resumed = run_cli(env, "vectors", "put", "--resume", stopped[2])
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(stored(moto, bucket, index)) == 20_000
 
 
 def _journal_path(directory: Path) -> Path:
