@@ -3,6 +3,7 @@ options users rely on and the failures they must be told about."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -12,6 +13,10 @@ import pytest
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, sha256, tree_digests
 
 import s3bulk
+from s3bulk._config import AwsSettings
+from s3bulk._errors import ItemError
+from s3bulk._stores.retry import Retrier, RetryPolicy
+from s3bulk._stores.storage import Parts, Storage
 
 FILES = {
     "a.txt": b"alpha\n",
@@ -285,3 +290,26 @@ def test_many_objects_to_a_destination_without_slash_land_below_it(
     assert s3bulk.copy(f"s3://{bucket}/up/", f"s3://{bucket}/copied").ok
     assert bucket_digests(minio, bucket, "up/") == tree_digests(source_tree)
     assert bucket_digests(minio, bucket, "copied/") == tree_digests(source_tree)
+
+
+@pytest.mark.parametrize("listed", [5, 9, 11, 16])  # the object (10 bytes) grew or shrank since
+def test_an_object_that_changed_since_its_listing_is_not_landed(
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, listed: int
+) -> None:
+    """A small object is fetched with one ranged GET of one byte more than its listed size, so a
+    size that differs from the listing is caught as a whole GET would catch it, even with the
+    ETag check off."""
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 10)
+    target = tmp_path / "k"
+
+    async def download() -> int:
+        client = Storage(AwsSettings.from_env(), retry=Retrier(RetryPolicy(max_attempts=1)), verify=False)
+        try:
+            return await client.download(bucket, "k", str(target), listed, 0.0, Parts())
+        finally:
+            await client.close()
+
+    with pytest.raises(ItemError, match=f"of an object listed at {listed}: it changed since"):
+        asyncio.run(download())
+    assert list(tmp_path.iterdir()) == []  # nothing landed, no temporary left

@@ -291,29 +291,35 @@ class Storage:
             _set_time(temporary, mtime)
             if etag:  # read back (from the page cache, mostly) by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size)
-        else:
+        elif 0 < size <= WHOLE_BODY_MAX:
+            # One call for head and body: get_async and then bytes_async hand the object from
+            # obstore's threads to the event loop twice, and each hand-off wakes a thread
+            # (10,000 x 4 KiB: 3.9 -> 3.1 s of CPU). The range asks for one byte more than the
+            # listed size: an object that grew since the listing comes back longer and fails
+            # the size check below, as a whole GET would (a service ends a range at the end).
             self.meter.requests["GET"] += 1
-            result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
+            store = self._store(f"s3://{bucket}")
+            body = await obstore.get_range_async(store, key, start=0, end=size + 1)
             if size <= SMALL_BODY_MAX:
-                written, matches = _write_checked(
-                    temporary, await result.bytes_async(), mtime, etag, parts.size
-                )
-            elif size <= WHOLE_BODY_MAX:  # written by a thread: the loop goes on with other items
-                body = await result.bytes_async()
+                written, matches = _write_checked(temporary, body, mtime, etag, parts.size)
+            else:  # written by a thread: the loop goes on with other items
                 written, matches = await asyncio.to_thread(
                     _write_checked, temporary, body, mtime, etag, parts.size
                 )
-            else:  # streamed: memory per download stays at one chunk
-                written = 0
-                with open(temporary, "wb") as handle:
-                    async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
-                        written += handle.write(chunk)
-                _set_time(temporary, mtime)
-                if etag:
-                    matches = await asyncio.to_thread(etag_matches_file, temporary, etag, written, parts.size)
+        else:  # streamed, so memory per download stays at one chunk; or empty (no range to ask)
+            self.meter.requests["GET"] += 1
+            result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
+            written = 0
+            with open(temporary, "wb") as handle:
+                async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                    written += handle.write(chunk)
+            _set_time(temporary, mtime)
+            if etag:
+                matches = await asyncio.to_thread(etag_matches_file, temporary, etag, written, parts.size)
         if written != size:
             raise ItemError(
-                f"short read: got {written} of {size} bytes (object changed or connection cut)",
+                f"got {written:,} bytes of an object listed at {size:,}: it changed since, or the "
+                "connection was cut",
                 retryable=True,
             )
         return written, matches
