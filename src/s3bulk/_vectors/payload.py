@@ -3,7 +3,7 @@
 boto3 turns each float32 into a Python float and then into text: 0.6-0.7 s of CPU per batch of
 500 x 1024 here, with a 10.6 MB body of float64 digits. Each float32 is written as the shortest
 text that reads back as the same float32 (the text orjson writes), so the body is about half
-the size and the service stores exactly the floats the user had. The rows take ~7 ms per
+the size and the service stores exactly the floats the user had. The rows take ~6 ms per
 batch, written with the GIL released: with orjson they held it for 11 ms, half of all the
 loader's work, while the event loop, Parquet and the hashing of other bodies waited.
 """
