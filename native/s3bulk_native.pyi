@@ -1,4 +1,4 @@
-"""The native part of s3bulk: PutVectors bodies written without the GIL."""
+"""The native part of s3bulk: PutVectors bodies written, and downloads hashed, without the GIL."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -9,3 +9,7 @@ def put_vectors_body(
     """`head`, the entries joined by commas, `tail`; entry i is `before[i]`, row i of `rows` (a
     C-contiguous (n, dimension) float32 array) as a JSON array, `after[i]`. ValueError for a row
     holding NaN or infinity."""
+
+def md5_many(buffers: Sequence[Any]) -> list[bytes]:
+    """The MD5 digest (16 raw bytes) of each buffer (any C-contiguous buffer of bytes), in order,
+    hashed side by side in SIMD lanes with the GIL released."""

@@ -201,6 +201,28 @@ def test_a_corrupted_download_is_caught_and_fetched_again(minio: Endpoint, tmp_p
         assert len(landed) == size and landed != body  # what the check is there for
 
 
+def test_corrupted_bodies_among_many_checked_together_are_each_caught(
+    minio: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Downloads from 16 KiB are checked side by side, up to 16 bodies in one hashing
+    (stores/digests.py): each must still be held to its own ETag."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    bodies = {f"m/{number:02d}": os.urandom(20_000 + 9_000 * number) for number in range(40)}
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")  # no CRC32 stored, so
+    client = minio.client()  # the ETag alone decides: no second opinion (_second_opinion) saves a mix-up
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        proxy.corrupt_bodies = 3
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        done = run_cli(env, "cp", "--json", f"s3://{bucket}/m/", f"{tmp_path}/many/")
+        assert done.returncode == 0, done.stderr
+        assert proxy.log.refused["corrupted"] == 3 and '"retries":3' in done.stdout.replace(" ", "")
+    assert {key: (tmp_path / "many" / key[2:]).read_bytes() for key in bodies} == bodies
+
+
 @pytest.mark.parametrize(
     "flags",
     [[], ["--storage-class", "REDUCED_REDUNDANCY"], ["--multipart-threshold", "5MiB", "--part-size", "5MiB"]],

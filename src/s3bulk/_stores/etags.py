@@ -13,6 +13,8 @@ import math
 import zlib
 from collections.abc import Callable, Iterable
 
+from s3bulk_native import md5_many
+
 MiB = 1024 * 1024
 _HEX = frozenset("0123456789abcdef")
 
@@ -23,6 +25,12 @@ def _parsed(etag: str) -> tuple[str, int] | None:
     if len(digest) != 32 or not _HEX.issuperset(digest) or (dash and not parts.isdigit()):
         return None
     return digest, int(parts) if dash else 0
+
+
+def single_part_md5(etag: str) -> bytes | None:
+    """The MD5 a single-part ETag names (raw), None for any other ETag."""
+    parsed = _parsed(etag)
+    return bytes.fromhex(parsed[0]) if parsed and not parsed[1] else None
 
 
 def _part_sizes(size: int, parts: int, part_size: int) -> Iterable[int]:
@@ -57,10 +65,8 @@ def etag_matches_bytes(data: bytes | memoryview, etag: str, part_size: int = 8 *
         if piece >= len(view):  # one part: the whole, hashed once
             whole = hashlib.md5(view, usedforsecurity=False).digest()
             return whole.hex(), [whole]
-        starts = range(0, len(view), piece)
-        return "", [
-            hashlib.md5(view[start : start + piece], usedforsecurity=False).digest() for start in starts
-        ]
+        # The parts side by side in SIMD lanes (digests.py): 8 parts in about the time of one.
+        return "", md5_many([view[start : start + piece] for start in range(0, len(view), piece)])
 
     return _matches(etag, len(view), part_size, digests)
 

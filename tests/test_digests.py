@@ -1,0 +1,73 @@
+"""The MD5s that check downloads: the native `md5_many` gives hashlib's digest for every length
+and mix of lengths (SIMD lanes of different lengths end at different blocks, and MD5's padding
+spills into a second block from 56 bytes), and `Md5Lanes` hands each waiting download its own
+body's digest, whether its batch was hashed by the loop or by a thread, full or not."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from s3bulk_native import md5_many
+
+from s3bulk._stores.digests import INLINE_MAX, LANES, Md5Lanes
+
+
+def md5(data: bytes) -> bytes:
+    return hashlib.md5(data, usedforsecurity=False).digest()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=700), max_size=40))
+def test_md5_many_is_md5_of_each_buffer(buffers: list[bytes]) -> None:
+    assert md5_many(buffers) == [md5(buffer) for buffer in buffers]
+
+
+def test_md5_many_takes_any_buffer_at_every_padding_boundary() -> None:
+    lengths = [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 4096, 65_537, 1024 * 1024 + 3]
+    data = [os.urandom(length) for length in lengths]
+    assert md5_many(data) == [md5(piece) for piece in data]
+    whole = os.urandom(3000)
+    assert md5_many([bytearray(whole), memoryview(whole)[7:2999]]) == [md5(whole), md5(whole[7:2999])]
+
+
+async def download_like(lanes: Md5Lanes, body: bytes, pause: float) -> bytes:
+    with lanes.coming():
+        await asyncio.sleep(pause)  # the fetch: bodies arrive at different times
+        return await lanes.md5(body)
+
+
+def test_each_waiting_body_gets_its_own_digest() -> None:
+    sizes = [16 * 1024 * (1 + index % 5) for index in range(3 * LANES + 5)]  # batches of both kinds
+    bodies = [os.urandom(size) for size in sizes]
+    assert sum(sizes[:LANES]) > INLINE_MAX  # full batches go to a thread
+
+    async def main() -> list[bytes]:
+        lanes = Md5Lanes()
+        pauses = [(index % 7) / 1000 for index in range(len(bodies))]
+        downloads = [download_like(lanes, body, pause) for body, pause in zip(bodies, pauses, strict=True)]
+        return await asyncio.gather(*downloads)
+
+    assert asyncio.run(main()) == [md5(body) for body in bodies]
+
+
+def test_a_lone_body_is_hashed_at_once_and_no_body_waits_for_a_hung_fetch() -> None:
+    async def main() -> None:
+        lanes = Md5Lanes()
+        alone = await asyncio.wait_for(download_like(lanes, b"alone", 0), timeout=5)
+        assert alone == md5(b"alone")
+        stuck = asyncio.create_task(download_like(lanes, b"never", 3600))  # a fetch that hangs
+        waiting = asyncio.create_task(download_like(lanes, b"waits", 0))
+        assert await asyncio.wait_for(waiting, timeout=5) == md5(b"waits")  # not held by it
+        stuck.cancel()
+        cancelled = asyncio.create_task(download_like(lanes, b"gone", 0))
+        kept = asyncio.create_task(download_like(lanes, b"kept", 0.001))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        assert await asyncio.wait_for(kept, timeout=5) == md5(b"kept")
+
+    asyncio.run(main())
