@@ -13,3 +13,8 @@ def put_vectors_body(
 def md5_many(buffers: Sequence[Any]) -> list[bytes]:
     """The MD5 digest (16 raw bytes) of each buffer (any C-contiguous buffer of bytes), in order,
     hashed side by side in SIMD lanes with the GIL released."""
+
+def md5_file_parts(path: str, part_size: int) -> list[bytes]:
+    """The MD5 digest of each `part_size` part of the file at `path` (the last one shorter; one
+    digest for a file no larger than a part, an empty file's included), parts hashed side by side
+    with the GIL released. OSError when the file cannot be read."""

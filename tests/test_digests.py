@@ -9,9 +9,10 @@ import asyncio
 import hashlib
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from s3bulk_native import md5_many
+from s3bulk_native import md5_file_parts, md5_many
 
 from s3bulk._stores.digests import INLINE_MAX, LANES, Md5Lanes
 
@@ -32,6 +33,29 @@ def test_md5_many_takes_any_buffer_at_every_padding_boundary() -> None:
     assert md5_many(data) == [md5(piece) for piece in data]
     whole = os.urandom(3000)
     assert md5_many([bytearray(whole), memoryview(whole)[7:2999]]) == [md5(whole), md5(whole[7:2999])]
+
+
+def test_md5_file_parts_is_md5_of_each_part(tmp_path) -> None:
+    """Parts in groups of 16 lanes, each read a MiB at a time: groups, rounds and last parts
+    of every shape."""
+    path = tmp_path / "f"
+    for size, part_size in [
+        (0, 5),  # an empty file: one digest, of nothing
+        (1, 8 * 1024 * 1024),
+        (40_000, 1000),  # 40 parts: three groups of lanes
+        (33 * 1000 + 7, 1000),  # a short last part alone in its group
+        (5 * 1024 * 1024 + 3, 2 * 1024 * 1024 + 512 * 1024),  # parts of 2.5 MiB: three reads each
+        (3 * 1024 * 1024, 1024 * 1024),  # parts of exactly one read
+    ]:
+        data = os.urandom(size)
+        path.write_bytes(data)
+        expected = [md5(data[start : start + part_size]) for start in range(0, size, part_size)] or [md5(b"")]
+        assert md5_file_parts(str(path), part_size) == expected, (size, part_size)
+
+
+def test_md5_file_parts_of_a_missing_file_is_an_oserror(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
+        md5_file_parts(str(tmp_path / "gone"), 1024)
 
 
 async def download_like(lanes: Md5Lanes, body: bytes, pause: float) -> bytes:

@@ -1,7 +1,7 @@
 //! s3bulk's native part: the work per byte that Python would do under the GIL, done without it.
 //!
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
-//! - `md5`: the MD5s that check downloads against their ETags, many bodies at once.
+//! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 
 use pyo3::prelude::*;
 
@@ -11,5 +11,6 @@ mod vectors;
 #[pymodule]
 fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
-    module.add_function(wrap_pyfunction!(md5::md5_many, module)?)
+    module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
+    module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)
 }
