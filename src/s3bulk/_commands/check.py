@@ -11,7 +11,6 @@ is named as "cannot tell". Nothing is journaled: a check is cheap to run again.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -23,7 +22,6 @@ from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
 from s3bulk._plan.diff import Entry, decide
 from s3bulk._report import Failure
-from s3bulk._stores.etags import etag_matches_file
 from s3bulk._urls import Location, S3Location, parse_location
 
 
@@ -110,9 +108,7 @@ class CheckJob(SyncJob):
         assert isinstance(item, CheckItem)
         transfer = item.transfer
         local = transfer.source if self.direction == "upload" else transfer.destination
-        same = await asyncio.to_thread(
-            etag_matches_file, local, item.etag, transfer.size, self.options.part_size
-        )
+        same = await self.storage.file_matches(local, item.etag, transfer.size, self.options.part_size)
         if same is None:
             raise ItemError("cannot tell: the ETag is not an MD5 (SSE-KMS, SSE-C)", retryable=False)
         if not same:

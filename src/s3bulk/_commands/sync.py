@@ -26,7 +26,6 @@ from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
 from s3bulk._sources.local import walk
 from s3bulk._sources.manifest import sorted_names
-from s3bulk._stores.etags import etag_matches_file
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.s3xml import epoch_seconds
@@ -387,9 +386,7 @@ class SyncJob(CopyJob):
         if isinstance(item, CheckItem):
             transfer = item.transfer
             local = transfer.source if self.direction == "upload" else transfer.destination
-            same = await asyncio.to_thread(
-                etag_matches_file, local, item.etag, transfer.size, self.options.part_size
-            )
+            same = await self.storage.file_matches(local, item.etag, transfer.size, self.options.part_size)
             if same:  # nothing to do after all
                 return unchanged(ctx, transfer.size)
             item = transfer

@@ -349,6 +349,17 @@ class Storage:
                 matches = await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
         return written, matches
 
+    async def file_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
+        """Whether the local file holds the `size` bytes `etag` describes (None: the ETag cannot
+        tell), for sync --checksum and check. A file from `LANES_MIN` to `WHOLE_BODY_MAX` under
+        a single-part ETag is read whole by a thread and hashed in SIMD lanes with others."""
+        expected = single_part_md5(etag) if LANES_MIN <= size <= WHOLE_BODY_MAX else None
+        if not expected:
+            return await asyncio.to_thread(etag_matches_file, path, etag, size, part_size)
+        with self._lanes.coming():
+            data = await asyncio.to_thread(_read_file, path, size + 1)  # a longer file differs
+            return len(data) == size and await self._lanes.md5(data) == expected
+
     async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
         store = self._store(f"s3://{bucket}")
         semaphore = asyncio.Semaphore(parts.in_flight)
@@ -820,6 +831,7 @@ def _need_addressable(key: str) -> None:
         raise UsageError(f"{key!r}: this key cannot be opened as a file (use get() or put())")
 
 
-def _read_file(path: str) -> bytes:
+def _read_file(path: str, most: int = -1) -> bytes:
+    """The file at `path`, or up to `most` bytes from its start."""
     with open(path, "rb") as handle:
-        return handle.read()
+        return handle.read(most)
