@@ -22,6 +22,7 @@ from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
 from s3bulk._plan.diff import Entry, decide
 from s3bulk._report import Failure
+from s3bulk._stores.storage import WHOLE_BODY_MAX
 from s3bulk._urls import Location, S3Location, parse_location
 
 
@@ -92,6 +93,10 @@ class CheckJob(SyncJob):
         return SyncBatch(tuple(items), same, tuple(problems))
 
     def cost(self, item: Any) -> int:
+        """Nothing moves, but a file up to `WHOLE_BODY_MAX` is read whole to be hashed with others
+        (`Storage.file_matches`): the byte budget bounds those reads."""
+        if isinstance(item, CheckItem) and item.transfer.size <= WHOLE_BODY_MAX:
+            return item.transfer.size
         return 0
 
     def describe(self, item: Any) -> tuple[str, str, int]:
