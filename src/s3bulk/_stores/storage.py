@@ -294,9 +294,7 @@ class Storage:
         matches: bool | None = None
         if not obstore_can_address(key):
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
-            written, matches = await asyncio.to_thread(
-                _write_checked, temporary, data, mtime, etag, parts.size
-            )
+            written, matches = await write_in_thread(_write_checked, temporary, data, mtime, etag, parts.size)
         elif size > parts.threshold:
             written = await self._fetch_ranges(bucket, key, temporary, size, parts)
             _set_time(temporary, mtime)
@@ -340,7 +338,7 @@ class Storage:
             if size <= SMALL_BODY_MAX:
                 written = _write_file(temporary, body, mtime)
             else:  # written by a thread: the loop goes on with other items
-                written = await asyncio.to_thread(_write_file, temporary, body, mtime)
+                written = await write_in_thread(_write_file, temporary, body, mtime)
             if expected and written == size:
                 matches = await self._lanes.md5(body) == expected
             elif etag and size <= SMALL_BODY_MAX:
@@ -784,6 +782,19 @@ class Storage:
             lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
             f"abort an upload of s3://{bucket}/{key}",
         )
+
+
+async def write_in_thread(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` in a thread, awaited to its end even when the task is cancelled
+    meanwhile, then cancelled: a thread cannot be stopped, and a temporary file it created after
+    the download's cleanup ran was left behind (Ctrl-C of 2,000 x 1 MiB downloads left one to
+    three `.s3bulk-part` files in 3 of 7 tries)."""
+    future = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise
 
 
 def _write_checked(
