@@ -47,7 +47,7 @@ from s3bulk._engine.messages import (
 from s3bulk._engine.ratelimit import TokenBucket
 from s3bulk._engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk._errors import ItemError, JobAborted, classify
-from s3bulk._stores.retry import Gate, RetryPolicy
+from s3bulk._stores.retry import Gate, RetryPolicy, requests_done
 
 if TYPE_CHECKING:
     from s3bulk._journal.store import PartWriter
@@ -81,6 +81,32 @@ class EngineOptions:
     resumable_uploads: tuple[tuple[str, str, str], ...] = ()
     bytes_per_second: int | None = None  # the job's caps (--bwlimit, --tpslimit): each worker
     requests_per_second: float | None = None  # keeps its share of them (`_caps`)
+
+
+# Items that may run beyond the in-flight limit because they have sent their last request and
+# wait for work on this machine: the MD5 lanes gather up to 16 bodies (stores/digests.py).
+LOCAL_WORK_ITEMS = 16
+
+
+class _Slot:
+    """A consumer's place in the in-flight limit for the item it runs, given back once: when the
+    item says it sends no more requests (`requests_done`), or when it ends. The latency the limit
+    learns from is then the requests' own, without the local work after them. One per consumer
+    task, taken again for each item: nothing is made per item."""
+
+    __slots__ = ("acquired", "cost", "held", "limit")
+
+    def __init__(self, limit: AdaptiveLimit | None) -> None:
+        self.limit, self.acquired, self.cost, self.held = limit, 0.0, 0, False
+
+    def take(self, acquired: float, cost: int) -> None:
+        self.acquired, self.cost, self.held = acquired, cost, self.limit is not None
+
+    async def release(self, moved: int | None = None) -> None:
+        if self.held and self.limit is not None:
+            self.held = False
+            latency = time.perf_counter() - self.acquired
+            await self.limit.release(latency, self.cost if moved is None else moved)
 
 
 class WorkerRuntime:
@@ -203,6 +229,8 @@ class WorkerRuntime:
 
     async def consume(self) -> None:
         stats = self.ctx.stats
+        slot = _Slot(self.limit)
+        requests_done.set(slot.release)  # this task's own context: its items give back `slot`
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item, held = entry
@@ -220,6 +248,7 @@ class WorkerRuntime:
             stats.stage_seconds["wait"] += acquired - start
             stats.in_flight += 1
             moved = 0
+            slot.take(acquired, held)  # held: the item's cost, as the budget took it
             try:
                 result = await self.job.run(item, self.ctx)  # its storage retried each request
                 if isinstance(result, BatchOutcome):
@@ -241,8 +270,8 @@ class WorkerRuntime:
             finally:
                 stats.in_flight -= 1
                 await self.budget.release(held)
-                if self.limit is not None:
-                    await self.limit.release(time.perf_counter() - acquired, moved)
+                if slot.held:
+                    await slot.release(moved)
             stats.stage_seconds["request"] += time.perf_counter() - acquired
             self.open_items[descriptor_id] -= 1
             self._maybe_finished(descriptor_id)
@@ -408,7 +437,8 @@ async def _run_worker(
     ctx.report_now = runtime.flush
     ctx.stop_job = runtime.abort
     await job.open(ctx)
-    consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency)]
+    extra = LOCAL_WORK_ITEMS if runtime.limit is not None else 0  # past their requests (_Slot)
+    consumers = [asyncio.create_task(runtime.consume()) for _ in range(options.concurrency + extra)]
     reporter = asyncio.create_task(runtime.report_progress())
     expanders: set[asyncio.Task[None]] = set()
     send(Want(DESCRIPTOR_PREFETCH))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import random
 import time
@@ -32,6 +33,22 @@ log = logging.getLogger("s3bulk")  # --log-level/--log-file route it; messages n
 T = TypeVar("T")
 Gate = Callable[[float], Awaitable[None]]  # waits until `amount` may go (a token bucket's acquire)
 _service_reached = False  # some request of this process succeeded: an unreachable service is an outage
+# Set by the engine for the item its task runs: awaited once the item has sent its last request
+# and waits only for work on this machine (its MD5 in the lanes, stores/digests.py), so that its
+# slot in the in-flight limit goes to the next item meanwhile. The limit bounds requests to the
+# service; a wait here would otherwise cost throughput wherever latency, not CPU, is the limit.
+# (A body that then fails its check is fetched again beyond the limit: the engine's consumers,
+# the limit plus `LOCAL_WORK_ITEMS`, still bound how many run.)
+requests_done: contextvars.ContextVar[Callable[[], Awaitable[None]] | None] = contextvars.ContextVar(
+    "requests_done", default=None
+)
+
+
+async def done_with_requests() -> None:
+    """The item run in this task sends no more requests (see `requests_done`)."""
+    hook = requests_done.get()
+    if hook is not None:
+        await hook()
 
 
 @dataclass(frozen=True)

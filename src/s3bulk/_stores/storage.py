@@ -60,7 +60,7 @@ from s3bulk._stores.multipart import (
     upload_stream,
 )
 from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
-from s3bulk._stores.retry import Meter, Retrier
+from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, VersionInfo, xml_safe
 
@@ -340,6 +340,7 @@ class Storage:
             else:  # written by a thread: the loop goes on with other items
                 written = await write_in_thread(_write_file, temporary, body, mtime)
             if expected and written == size:
+                await done_with_requests()  # the lanes' wait holds no request slot
                 matches = await self._lanes.md5(body) == expected
             elif etag and size <= SMALL_BODY_MAX:
                 matches = etag_matches_bytes(memoryview(body), etag, parts.size)
@@ -354,6 +355,7 @@ class Storage:
         expected = single_part_md5(etag) if LANES_MIN <= size <= WHOLE_BODY_MAX else None
         if not expected:
             return await asyncio.to_thread(etag_matches_file, path, etag, size, part_size)
+        await done_with_requests()  # no request at all
         with self._lanes.coming():
             data = await asyncio.to_thread(_read_file, path, size + 1)  # a longer file differs
             return len(data) == size and await self._lanes.md5(data) == expected
