@@ -234,16 +234,23 @@ class WorkerRuntime:
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item, held = entry
-            if self.aborting:  # not started, so not journaled: a later run does it
+            start = time.perf_counter()
+            has_slot = False
+            if not self.aborting:
+                if held is None:
+                    held = await self.budget.acquire(self.job.cost(item))
+                if self.limit is not None:
+                    await self.limit.acquire()
+                    has_slot = True
+            if self.aborting:  # not started, so not journaled: a later run does it. Asked again
+                # after the waits: more consumers than slots wait in them (LOCAL_WORK_ITEMS)
+                if has_slot and self.limit is not None:
+                    await self.limit.release(0.0)
                 await self.budget.release(held or 0)
                 self.open_items[descriptor_id] -= 1
                 self._maybe_finished(descriptor_id)
                 continue
-            start = time.perf_counter()
-            if held is None:
-                held = await self.budget.acquire(self.job.cost(item))
-            if self.limit is not None:
-                await self.limit.acquire()
+            assert held is not None  # taken above: the job was not stopping
             acquired = time.perf_counter()
             stats.stage_seconds["wait"] += acquired - start
             stats.in_flight += 1
