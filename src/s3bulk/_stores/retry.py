@@ -33,8 +33,8 @@ log = logging.getLogger("s3bulk")  # --log-level/--log-file route it; messages n
 T = TypeVar("T")
 Gate = Callable[[float], Awaitable[None]]  # waits until `amount` may go (a token bucket's acquire)
 _service_reached = False  # some request of this process succeeded: an unreachable service is an outage
-# Set by the engine for the item its task runs: awaited once the item has sent its last request
-# and waits only for work on this machine (its MD5 in the lanes, stores/digests.py), so that its
+# Set by the engine in each task that runs items: awaited once the item being run has sent its
+# last request and waits only for work on this machine (its MD5 in the lanes, stores/digests.py), so that its
 # slot in the in-flight limit goes to the next item meanwhile. The limit bounds requests to the
 # service; a wait here would otherwise cost throughput wherever latency, not CPU, is the limit.
 # (A body that then fails its check is fetched again beyond the limit: the engine's consumers,
