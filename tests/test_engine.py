@@ -214,6 +214,7 @@ class _LocalWorkJob:
         return iter(())
 
     async def open(self, ctx) -> None:
+        _Phases.requesting = _Phases.local = _Phases.most_requesting = _Phases.most_local = 0
         _Phases.enough = asyncio.Event()
 
     async def expand(self, descriptor, ctx):

@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ::md5_many::{Md5Many, Md5State};
@@ -69,7 +69,7 @@ pub fn md5_file_parts<'py>(py: Python<'py>, path: PathBuf, part_size: u64) -> Py
     Ok(digests.iter().map(|digest| PyBytes::new(py, digest)).collect())
 }
 
-fn file_parts(path: &PathBuf, part_size: u64) -> std::io::Result<Vec<[u8; 16]>> {
+fn file_parts(path: &Path, part_size: u64) -> std::io::Result<Vec<[u8; 16]>> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
     let parts = size.div_ceil(part_size).max(1);

@@ -330,7 +330,6 @@ class Storage:
         comes back longer and fails the size check, as a whole GET would (a service ends a range
         at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
         expected = single_part_md5(etag) if size >= LANES_MIN else None
-        matches: bool | None = None
         with self._lanes.coming() if expected else contextlib.nullcontext():
             self.meter.requests["GET"] += 1
             store = self._store(f"s3://{bucket}")
@@ -339,14 +338,15 @@ class Storage:
                 written = _write_file(temporary, body, mtime)
             else:  # written by a thread: the loop goes on with other items
                 written = await write_in_thread(_write_file, temporary, body, mtime)
-            if expected and written == size:
+            if written != size or not etag:  # the wrong size fails on its own (_fetch_into)
+                return written, None
+            if expected:
                 await done_with_requests()  # the lanes' wait holds no request slot
-                matches = await self._lanes.md5(body) == expected
-            elif etag and size <= SMALL_BODY_MAX:
-                matches = etag_matches_bytes(memoryview(body), etag, parts.size)
-            elif etag:  # a multipart ETag (parts of at most 8 MiB)
-                matches = await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
-        return written, matches
+                return written, await self._lanes.md5(body) == expected
+        # under 16 KiB, or a multipart ETag (parts of at most 8 MiB)
+        if size <= SMALL_BODY_MAX:
+            return written, etag_matches_bytes(memoryview(body), etag, parts.size)
+        return written, await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
 
     async def file_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
         """Whether the local file holds the `size` bytes `etag` describes (None: the ETag cannot
