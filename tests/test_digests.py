@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from s3bulk_native import md5_file_parts, md5_many
 
+from s3bulk._stores import digests
 from s3bulk._stores.digests import INLINE_MAX, LANES, Md5Lanes
 
 
@@ -59,9 +60,9 @@ def test_md5_file_parts_of_a_missing_file_is_an_oserror(tmp_path) -> None:
 
 
 async def download_like(lanes: Md5Lanes, body: bytes, pause: float) -> bytes:
-    with lanes.coming():
+    with lanes.coming() as lane:
         await asyncio.sleep(pause)  # the fetch: bodies arrive at different times
-        return await lanes.md5(body)
+        return await lane.md5(body)
 
 
 def test_each_waiting_body_gets_its_own_digest() -> None:
@@ -95,3 +96,42 @@ def test_a_lone_body_is_hashed_at_once_and_no_body_waits_for_a_hung_fetch() -> N
         assert await asyncio.wait_for(kept, timeout=5) == md5(b"kept")
 
     asyncio.run(main())
+
+
+def test_a_batch_does_not_wait_for_a_body_whose_fetch_has_just_begun(monkeypatch) -> None:
+    """When fetches take long, a body sent for just now is not due: one that arrives meanwhile
+    is hashed at once, however long the lanes may wait (at 20 ms RTT, waiting for bodies just
+    sent for made every batch wait out the timer). Fetches are made to take two hours here, and
+    the lanes to wait up to one, so that only the rule can let the body through."""
+    monkeypatch.setattr(digests, "MAX_WAIT", 3600.0)
+
+    async def main() -> None:
+        lanes = Md5Lanes()
+        lanes._fetch_seconds = 7200.0
+        just_sent = asyncio.create_task(download_like(lanes, b"far", 3600))
+        await asyncio.sleep(0)  # its fetch has begun
+        assert await asyncio.wait_for(download_like(lanes, b"here", 0), timeout=30) == md5(b"here")
+        assert not just_sent.done()
+        just_sent.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_batch_waits_for_a_body_that_is_due(monkeypatch) -> None:
+    """Without any fetch timed yet every body on its way is due: the body that arrives first
+    waits for the other, and both are hashed in one batch."""
+    monkeypatch.setattr(digests, "MAX_WAIT", 3600.0)
+    batches: list[int] = []
+
+    def counting(bodies: list[bytes]) -> list[bytes]:
+        batches.append(len(bodies))
+        return md5_many(bodies)
+
+    monkeypatch.setattr(digests, "md5_many", counting)
+
+    async def main() -> list[bytes]:
+        lanes = Md5Lanes()
+        return await asyncio.gather(download_like(lanes, b"first", 0), download_like(lanes, b"second", 0.005))
+
+    assert asyncio.run(main()) == [md5(b"first"), md5(b"second")]
+    assert batches == [2]

@@ -330,7 +330,7 @@ class Storage:
         comes back longer and fails the size check, as a whole GET would (a service ends a range
         at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
         expected = single_part_md5(etag) if size >= LANES_MIN else None
-        with self._lanes.coming() if expected else contextlib.nullcontext():
+        with self._lanes.coming() if expected else contextlib.nullcontext() as lane:
             self.meter.requests["GET"] += 1
             store = self._store(f"s3://{bucket}")
             body = await obstore.get_range_async(store, key, start=0, end=size + 1)
@@ -340,9 +340,9 @@ class Storage:
                 written = await write_in_thread(_write_file, temporary, body, mtime)
             if written != size or not etag:  # the wrong size fails on its own (_fetch_into)
                 return written, None
-            if expected:
+            if lane is not None:  # from LANES_MIN, under a single-part ETag (`expected`)
                 await done_with_requests()  # the lanes' wait holds no request slot
-                return written, await self._lanes.md5(body) == expected
+                return written, await lane.md5(body) == expected
         # under 16 KiB, or a multipart ETag (parts of at most 8 MiB)
         if size <= SMALL_BODY_MAX:
             return written, etag_matches_bytes(memoryview(body), etag, parts.size)
@@ -356,9 +356,9 @@ class Storage:
         if not expected:
             return await asyncio.to_thread(etag_matches_file, path, etag, size, part_size)
         await done_with_requests()  # no request at all
-        with self._lanes.coming():
+        with self._lanes.coming() as lane:
             data = await asyncio.to_thread(_read_file, path, size + 1)  # a longer file differs
-            return len(data) == size and await self._lanes.md5(data) == expected
+            return len(data) == size and await lane.md5(data) == expected
 
     async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
         store = self._store(f"s3://{bucket}")
