@@ -1,4 +1,5 @@
-"""The MD5s that check downloads against their ETags, hashed many bodies at a time.
+"""The MD5s that check local files against ETags (`check`, `sync --checksum`), hashed many
+bodies at a time. Downloads are hashed the same way by the native batch GETs (`gets.py`).
 
 Checking a body costs 1.2 ms of CPU per MiB with OpenSSL here, as much as everything else a
 1 MiB download does. One MD5 cannot go faster (each 64-byte block waits for the one before),
