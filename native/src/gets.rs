@@ -1,4 +1,4 @@
-//! GETs of whole objects (up to 8 MiB) into files, handed over in batches.
+//! GETs of small objects into files, handed over in batches.
 //!
 //! obstore hands each finished request from its runtime to Python on its own: a wake of a
 //! blocking-pool thread, which then takes the GIL from the event loop. For a 4 KiB download that
@@ -22,7 +22,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientConfigKey, ClientOptions, CredentialProvider, GetOptions, GetRange, ObjectStore, RetryConfig};
@@ -34,8 +33,7 @@ use tokio::sync::mpsc;
 use crate::md5::engine;
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
-/// (seconds since the epoch; 0: left as it is), and hashed when `hash` says so. The body is
-/// held whole (the caller charges it to its byte budget).
+/// (seconds since the epoch; 0: left as it is), and hashed when `hash` says so.
 struct Job {
     ticket: u64,
     key: String,
@@ -197,112 +195,44 @@ impl Drop for Gets {
     }
 }
 
-/// Bodies from this size are hashed side by side with others (md5.rs: 16 bodies of 1 MiB in
-/// about the time of one); a smaller one costs less to hash at once.
-const LANES_MIN: usize = 16 * 1024;
-/// Bodies hashed at once: the lanes of an AVX-512 register.
-const LANES: usize = 16;
-/// The longest a written body waits for others (a stalled body must not hold the rest).
-const MAX_WAIT: Duration = Duration::from_millis(5);
-
-/// Written bodies waiting to be hashed together, and how many fetches are receiving a body.
-#[derive(Default)]
-struct Lanes {
-    waiting: Vec<(u64, Bytes)>,
-    arriving: usize,
-    timer: bool,
-}
-
 /// The runtime's one task: spawn each job as it comes; end when the sender is gone (the
 /// runtime then drops the jobs still running, between two of their steps).
 async fn serve(store: Arc<AmazonS3>, mut receiver: mpsc::UnboundedReceiver<Vec<Job>>, done: Arc<Done>) {
-    let lanes: Arc<Mutex<Lanes>> = Arc::default();
     while let Some(jobs) = receiver.recv().await {
         for job in jobs {
-            let (store, done, lanes) = (store.clone(), done.clone(), lanes.clone());
+            let (store, done) = (store.clone(), done.clone());
             tokio::spawn(async move {
-                let (ticket, hash) = (job.ticket, job.hash);
-                match fetch(&store, job, &lanes).await {
-                    Ok(body) if hash && body.len() >= LANES_MIN => lanes.lock().unwrap().waiting.push((ticket, body)),
-                    Ok(body) => {
-                        let md5 = hash.then(|| md5_of(&[&body[..]])[0]);
-                        done.push(ticket, Outcome::Written { written: body.len() as u64, md5 });
-                    }
-                    Err(outcome) => done.push(ticket, outcome),
-                }
-                hash_when_due(&lanes, &done);
+                let ticket = job.ticket;
+                done.push(ticket, fetch(&store, job).await);
             });
         }
     }
 }
 
-/// Hash the waiting bodies once the lanes are full or no other body is arriving: a batch waits
-/// only for bodies whose answer has begun (at RTT 0 they follow within a millisecond), never
-/// for a round trip. Else a timer hashes them after `MAX_WAIT`.
-fn hash_when_due(lanes: &Arc<Mutex<Lanes>>, done: &Arc<Done>) {
-    let mut held = lanes.lock().unwrap();
-    if held.waiting.is_empty() {
-        return;
-    }
-    if held.waiting.len() >= LANES || held.arriving == 0 {
-        let bodies = std::mem::take(&mut held.waiting);
-        drop(held);
-        hash_all(bodies, done);
-    } else if !held.timer {
-        held.timer = true;
-        let (lanes, done) = (lanes.clone(), done.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(MAX_WAIT).await;
-            let bodies = {
-                let mut held = lanes.lock().unwrap();
-                held.timer = false;
-                std::mem::take(&mut held.waiting)
-            };
-            hash_all(bodies, &done);
-        });
-    }
-}
-
-fn hash_all(bodies: Vec<(u64, Bytes)>, done: &Done) {
-    let inputs: Vec<&[u8]> = bodies.iter().map(|(_, body)| &body[..]).collect();
-    for ((ticket, body), md5) in bodies.iter().zip(md5_of(&inputs)) {
-        done.push(*ticket, Outcome::Written { written: body.len() as u64, md5: Some(md5) });
-    }
-}
-
-/// The MD5 of each body, side by side in SIMD lanes.
-fn md5_of(inputs: &[&[u8]]) -> Vec<[u8; 16]> {
-    let mut digests = vec![[0u8; 16]; inputs.len()];
-    engine().hash_many(inputs, &mut digests);
-    digests
-}
-
-/// The object's bytes, written into the job's file with its time.
-async fn fetch(store: &AmazonS3, job: Job, lanes: &Mutex<Lanes>) -> Result<Bytes, Outcome> {
+async fn fetch(store: &AmazonS3, job: Job) -> Outcome {
     let path = match ObjectPath::parse(&job.key) {
         Ok(path) => path,
-        Err(err) => return Err(Outcome::Store { message: format!("Could not parse path: {err}") }),
+        Err(err) => return Outcome::Store { message: format!("Could not parse path: {err}") },
     };
     let options = GetOptions { range: Some(GetRange::Bounded(0..job.end)), ..Default::default() };
     let body = match store.get_opts(&path, options).await {
-        Ok(result) => {
-            lanes.lock().unwrap().arriving += 1;
-            let body = result.bytes().await;
-            lanes.lock().unwrap().arriving -= 1;
-            body
-        }
+        Ok(result) => result.bytes().await,
         Err(err) => Err(err),
     };
     let body = match body {
         Ok(body) => body,
-        Err(err) => return Err(Outcome::Store { message: format!("{err}\n\nDebug source:\n{err:#?}") }),
+        Err(err) => return Outcome::Store { message: format!("{err}\n\nDebug source:\n{err:#?}") },
     };
-    // Written by this thread, which has nothing else to do: a thread pool would add a hand-off
-    // per body (measured on 2,000 x 1 MiB: 1.3x the CPU).
-    match write_file(&job.path, &body, job.mtime) {
-        Ok(()) => Ok(body),
-        Err(err) => Err(Outcome::Disk { errno: err.raw_os_error().unwrap_or(0), message: err.to_string() }),
+    // Small bodies (the caller's choice): written on this thread, which has nothing else to do.
+    if let Err(err) = write_file(&job.path, &body, job.mtime) {
+        return Outcome::Disk { errno: err.raw_os_error().unwrap_or(0), message: err.to_string() };
     }
+    let md5 = job.hash.then(|| {
+        let mut digest = [[0u8; 16]];
+        engine().hash_many(&[&body[..]], &mut digest);
+        digest[0]
+    });
+    Outcome::Written { written: body.len() as u64, md5 }
 }
 
 /// `data` into a new file at `path`, given the time `mtime` (when not 0) before it is closed.

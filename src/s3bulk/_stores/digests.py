@@ -1,5 +1,4 @@
-"""The MD5s that check local files against ETags (`check`, `sync --checksum`), hashed many
-bodies at a time. Downloads are hashed the same way by the native batch GETs (`gets.py`).
+"""The MD5s that check downloads against their ETags, hashed many bodies at a time.
 
 Checking a body costs 1.2 ms of CPU per MiB with OpenSSL here, as much as everything else a
 1 MiB download does. One MD5 cannot go faster (each 64-byte block waits for the one before),

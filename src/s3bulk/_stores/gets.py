@@ -1,12 +1,11 @@
-"""GETs of whole objects into files, handed to the native part in batches (native/src/gets.rs).
+"""GETs of small objects into files, handed to the native part in batches (native/src/gets.rs).
 
 Through obstore, each finished GET is handed from its runtime to the event loop on its own, and
 that hand-off (a thread woken, the GIL taken from the loop) was most of a 4 KiB download's system
 time: 13 futex calls per object. Here the GETs an event-loop turn asks for go over in one call,
 a runtime thread of the native part fetches them (object_store, the crate under obstore,
 configured by the same `store_options`), writes each body into its temporary file with the
-object's time and hashes it (from 16 KiB in SIMD lanes with the bodies that came in with it,
-never waiting for others still on their way), and one wake-up of the loop hands back every outcome finished
+object's time and hashes it, and one wake-up of the loop hands back every outcome finished
 meanwhile. Retries, the check against the ETag and the landing stay with the storage seam.
 """
 
