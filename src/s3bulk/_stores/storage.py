@@ -41,7 +41,6 @@ from s3bulk._stores.etags import (
     etag_matches_file,
     single_part_md5,
 )
-from s3bulk._stores.gets import Gets
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
@@ -116,7 +115,6 @@ class Storage:
         self.connections = connections
         self.client = S3Client(settings, max_connections=connections, meter=self.meter)
         self._stores: dict[str, Any] = {}
-        self._gets: dict[str, Gets] = {}  # small GETs handed to the native part in batches, per bucket
         self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
         self._temporaries = 0
         self._lanes = Md5Lanes()  # downloads' MD5s, hashed side by side
@@ -124,9 +122,6 @@ class Storage:
     async def close(self) -> None:
         await self.client.close()
         self._stores.clear()
-        for gets in self._gets.values():
-            gets.close()
-        self._gets.clear()
 
     def _store(self, root: str) -> Any:
         """obstore's store for "s3://bucket" or a local directory."""
@@ -334,8 +329,6 @@ class Storage:
         range asks for one byte more than the listed size: an object that grew since the listing
         comes back longer and fails the size check, as a whole GET would (a service ends a range
         at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
-        if size < LANES_MIN and (not etag or single_part_md5(etag)):
-            return await self._get_small(bucket, key, temporary, size, mtime, etag)
         expected = single_part_md5(etag) if size >= LANES_MIN else None
         with self._lanes.coming() if expected else contextlib.nullcontext() as lane:
             self.meter.requests["GET"] += 1
@@ -354,21 +347,6 @@ class Storage:
         if size <= SMALL_BODY_MAX:
             return written, etag_matches_bytes(memoryview(body), etag, parts.size)
         return written, await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
-
-    async def _get_small(
-        self, bucket: str, key: str, temporary: str, size: int, mtime: float, etag: str
-    ) -> tuple[int, bool | None]:
-        """`_fetch_whole` for a body under `LANES_MIN` with a single-part ETag (or none): fetched,
-        written and hashed by the native part, many per hand-off (`gets.py`)."""
-        gets = self._gets.get(bucket)
-        if gets is None:
-            gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
-        self.meter.requests["GET"] += 1
-        expected = single_part_md5(etag)
-        written, md5 = await gets.get_into(key, size + 1, temporary, mtime, hash=expected is not None)
-        if written != size or expected is None:  # the wrong size fails on its own (_fetch_into)
-            return written, None
-        return written, md5 == expected
 
     async def file_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
         """Whether the local file holds the `size` bytes `etag` describes (None: the ETag cannot
