@@ -18,3 +18,42 @@ def md5_file_parts(path: str, part_size: int) -> list[bytes]:
     """The MD5 digest of each `part_size` part of the file at `path` (the last one shorter; one
     digest for a file no larger than a part, an empty file's included), parts hashed side by side
     with the GIL released. OSError when the file cannot be read."""
+
+class Gets:
+    """GETs of small objects into files for one bucket, handed over in batches to a runtime
+    thread of their own (object_store, configured as obstore's S3Store)."""
+
+    def __init__(
+        self,
+        bucket: str,
+        config: dict[str, str],
+        client_options: dict[str, str],
+        credentials: tuple[str, str, str | None] | None,
+    ) -> None:
+        """ValueError for a configuration object_store does not take."""
+
+    def fileno(self) -> int:
+        """The socket to watch: readable when outcomes wait (read it empty, then `take`)."""
+
+    def submit(
+        self,
+        jobs: Sequence[tuple[int, str, int, str, float, bool, tuple[str, bool, int, bytes | None] | None]],
+    ) -> None:
+        """Start GETs: (ticket, key, end, path, mtime, hash, landing) each, the bytes [0, end)
+        of `key` into a new file at `path` with the time `mtime` (0: left alone), MD5 when `hash`,
+        then moved to `target` of landing (target, replace, size, md5 or None) when `size` bytes
+        came with that MD5: rename() when `replace`, else link() + unlink()."""
+
+    def take(self) -> list[tuple[int, int, bytes | None, bool, int, str | None]]:
+        """Outcomes finished since the last call: (ticket, bytes written, MD5 or None, landed,
+        errno, message). A message means it failed: errno 0 for the GET, else the local file's."""
+
+    def cancel(self, ticket: int) -> None:
+        """The caller of `ticket` has gone: once this returns, its file is either written (and
+        landed, if it was right) or never will be. Its outcome still comes."""
+
+    def set_credentials(self, key_id: str, secret_key: str, token: str | None) -> None:
+        """Credentials for the requests from now on."""
+
+    def close(self) -> None:
+        """Stop: GETs not finished are dropped; once this returns no file is written any more."""

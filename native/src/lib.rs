@@ -2,9 +2,11 @@
 //!
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
+//! - `gets`: GETs of small objects into files, handed over in batches rather than one by one.
 
 use pyo3::prelude::*;
 
+mod gets;
 mod md5;
 mod vectors;
 
@@ -12,5 +14,6 @@ mod vectors;
 fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
-    module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)
+    module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
+    module.add_class::<gets::Gets>()
 }

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 /// The SIMD level, found once.
-fn engine() -> Md5Many {
+pub(crate) fn engine() -> Md5Many {
     static ENGINE: OnceLock<Md5Many> = OnceLock::new();
     *ENGINE.get_or_init(Md5Many::new)
 }

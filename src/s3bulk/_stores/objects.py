@@ -41,6 +41,21 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
     the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
     upload ids must be known, and each part is retried alone by the engine's policy)."""
+    config, client_options = store_options(settings, bucket, max_connections=max_connections)
+    return S3Store(
+        bucket,
+        config=config,  # type: ignore[arg-type]
+        client_options=client_options,  # type: ignore[arg-type]
+        retry_config={"max_retries": 0, "retry_timeout": timedelta(minutes=2)},
+        credential_provider=None if settings.anonymous else BotocoreCredentials(settings),  # type: ignore[arg-type]
+    )
+
+
+def store_options(
+    settings: AwsSettings, bucket: str, *, max_connections: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(config, client options) of object_store's S3 client for `bucket`: obstore's stores and
+    the native batch GETs (`stores.gets`) are configured by this one function."""
     endpoint = settings.endpoint_of(bucket)
     config: dict[str, Any] = {
         "region": settings.region_of(bucket),
@@ -62,13 +77,7 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
         "timeout": "600s",
         "read_timeout": f"{max(1, round(read_timeout_seconds() * 1000))}ms",
     }
-    return S3Store(
-        bucket,
-        config=config,  # type: ignore[arg-type]
-        client_options=client_options,  # type: ignore[arg-type]
-        retry_config={"max_retries": 0, "retry_timeout": timedelta(minutes=2)},
-        credential_provider=None if settings.anonymous else BotocoreCredentials(settings),  # type: ignore[arg-type]
-    )
+    return config, client_options
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")

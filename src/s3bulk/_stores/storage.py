@@ -41,6 +41,7 @@ from s3bulk._stores.etags import (
     etag_matches_file,
     single_part_md5,
 )
+from s3bulk._stores.gets import Gets, Landing
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
@@ -94,6 +95,16 @@ class Parts:
     threshold: int = 64 * MiB
 
 
+@dataclass(slots=True)
+class _Place:
+    """Where a download lands, and whether it is there already: the native GETs land a small
+    file themselves, right after writing it (`gets.py` says why)."""
+
+    target: str
+    existed: bool
+    landed: bool = False
+
+
 class Storage:
     """One worker's storage (its connection pools are its event loop's). `retry` carries the
     policy and the meter the worker counts into; `hooks` hear of every multipart upload id."""
@@ -115,6 +126,7 @@ class Storage:
         self.connections = connections
         self.client = S3Client(settings, max_connections=connections, meter=self.meter)
         self._stores: dict[str, Any] = {}
+        self._gets: dict[str, Gets] = {}  # small GETs handed to the native part in batches, per bucket
         self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
         self._temporaries = 0
         self._lanes = Md5Lanes()  # downloads' MD5s, hashed side by side
@@ -122,6 +134,9 @@ class Storage:
     async def close(self) -> None:
         await self.client.close()
         self._stores.clear()
+        for gets in self._gets.values():
+            gets.close()
+        self._gets.clear()
 
     def _store(self, root: str) -> Any:
         """obstore's store for "s3://bucket" or a local directory."""
@@ -215,13 +230,15 @@ class Storage:
             raise directory_clash(target)
         self._temporaries += 1
         temporary = temporary_path(target, self._temporaries)
+        place = _Place(target, existed=existed is not None)
         landed = False
         try:
             written = await self._retrying(
-                lambda: self._fetch(bucket, key, temporary, size, parts, parent, mtime, etag),
+                lambda: self._fetch(bucket, key, temporary, place, size, parts, parent, mtime, etag),
                 f"get s3://{bucket}/{key}",
             )
-            land(temporary, target, existed=existed is not None)
+            if not place.landed:
+                land(temporary, target, existed=place.existed)
             landed = True
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
@@ -251,6 +268,7 @@ class Storage:
         bucket: str,
         key: str,
         temporary: str,
+        place: _Place,
         size: int,
         parts: Parts,
         parent: str,
@@ -260,7 +278,7 @@ class Storage:
         """One attempt at the object's bytes into `temporary`, with the object's time, checked
         against its ETag; a full disk stops the job."""
         try:
-            written, matches = await self._fetch_into(bucket, key, temporary, size, parts, mtime, etag)
+            written, matches = await self._fetch_into(bucket, key, temporary, place, size, parts, mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
         if matches is False and not await self._second_opinion(bucket, key, temporary):
@@ -284,10 +302,19 @@ class Storage:
         return kms or bool(head.get("x-amz-server-side-encryption-customer-algorithm"))
 
     async def _fetch_into(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float, etag: str
+        self,
+        bucket: str,
+        key: str,
+        temporary: str,
+        place: _Place,
+        size: int,
+        parts: Parts,
+        mtime: float,
+        etag: str,
     ) -> tuple[int, bool | None]:
         """The object's bytes into `temporary` (whole, streamed, or in ranges), and whether they
-        match `etag` (None: no ETag, or one that cannot tell; `verify` off: never asked)."""
+        match `etag` (None: no ETag, or one that cannot tell; `verify` off: never asked); a small
+        one may have reached its `place` already."""
         if size <= parts.threshold:  # ranges wait for their own bytes (_fetch_ranges)
             await self.retry.pace_bytes(size)
         etag = etag if self.verify else ""
@@ -301,7 +328,9 @@ class Storage:
             if etag:  # read back (from the page cache, mostly) by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size)
         elif 0 < size <= WHOLE_BODY_MAX:
-            written, matches = await self._fetch_whole(bucket, key, temporary, size, parts, mtime, etag)
+            written, matches = await self._fetch_whole(
+                bucket, key, temporary, place, size, parts, mtime, etag
+            )
         else:  # streamed, so memory per download stays at one chunk; or empty (no range to ask)
             self.meter.requests["GET"] += 1
             result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
@@ -321,7 +350,15 @@ class Storage:
         return written, matches
 
     async def _fetch_whole(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float, etag: str
+        self,
+        bucket: str,
+        key: str,
+        temporary: str,
+        place: _Place,
+        size: int,
+        parts: Parts,
+        mtime: float,
+        etag: str,
     ) -> tuple[int, bool | None]:
         """`_fetch_into` for a body of up to `WHOLE_BODY_MAX`, in one call for head and body:
         get_async and then bytes_async hand the object from obstore's threads to the event loop
@@ -329,6 +366,8 @@ class Storage:
         range asks for one byte more than the listed size: an object that grew since the listing
         comes back longer and fails the size check, as a whole GET would (a service ends a range
         at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
+        if size < LANES_MIN and (not etag or single_part_md5(etag)):
+            return await self._get_small(bucket, key, temporary, place, size, mtime, etag)
         expected = single_part_md5(etag) if size >= LANES_MIN else None
         with self._lanes.coming() if expected else contextlib.nullcontext() as lane:
             self.meter.requests["GET"] += 1
@@ -347,6 +386,24 @@ class Storage:
         if size <= SMALL_BODY_MAX:
             return written, etag_matches_bytes(memoryview(body), etag, parts.size)
         return written, await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
+
+    async def _get_small(
+        self, bucket: str, key: str, temporary: str, place: _Place, size: int, mtime: float, etag: str
+    ) -> tuple[int, bool | None]:
+        """`_fetch_whole` for a body under `LANES_MIN` with a single-part ETag (or none): fetched,
+        written, hashed and, when right, landed by the native part, many per hand-off (`gets.py`)."""
+        gets = self._gets.get(bucket)
+        if gets is None:
+            gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
+        self.meter.requests["GET"] += 1
+        expected = single_part_md5(etag)
+        landing = Landing(place.target, place.existed, size, expected)
+        written, md5, place.landed = await gets.get_into(
+            key, size + 1, temporary, mtime, hash=expected is not None, landing=landing
+        )
+        if written != size or expected is None:  # the wrong size fails on its own (_fetch_into)
+            return written, None
+        return written, md5 == expected
 
     async def file_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
         """Whether the local file holds the `size` bytes `etag` describes (None: the ETag cannot

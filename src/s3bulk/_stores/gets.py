@@ -1,0 +1,156 @@
+"""GETs of small objects into files, handed to the native part in batches (native/src/gets.rs).
+
+Through obstore, each finished GET is handed from its runtime to the event loop on its own, and
+that hand-off (a thread woken, the GIL taken from the loop) was most of a 4 KiB download's system
+time: 13 futex calls per object. Here the GETs an event-loop turn asks for go over in one call,
+a runtime thread of the native part fetches them (object_store, the crate under obstore,
+configured by the same `store_options`), writes each body into its temporary file with the
+object's time and hashes it, lands it when its size and MD5 are the ones expected, and one
+wake-up of the loop hands back every outcome finished meanwhile. The landing is done there
+because a file written and waiting for the loop's next wake-up is a temporary file a process
+killed outright leaves behind (tests/test_journal.py); a file that cannot land there (a
+mismatch, a clash) is left to the storage seam, which also keeps the retries and the second
+opinion on a mismatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+from typing import Any, NamedTuple
+
+import s3bulk_native
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import ItemError
+from s3bulk._stores.objects import store_options
+
+
+class Landing(NamedTuple):
+    """Where a written file goes once it is right: to `target` (replacing a file there when
+    `replace`; else only if none appeared meanwhile, as `landing.land`), if `size` bytes came and
+    their MD5 is `md5` (None: not checked)."""
+
+    target: str
+    replace: bool
+    size: int
+    md5: bytes | None
+
+
+class GetError(Exception):
+    """A GET that failed, in object_store's words (errors.classify reads them as obstore's)."""
+
+
+class Gets:
+    """One bucket's batch-fed GETs, for one event loop."""
+
+    def __init__(self, settings: AwsSettings, bucket: str, *, max_connections: int) -> None:
+        self.settings = settings
+        config, client_options = store_options(settings, bucket, max_connections=max_connections)
+        self._credentials = settings.credentials()
+        try:
+            self._native = s3bulk_native.Gets(
+                bucket, _as_text(config), _as_text(client_options), _handed(self._credentials)
+            )
+        except ValueError as exc:  # no other GET would fare better: the job stops, once
+            error = ItemError(f"cannot set up GETs from s3://{bucket}: {exc}", retryable=False)
+            error.job_wide = True
+            raise error from None
+        self._tickets = itertools.count()
+        # ticket -> (the future its caller awaits, the file it writes); a cancelled caller's
+        # entry stays until its outcome comes, so the file written after all is removed then
+        self._waiting: dict[int, tuple[asyncio.Future[tuple[int, bytes | None, bool]], str]] = {}
+        self._queued: list[tuple[int, str, int, str, float, bool, Landing | None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    async def get_into(
+        self, key: str, end: int, path: str, mtime: float, hash: bool, landing: Landing | None = None
+    ) -> tuple[int, bytes | None, bool]:
+        """The object's bytes [0, end) into a new file at `path` with the time `mtime` (0: now),
+        landed as `landing` says, as (bytes written, their MD5 when `hash`, whether it landed).
+        OSError for the file; GetError for the GET."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+            loop.add_reader(self._native.fileno(), self._hand_over)
+        ticket = next(self._tickets)
+        future: asyncio.Future[tuple[int, bytes | None, bool]] = loop.create_future()
+        self._waiting[ticket] = (future, path)
+        if not self._queued:
+            loop.call_soon(self._submit)
+        self._queued.append((ticket, key, end, path, mtime, hash, landing))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self._forget(ticket, path)
+            raise
+
+    def _forget(self, ticket: int, path: str) -> None:
+        """A cancelled caller's GET writes nothing from now on, and a file it wrote before is
+        removed (one that landed is whole and stays). A worker whose driver was killed exits
+        right after its cancellations, GETs still running: this keeps their files from being
+        left behind. The ticket has been handed over by now: a caller cancelled in the turn it
+        asked resumes after `_submit`, which that turn scheduled first."""
+        self._native.cancel(ticket)
+        _remove(path)
+
+    def _submit(self) -> None:
+        """What this turn of the loop asked for, in one call (with fresh credentials if botocore
+        refreshed them)."""
+        if self._closed:
+            return
+        credentials = self.settings.credentials()
+        if credentials is not None and credentials != self._credentials:
+            self._native.set_credentials(credentials.access_key, credentials.secret_key, credentials.token)
+            self._credentials = credentials
+        queued, self._queued = self._queued, []
+        self._native.submit(queued)
+
+    def _hand_over(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._native.fileno(), 4096)
+        for ticket, written, md5, landed, errno, message in self._native.take():
+            future, path = self._waiting.pop(ticket)
+            if future.done():  # its caller was cancelled (`_forget`)
+                continue
+            if message is None:
+                future.set_result((written, md5, landed))
+            elif errno:
+                future.set_exception(OSError(errno, os.strerror(errno), path))
+            else:
+                future.set_exception(GetError(message))
+
+    def close(self) -> None:
+        """Stop the GETs still running; once this returns, none writes a file any more, and the
+        files of the cancelled ones are gone."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._native.fileno())
+        self._native.close()
+        for future, path in self._waiting.values():  # none of these files will land
+            future.cancel()
+            _remove(path)
+        self._waiting.clear()
+
+
+def _handed(credentials: Any) -> tuple[str, str, str | None] | None:
+    return (
+        None if credentials is None else (credentials.access_key, credentials.secret_key, credentials.token)
+    )
+
+
+def _as_text(options: dict[str, Any]) -> dict[str, str]:
+    """obstore's options as object_store reads them: text, booleans as "true"/"false"."""
+    return {
+        name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in options.items()
+    }
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

@@ -1,0 +1,214 @@
+"""The native batch GETs (`_stores/gets.py`, native/src/gets.rs), against a real MinIO: each
+caller gets its own object's bytes, file, time and MD5 whatever the key; a failed GET reads as
+obstore's does; a right file lands without waiting for the event loop, a wrong one or one that
+would replace someone else's does not; credentials botocore refreshed reach the next requests;
+and a cancelled GET leaves no file behind, even when its body lands after the cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from botocore.credentials import ReadOnlyCredentials
+from conftest import S3BULK, Endpoint
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import S3Error, classify
+from s3bulk._stores.gets import GetError, Gets, Landing
+
+ODD_KEYS = ["a b", "a%20b", "a+b", "q?x=1&y=2", "hash#tag", "[br]{ce}", "tilde~'quote'", "ünï/cödé", "x/y/z"]
+
+
+def test_odd_keys_download_byte_for_byte(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    """Keys S3 allows but URLs and object_store's paths treat specially go through the batch GETs
+    (bodies under 16 KiB) and land as the bytes stored under exactly that key."""
+    client = minio.client()
+    bodies = {key: os.urandom(100 + n) for n, key in enumerate(ODD_KEYS)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=f"odd/{key}", Body=body)
+    done = subprocess.run(
+        [*S3BULK, "cp", "-q", f"s3://{bucket}/odd/", "here/"],
+        env=minio.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    landed = {
+        str(path.relative_to(tmp_path / "here")): path.read_bytes()
+        for path in (tmp_path / "here").rglob("*")
+        if path.is_file()
+    }
+    assert landed == bodies
+
+
+def test_each_caller_gets_its_own_outcome(
+    aws_env: dict[str, str], minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """Many GETs at once, handed over in batches: each caller's file holds its own object's
+    bytes with the time asked for, and its MD5; a missing key fails as not found, final."""
+    client = minio.client()
+    bodies = {f"k{n:03d}": os.urandom(n * 37) for n in range(1, 120)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    async def main() -> tuple[list[tuple[int, bytes | None, bool]], BaseException]:
+        gets = Gets(AwsSettings.from_env(), bucket, max_connections=8)
+        try:
+            results = await asyncio.gather(
+                *(
+                    gets.get_into(key, len(body) + 1, str(tmp_path / key), 1_000_000 + n, True)
+                    for n, (key, body) in enumerate(bodies.items())
+                )
+            )
+            with pytest.raises(GetError) as missing:
+                await gets.get_into("absent", 10, str(tmp_path / "absent"), 0, True)
+            return results, missing.value
+        finally:
+            gets.close()
+
+    results, missing = asyncio.run(main())
+    for n, ((key, body), (written, md5, landed)) in enumerate(zip(bodies.items(), results, strict=True)):
+        assert written == len(body) and not landed  # no landing asked for
+        assert md5 == hashlib.md5(body).digest()
+        assert (tmp_path / key).read_bytes() == body
+        assert os.stat(tmp_path / key).st_mtime == 1_000_000 + n
+    error = classify(missing)  # as obstore's FileNotFoundError for the same GET reads
+    assert (
+        isinstance(error, S3Error)
+        and (error.status, error.code) == (404, "NoSuchKey")
+        and not error.retryable
+    )
+
+
+def test_a_right_file_lands_without_waiting_for_the_event_loop(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
+) -> None:
+    """A process killed between writing a file and landing it leaves its temporary file behind,
+    so the native thread lands a file whose size and MD5 are right at once: with the event loop
+    blocked, the target is there and the temporary file gone. A file that is not right, or whose
+    target appeared meanwhile, stays where it was written, for the storage seam to say why; one
+    that replaces the file that was there before replaces it."""
+    body = os.urandom(3000)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=body)
+    md5 = hashlib.md5(body).digest()
+    (tmp_path / "theirs").write_bytes(b"someone else's")
+    (tmp_path / "old").write_bytes(b"the version before")
+    asked = {
+        "new": Landing(str(tmp_path / "new"), False, len(body), md5),
+        "unchecked": Landing(str(tmp_path / "unchecked"), False, len(body), None),
+        "wrong": Landing(str(tmp_path / "wrong"), False, len(body), bytes(16)),
+        "short": Landing(str(tmp_path / "short"), False, len(body) + 1, md5),
+        "theirs": Landing(str(tmp_path / "theirs"), False, len(body), md5),
+        "old": Landing(str(tmp_path / "old"), True, len(body), md5),
+    }
+
+    async def main() -> dict[str, bool]:
+        gets = Gets(AwsSettings.from_env(), bucket, max_connections=4)
+        try:
+            calls = {
+                name: asyncio.ensure_future(
+                    gets.get_into("k", len(body) + 1, str(tmp_path / f"{name}.part"), 0, True, landing)
+                )
+                for name, landing in asked.items()
+            }
+            await asyncio.sleep(0)  # queued
+            await asyncio.sleep(0)  # handed over
+            for _ in range(2000):  # the loop blocked: no outcome is taken meanwhile
+                if (tmp_path / "new").exists() and (tmp_path / "old").read_bytes() == body:
+                    break
+                time.sleep(0.005)
+            assert (tmp_path / "new").read_bytes() == body and not (tmp_path / "new.part").exists()
+            return {name: (await call)[2] for name, call in calls.items()}
+        finally:
+            gets.close()
+
+    landed = asyncio.run(main())
+    assert landed == {
+        "new": True,
+        "unchecked": True,
+        "wrong": False,
+        "short": False,
+        "theirs": False,
+        "old": True,
+    }
+    for name in ("new", "unchecked", "old"):
+        assert (tmp_path / name).read_bytes() == body and not (tmp_path / f"{name}.part").exists()
+    for name in ("wrong", "short"):
+        assert not (tmp_path / name).exists() and (tmp_path / f"{name}.part").read_bytes() == body
+    assert (tmp_path / "theirs").read_bytes() == b"someone else's"
+    assert (tmp_path / "theirs.part").read_bytes() == body
+
+
+def test_refreshed_credentials_reach_the_next_requests(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
+) -> None:
+    """The GETs sign with what `settings.credentials()` says when they are handed over: wrong
+    credentials fail, and once botocore's chain answers with the right ones the next GET works."""
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"body")
+    right = AwsSettings.from_env().credentials()
+    assert right is not None
+    answers = [ReadOnlyCredentials(right.access_key, "not-the-secret", None)]
+
+    class Refreshing(AwsSettings):
+        def credentials(self) -> ReadOnlyCredentials:
+            return answers[-1]
+
+    settings = Refreshing.from_env()
+
+    async def main() -> tuple[BaseException, tuple[int, bytes | None, bool]]:
+        gets = Gets(settings, bucket, max_connections=2)
+        try:
+            with pytest.raises(GetError) as refused:
+                await gets.get_into("k", 5, str(tmp_path / "first"), 0, False)
+            answers.append(right)
+            return refused.value, await gets.get_into("k", 5, str(tmp_path / "second"), 0, False)
+        finally:
+            gets.close()
+
+    refused, outcome = asyncio.run(main())
+    error = classify(refused)
+    assert isinstance(error, S3Error) and error.status == 403
+    assert outcome == (4, None, False)
+    assert (tmp_path / "second").read_bytes() == b"body"
+
+
+def test_a_cancelled_get_leaves_no_file(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
+) -> None:
+    """A GET cancelled after it was handed over writes no file from then on, so none is left
+    when its outcome comes back (a worker whose driver was killed exits right after cancelling
+    its items, GETs still running); and `close` removes the files of GETs whose outcome never came."""
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 5000)
+
+    async def main() -> None:
+        gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+        try:
+            late = asyncio.ensure_future(gets.get_into("k", 5001, str(tmp_path / "late"), 0, False))
+            await asyncio.sleep(0)  # the caller's turn: queued
+            await asyncio.sleep(0)  # the next turn: handed over
+            late.cancel()
+            await asyncio.wait([late])
+            while gets._waiting:  # the outcome of the cancelled GET comes back
+                await asyncio.sleep(0.005)
+            assert not (tmp_path / "late").exists()
+            never = asyncio.ensure_future(gets.get_into("k", 5001, str(tmp_path / "never"), 0, False))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            never.cancel()
+            for _ in range(2000):  # the loop blocked, so its outcome is not taken: written, not handed back
+                if (tmp_path / "never").exists():
+                    break
+                time.sleep(0.005)
+            assert (tmp_path / "never").exists()
+        finally:
+            gets.close()
+        assert not (tmp_path / "never").exists()
+
+    asyncio.run(main())
