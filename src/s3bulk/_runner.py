@@ -181,6 +181,7 @@ async def execute(
         resumable_uploads=resumable,
         bytes_per_second=spec.engine.bwlimit,
         requests_per_second=spec.engine.tpslimit,
+        memory_capped=bool(spec.engine.max_memory),
     )
     report = _new_report(command, spec, job, handle, store_url)
     completed = False
