@@ -59,8 +59,8 @@ class Gets:
             error.job_wide = True
             raise error from None
         self._tickets = itertools.count()
-        # ticket -> (the future its caller awaits, the file it writes); a cancelled caller's
-        # entry stays until its outcome comes, so the file written after all is removed then
+        # ticket -> (the future its caller awaits, the file it writes), until its outcome comes
+        # (a cancelled caller's too: `_forget` has seen to its file)
         self._waiting: dict[int, tuple[asyncio.Future[tuple[int, bytes | None, bool]], str]] = {}
         self._queued: list[tuple[int, str, int, str, float, bool, Landing | None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,7 +125,7 @@ class Gets:
 
     def close(self) -> None:
         """Stop the GETs still running; once this returns, none writes a file any more, and the
-        files of the cancelled ones are gone."""
+        files of those whose callers were not told yet are gone."""
         if self._closed:
             return
         self._closed = True
