@@ -97,9 +97,11 @@ class Parts:
 
 @dataclass(slots=True)
 class _Place:
-    """Where a download lands, and whether it is there already: the native GETs land a small
-    file themselves, right after writing it (`gets.py` says why)."""
+    """Where a download is written (`temporary`) and where it lands, and whether it is there
+    already: the native GETs land a small file themselves, right after writing it (`gets.py`
+    says why)."""
 
+    temporary: str
     target: str
     existed: bool
     landed: bool = False
@@ -230,11 +232,11 @@ class Storage:
             raise directory_clash(target)
         self._temporaries += 1
         temporary = temporary_path(target, self._temporaries)
-        place = _Place(target, existed=existed is not None)
+        place = _Place(temporary, target, existed=existed is not None)
         landed = False
         try:
             written = await self._retrying(
-                lambda: self._fetch(bucket, key, temporary, place, size, parts, parent, mtime, etag),
+                lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
                 f"get s3://{bucket}/{key}",
             )
             if not place.landed:
@@ -267,7 +269,6 @@ class Storage:
         self,
         bucket: str,
         key: str,
-        temporary: str,
         place: _Place,
         size: int,
         parts: Parts,
@@ -275,13 +276,13 @@ class Storage:
         mtime: float,
         etag: str,
     ) -> int:
-        """One attempt at the object's bytes into `temporary`, with the object's time, checked
-        against its ETag; a full disk stops the job."""
+        """One attempt at the object's bytes into `place.temporary`, with the object's time,
+        checked against its ETag; a full disk stops the job."""
         try:
-            written, matches = await self._fetch_into(bucket, key, temporary, place, size, parts, mtime, etag)
+            written, matches = await self._fetch_into(bucket, key, place, size, parts, mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
-        if matches is False and not await self._second_opinion(bucket, key, temporary):
+        if matches is False and not await self._second_opinion(bucket, key, place.temporary):
             raise ItemError(
                 f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
                 "changed on the way",
@@ -302,19 +303,12 @@ class Storage:
         return kms or bool(head.get("x-amz-server-side-encryption-customer-algorithm"))
 
     async def _fetch_into(
-        self,
-        bucket: str,
-        key: str,
-        temporary: str,
-        place: _Place,
-        size: int,
-        parts: Parts,
-        mtime: float,
-        etag: str,
+        self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
-        """The object's bytes into `temporary` (whole, streamed, or in ranges), and whether they
-        match `etag` (None: no ETag, or one that cannot tell; `verify` off: never asked); a small
-        one may have reached its `place` already."""
+        """The object's bytes into `place.temporary` (whole, streamed, or in ranges), and whether
+        they match `etag` (None: no ETag, or one that cannot tell; `verify` off: never asked); a
+        small one may have landed already."""
+        temporary = place.temporary
         if size <= parts.threshold:  # ranges wait for their own bytes (_fetch_ranges)
             await self.retry.pace_bytes(size)
         etag = etag if self.verify else ""
@@ -328,9 +322,7 @@ class Storage:
             if etag:  # read back (from the page cache, mostly) by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size)
         elif 0 < size <= WHOLE_BODY_MAX:
-            written, matches = await self._fetch_whole(
-                bucket, key, temporary, place, size, parts, mtime, etag
-            )
+            written, matches = await self._fetch_whole(bucket, key, place, size, parts, mtime, etag)
         else:  # streamed, so memory per download stays at one chunk; or empty (no range to ask)
             self.meter.requests["GET"] += 1
             result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
@@ -350,15 +342,7 @@ class Storage:
         return written, matches
 
     async def _fetch_whole(
-        self,
-        bucket: str,
-        key: str,
-        temporary: str,
-        place: _Place,
-        size: int,
-        parts: Parts,
-        mtime: float,
-        etag: str,
+        self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
         """`_fetch_into` for a body of up to `WHOLE_BODY_MAX`, in one call for head and body:
         get_async and then bytes_async hand the object from obstore's threads to the event loop
@@ -367,16 +351,16 @@ class Storage:
         comes back longer and fails the size check, as a whole GET would (a service ends a range
         at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
         if size < LANES_MIN and (not etag or single_part_md5(etag)):
-            return await self._get_small(bucket, key, temporary, place, size, mtime, etag)
+            return await self._get_small(bucket, key, place, size, mtime, etag)
         expected = single_part_md5(etag) if size >= LANES_MIN else None
         with self._lanes.coming() if expected else contextlib.nullcontext() as lane:
             self.meter.requests["GET"] += 1
             store = self._store(f"s3://{bucket}")
             body = await obstore.get_range_async(store, key, start=0, end=size + 1)
             if size <= SMALL_BODY_MAX:
-                written = _write_file(temporary, body, mtime)
+                written = _write_file(place.temporary, body, mtime)
             else:  # written by a thread: the loop goes on with other items
-                written = await write_in_thread(_write_file, temporary, body, mtime)
+                written = await write_in_thread(_write_file, place.temporary, body, mtime)
             if written != size or not etag:  # the wrong size fails on its own (_fetch_into)
                 return written, None
             if lane is not None:  # from LANES_MIN, under a single-part ETag (`expected`)
@@ -388,7 +372,7 @@ class Storage:
         return written, await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
 
     async def _get_small(
-        self, bucket: str, key: str, temporary: str, place: _Place, size: int, mtime: float, etag: str
+        self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
         """`_fetch_whole` for a body under `LANES_MIN` with a single-part ETag (or none): fetched,
         written, hashed and, when right, landed by the native part, many per hand-off (`gets.py`)."""
@@ -399,7 +383,7 @@ class Storage:
         expected = single_part_md5(etag)
         landing = Landing(place.target, place.existed, size, expected)
         written, md5, place.landed = await gets.get_into(
-            key, size + 1, temporary, mtime, hash=expected is not None, landing=landing
+            key, size + 1, place.temporary, mtime, hash=expected is not None, landing=landing
         )
         if written != size or expected is None:  # the wrong size fails on its own (_fetch_into)
             return written, None
