@@ -9,6 +9,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote_plus
 from xml.sax.saxutils import escape
 
@@ -170,6 +171,62 @@ def test_a_listing_that_split_stops_when_a_later_page_comes_out_of_order() -> No
     with pytest.raises(ListingOutOfOrder, match="key ranges need key order"):
         asyncio.run(first_range())
     assert handed
+
+
+class TimedLister(MemoryLister):
+    """A MemoryLister that answers after a service's delays: `work` seconds for a page that holds
+    keys, plus `round_trip` for any answer; it counts StartAfter probes (MaxKeys=1)."""
+
+    def __init__(self, keys: list[str], *, work: float, round_trip: float) -> None:
+        super().__init__(keys, 100)
+        self.work, self.round_trip, self.probes = work, round_trip, 0
+
+    async def list_objects_v2(self, bucket: str, prefix: str = "", **options: Any) -> ListPage:
+        page = await super().list_objects_v2(bucket, prefix, **options)
+        self.probes += options.get("max_keys") == 1 and options.get("start_after") is not None
+        await asyncio.sleep(self.round_trip + (self.work if page.objects else 0.0))
+        return page
+
+
+def _auto_listing(lister: TimedLister, bucket: str) -> tuple[list[str], int]:
+    """The keys an auto listing returns and how many key ranges it listed."""
+    ranges = 0
+
+    async def listed() -> list[str]:
+        keys = []
+        async for objects in list_prefix(lister, bucket, "p/", auto=True, max_ranges=8):
+            keys += [info.key for info in objects]
+        return keys
+
+    real = iter_range
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal ranges
+        ranges += 1
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("s3bulk._sources.listing.iter_range", counted)
+        keys = asyncio.run(listed())
+    return keys, ranges
+
+
+def test_auto_ranges_skip_the_probes_where_a_page_is_mostly_the_services_work() -> None:
+    """A server on this machine (MinIO): a page is its work, an empty listing answers at once.
+    Ranges cannot pay there, and its StartAfter probes cost as much as ten pages: none is sent."""
+    keys = [f"p/{i:03d}/{j}" for i in range(20) for j in range(50)]
+    lister = TimedLister(keys, work=0.05, round_trip=0.0)
+    assert _auto_listing(lister, "local-work") == (sorted(keys), 1)
+    assert lister.probes == 0
+
+
+def test_auto_ranges_split_where_a_page_is_mostly_the_round_trip() -> None:
+    """A far service that seeks: probes are sent, and the listing splits into ranges."""
+    keys = [f"p/{i:03d}/{j}" for i in range(20) for j in range(50)]
+    lister = TimedLister(keys, work=0.0, round_trip=0.02)
+    listed, ranges = _auto_listing(lister, "far-seeks")
+    assert listed == sorted(keys)
+    assert lister.probes > 0 and ranges > 1
 
 
 def test_sequential_listing_matches(minio: Endpoint, aws_env: dict[str, str], shaped_keys: tuple) -> None:

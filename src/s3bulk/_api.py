@@ -91,8 +91,8 @@ async def ls_async(
 ) -> AsyncIterator[ObjectInfo | str]:
     """Stream the objects under an s3:// prefix (recursive: many key ranges listed in parallel,
     in key order, unless `partitioned` is False or, by default, they are measured not to pay:
-    see `_sources.listing._ranges_pay`), or one level of objects and sub-prefixes (str) when not
-    recursive."""
+    see `_sources.listing._mostly_waiting` and `_seeks`), or one level of objects and
+    sub-prefixes (str) when not recursive."""
     async for prefixes, objects in ls_pages(
         url,
         recursive=recursive,

@@ -211,59 +211,49 @@ def _fanout(level: int, keys: list[str], before: str | None) -> list[str]:
 
 
 async def discover_split(
-    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], before: str | None, *, measure: bool
-) -> tuple[list[str], Timings | None]:
-    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts.
-    With `measure`, also what the probes took (None: nothing was probed). The round trip is then
-    timed first, alone, by a listing of a prefix nobody uses (no work behind it): sent beside the
-    probes, it waited behind them where they are expensive (MinIO), and looked like a far service."""
+    client: Lister, bucket: str, prefix: str, objects: list[ObjectInfo], before: str | None
+) -> tuple[list[str], float | None]:
+    """Boundaries that cut the rest of a range (after the page `objects`) into non-empty parts,
+    and what the fastest probe took (None: nothing was probed)."""
     keys = [info.key for info in objects]
     points = _probe_points(prefix, keys, before)
     if not points:
         return [], None
-
-    async def timed(request: Awaitable[ListPage]) -> tuple[ListPage, float]:
-        started = time.perf_counter()
-        page = await request
-        return page, time.perf_counter() - started
-
-    round_trip = (
-        (await timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)))[1]
-        if measure
-        else 0.0
-    )
-    replies = await asyncio.gather(
-        *(timed(client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1)) for _, point in points)
-    )
-    timings = Timings(round_trip, min(seconds for _, seconds in replies)) if measure else None
+    probes = (client.list_objects_v2(bucket, prefix, start_after=point, max_keys=1) for _, point in points)
+    replies = await asyncio.gather(*map(_timed, probes))
+    fastest = min(seconds for _, seconds in replies)
     for (level, _), (reply, _) in zip(points, replies, strict=True):
         if reply.objects and (before is None or reply.objects[0].key < before):
-            return _fanout(level, keys, before), timings
-    return [], timings
+            return _fanout(level, keys, before), fastest
+    return [], fastest
 
 
-@dataclass(frozen=True)
-class Timings:
-    round_trip: float  # an empty listing: the network and the service's fixed cost
-    probe: float  # a MaxKeys=1 StartAfter listing: the above and a seek
+async def _timed(request: Awaitable[ListPage]) -> tuple[ListPage, float]:
+    started = time.perf_counter()
+    page = await request
+    return page, time.perf_counter() - started
 
 
-def _ranges_pay(bucket: str, page_seconds: float, timings: Timings | None) -> bool:
-    """--list-ranges auto: split when a page's time is mostly waiting and a seek is cheap.
+async def time_round_trip(client: Lister, bucket: str, prefix: str) -> float:
+    """What a listing of a prefix nobody uses takes: the network and the service's fixed cost,
+    no work behind it. Timed alone: sent beside the probes, it waited behind them where they are
+    expensive (MinIO), and looked like a far service."""
+    return (await _timed(client.list_objects_v2(bucket, f"{prefix}{ROUND_TRIP_PREFIX}", max_keys=1)))[1]
 
-    Ranges overlap round trips: they pay where a page's time is mostly the round trip (a far
-    service, or one that answers many requests at once), and cost where it is mostly the
-    service's own work on cores it shares (a server on this machine) or where every StartAfter
-    restarts a walk (MinIO reads and sorts a directory again). So: the round trip is at least a
-    fifth of the page, and a StartAfter probe costs little more than the round trip itself (a
-    seek). "No more than a page" was not enough: MinIO at 20 ms answered a probe in 50 ms against
-    a page's 90, and its ranges then took 3x the one chain. The first verdict holds for the
-    bucket in this process."""
-    if bucket not in _RANGES_PAY and timings is not None:
-        waiting = timings.round_trip >= ROUND_TRIP_SHARE * page_seconds
-        seeks = timings.probe <= SEEK_ROUND_TRIPS * timings.round_trip
-        _RANGES_PAY[bucket] = waiting and seeks
-    return _RANGES_PAY.get(bucket, True)
+
+def _mostly_waiting(round_trip: float, page_seconds: float) -> bool:
+    """--list-ranges auto: whether a page's time is mostly the round trip (a far service, or one
+    that answers many requests at once) rather than the service's own work on cores it may share
+    with us (a server on this machine). Only then can ranges, which overlap round trips, pay."""
+    return round_trip >= ROUND_TRIP_SHARE * page_seconds
+
+
+def _seeks(round_trip: float, probe: float | None) -> bool:
+    """--list-ranges auto: whether a StartAfter probe costs little more than the round trip
+    itself (a seek), not a walk restarted for every range (MinIO reads and sorts a directory
+    again). "No more than a page" was not enough: MinIO at 20 ms answered a probe in 50 ms
+    against a page's 90, and its ranges then took 3x the one chain."""
+    return probe is None or probe <= SEEK_ROUND_TRIPS * round_trip
 
 
 def _narrowest(prefix: str, after: str | None, before: str | None) -> str:
@@ -299,7 +289,7 @@ async def iter_range(
     """Pages of one range. After its first full page (with `auto`, its second: the first pays
     for a cold connection) it may hand the rest of its range, cut into parts, to `on_split` and
     keep only the first part for itself; with `auto`, only where the service is measured to
-    reward it (`_ranges_pay`). While enough ranges run (`want_split` says no), and after a split
+    reward it (`_mostly_waiting`, `_seeks`). While enough ranges run (`want_split` says no), and after a split
     (the part it kept may still hold most of the keys), it asks again on its next page.
 
     Each request lists the narrowest Prefix that holds the rest of the range (`_narrowest`), so
@@ -350,11 +340,17 @@ async def iter_range(
             may_split = False
         elif want_split():  # else enough ranges run now: ask again on the next page
             assert on_split is not None
+            # --list-ranges auto: the first attempt in this process measures whether ranges pay
+            # for the bucket; where they do not, what it takes to know is paid once, not per range.
             measure = auto and bucket not in _RANGES_PAY
-            boundaries, timings = await discover_split(
-                client, bucket, prefix, objects, before, measure=measure
-            )
-            may_split = bool(boundaries) and (not auto or _ranges_pay(bucket, page_seconds, timings))
+            round_trip = await time_round_trip(client, bucket, prefix) if measure else 0.0
+            if measure and not _mostly_waiting(round_trip, page_seconds):
+                _RANGES_PAY[bucket] = may_split = False  # known without probes (on MinIO, 10 pages' time)
+                continue
+            boundaries, probe = await discover_split(client, bucket, prefix, objects, before)
+            if measure and probe is not None:
+                _RANGES_PAY[bucket] = _seeks(round_trip, probe)
+            may_split = bool(boundaries) and (not auto or _RANGES_PAY.get(bucket, True))
             if may_split:
                 bounds = [*boundaries, before]
                 handed = [KeyRange(before=bounds[i + 1], first=bounds[i]) for i in range(len(boundaries))]
