@@ -31,8 +31,9 @@ from obstore.store import MemoryStore
 from s3bulk._config import AwsSettings
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.job import WorkerContext
+from s3bulk._engine.loop import run_loop
 from s3bulk._engine.strategies import choose, in_the_driver
-from s3bulk._engine.worker import EngineOptions, run_loop
+from s3bulk._engine.worker import EngineOptions
 from s3bulk._journal.local import Journal
 from s3bulk._report import Report, WorkerStats
 

@@ -254,8 +254,9 @@ def test_an_item_done_with_requests_gives_its_slot_to_the_next() -> None:
     """With 4 requests in flight, items waiting only for work on this machine (a download's MD5
     in the lanes) let others send theirs: 8 wait together, while requests stay at 4."""
     from s3bulk._engine.driver import Engine
+    from s3bulk._engine.loop import run_loop
     from s3bulk._engine.strategies import choose, in_the_driver
-    from s3bulk._engine.worker import EngineOptions, run_loop
+    from s3bulk._engine.worker import EngineOptions
     from s3bulk._report import Report
 
     strategy = in_the_driver(choose("hybrid", None, 4))

@@ -36,9 +36,9 @@ _EXPORTS = {
     "resume_async": "s3bulk._api",
     "retry_failed": "s3bulk._api",
     "retry_failed_async": "s3bulk._api",
-    "ls": "s3bulk._api",
-    "ls_async": "s3bulk._api",
-    "Listing": "s3bulk._api",
+    "ls": "s3bulk._ls",
+    "ls_async": "s3bulk._ls",
+    "Listing": "s3bulk._ls",
     "put_vectors": "s3bulk._api",
     "put_vectors_async": "s3bulk._api",
     "verify_vectors": "s3bulk._api",
@@ -150,7 +150,6 @@ __all__ = [
 
 if TYPE_CHECKING:
     from s3bulk._api import (
-        Listing,
         check,
         check_async,
         copy,
@@ -169,8 +168,6 @@ if TYPE_CHECKING:
         head_async,
         list_buckets,
         list_buckets_async,
-        ls,
-        ls_async,
         make_bucket,
         make_bucket_async,
         move,
@@ -199,6 +196,7 @@ if TYPE_CHECKING:
     from s3bulk._engine.strategies import ENGINES
     from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
     from s3bulk._journal.local import list_jobs
+    from s3bulk._ls import Listing, ls, ls_async
     from s3bulk._map import MapResults, map, map_async
     from s3bulk._report import Failure, Report
     from s3bulk._stores.attributes import Attributes

@@ -17,9 +17,9 @@ from typing import Any
 
 from s3bulk._commands.map import MapSpec, hold
 from s3bulk._config import AwsSettings
+from s3bulk._engine.loop import run_loop
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._engine.strategies import DEFAULT_ENGINE
-from s3bulk._engine.worker import run_loop
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo
 

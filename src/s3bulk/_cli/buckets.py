@@ -13,7 +13,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import guarded, say
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 
 
 @guarded

@@ -22,7 +22,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import guarded
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 
 
 @guarded

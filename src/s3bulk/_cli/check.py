@@ -21,7 +21,7 @@ from s3bulk._cli.options import (
 from s3bulk._cli.output import guarded, say
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 from s3bulk._text import printable
 
 

@@ -8,7 +8,6 @@ from collections import Counter
 
 import typer
 
-from s3bulk._api import ls_async
 from s3bulk._cli.options import (
     EndpointOption,
     NoSignOption,
@@ -20,8 +19,9 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 from s3bulk._errors import UsageError
+from s3bulk._ls import ls_async
 from s3bulk._report import human_bytes
 from s3bulk._text import printable
 from s3bulk._urls import parse_s3, relative_key

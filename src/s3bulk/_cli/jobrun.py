@@ -13,7 +13,7 @@ import typer
 
 from s3bulk._cli.progress import SHOWN_OBJECTS, LiveProgress, json_line, object_line, print_summary
 from s3bulk._config import NO_KEYS, CustomerKeys
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import RecordSink, Report
 

@@ -8,7 +8,6 @@ from datetime import datetime
 
 import typer
 
-from s3bulk._api import ls_pages
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
@@ -24,10 +23,10 @@ from s3bulk._cli.options import (
 from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.window import with_window_options
-from s3bulk._commands.base import check_window
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
-from s3bulk._engine.worker import run_loop
-from s3bulk._plan.filters import Filters
+from s3bulk._engine.loop import run_loop
+from s3bulk._ls import ls_pages
+from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, split_iso
 from s3bulk._text import printable, printable_all

@@ -23,7 +23,7 @@ from s3bulk._cli.output import guarded, say
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.window import duration
 from s3bulk._config import AwsSettings
-from s3bulk._engine.worker import run_loop
+from s3bulk._engine.loop import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._text import printable
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, check_window, location, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, location, patterns
 from s3bulk._commands.remove import BatchDeleter, DeleteCap, check_max_delete
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
 from s3bulk._plan.diff import newer
-from s3bulk._plan.filters import Filters
+from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.local import NOT_UTF8, walk

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, as_epoch, check_window, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, as_epoch, patterns
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import ItemError, UsageError
-from s3bulk._plan.filters import Filters
+from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.manifest import check_manifest, manifest_chunks

@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,6 +30,7 @@ from s3bulk._engine.adaptive import AdaptiveLimit
 from s3bulk._engine.budget import ByteBudget
 from s3bulk._engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext, item_record
 from s3bulk._engine.links import InlineLink, watch_pipe
+from s3bulk._engine.loop import run_loop
 from s3bulk._engine.messages import (
     Abort,
     Cancel,
@@ -543,17 +544,6 @@ def worker_main(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-
-
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run `main` in a fresh event loop of this thread: uvloop where it is installed (its wake-ups
-    from obstore's threads and its socket handling cost a fraction of asyncio's own loop)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
 
 
 def thread_main(conn: Connection, pickled_job: bytes, options: EngineOptions, worker_id: int) -> None:

@@ -9,7 +9,6 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
-from xml.sax.saxutils import escape
 
 # Characters XML 1.0 cannot carry at all, escaped or not: keys holding them cannot be named in a
 # DeleteObjects body and are deleted one request each.
@@ -250,7 +249,7 @@ def xml_safe(key: str) -> bool:
 
 def delete_objects_body(keys: list[str]) -> bytes:
     """A quiet DeleteObjects request: the answer lists only the keys that failed."""
-    objects = "".join(f"<Object><Key>{escape(key)}</Key></Object>" for key in keys)
+    objects = "".join(f"<Object><Key>{html.escape(key, quote=False)}</Key></Object>" for key in keys)
     return f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>{objects}</Delete>'.encode()
 
 
@@ -401,9 +400,10 @@ def create_bucket_body(region: str) -> bytes:
     """CreateBucket's body: us-east-1 takes none, every other region names itself."""
     if region in ("", "us-east-1"):
         return b""
+    constraint = f"<LocationConstraint>{html.escape(region, quote=False)}</LocationConstraint>"
     return (
         '<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-        f"<LocationConstraint>{escape(region)}</LocationConstraint></CreateBucketConfiguration>"
+        f"{constraint}</CreateBucketConfiguration>"
     ).encode()
 
 

@@ -1,0 +1,131 @@
+"""`ls` of the API (`s3bulk._api` re-exports it): kept apart from the other verbs, whose module
+imports every command's, so that `s3bulk ls` loads only what a listing needs (with the signed
+client's native requests, `ls` of one key: 0.20 s -> 0.13 s; a bare obstore loop takes 0.05 s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+from s3bulk._config import AwsSettings
+from s3bulk._engine.loop import run_loop
+from s3bulk._errors import UsageError
+from s3bulk._report import Report
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._urls import parse_s3
+
+__all__ = ["Listing", "ls", "ls_async", "ls_pages"]
+
+
+@dataclass
+class Listing:
+    """What `ls` found: iterate it (or take len) for its objects; `prefixes` for the next level."""
+
+    objects: list[ObjectInfo] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    report: Report = field(default_factory=lambda: Report("ls"))
+
+    def __iter__(self) -> Iterator[ObjectInfo]:
+        return iter(self.objects)
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+
+async def ls_async(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+    report: Report | None = None,
+) -> AsyncIterator[ObjectInfo | str]:
+    """Stream the objects under an s3:// prefix (recursive: many key ranges listed in parallel,
+    in key order, unless `partitioned` is False or, by default, they are measured not to pay:
+    see `_sources.listing._mostly_waiting` and `_seeks`), or one level of objects and
+    sub-prefixes (str) when not recursive."""
+    async for prefixes, objects in ls_pages(
+        url,
+        recursive=recursive,
+        concurrency=concurrency,
+        partitioned=partitioned,
+        settings=settings,
+        report=report,
+    ):
+        for prefix in prefixes:
+            yield prefix
+        for info in objects:
+            yield info
+
+
+async def ls_pages(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+    report: Report | None = None,
+) -> AsyncIterator[tuple[list[str], list[ObjectInfo]]]:
+    """`ls_async` a page at a time, (sub-prefixes, objects): what `s3bulk ls` prints from, as
+    an async generator's step per key cost more than the key's own line."""
+    from s3bulk._sources.listing import list_prefix, list_sequential
+    from s3bulk._stores.storage import Storage
+
+    location = parse_s3(url)
+    if concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    settings = settings or AwsSettings.from_env()
+    report = report if report is not None else Report("ls", source=url)
+    client = Storage(settings, connections=concurrency)
+    started = time.perf_counter()
+    try:
+        if recursive and partitioned is not False:
+            async for objects in list_prefix(
+                client, location.bucket, location.key, concurrency=concurrency, auto=partitioned is None
+            ):
+                report.objects_done += len(objects)
+                report.bytes_done += sum(info.size for info in objects)
+                yield [], objects
+        else:
+            delimiter = None if recursive else "/"
+            async for page in list_sequential(client, location.bucket, location.key, delimiter=delimiter):
+                report.objects_done += len(page.objects)
+                report.bytes_done += sum(info.size for info in page.objects)
+                yield page.common_prefixes, page.objects
+    finally:
+        report.requests = dict(client.meter.requests)
+        report.wall_seconds = time.perf_counter() - started
+        report.stage_seconds["list"] = report.wall_seconds
+        await client.close()
+
+
+def ls(
+    url: str,
+    *,
+    recursive: bool = True,
+    concurrency: int = 16,
+    partitioned: bool | None = None,
+    settings: AwsSettings | None = None,
+) -> Listing:
+    """List a prefix into memory (use `ls_async` to stream very large listings)."""
+    listing = Listing(report=Report("ls", source=url))
+
+    async def collect() -> None:
+        async for entry in ls_async(
+            url,
+            recursive=recursive,
+            concurrency=concurrency,
+            partitioned=partitioned,
+            settings=settings,
+            report=listing.report,
+        ):
+            if isinstance(entry, str):
+                listing.prefixes.append(entry)
+            else:
+                listing.objects.append(entry)
+
+    run_loop(collect())
+    return listing
