@@ -57,3 +57,36 @@ class Gets:
 
     def close(self) -> None:
         """Stop: GETs not finished are dropped; once this returns no file is written any more."""
+
+class Http:
+    """Signed requests (object_store's HTTP client and SigV4 signer), sent by a runtime thread
+    of their own and handed back in batches."""
+
+    def __init__(self, client_options: dict[str, str]) -> None:
+        """ValueError for an option object_store does not take."""
+
+    def fileno(self) -> int:
+        """The socket to watch: readable when answers wait (read it empty, then `take`)."""
+
+    def submit(
+        self,
+        requests: Sequence[
+            tuple[
+                int,
+                str,
+                str,
+                list[tuple[str, str]],
+                bytes,
+                tuple[tuple[str, str, str | None], str, str, str | None] | None,
+            ]
+        ],
+    ) -> None:
+        """Send requests: (ticket, method, url, headers, body, signing) each, signed first when
+        signing ((key id, secret, token), service, region, body's hex SHA-256 or None) is given."""
+
+    def take(self) -> list[tuple[int, int, list[tuple[str, str]], bytes, tuple[bool, str] | None]]:
+        """Answers finished since the last call: (ticket, status, headers with names in lower
+        case, body, failure), failure as (no connection was made, message) or None."""
+
+    def close(self) -> None:
+        """Stop: requests not answered are dropped."""

@@ -7,9 +7,8 @@
 //! own fetches them with object_store (the crate under obstore: the same HTTP client, signing
 //! and configuration), writes each body into its file, gives it its time and hashes it, and
 //! when its size and MD5 are right, lands it (a process killed between writing and landing
-//! leaves its temporary file behind, so that step is not left to wait for the event loop); the
-//! outcomes wait in a queue. The first outcome after the queue was emptied writes one byte to
-//! a socket the event loop watches, so one wake-up hands over every outcome finished meanwhile.
+//! leaves its temporary file behind, so that step is not left to wait for the event loop); one
+//! wake-up of the event loop hands over every outcome finished meanwhile (`wake::Outbox`).
 //! s3bulk/_stores/gets.py is the Python side.
 
 use std::collections::{HashMap, HashSet};
@@ -33,6 +32,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::mpsc;
 
 use crate::md5::engine;
+use crate::wake::Outbox;
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -66,27 +66,13 @@ enum Outcome {
     Store { message: String },
 }
 
-/// The finished outcomes, and whether the event loop has been woken for them yet; and the
-/// tickets whose files are not written yet.
+/// The finished outcomes; and the tickets whose files are not written yet.
 struct Done {
-    outcomes: Mutex<(Vec<(u64, Outcome)>, bool)>,
-    wake: UnixStream,
+    outbox: Outbox<Outcome>,
     /// A ticket leaves this set when its file is about to be written (which happens while the
     /// set is held) or when it is cancelled: so once `cancel` returns, the file is either there
     /// already or will never be.
     unwritten: Mutex<HashSet<u64>>,
-}
-
-impl Done {
-    fn push(&self, ticket: u64, outcome: Outcome) {
-        let mut held = self.outcomes.lock().unwrap();
-        held.0.push((ticket, outcome));
-        if !held.1 {
-            held.1 = true;
-            // Non-blocking: a full socket already holds a wake-up.
-            let _ = (&self.wake).write(&[1]);
-        }
-    }
 }
 
 /// Credentials handed over by Python (botocore's chain, refreshed there), read at each request.
@@ -144,10 +130,8 @@ impl Gets {
             builder = builder.with_credentials(handed.clone());
         }
         let store = Arc::new(builder.build().map_err(|err| PyValueError::new_err(err.to_string()))?);
-        let (wake, watched) = UnixStream::pair()?;
-        wake.set_nonblocking(true)?;
-        watched.set_nonblocking(true)?;
-        let done = Arc::new(Done { outcomes: Mutex::new((Vec::new(), false)), wake, unwritten: Mutex::new(HashSet::new()) });
+        let (outbox, watched) = Outbox::new()?;
+        let done = Arc::new(Done { outbox, unwritten: Mutex::new(HashSet::new()) });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (sender, receiver) = mpsc::unbounded_channel();
         let thread = std::thread::Builder::new().name("s3bulk-gets".into()).spawn({
@@ -188,12 +172,9 @@ impl Gets {
     /// errno, message). A message means it failed: errno 0 for the store, else the local file's.
     #[allow(clippy::type_complexity)]
     fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u64, Option<Bound<'py, PyBytes>>, bool, i32, Option<String>)> {
-        let outcomes = {
-            let mut held = self.done.outcomes.lock().unwrap();
-            held.1 = false;
-            std::mem::take(&mut held.0)
-        };
-        outcomes
+        self.done
+            .outbox
+            .take()
             .into_iter()
             .map(|(ticket, outcome)| match outcome {
                 Outcome::Written { written, md5, landed } => (ticket, written, md5.map(|digest| PyBytes::new(py, &digest)), landed, 0, None),
@@ -238,7 +219,7 @@ async fn serve(store: Arc<AmazonS3>, mut receiver: mpsc::UnboundedReceiver<Vec<J
             tokio::spawn(async move {
                 let ticket = job.ticket;
                 let outcome = fetch(&store, job, &done.unwritten).await;
-                done.push(ticket, outcome);
+                done.outbox.push(ticket, outcome);
             });
         }
     }

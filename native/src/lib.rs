@@ -3,17 +3,21 @@
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 //! - `gets`: GETs of small objects into files, handed over in batches rather than one by one.
+//! - `http`: the signed client's requests (listings, multipart steps), sent the same way.
 
 use pyo3::prelude::*;
 
 mod gets;
+mod http;
 mod md5;
 mod vectors;
+mod wake;
 
 #[pymodule]
 fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
-    module.add_class::<gets::Gets>()
+    module.add_class::<gets::Gets>()?;
+    module.add_class::<http::Http>()
 }

@@ -25,7 +25,7 @@ import s3bulk_native
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
-from s3bulk._stores.objects import store_options
+from s3bulk._stores.objects import as_text, store_options
 
 
 class Landing(NamedTuple):
@@ -52,7 +52,7 @@ class Gets:
         self._credentials = settings.credentials()
         try:
             self._native = s3bulk_native.Gets(
-                bucket, _as_text(config), _as_text(client_options), _handed(self._credentials)
+                bucket, as_text(config), as_text(client_options), _handed(self._credentials)
             )
         except ValueError as exc:  # no other GET would fare better: the job stops, once
             error = ItemError(f"cannot set up GETs from s3://{bucket}: {exc}", retryable=False)
@@ -142,13 +142,6 @@ def _handed(credentials: Any) -> tuple[str, str, str | None] | None:
     return (
         None if credentials is None else (credentials.access_key, credentials.secret_key, credentials.token)
     )
-
-
-def _as_text(options: dict[str, Any]) -> dict[str, str]:
-    """obstore's options as object_store reads them: text, booleans as "true"/"false"."""
-    return {
-        name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in options.items()
-    }
 
 
 def _remove(path: str) -> None:

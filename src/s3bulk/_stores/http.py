@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
 from s3bulk._errors import S3Error, transient
+from s3bulk._stores import native_http
+from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import Meter
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ class SignedHttp:
     """One per process and event loop (its connection pool is the loop's)."""
 
     service: ClassVar[str]  # what requests are signed for: "s3", "s3vectors"
+    # Sent by the native part (`stores.native_http`) where it can, rather than through aiohttp.
+    native: ClassVar[bool] = False
 
     def __init__(
         self, settings: AwsSettings, endpoint: str, *, max_connections: int = 64, meter: Meter | None = None
@@ -38,6 +42,7 @@ class SignedHttp:
         self.meter = meter or Meter()
         self._region = settings.resolved_region
         self._session: aiohttp.ClientSession | None = None
+        self._native_http: native_http.NativeHttp | None = None
 
     @property
     def requests(self) -> Any:
@@ -59,6 +64,9 @@ class SignedHttp:
         return self._session
 
     async def close(self) -> None:
+        if self._native_http is not None:
+            self._native_http.close()
+            self._native_http = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -100,10 +108,53 @@ class SignedHttp:
         """One signed request (for `region`, else the settings'), counted as `kind`; an error
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
         unreachable when no connection was made)."""
-        began = time.perf_counter()
-        signed = self.sign(method, url, dict(headers or {}), body, region, body_sha256)
-        self.meter.stage_seconds["build"] += time.perf_counter() - began
         self.meter.requests[kind] += 1
+        if self.native and native_http.sendable(url):
+            try:
+                status, reply_headers, payload = await self._native().send(
+                    method, url, headers or {}, body, self._signing(region, body_sha256)
+                )
+            except native_http.NativeFailure as exc:
+                said = f"cannot connect to {url.split('/')[2]}: {exc}" if exc.unreachable else str(exc)
+                raise transient(f"{what or kind}: {said}", str(exc), exc.unreachable) from None
+        else:
+            status, reply_headers, payload = await self._send_aiohttp(
+                kind, method, url, headers or {}, body, what, region, body_sha256
+            )
+        if status >= 300:
+            raise self.error(status, reply_headers, payload, what or kind)
+        return status, reply_headers, payload
+
+    def _native(self) -> native_http.NativeHttp:
+        if self._native_http is None:
+            options = client_options(self.settings, self.max_connections, allow_http=True)
+            self._native_http = native_http.NativeHttp(as_text(options))
+        return self._native_http
+
+    def _signing(
+        self, region: str | None, body_sha256: str | None
+    ) -> tuple[tuple[str, str, str | None], str, str, str | None] | None:
+        """What the native signer needs (None: anonymous, sent unsigned)."""
+        credentials = self.settings.credentials()
+        if credentials is None:
+            return None
+        keys = (credentials.access_key, credentials.secret_key, credentials.token)
+        return keys, self.service, region or self._region, body_sha256
+
+    async def _send_aiohttp(
+        self,
+        kind: str,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | bytearray | memoryview,
+        what: str,
+        region: str | None,
+        body_sha256: str | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        began = time.perf_counter()
+        signed = self.sign(method, url, dict(headers), body, region, body_sha256)
+        self.meter.stage_seconds["build"] += time.perf_counter() - began
         import aiohttp
         import yarl
 
@@ -111,15 +162,10 @@ class SignedHttp:
             async with self._http().request(
                 method, yarl.URL(url, encoded=True), headers=signed, data=_data(body)
             ) as response:
-                payload = await response.read()
-                status = response.status
-                reply_headers = dict(response.headers)
+                return response.status, dict(response.headers), await response.read()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             refused = isinstance(exc, ConnectionRefusedError | aiohttp.ClientConnectorError)
             raise transient(f"{what or kind}: {type(exc).__name__}: {exc}", str(exc), refused) from None
-        if status >= 300:
-            raise self.error(status, reply_headers, payload, what or kind)
-        return status, reply_headers, payload
 
     def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
         """The service's error answer as an S3Error (retryable, throttled, job-wide as its code says)."""

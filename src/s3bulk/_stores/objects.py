@@ -69,15 +69,27 @@ def store_options(
     if settings.sse_c:  # obstore sends it on every GET, HEAD and PUT of this store
         config["server_side_encryption"] = "sse-c"
         config["sse_customer_key_base64"] = settings.sse_c.base64
-    client_options: dict[str, Any] = {
-        "allow_http": endpoint.startswith("http://"),
+    return config, client_options(settings, max_connections, allow_http=endpoint.startswith("http://"))
+
+
+def client_options(settings: AwsSettings, max_connections: int, *, allow_http: bool) -> dict[str, Any]:
+    """object_store's HTTP client options: obstore's stores, the batch GETs and the signed
+    client's native requests (`stores.native_http`) are configured by this one function."""
+    return {
+        "allow_http": allow_http,
         "allow_invalid_certificates": not settings.verify_ssl,
         "pool_max_idle_per_host": str(max_connections),
         "connect_timeout": "15s",
         "timeout": "600s",
         "read_timeout": f"{max(1, round(read_timeout_seconds() * 1000))}ms",
     }
-    return config, client_options
+
+
+def as_text(options: dict[str, Any]) -> dict[str, str]:
+    """obstore's options as object_store reads them: text, booleans as "true"/"false"."""
+    return {
+        name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in options.items()
+    }
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")

@@ -49,6 +49,7 @@ def _query(params: dict[str, str]) -> str:
 
 class S3Client(SignedHttp):
     service: ClassVar[str] = "s3"
+    native: ClassVar[bool] = True
 
     def __init__(
         self, settings: AwsSettings, *, max_connections: int = 64, meter: Meter | None = None

@@ -1,0 +1,72 @@
+"""The signed client's requests go through the native part (object_store's HTTP client and
+signer) where they reach the service as written, through aiohttp where they would not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import Endpoint, new_bucket, run_cli
+
+from s3bulk._stores.native_http import sendable
+
+
+@pytest.mark.parametrize(
+    ("url", "native"),
+    [
+        ("http://h/b?list-type=2&prefix=a%2F..%2F", True),  # a dot segment in the query is a value
+        ("http://h/b/a.b/..c/x..", True),
+        ("http://h/b/p/../escape.txt", False),
+        ("http://h/b/p/./x", False),
+        ("http://h/b/p/%2E%2e/x", False),  # the URL parser resolves escaped dots too
+        ("http://h/b/p/..", False),
+        ("http://h/b/p/.?uploads", False),
+    ],
+)
+def test_a_url_with_a_dot_segment_is_not_sent_natively(url: str, native: bool) -> None:
+    assert sendable(url) is native
+
+
+def test_ls_loads_neither_aiohttp_nor_botocores_signer_nor_other_commands(minio: Endpoint) -> None:
+    """What keeps `ls` of one key at 0.15 s: the native requests, and only ls's own module."""
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="k.txt", Body=b"abc")  # type: ignore[attr-defined]
+    heavy = ("aiohttp", "botocore.auth", "s3bulk._commands", "s3bulk._api")
+    code = (
+        "import sys; from s3bulk._cli import run; code = run(['ls', sys.argv[1]]); "
+        f"print(code, sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, f"s3://{bucket}/k.txt"], env=minio.env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].endswith(" 3 k.txt")
+    assert done.stdout.splitlines()[-1] == "0 []"
+
+
+def test_keys_with_dot_segments_keep_their_names_through_aiohttp(moto: Endpoint) -> None:
+    """moto stores such keys (MinIO refuses them). Sent natively, "q/../x" would be resolved to
+    "x": another object. Server-side copies name them in their URL path."""
+    client = moto.client()
+    client.create_bucket(Bucket="dots")  # type: ignore[attr-defined]
+    keys = {"p/../up.txt": b"up", "p/./here.txt": b"here", "p/plain.txt": b"plain"}
+    for key, body in keys.items():
+        client.put_object(Bucket="dots", Key=key, Body=body)  # type: ignore[attr-defined]
+    done = run_cli(moto.env, "cp", "s3://dots/p/", "s3://dots/q/")
+    assert done.returncode == 0, done.stderr
+    copied = {
+        entry["Key"]: client.get_object(Bucket="dots", Key=entry["Key"])["Body"].read()  # type: ignore[attr-defined]
+        for entry in client.list_objects_v2(Bucket="dots", Prefix="q")["Contents"]  # type: ignore[attr-defined]
+    }
+    assert copied == {"q" + key[1:]: body for key, body in keys.items()}
+
+
+def test_an_endpoint_nobody_answers_stops_ls_once_with_one_line() -> None:
+    """No connection at all: the native client says so, and the job stops with one line."""
+    env = {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_REGION": "us-east-1"}
+    env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"  # discard: nothing listens
+    done = run_cli(env, "ls", "s3://nobody-home/k")
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "127.0.0.1:9" in done.stderr or "reach" in done.stderr, done.stderr
