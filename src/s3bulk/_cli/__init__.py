@@ -32,7 +32,7 @@ def _register(arguments: list[str]) -> None:
     `GROUPS`: name -> a typer app of subcommands): a new command is a new module, nothing else.
 
     A command whose module bears its name (`ls.py` for `s3bulk ls`) is registered alone: it then
-    pays for its own imports, not for every command's (`ls` of one key: 0.20 s -> 0.14 s). Help,
+    pays for its own imports, not for every command's (`ls` of one key: 0.20 s -> 0.15 s). Help,
     completion and the commands of modules named otherwise (`mv`, in `cp.py`) register all."""
     word = next((argument for argument in arguments if not argument.startswith("-")), None)
     names = [found.name for found in pkgutil.iter_modules(__path__)]

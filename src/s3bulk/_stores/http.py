@@ -1,6 +1,8 @@
-"""Signed HTTP to an AWS-shaped service: botocore's SigV4 signer and credential chain, aiohttp,
-a request count by kind. The base of both s3bulk's S3 client (XML) and its S3 Vectors client
-(JSON): they differ in the service name they sign for and in how an error answer is read.
+"""Signed HTTP to an AWS-shaped service: botocore's credential chain, a request count by kind,
+and two ways to send: the native part (object_store's client and SigV4 signer, `native_http`:
+the S3 client, except a URL with a dot segment) or aiohttp with botocore's signer (the rest). The
+base of both s3bulk's S3 client (XML) and its S3 Vectors client (JSON): they differ in the
+service name they sign for and in how an error answer is read.
 
 No boto3 client is on this path: botocore's per-request serialisation is the very cost the seed
 articles measured, so only its signer and credentials are borrowed. Retries are not made here:

@@ -51,6 +51,7 @@ class NativeHttp:
         self._waiting: dict[int, asyncio.Future[Answer]] = {}
         self._queued: list[tuple[Any, ...]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
 
     async def send(
         self,
@@ -79,8 +80,11 @@ class NativeHttp:
             raise
 
     def _submit(self) -> None:
+        """What this turn of the loop asked for, in one call (none once closed: `close` has
+        cancelled their callers)."""
         queued, self._queued = self._queued, []
-        self._native.submit(queued)
+        if not self._closed:
+            self._native.submit(queued)
 
     def _hand_over(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -97,6 +101,7 @@ class NativeHttp:
 
     def close(self) -> None:
         """Stop: requests not answered yet are dropped, and their callers cancelled."""
+        self._closed = True
         if self._loop is not None and not self._loop.is_closed():
             self._loop.remove_reader(self._native.fileno())
         self._native.close()
