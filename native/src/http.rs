@@ -193,17 +193,23 @@ async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
     }
 }
 
+/// Why no answer came, in the client's words: for a connection never made, only the innermost
+/// cause ("tcp connect error: Connection refused (os error 111)"), which says it all; else each
+/// cause the message does not already hold.
 fn failed(kind: HttpErrorKind, err: &dyn std::error::Error) -> Answer {
+    let unreachable = matches!(kind, HttpErrorKind::Connect);
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
-        if !message.contains(&cause_text) {
+        if unreachable {
+            message = cause_text;
+        } else if !message.contains(&cause_text) {
             message = format!("{message}: {cause_text}");
         }
         source = cause.source();
     }
-    Answer::Failed { unreachable: matches!(kind, HttpErrorKind::Connect), message }
+    Answer::Failed { unreachable, message }
 }
 
 fn from_hex(text: &str) -> PyResult<Vec<u8>> {
