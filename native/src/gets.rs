@@ -19,20 +19,19 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientConfigKey, ClientOptions, CredentialProvider, GetOptions, GetRange, ObjectStore, RetryConfig};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use object_store::{CredentialProvider, GetOptions, GetRange, ObjectStore, RetryConfig};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokio::sync::mpsc;
 
 use crate::md5::engine;
-use crate::wake::Outbox;
+use crate::wake::{Outbox, Runner};
+use crate::http::options_from;
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -66,14 +65,10 @@ enum Outcome {
     Store { message: String },
 }
 
-/// The finished outcomes; and the tickets whose files are not written yet.
-struct Done {
-    outbox: Outbox<Outcome>,
-    /// A ticket leaves this set when its file is about to be written (which happens while the
-    /// set is held) or when it is cancelled: so once `cancel` returns, the file is either there
-    /// already or will never be.
-    unwritten: Mutex<HashSet<u64>>,
-}
+/// The tickets whose files are not written yet. A ticket leaves this set when its file is about
+/// to be written (which happens while the set is held) or when it is cancelled: so once `cancel`
+/// returns, the file is either there already or will never be.
+type Unwritten = Mutex<HashSet<u64>>;
 
 /// Credentials handed over by Python (botocore's chain, refreshed there), read at each request.
 #[derive(Debug)]
@@ -91,9 +86,9 @@ impl CredentialProvider for Handed {
 /// A batch-fed GET client for one bucket, with its own runtime thread.
 #[pyclass(module = "s3bulk_native")]
 pub struct Gets {
-    sender: Option<mpsc::UnboundedSender<Vec<Job>>>,
-    thread: Option<JoinHandle<()>>,
-    done: Arc<Done>,
+    runner: Runner<Job>,
+    outbox: Arc<Outbox<Outcome>>,
+    unwritten: Arc<Unwritten>,
     watched: UnixStream,
     credentials: Option<Arc<Handed>>,
 }
@@ -111,12 +106,7 @@ impl Gets {
         client_options: HashMap<String, String>,
         credentials: Option<(String, String, Option<String>)>,
     ) -> PyResult<Self> {
-        let mut options = ClientOptions::new();
-        for (name, value) in client_options {
-            let key = ClientConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
-            options = options.with_config(key, value);
-        }
-        let mut builder = AmazonS3Builder::new().with_bucket_name(bucket).with_client_options(options).with_retry(RetryConfig {
+        let mut builder = AmazonS3Builder::new().with_bucket_name(bucket).with_client_options(options_from(client_options)?).with_retry(RetryConfig {
             max_retries: 0, // the engine retries whole items, with its one policy
             retry_timeout: Duration::from_secs(120),
             ..Default::default()
@@ -131,14 +121,16 @@ impl Gets {
         }
         let store = Arc::new(builder.build().map_err(|err| PyValueError::new_err(err.to_string()))?);
         let (outbox, watched) = Outbox::new()?;
-        let done = Arc::new(Done { outbox, unwritten: Mutex::new(HashSet::new()) });
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let thread = std::thread::Builder::new().name("s3bulk-gets".into()).spawn({
-            let done = done.clone();
-            move || runtime.block_on(serve(store, receiver, done))
+        let outbox = Arc::new(outbox);
+        let unwritten = Arc::new(Unwritten::default());
+        let runner = Runner::start("s3bulk-gets", outbox.clone(), {
+            let unwritten = unwritten.clone();
+            move |job: Job| {
+                let (store, unwritten) = (store.clone(), unwritten.clone());
+                async move { (job.ticket, fetch(&store, job, &unwritten).await) }
+            }
         })?;
-        Ok(Gets { sender: Some(sender), thread: Some(thread), done, watched, credentials: handed })
+        Ok(Gets { runner, outbox, unwritten, watched, credentials: handed })
     }
 
     /// The socket to watch: readable when outcomes wait (`take` them, after reading it empty).
@@ -157,23 +149,21 @@ impl Gets {
                 Job { ticket, key, end, path, mtime, hash, landing }
             })
             .collect::<Vec<Job>>();
-        let sender = self.sender.as_ref().ok_or_else(|| PyValueError::new_err("closed"))?;
-        self.done.unwritten.lock().unwrap().extend(jobs.iter().map(|job| job.ticket));
-        sender.send(jobs).map_err(|_| PyValueError::new_err("closed"))
+        self.unwritten.lock().unwrap().extend(jobs.iter().map(|job| job.ticket));
+        self.runner.send(jobs)
     }
 
     /// The caller of `ticket` has gone: once this returns, its file is either written (and
     /// landed, if it was right) or never will be. Its outcome still comes.
     fn cancel(&self, ticket: u64) {
-        self.done.unwritten.lock().unwrap().remove(&ticket);
+        self.unwritten.lock().unwrap().remove(&ticket);
     }
 
     /// The outcomes finished since the last call: (ticket, bytes written, MD5 or None, landed,
     /// errno, message). A message means it failed: errno 0 for the store, else the local file's.
     #[allow(clippy::type_complexity)]
     fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u64, Option<Bound<'py, PyBytes>>, bool, i32, Option<String>)> {
-        self.done
-            .outbox
+        self.outbox
             .take()
             .into_iter()
             .map(|(ticket, outcome)| match outcome {
@@ -193,35 +183,7 @@ impl Gets {
 
     /// Stop: GETs not finished are dropped, and once this returns no file is written any more.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.sender = None;
-        if let Some(thread) = self.thread.take() {
-            py.detach(|| thread.join()).map_err(|_| PyOSError::new_err("the GET thread panicked"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Gets {
-    fn drop(&mut self) {
-        self.sender = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The runtime's one task: spawn each job as it comes; end when the sender is gone (the
-/// runtime then drops the jobs still running, between two of their steps).
-async fn serve(store: Arc<AmazonS3>, mut receiver: mpsc::UnboundedReceiver<Vec<Job>>, done: Arc<Done>) {
-    while let Some(jobs) = receiver.recv().await {
-        for job in jobs {
-            let (store, done) = (store.clone(), done.clone());
-            tokio::spawn(async move {
-                let ticket = job.ticket;
-                let outcome = fetch(&store, job, &done.unwritten).await;
-                done.outbox.push(ticket, outcome);
-            });
-        }
+        self.runner.stop(py)
     }
 }
 

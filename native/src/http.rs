@@ -6,7 +6,7 @@
 //! 0.29 s, against a bare obstore loop's 0.05 s in all). Here object_store's HTTP client and
 //! SigV4 signer (the crate under obstore, already part of this module) send them instead: the
 //! event loop hands over the requests one of its turns asks for in one call, and one wake-up
-//! hands back every answer finished meanwhile (`wake::Outbox`). s3bulk/_stores/native_http.py is
+//! hands back every answer finished meanwhile (`wake`). s3bulk/_stores/native_http.py is
 //! the Python side; it keeps what decides (retries, errors, regions) in Python.
 
 use std::collections::HashMap;
@@ -14,17 +14,14 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::{ClientConfigKey, ClientOptions};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokio::sync::mpsc;
-
-use crate::wake::Outbox;
+use crate::wake::{Outbox, Runner};
 
 /// One request: sent as it is, signed first when `credentials` are given.
 struct Request {
@@ -55,8 +52,7 @@ enum Answer {
 /// A client for signed requests, with its own runtime thread.
 #[pyclass(module = "s3bulk_native")]
 pub struct Http {
-    sender: Option<mpsc::UnboundedSender<Vec<Request>>>,
-    thread: Option<JoinHandle<()>>,
+    runner: Runner<Request>,
     outbox: Arc<Outbox<Answer>>,
     watched: UnixStream,
 }
@@ -66,21 +62,18 @@ impl Http {
     /// `client_options`: obstore's client options as text (`allow_http`, `timeout`, ...).
     #[new]
     fn new(client_options: HashMap<String, String>) -> PyResult<Self> {
-        let mut options = ClientOptions::new();
-        for (name, value) in client_options {
-            let key = ClientConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
-            options = options.with_config(key, value);
-        }
+        let options = options_from(client_options)?;
         let client = ReqwestConnector::default().connect(&options).map_err(|err| PyValueError::new_err(err.to_string()))?;
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let thread = std::thread::Builder::new().name("s3bulk-http".into()).spawn({
-            let outbox = outbox.clone();
-            move || runtime.block_on(serve(client, receiver, outbox))
+        let runner = Runner::start("s3bulk-http", outbox.clone(), move |request: Request| {
+            let client = client.clone();
+            async move {
+                let ticket = request.ticket;
+                (ticket, send(&client, request).await.unwrap_or_else(|message| Answer::Failed { unreachable: false, message }))
+            }
         })?;
-        Ok(Http { sender: Some(sender), thread: Some(thread), outbox, watched })
+        Ok(Http { runner, outbox, watched })
     }
 
     /// The socket to watch: readable when answers wait (`take` them, after reading it empty).
@@ -108,9 +101,7 @@ impl Http {
             };
             sent.push(Request { ticket, method, url, headers, body: body.as_bytes().to_vec(), signing });
         }
-        let requests = sent;
-        let sender = self.sender.as_ref().ok_or_else(|| PyValueError::new_err("closed"))?;
-        sender.send(requests).map_err(|_| PyValueError::new_err("closed"))
+        self.runner.send(sent)
     }
 
     /// The answers finished since the last call: (ticket, status, headers, body, failure or None),
@@ -129,34 +120,7 @@ impl Http {
 
     /// Stop: requests not answered are dropped.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.sender = None;
-        if let Some(thread) = self.thread.take() {
-            py.detach(|| thread.join()).map_err(|_| PyOSError::new_err("the HTTP thread panicked"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        self.sender = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The runtime's one task: spawn each request as it comes; end when the sender is gone.
-async fn serve(client: HttpClient, mut receiver: mpsc::UnboundedReceiver<Vec<Request>>, outbox: Arc<Outbox<Answer>>) {
-    while let Some(requests) = receiver.recv().await {
-        for request in requests {
-            let (client, outbox) = (client.clone(), outbox.clone());
-            tokio::spawn(async move {
-                let ticket = request.ticket;
-                let answer = send(&client, request).await.unwrap_or_else(|message| Answer::Failed { unreachable: false, message });
-                outbox.push(ticket, answer);
-            });
-        }
+        self.runner.stop(py)
     }
 }
 
@@ -210,6 +174,17 @@ fn failed(kind: HttpErrorKind, err: &dyn std::error::Error) -> Answer {
         source = cause.source();
     }
     Answer::Failed { unreachable, message }
+}
+
+/// obstore's client options (text, as `_stores/objects.client_options` writes them) as
+/// object_store's: the batch GETs and these requests are configured alike.
+pub fn options_from(client_options: HashMap<String, String>) -> PyResult<ClientOptions> {
+    let mut options = ClientOptions::new();
+    for (name, value) in client_options {
+        let key = ClientConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
+        options = options.with_config(key, value);
+    }
+    Ok(options)
 }
 
 fn from_hex(text: &str) -> PyResult<Vec<u8>> {

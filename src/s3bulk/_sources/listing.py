@@ -248,12 +248,12 @@ def _mostly_waiting(round_trip: float, page_seconds: float) -> bool:
     return round_trip >= ROUND_TRIP_SHARE * page_seconds
 
 
-def _seeks(round_trip: float, probe: float | None) -> bool:
+def _seeks(round_trip: float, probe: float) -> bool:
     """--list-ranges auto: whether a StartAfter probe costs little more than the round trip
     itself (a seek), not a walk restarted for every range (MinIO reads and sorts a directory
     again). "No more than a page" was not enough: MinIO at 20 ms answered a probe in 50 ms
     against a page's 90, and its ranges then took 3x the one chain."""
-    return probe is None or probe <= SEEK_ROUND_TRIPS * round_trip
+    return probe <= SEEK_ROUND_TRIPS * round_trip
 
 
 def _narrowest(prefix: str, after: str | None, before: str | None) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 from typing import Any, NamedTuple
 
@@ -25,6 +24,7 @@ import s3bulk_native
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
+from s3bulk._stores.handover import Handover
 from s3bulk._stores.objects import as_text, store_options
 
 
@@ -43,7 +43,10 @@ class GetError(Exception):
     """A GET that failed, in object_store's words (errors.classify reads them as obstore's)."""
 
 
-class Gets:
+Outcome = tuple[int, bytes | None, bool]  # bytes written, their MD5 (when asked), landed
+
+
+class Gets(Handover[Outcome]):
     """One bucket's batch-fed GETs, for one event loop."""
 
     def __init__(self, settings: AwsSettings, bucket: str, *, max_connections: int) -> None:
@@ -51,91 +54,59 @@ class Gets:
         config, client_options = store_options(settings, bucket, max_connections=max_connections)
         self._credentials = settings.credentials()
         try:
-            self._native = s3bulk_native.Gets(
+            native = s3bulk_native.Gets(
                 bucket, as_text(config), as_text(client_options), _handed(self._credentials)
             )
         except ValueError as exc:  # no other GET would fare better: the job stops, once
             error = ItemError(f"cannot set up GETs from s3://{bucket}: {exc}", retryable=False)
             error.job_wide = True
             raise error from None
-        self._tickets = itertools.count()
-        # ticket -> (the future its caller awaits, the file it writes), until its outcome comes
-        # (a cancelled caller's too: `_forget` has seen to its file)
-        self._waiting: dict[int, tuple[asyncio.Future[tuple[int, bytes | None, bool]], str]] = {}
-        self._queued: list[tuple[int, str, int, str, float, bool, Landing | None]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
+        super().__init__(native)
+        self._paths: dict[int, str] = {}  # ticket -> the file it writes, until its outcome comes
 
     async def get_into(
         self, key: str, end: int, path: str, mtime: float, hash: bool, landing: Landing | None = None
-    ) -> tuple[int, bytes | None, bool]:
+    ) -> Outcome:
         """The object's bytes [0, end) into a new file at `path` with the time `mtime` (0: now),
         landed as `landing` says, as (bytes written, their MD5 when `hash`, whether it landed).
         OSError for the file; GetError for the GET."""
-        loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = loop
-            loop.add_reader(self._native.fileno(), self._hand_over)
-        ticket = next(self._tickets)
-        future: asyncio.Future[tuple[int, bytes | None, bool]] = loop.create_future()
-        self._waiting[ticket] = (future, path)
-        if not self._queued:
-            loop.call_soon(self._submit)
-        self._queued.append((ticket, key, end, path, mtime, hash, landing))
-        try:
-            return await future
-        except asyncio.CancelledError:
-            self._forget(ticket, path)
-            raise
+        ticket = self._ticket()
+        self._paths[ticket] = path
+        return await self._handed(ticket, (key, end, path, mtime, hash, landing))
 
-    def _forget(self, ticket: int, path: str) -> None:
+    def _forget(self, ticket: int) -> None:
         """A cancelled caller's GET writes nothing from now on, and a file it wrote before is
         removed (one that landed is whole and stays). A worker whose driver was killed exits
         right after its cancellations, GETs still running: this keeps their files from being
         left behind. The ticket has been handed over by now: a caller cancelled in the turn it
         asked resumes after `_submit`, which that turn scheduled first."""
         self._native.cancel(ticket)
-        _remove(path)
+        _remove(self._paths.pop(ticket))
 
-    def _submit(self) -> None:
-        """What this turn of the loop asked for, in one call (with fresh credentials if botocore
-        refreshed them)."""
-        if self._closed:
-            return
+    def _before_submit(self) -> None:
+        """Fresh credentials, if botocore refreshed them."""
         credentials = self.settings.credentials()
         if credentials is not None and credentials != self._credentials:
             self._native.set_credentials(credentials.access_key, credentials.secret_key, credentials.token)
             self._credentials = credentials
-        queued, self._queued = self._queued, []
-        self._native.submit(queued)
 
-    def _hand_over(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.read(self._native.fileno(), 4096)
-        for ticket, written, md5, landed, errno, message in self._native.take():
-            future, path = self._waiting.pop(ticket)
-            if future.done():  # its caller was cancelled (`_forget`)
-                continue
-            if message is None:
-                future.set_result((written, md5, landed))
-            elif errno:
-                future.set_exception(OSError(errno, os.strerror(errno), path))
-            else:
-                future.set_exception(GetError(message))
+    def _settle(self, future: asyncio.Future[Outcome], outcome: tuple[Any, ...]) -> None:
+        ticket, written, md5, landed, errno, message = outcome
+        path = self._paths.pop(ticket)
+        if message is None:
+            future.set_result((written, md5, landed))
+        elif errno:
+            future.set_exception(OSError(errno, os.strerror(errno), path))
+        else:
+            future.set_exception(GetError(message))
 
     def close(self) -> None:
         """Stop the GETs still running; once this returns, none writes a file any more, and the
         files of those whose callers were not told yet are gone."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(self._native.fileno())
-        self._native.close()
-        for future, path in self._waiting.values():  # none of these files will land
-            future.cancel()
+        super().close()
+        for path in self._paths.values():  # none of these files will land
             _remove(path)
-        self._waiting.clear()
+        self._paths.clear()
 
 
 def _handed(credentials: Any) -> tuple[str, str, str | None] | None:
