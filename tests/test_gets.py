@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import select
 import subprocess
 import time
 from pathlib import Path
@@ -210,5 +211,32 @@ def test_a_cancelled_get_leaves_no_file(
         finally:
             gets.close()
         assert not (tmp_path / "never").exists()
+
+    asyncio.run(main())
+
+
+def test_a_get_cancelled_after_its_outcome_came_is_cancelled(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
+) -> None:
+    """A cancel that comes in the turn an outcome was handed over, before the caller resumed,
+    ends the caller cancelled, not with another error: the worker of a killed driver cancels
+    every item, and an item that swallowed its cancel went on taking work, so that worker never
+    exited (tests/test_journal.py, one run in four on a 2-core machine)."""
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 5000)
+
+    async def main() -> None:
+        gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+        try:
+            caller = asyncio.ensure_future(gets.get_into("k", 5001, str(tmp_path / "k"), 0, False))
+            await asyncio.sleep(0)  # queued
+            await asyncio.sleep(0)  # handed over
+            readable, _, _ = select.select([gets._native.fileno()], [], [], 30)  # the outcome waits
+            assert readable
+            gets._hand_over()  # what the loop's reader does: the caller's future gets its outcome
+            caller.cancel()  # and then, before the caller resumed, the cancel
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+        finally:
+            gets.close()
 
     asyncio.run(main())

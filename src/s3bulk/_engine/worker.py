@@ -343,10 +343,18 @@ class WorkerRuntime:
             self.send(Progress(delta))
 
 
-async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
+# A worker whose driver is gone waits this long for its items' cleanup (an upload's abort gets
+# `multipart.ABORT_SECONDS`), then leaves anyway: nobody is left to wait for it, and an orphan
+# process holding connections is worse than a cleanup cut short.
+DRIVER_GONE_CLEANUP_SECONDS = 20.0
+
+
+async def _cancel(tasks: list[asyncio.Task[Any]], within: float | None = None) -> None:
+    """Cancel `tasks` and wait for their cleanup to end, or for `within` seconds."""
     for task in tasks:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    gathered = asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.wait([gathered], timeout=within)
 
 
 class _Sender:
@@ -389,6 +397,9 @@ async def _serve(
         except (EOFError, OSError) as exc:
             if os.environ.get("S3BULK_DEBUG"):
                 print(f"worker {worker_id}: pipe closed: {exc!r}", file=sys.stderr)
+            # once: a closed pipe stays readable, and the loop called this again each turn while
+            # the items were being cancelled (1.4 million times in 10 s, each a DriverGone queued)
+            loop.remove_reader(conn.fileno())
             inbox.put_nowait(DriverGone())
 
     watch_pipe(loop, conn, receive)
@@ -486,7 +497,7 @@ async def _run_worker(
                 # Cancelling runs each item's cleanup (a download's temporary file is removed, a
                 # multipart upload aborted); the journal has only what the driver confirmed, so
                 # a resume redoes the rest.
-                await _cancel([*expanders, *consumers, reporter])
+                await _cancel([*expanders, *consumers, reporter], within=DRIVER_GONE_CLEANUP_SECONDS)
                 return
             case Cancel():
                 # The job was interrupted (Ctrl-C, SIGTERM): the same cleanup, then tell the

@@ -35,7 +35,9 @@ class Handover(Generic[R]):
 
     async def _handed(self, ticket: int, fields: tuple[Any, ...]) -> R:
         """The outcome of the request (ticket, *fields), submitted with the others of this turn.
-        Cancelled, its caller is gone: `_forget` it (its outcome, when it comes, is dropped)."""
+        Cancelled, its caller is gone: `_forget` it (its outcome, when it comes, is dropped).
+        A cancel can also come after the outcome was handed over, before the caller resumed:
+        then there is nothing to forget, and the cancel still ends the caller."""
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
@@ -48,8 +50,8 @@ class Handover(Generic[R]):
         try:
             return await future
         except asyncio.CancelledError:
-            self._waiting.pop(ticket, None)
-            self._forget(ticket)
+            if self._waiting.pop(ticket, None) is not None:  # no outcome yet
+                self._forget(ticket)
             raise
 
     def _forget(self, ticket: int) -> None:
