@@ -70,7 +70,7 @@ impl Http {
             let client = client.clone();
             async move {
                 let ticket = request.ticket;
-                (ticket, send(&client, request).await.unwrap_or_else(|message| Answer::Failed { unreachable: false, message }))
+                Some((ticket, send(&client, request).await.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
             }
         })?;
         Ok(Http { runner, outbox, watched })

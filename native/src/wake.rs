@@ -51,7 +51,8 @@ impl<T> Outbox<T> {
 }
 
 /// The runtime thread: each job sent runs `run` as a task of its own, and the (ticket, outcome)
-/// it gives goes to the outbox.
+/// it gives goes to the outbox (None: the job's outcome goes there another way, gets.rs's
+/// writer thread).
 pub struct Runner<J> {
     sender: Option<mpsc::UnboundedSender<Vec<J>>>,
     thread: Option<JoinHandle<()>>,
@@ -62,7 +63,7 @@ impl<J: Send + 'static> Runner<J> {
     where
         T: Send + 'static,
         F: Fn(J) -> Fut + Send + 'static,
-        Fut: Future<Output = (u64, T)> + Send + 'static,
+        Fut: Future<Output = Option<(u64, T)>> + Send + 'static,
     {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<J>>();
@@ -72,8 +73,9 @@ impl<J: Send + 'static> Runner<J> {
                     for job in jobs {
                         let (outbox, outcome) = (outbox.clone(), run(job));
                         tokio::spawn(async move {
-                            let (ticket, outcome) = outcome.await;
-                            outbox.push(ticket, outcome);
+                            if let Some((ticket, outcome)) = outcome.await {
+                                outbox.push(ticket, outcome);
+                            }
                         });
                     }
                 }

@@ -1,11 +1,13 @@
-"""GETs of small objects into files, handed to the native part in batches (native/src/gets.rs).
+"""GETs of whole objects (up to 8 MiB) into files, handed to the native part in batches
+(native/src/gets.rs).
 
 Through obstore, each finished GET is handed from its runtime to the event loop on its own, and
 that hand-off (a thread woken, the GIL taken from the loop) was most of a 4 KiB download's system
 time: 13 futex calls per object. Here the GETs an event-loop turn asks for go over in one call,
 a runtime thread of the native part fetches them (object_store, the crate under obstore,
 configured by the same `store_options`), writes each body into its temporary file with the
-object's time and hashes it, lands it when its size and MD5 are the ones expected, and one
+object's time and hashes it (from 16 KiB on a writer thread, in SIMD lanes with the bodies that
+came in with it), lands it when its size and MD5 are the ones expected, and one
 wake-up of the loop hands back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
 killed outright leaves behind (tests/test_journal.py); a file that cannot land there (a

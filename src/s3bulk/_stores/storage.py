@@ -78,11 +78,13 @@ STREAM_CHUNK = 256 * 1024
 # CPU s. The byte budget counts the whole body as the item's cost either way, so memory stays
 # bounded.
 WHOLE_BODY_MAX = 8 * MiB
-# Bodies up to this size are written by the event loop itself; larger ones by a thread, so the
-# loop keeps dispatching while the kernel copies them (a 1 MiB write takes ~0.3 ms here).
+# Bodies obstore fetched (under a multipart ETag) up to this size are written by the event loop
+# itself; larger ones by a thread, so the loop keeps dispatching while the kernel copies them (a
+# 1 MiB write takes ~0.3 ms here).
 SMALL_BODY_MAX = 256 * 1024
-# Bodies from this size are checked in SIMD lanes with others (digests.py); a smaller one costs
-# less to hash at once (4 KiB: 5 us) than to gather.
+# Local files from this size are checked in SIMD lanes with others (digests.py); a smaller one
+# costs less to hash at once (4 KiB: 5 us) than to gather. Downloads are hashed in lanes by the
+# native batch GETs (gets.py, native/src/gets.rs).
 LANES_MIN = 16 * 1024
 
 
@@ -131,7 +133,7 @@ class Storage:
         self._gets: dict[str, Gets] = {}  # small GETs handed to the native part in batches, per bucket
         self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
         self._temporaries = 0
-        self._lanes = Md5Lanes()  # downloads' MD5s, hashed side by side
+        self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
 
     async def close(self) -> None:
         await self.client.close()
@@ -344,38 +346,33 @@ class Storage:
     async def _fetch_whole(
         self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
-        """`_fetch_into` for a body of up to `WHOLE_BODY_MAX`, in one call for head and body:
-        get_async and then bytes_async hand the object from obstore's threads to the event loop
-        twice, and each hand-off wakes a thread (10,000 x 4 KiB: 3.84 -> 3.32 s of CPU). The
-        range asks for one byte more than the listed size: an object that grew since the listing
-        comes back longer and fails the size check, as a whole GET would (a service ends a range
-        at the end). From `LANES_MIN`, its MD5 is hashed in SIMD lanes beside others'."""
-        if size < LANES_MIN and (not etag or single_part_md5(etag)):
-            return await self._get_small(bucket, key, place, size, mtime, etag)
-        expected = single_part_md5(etag) if size >= LANES_MIN else None
-        with self._lanes.coming() if expected else contextlib.nullcontext() as lane:
-            self.meter.requests["GET"] += 1
-            store = self._store(f"s3://{bucket}")
-            body = await obstore.get_range_async(store, key, start=0, end=size + 1)
-            if size <= SMALL_BODY_MAX:
-                written = _write_file(place.temporary, body, mtime)
-            else:  # written by a thread: the loop goes on with other items
-                written = await write_in_thread(_write_file, place.temporary, body, mtime)
-            if written != size or not etag:  # the wrong size fails on its own (_fetch_into)
-                return written, None
-            if lane is not None:  # from LANES_MIN, under a single-part ETag (`expected`)
-                await done_with_requests()  # the lanes' wait holds no request slot
-                return written, await lane.md5(body) == expected
-        # under 16 KiB, or a multipart ETag (parts of at most 8 MiB)
+        """`_fetch_into` for a body of up to `WHOLE_BODY_MAX`, in one ranged GET that asks for one
+        byte more than the listed size: an object that grew since the listing comes back longer
+        and fails the size check, as a whole GET would (a service ends a range at the end).
+        Under a single-part ETag, or none, the native batch GETs fetch, write, hash and land it
+        (`_get_native`). Under a multipart ETag (parts of at most 8 MiB, rare) obstore fetches
+        it, head and body in one call: get_async and then bytes_async hand the object from
+        obstore's threads to the event loop twice."""
+        if not etag or single_part_md5(etag):
+            return await self._get_native(bucket, key, place, size, mtime, etag)
+        self.meter.requests["GET"] += 1
+        body = await obstore.get_range_async(self._store(f"s3://{bucket}"), key, start=0, end=size + 1)
+        if size <= SMALL_BODY_MAX:
+            written = _write_file(place.temporary, body, mtime)
+        else:  # written by a thread: the loop goes on with other items
+            written = await write_in_thread(_write_file, place.temporary, body, mtime)
+        if written != size:  # the wrong size fails on its own (_fetch_into)
+            return written, None
         if size <= SMALL_BODY_MAX:
             return written, etag_matches_bytes(memoryview(body), etag, parts.size)
         return written, await asyncio.to_thread(etag_matches_bytes, memoryview(body), etag, parts.size)
 
-    async def _get_small(
+    async def _get_native(
         self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
-        """`_fetch_whole` for a body under `LANES_MIN` with a single-part ETag (or none): fetched,
-        written, hashed and, when right, landed by the native part, many per hand-off (`gets.py`)."""
+        """`_fetch_whole` under a single-part ETag (or none): fetched, written, hashed and, when
+        right, landed by the native part, many per hand-off (`gets.py`); from 16 KiB hashed in
+        SIMD lanes with the bodies that came in with it, by a writer thread of its own."""
         gets = self._gets.get(bucket)
         if gets is None:
             gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
