@@ -107,6 +107,11 @@ impl Tickets {
         claimed
     }
 
+    /// A GET that failed: it has no file to write.
+    fn failed(&self, ticket: u64) {
+        self.held.lock().unwrap().0.remove(&ticket);
+    }
+
     fn release(&self, ticket: u64) {
         self.held.lock().unwrap().1.remove(&ticket);
         self.released.notify_all();
@@ -362,7 +367,10 @@ async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer) -
     let (body, arriving) = get(store, &job.key, job.end, large.then_some(writer)).await;
     let body = match body {
         Ok(body) => body,
-        Err(message) => return Some((ticket, Outcome::Store { message })),
+        Err(message) => {
+            tickets.failed(ticket);
+            return Some((ticket, Outcome::Store { message }));
+        }
     };
     if body.len() >= LANES_MIN {
         writer.hand(job, body);
