@@ -130,7 +130,7 @@ class Storage:
         self.connections = connections
         self.client = S3Client(settings, max_connections=connections, meter=self.meter)
         self._stores: dict[str, Any] = {}
-        self._gets: dict[str, Gets] = {}  # small GETs handed to the native part in batches, per bucket
+        self._gets: dict[str, Gets] = {}  # whole-body GETs handed to the native part in batches, per bucket
         self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
         self._temporaries = 0
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
