@@ -77,12 +77,13 @@ class Http:
                 str,
                 list[tuple[str, str]],
                 bytes,
-                tuple[tuple[str, str, str | None], str, str, str | None] | None,
+                tuple[tuple[str, str, str | None], str, str, bytes | None] | None,
             ]
         ],
     ) -> None:
         """Send requests: (ticket, method, url, headers, body, signing) each, signed first when
-        signing ((key id, secret, token), service, region, body's hex SHA-256 or None) is given."""
+        signing ((key id, secret, token), service, region, body's SHA-256 or None) is given. The
+        body is held, not copied, until its request is done."""
 
     def take(self) -> list[tuple[int, int, list[tuple[str, str]], bytes, tuple[bool, str] | None]]:
         """Answers finished since the last call: (ticket, status, headers with names in lower

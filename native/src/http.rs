@@ -15,11 +15,13 @@ use std::os::unix::net::UnixStream;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::{ClientConfigKey, ClientOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use crate::wake::{Outbox, Runner};
 
@@ -29,7 +31,7 @@ struct Request {
     method: String,
     url: String,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    body: Bytes, // Python's bytes object itself, held (not copied) until the request is done
     signing: Option<Signing>,
 }
 
@@ -45,7 +47,7 @@ struct Signing {
 /// An answer (status, headers with names in lower case, body), or why none came: whether no
 /// connection was made, and the client's words.
 enum Answer {
-    Reply { status: u16, headers: Vec<(String, String)>, body: Vec<u8> },
+    Reply { status: u16, headers: Vec<(String, String)>, body: Bytes },
     Failed { unreachable: bool, message: String },
 }
 
@@ -82,25 +84,24 @@ impl Http {
     }
 
     /// Send requests: (ticket, method, url, headers, body, signing or None) each, signing as
-    /// ((key id, secret, token or None), service, region, body's hex SHA-256 or None).
+    /// ((key id, secret, token or None), service, region, body's SHA-256 or None).
     #[allow(clippy::type_complexity)]
     fn submit(
         &self,
-        requests: Vec<(u64, String, String, Vec<(String, String)>, Bound<'_, PyBytes>, Option<((String, String, Option<String>), String, String, Option<String>)>)>,
+        requests: Vec<(u64, String, String, Vec<(String, String)>, PyBackedBytes, Option<((String, String, Option<String>), String, String, Option<Vec<u8>>)>)>,
     ) -> PyResult<()> {
-        let mut sent = Vec::with_capacity(requests.len());
-        for (ticket, method, url, headers, body, signing) in requests {
-            let signing = match signing {
-                None => None,
-                Some(((key_id, secret_key, token), service, region, body_sha256)) => Some(Signing {
+        let sent = requests
+            .into_iter()
+            .map(|(ticket, method, url, headers, body, signing)| {
+                let signing = signing.map(|((key_id, secret_key, token), service, region, body_sha256)| Signing {
                     credential: AwsCredential { key_id, secret_key, token },
                     service,
                     region,
-                    body_sha256: body_sha256.map(|hex| from_hex(&hex)).transpose()?,
-                }),
-            };
-            sent.push(Request { ticket, method, url, headers, body: body.as_bytes().to_vec(), signing });
-        }
+                    body_sha256,
+                });
+                Request { ticket, method, url, headers, body: Bytes::from_owner(body), signing }
+            })
+            .collect();
         self.runner.send(sent)
     }
 
@@ -152,7 +153,7 @@ async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
         .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
     match response.into_body().bytes().await {
-        Ok(body) => Ok(Answer::Reply { status, headers, body: body.to_vec() }),
+        Ok(body) => Ok(Answer::Reply { status, headers, body }),
         Err(err) => Ok(failed(err.kind(), &err)),
     }
 }
@@ -185,9 +186,4 @@ pub fn options_from(client_options: HashMap<String, String>) -> PyResult<ClientO
         options = options.with_config(key, value);
     }
     Ok(options)
-}
-
-fn from_hex(text: &str) -> PyResult<Vec<u8>> {
-    let digit = |byte: u8| (byte as char).to_digit(16).ok_or_else(|| PyValueError::new_err(format!("not hex: {text}")));
-    text.as_bytes().chunks(2).map(|pair| Ok((digit(pair[0])? * 16 + digit(*pair.get(1).unwrap_or(&b'x'))?) as u8)).collect()
 }

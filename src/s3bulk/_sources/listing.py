@@ -289,8 +289,9 @@ async def iter_range(
     """Pages of one range. After its first full page (with `auto`, its second: the first pays
     for a cold connection) it may hand the rest of its range, cut into parts, to `on_split` and
     keep only the first part for itself; with `auto`, only where the service is measured to
-    reward it (`_mostly_waiting`, `_seeks`). While enough ranges run (`want_split` says no), and after a split
-    (the part it kept may still hold most of the keys), it asks again on its next page.
+    reward it (`_mostly_waiting`, `_seeks`). While enough ranges run (`want_split` says no), and
+    after a split (the part it kept may still hold most of the keys), it asks again on its next
+    page.
 
     Each request lists the narrowest Prefix that holds the rest of the range (`_narrowest`), so
     a range usually ends on the service's "no more" rather than on a page that crosses into the

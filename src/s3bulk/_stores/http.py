@@ -135,13 +135,14 @@ class SignedHttp:
 
     def _signing(
         self, region: str | None, body_sha256: str | None
-    ) -> tuple[tuple[str, str, str | None], str, str, str | None] | None:
+    ) -> tuple[tuple[str, str, str | None], str, str, bytes | None] | None:
         """What the native signer needs (None: anonymous, sent unsigned)."""
         credentials = self.settings.credentials()
         if credentials is None:
             return None
         keys = (credentials.access_key, credentials.secret_key, credentials.token)
-        return keys, self.service, region or self._region, body_sha256
+        digest = bytes.fromhex(body_sha256) if body_sha256 is not None else None
+        return keys, self.service, region or self._region, digest
 
     async def _send_aiohttp(
         self,

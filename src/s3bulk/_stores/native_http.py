@@ -53,10 +53,11 @@ class NativeHttp(Handover[Answer]):
         url: str,
         headers: dict[str, str],
         body: bytes | bytearray | memoryview,
-        signing: tuple[tuple[str, str, str | None], str, str, str | None] | None,
+        signing: tuple[tuple[str, str, str | None], str, str, bytes | None] | None,
     ) -> Answer:
         """The answer (status, headers with names in lower case, body); NativeFailure when none
-        came. `signing`: ((key id, secret, token), service, region, body's hex SHA-256 or None)."""
+        came. `signing`: ((key id, secret, token), service, region, body's SHA-256 or None). A
+        bytes body is sent as it is, without a copy."""
         fields = (method, url, list(headers.items()), bytes(body), signing)
         return await self._handed(self._ticket(), fields)
 
