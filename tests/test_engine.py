@@ -157,6 +157,23 @@ def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone()
     assert peak <= 10 and budget.used == 0
 
 
+def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
+    """A download the native part streams into its file (16 KiB to 8 MiB, single-part ETag or
+    none) counts what a GET in flight holds, so a 16 MiB budget admits 32 GETs of 4 MiB, not 4;
+    one fetched whole counts its size; one in ranges its parts in flight."""
+    from s3bulk._stores.storage import STREAMED_HELD, Parts, bytes_held
+
+    parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
+    single, multipart = '"' + "ab" * 16 + '"', '"' + "ab" * 16 + '-3"'
+    assert bytes_held("k", 4 * 1024**2, single, parts) == STREAMED_HELD < 4 * 1024**2
+    assert bytes_held("k", 4 * 1024**2, "", parts) == STREAMED_HELD
+    assert bytes_held("k", 1024**2, single, parts) == STREAMED_HELD
+    assert bytes_held("k", 10_000, single, parts) == 10_000  # written at once, under 16 KiB
+    assert bytes_held("k", 4 * 1024**2, multipart, parts) == 4 * 1024**2  # obstore, whole
+    assert bytes_held("a/../k", 4 * 1024**2, single, parts) == 4 * 1024**2  # the signed client
+    assert bytes_held("k", 100 * 1024**2, single, parts) == 32 * 1024**2
+
+
 def test_byte_budget_serves_waiters_in_order_and_a_cancelled_waiter_holds_nothing() -> None:
     from s3bulk._engine.budget import ByteBudget
 

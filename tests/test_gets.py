@@ -18,6 +18,7 @@ import pytest
 from botocore.credentials import ReadOnlyCredentials
 from conftest import S3BULK, Endpoint
 
+from s3bulk._benchmark.network import ToxiproxyServer
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, classify
 from s3bulk._stores.gets import GetError, Gets, Landing
@@ -148,6 +149,33 @@ def test_a_right_file_lands_without_waiting_for_the_event_loop(
         assert not (tmp_path / name).exists() and (tmp_path / f"{name}.part").read_bytes() == body
     assert (tmp_path / "theirs").read_bytes() == b"someone else's"
     assert (tmp_path / "theirs.part").read_bytes() == body
+
+
+def test_a_body_cut_short_fails_and_leaves_no_file(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body streamed to the writer thread whose connection is cut after its first chunks were
+    written fails as a retryable GET, and the part written is removed: the item is fetched again,
+    maybe into the same path, and a job that stops leaves nothing half-written."""
+    body = os.urandom(2 * 1024**2)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=body)
+    with ToxiproxyServer() as proxy:
+        port = proxy.proxy("cut", f"127.0.0.1:{minio.server.port}")
+        proxy.toxic("cut", "limit_data", "downstream", bytes=600_000)  # headers, then part of the body
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+
+        async def main() -> BaseException:
+            gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+            try:
+                with pytest.raises(GetError) as cut:
+                    await gets.get_into("k", len(body) + 1, str(tmp_path / "k.part"), 0, True)
+                return cut.value
+            finally:
+                gets.close()
+
+        cut = asyncio.run(main())
+    assert classify(cut).retryable
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_refreshed_credentials_reach_the_next_requests(

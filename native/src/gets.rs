@@ -10,11 +10,14 @@
 //! leaves its temporary file behind, so that step is not left to wait for the event loop); one
 //! wake-up of the event loop hands over every outcome finished meanwhile (`wake::Outbox`).
 //!
-//! A small body is written by the runtime thread at once. From `LANES_MIN` a body goes to a
-//! writer thread (`Writer`), which hashes the bodies that came meanwhile side by side in SIMD
-//! lanes and writes them: a runtime thread writing 1 MiB bodies itself stalls every connection
-//! whenever the kernel throttles it for its dirty pages (bench/RESULTS.md, issue 19's tenth
-//! session), and one MD5 per body costs 8x the CPU of 16 in lanes.
+//! A small body is written by the runtime thread at once. From `STREAM_MIN` a body is streamed
+//! to a writer thread (`Writer`) chunk by chunk as it comes: the writer writes each chunk into
+//! its file and hashes it side by side with the other bodies' chunks that came meanwhile, in
+//! SIMD lanes (one MD5 per body costs 8x the CPU of 16 in lanes), and lands each body when it
+//! ends. A runtime thread writing 1 MiB bodies itself stalls every connection whenever the
+//! kernel throttles it for its dirty pages (bench/RESULTS.md, issue 19's tenth session); and a
+//! request in flight holds a chunk, not its whole body, so the byte budget need not count bodies
+//! whole (storage.py: `bytes_held`).
 //! s3bulk/_stores/gets.py is the Python side.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -30,9 +33,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::StreamExt;
+use memmap2::{Mmap, MmapOptions};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::path::Path as ObjectPath;
-use object_store::{CredentialProvider, GetOptions, GetRange, ObjectStore, RetryConfig};
+use object_store::{CredentialProvider, GetOptions, GetRange, GetResult, ObjectStore, RetryConfig};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -73,21 +79,24 @@ enum Outcome {
     Store { message: String },
 }
 
-/// Bodies from this size go to the writer thread, to be hashed side by side with others (md5.rs:
-/// 16 bodies of 1 MiB in about the time of one); a smaller one costs less to hash at once.
-const LANES_MIN: usize = 16 * 1024;
+/// Bodies from this size are streamed to the writer thread, hashed side by side with others
+/// (md5.rs: 16 bodies of 1 MiB in about the time of one); a smaller one costs less to hash and
+/// write at once. s3bulk/_stores/storage.py's `STREAMED_MIN` is the same size.
+const STREAM_MIN: u64 = 16 * 1024;
+/// Bytes of chunks waiting for the writer thread, at most (and the most a chunk waits for).
+const QUEUED_MAX: usize = 4 * 1024 * 1024;
 /// Bodies hashed at once: the lanes of an AVX-512 register.
 const LANES: usize = 16;
-/// The longest a body waits for others still arriving (a stalled body must not hold the rest).
+/// The longest a body that ended waits for others to end with it (its landing is delayed by it).
 const MAX_WAIT: Duration = Duration::from_millis(5);
 
 /// Which tickets' files may still be written, and which are being written. A ticket is claimed
-/// just before its file is written and released once it is written and landed; `cancel` takes
-/// a ticket not claimed yet, or waits for its release: so once `cancel` returns, the file is
-/// either there already or will never be.
+/// for each write into its file (a streamed body's chunk, or its landing) and released after it;
+/// `cancel` takes a ticket out, or waits for the write under way: so once `cancel` returns,
+/// nothing more is written into its file, and a file it left is the caller's to remove.
 #[derive(Default)]
 struct Tickets {
-    held: Mutex<(HashSet<u64>, HashSet<u64>)>, // (unwritten, being written)
+    held: Mutex<(HashSet<u64>, HashSet<u64>)>, // (live, being written)
     released: Condvar,
 }
 
@@ -100,20 +109,27 @@ impl Tickets {
     /// written until `release`.
     fn claim(&self, ticket: u64) -> bool {
         let mut held = self.held.lock().unwrap();
-        let claimed = held.0.remove(&ticket);
+        let claimed = held.0.contains(&ticket);
         if claimed {
             held.1.insert(ticket);
         }
         claimed
     }
 
-    /// A GET that failed: it has no file to write.
-    fn failed(&self, ticket: u64) {
+    /// A GET that failed, or whose file is done with: nothing more is written for it.
+    fn done(&self, ticket: u64) {
         self.held.lock().unwrap().0.remove(&ticket);
     }
 
-    fn release(&self, ticket: u64) {
-        self.held.lock().unwrap().1.remove(&ticket);
+    /// The write that `claim` allowed is over; `done`: the last one (the file landed, or is left
+    /// to the caller).
+    fn release(&self, ticket: u64, done: bool) {
+        let mut held = self.held.lock().unwrap();
+        held.1.remove(&ticket);
+        if done {
+            held.0.remove(&ticket);
+        }
+        drop(held);
         self.released.notify_all();
     }
 
@@ -134,76 +150,221 @@ impl Tickets {
     }
 }
 
-/// Bodies waiting for the writer thread, and how many fetches are receiving one.
-#[derive(Default)]
-struct Waiting {
-    bodies: VecDeque<(Job, Bytes)>,
-    arriving: usize,
-    closed: bool,
+/// A piece of a streamed body on its way to the writer thread, in the order it came.
+enum Piece {
+    /// The GET's answer came: the body's chunks follow.
+    Start(Job),
+    /// The next bytes of the ticket's body, holding their room in the queue until written.
+    Chunk(u64, Bytes, OwnedSemaphorePermit),
+    /// The ticket's body ended: whole (None), or cut, in obstore's words.
+    End(u64, Option<String>),
 }
 
-/// The writer thread's side: bodies from `LANES_MIN` are hashed in lanes with the others that
-/// came meanwhile (waiting at most `MAX_WAIT`, and only for bodies already arriving, never for
-/// a round trip), then written and landed.
+/// The writer thread's side: the chunks of bodies from `STREAM_MIN` bytes, written into their
+/// files as they come; the files of bodies that ended together hashed side by side in SIMD lanes,
+/// then landed. A GET in flight holds its connection's buffers, not its whole body, so the byte
+/// budget need not count the body (storage.py's `bytes_held`: counted whole, 16 MiB admitted 16
+/// GETs of 1 MiB, too few at 20 ms RTT; bench/RESULTS.md, issue 19's seventh and twelfth sessions).
 struct Writer {
-    waiting: Mutex<Waiting>,
+    queue: Mutex<(VecDeque<Piece>, bool)>, // pieces, and whether closed
     changed: Condvar,
+    /// Room for chunks in the queue: a runtime that fills it waits, so the kernel's
+    /// back-pressure, not memory, absorbs a writer slower than the network.
+    room: Arc<Semaphore>,
 }
 
 impl Writer {
-    fn arriving(&self, change: isize) {
-        let mut waiting = self.waiting.lock().unwrap();
-        waiting.arriving = waiting.arriving.saturating_add_signed(change);
-        drop(waiting);
+    fn new() -> Self {
+        Writer { queue: Mutex::default(), changed: Condvar::new(), room: Arc::new(Semaphore::new(QUEUED_MAX)) }
+    }
+
+    fn send(&self, piece: Piece) {
+        self.queue.lock().unwrap().0.push_back(piece);
         self.changed.notify_one();
     }
 
-    fn hand(&self, job: Job, body: Bytes) {
-        self.waiting.lock().unwrap().bodies.push_back((job, body));
-        self.changed.notify_one();
+    /// Room in the queue for a chunk of `size` bytes (a larger chunk than the whole queue waits
+    /// for all of it); None once closed.
+    async fn room(&self, size: usize) -> Option<OwnedSemaphorePermit> {
+        self.room.clone().acquire_many_owned(size.clamp(1, QUEUED_MAX) as u32).await.ok()
     }
 
     fn close(&self) {
-        self.waiting.lock().unwrap().closed = true;
+        self.queue.lock().unwrap().1 = true;
+        self.room.close();
         self.changed.notify_all();
     }
 
-    /// The next bodies to hash and write together; None once closed.
-    fn next_batch(&self) -> Option<Vec<(Job, Bytes)>> {
-        let mut waiting = self.waiting.lock().unwrap();
-        let mut deadline: Option<Instant> = None;
+    /// Every piece sent since the last call, waiting for one until `deadline` (then none);
+    /// None once closed.
+    fn next_pieces(&self, deadline: Option<Instant>) -> Option<VecDeque<Piece>> {
+        let mut queue = self.queue.lock().unwrap();
         loop {
-            if waiting.closed {
+            if queue.1 {
                 return None;
             }
-            if waiting.bodies.is_empty() {
-                waiting = self.changed.wait(waiting).unwrap();
-                continue;
+            if !queue.0.is_empty() {
+                return Some(std::mem::take(&mut queue.0));
             }
-            if waiting.bodies.len() >= LANES || waiting.arriving == 0 {
-                break;
+            match deadline {
+                None => queue = self.changed.wait(queue).unwrap(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Some(VecDeque::new());
+                    }
+                    queue = self.changed.wait_timeout(queue, deadline - now).unwrap().0;
+                }
             }
-            let until = *deadline.get_or_insert_with(|| Instant::now() + MAX_WAIT);
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            waiting = self.changed.wait_timeout(waiting, until - now).unwrap().0;
         }
-        let count = waiting.bodies.len().min(LANES);
-        Some(waiting.bodies.drain(..count).collect())
     }
 
+    /// Writes each chunk as it comes, and lets it go; a body that ended waits for others to end
+    /// with it (up to `LANES` of them, at most `MAX_WAIT`, and only while other bodies are still
+    /// coming), so that their files are hashed together in SIMD lanes, read back from the page
+    /// cache. Then each is landed.
     fn serve(&self, tickets: &Tickets, outbox: &Outbox<Outcome>) {
-        while let Some(batch) = self.next_batch() {
-            let hashed: Vec<&[u8]> = batch.iter().filter(|(job, _)| job.hash).map(|(_, body)| &body[..]).collect();
-            let mut digests = md5_of(&hashed).into_iter();
-            for (job, body) in &batch {
-                let md5 = if job.hash { digests.next() } else { None };
-                outbox.push(job.ticket, write_and_land(tickets, job, body, md5));
+        let mut streams: HashMap<u64, Stream> = HashMap::new();
+        let mut ended: Vec<(Stream, Option<String>)> = Vec::new();
+        let mut first_end: Option<Instant> = None;
+        while let Some(pieces) = self.next_pieces(first_end.map(|at| at + MAX_WAIT)) {
+            for piece in pieces {
+                match piece {
+                    Piece::Start(job) => {
+                        streams.insert(job.ticket, Stream::new(job));
+                    }
+                    Piece::Chunk(ticket, chunk, _room) => {
+                        if let Some(stream) = streams.get_mut(&ticket) {
+                            stream.write(tickets, &chunk);
+                        }
+                    }
+                    Piece::End(ticket, failure) => {
+                        if let Some(stream) = streams.remove(&ticket) {
+                            ended.push((stream, failure));
+                            first_end.get_or_insert_with(Instant::now);
+                        }
+                    }
+                }
+            }
+            let due = ended.len() >= LANES || (!ended.is_empty() && streams.is_empty()) || first_end.is_some_and(|at| at.elapsed() >= MAX_WAIT);
+            if due {
+                first_end = None;
+                let digests = hash_files(&ended);
+                for ((stream, failure), md5) in ended.drain(..).zip(digests) {
+                    outbox.push(stream.job.ticket, stream.finish(tickets, failure, md5));
+                }
             }
         }
     }
+}
+
+/// A body being written into its file by the writer thread.
+struct Stream {
+    job: Job,
+    file: Option<File>,
+    written: u64,
+    /// The file failed: nothing more is written, and the outcome says why.
+    failed: Option<std::io::Error>,
+    cancelled: bool,
+}
+
+impl Stream {
+    fn new(job: Job) -> Self {
+        Stream { job, file: None, written: 0, failed: None, cancelled: false }
+    }
+
+    /// The chunk into the file (made at the first one), unless the GET was cancelled or the file
+    /// failed before.
+    fn write(&mut self, tickets: &Tickets, chunk: &[u8]) {
+        if self.cancelled || self.failed.is_some() {
+            return;
+        }
+        if !tickets.claim(self.job.ticket) {
+            self.cancelled = true; // the caller removes what was written
+            self.file = None;
+            return;
+        }
+        match self.file().and_then(|file| file.write_all(chunk)) {
+            Ok(()) => self.written += chunk.len() as u64,
+            Err(err) => self.failed = Some(err),
+        }
+        tickets.release(self.job.ticket, false);
+    }
+
+    fn file(&mut self) -> std::io::Result<&mut File> {
+        if self.file.is_none() {
+            self.file = Some(new_file(&self.job.path)?);
+        }
+        Ok(self.file.as_mut().expect("just made"))
+    }
+
+    /// The bytes written, mapped back from the page cache (None: none written, and no file made
+    /// for them here: a file is made only under a claim).
+    fn mapped(&self) -> std::io::Result<Option<Mmap>> {
+        match &self.file {
+            Some(file) => map(file, self.written),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the body came whole into its file and its MD5 is asked for.
+    fn to_hash(&self, failure: &Option<String>) -> bool {
+        self.job.hash && failure.is_none() && self.failed.is_none() && !self.cancelled
+    }
+
+    /// The body ended: the file given its time and landed if right (`md5`: its bytes' MD5, when
+    /// asked); or, when the body was cut, removed (the item is fetched again, maybe into the same
+    /// path).
+    fn finish(mut self, tickets: &Tickets, failure: Option<String>, md5: Option<std::io::Result<[u8; 16]>>) -> Outcome {
+        let ticket = self.job.ticket;
+        if self.cancelled || !tickets.claim(ticket) {
+            return Outcome::Store { message: "cancelled".into() };
+        }
+        let outcome = if let Some(err) = self.failed.take() {
+            disk(&err)
+        } else if let Some(message) = failure {
+            if self.file.take().is_some() {
+                let _ = std::fs::remove_file(&self.job.path);
+            }
+            Outcome::Store { message }
+        } else {
+            let mtime = self.job.mtime;
+            match (self.file().and_then(|file| set_time(file, mtime)), md5.transpose()) {
+                (Ok(()), Ok(md5)) => {
+                    self.file = None; // closed before it lands
+                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.path, landing, self.written, md5.as_ref()));
+                    Outcome::Written { written: self.written, md5, landed }
+                }
+                (Err(err), _) | (_, Err(err)) => disk(&err),
+            }
+        };
+        tickets.release(ticket, true);
+        outcome
+    }
+}
+
+/// The MD5 of each whole body whose MD5 is asked for (None for the others), read back from its
+/// file (in the page cache: just written) through a mapping, side by side in SIMD lanes.
+fn hash_files(ended: &[(Stream, Option<String>)]) -> Vec<Option<std::io::Result<[u8; 16]>>> {
+    let mapped: Vec<Option<std::io::Result<Option<Mmap>>>> = ended
+        .iter()
+        .map(|(stream, failure)| stream.to_hash(failure).then(|| stream.mapped()))
+        .collect();
+    let inputs: Vec<&[u8]> = mapped.iter().flatten().flatten().map(|mapping| mapping.as_deref().unwrap_or_default()).collect();
+    let mut digests = md5_of(&inputs).into_iter();
+    mapped
+        .into_iter()
+        .map(|mapping| mapping.map(|mapping| mapping.map(|_| digests.next().expect("one digest per body read"))))
+        .collect()
+}
+
+/// The file's first `size` bytes, mapped and read in ahead; None for an empty one.
+fn map(file: &File, size: u64) -> std::io::Result<Option<Mmap>> {
+    if size == 0 {
+        return Ok(None);
+    }
+    // Safety: the file is this thread's own, written and not landed yet; nothing else writes it.
+    unsafe { MmapOptions::new().len(size as usize).populate().map(file) }.map(Some)
 }
 
 /// The writer thread, stopped and joined when dropped.
@@ -214,7 +375,7 @@ struct WriterThread {
 
 impl WriterThread {
     fn start(tickets: Arc<Tickets>, outbox: Arc<Outbox<Outcome>>) -> std::io::Result<Self> {
-        let writer = Arc::new(Writer { waiting: Mutex::default(), changed: Condvar::new() });
+        let writer = Arc::new(Writer::new());
         let thread = std::thread::Builder::new().name("s3bulk-writer".into()).spawn({
             let writer = writer.clone();
             move || writer.serve(&tickets, &outbox)
@@ -359,42 +520,48 @@ impl Gets {
     }
 }
 
-/// The job's body fetched; a small one written, hashed and landed here (its outcome), a larger
-/// one handed to the writer thread (None: the writer gives its outcome).
+/// The job's body fetched: a small one written, hashed and landed here (its outcome), a larger
+/// one streamed to the writer thread as it comes (None: the writer gives its outcome).
 async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer) -> Option<(u64, Outcome)> {
     let ticket = job.ticket;
-    let large = job.end > LANES_MIN as u64; // the body asked for is at most end - 1 bytes long
-    let (body, arriving) = get(store, &job.key, job.end, large.then_some(writer)).await;
-    let body = match body {
-        Ok(body) => body,
+    let answer = match get(store, &job.key, job.end).await {
+        Ok(answer) => answer,
         Err(message) => {
-            tickets.failed(ticket);
+            tickets.done(ticket);
             return Some((ticket, Outcome::Store { message }));
         }
     };
-    if body.len() >= LANES_MIN {
-        writer.hand(job, body);
-        drop(arriving); // handed first: the writer, told none is arriving, finds it waiting
+    if job.end > STREAM_MIN {
+        stream_to(writer, job, answer).await;
         return None;
     }
+    let body = match answer.bytes().await {
+        Ok(body) => body,
+        Err(err) => {
+            tickets.done(ticket);
+            return Some((ticket, Outcome::Store { message: described(err) }));
+        }
+    };
     let md5 = job.hash.then(|| md5_of(&[&body[..]])[0]);
     Some((ticket, write_and_land(tickets, &job, &body, md5)))
 }
 
-/// A body the writer may wait for: counted while it arrives (until dropped).
-struct Arriving<'a>(&'a Writer);
-
-impl<'a> Arriving<'a> {
-    fn new(writer: &'a Writer) -> Self {
-        writer.arriving(1);
-        Arriving(writer)
-    }
-}
-
-impl Drop for Arriving<'_> {
-    fn drop(&mut self) {
-        self.0.arriving(-1);
-    }
+/// The body's chunks to the writer thread as they come, each once there is room for it.
+async fn stream_to(writer: &Writer, job: Job, answer: GetResult) {
+    let ticket = job.ticket;
+    writer.send(Piece::Start(job));
+    let mut body = answer.into_stream();
+    let failure = loop {
+        match body.next().await {
+            None => break None,
+            Some(Ok(chunk)) => match writer.room(chunk.len()).await {
+                Some(room) => writer.send(Piece::Chunk(ticket, chunk, room)),
+                None => break Some("closed".to_string()),
+            },
+            Some(Err(err)) => break Some(described(err)),
+        }
+    };
+    writer.send(Piece::End(ticket, failure));
 }
 
 /// The body into the job's file, landed if right; nothing if the job was cancelled.
@@ -407,10 +574,14 @@ fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16
             let landed = job.landing.as_ref().is_some_and(|landing| land(&job.path, landing, body.len() as u64, md5.as_ref()));
             Outcome::Written { written: body.len() as u64, md5, landed }
         }
-        Err(err) => Outcome::Disk { errno: err.raw_os_error().unwrap_or(0), message: err.to_string() },
+        Err(err) => disk(&err),
     };
-    tickets.release(job.ticket);
+    tickets.release(job.ticket, true);
     outcome
+}
+
+fn disk(err: &std::io::Error) -> Outcome {
+    Outcome::Disk { errno: err.raw_os_error().unwrap_or(0), message: err.to_string() }
 }
 
 /// The MD5 of each body, side by side in SIMD lanes.
@@ -440,31 +611,35 @@ fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>) -> 
     true
 }
 
-/// The bytes `0..end` of `key`, or the error in obstore's words (errors.classify reads them);
-/// `writer` (when given) counts the body as arriving from its first byte on.
-async fn get<'a>(store: &AmazonS3, key: &str, end: u64, writer: Option<&'a Writer>) -> (Result<Bytes, String>, Option<Arriving<'a>>) {
-    let path = match ObjectPath::parse(key) {
-        Ok(path) => path,
-        Err(err) => return (Err(format!("Could not parse path: {err}")), None),
-    };
+/// The answer to a GET of the bytes `0..end` of `key` (its body still to come), or the error in
+/// obstore's words (errors.classify reads them).
+async fn get(store: &AmazonS3, key: &str, end: u64) -> Result<GetResult, String> {
+    let path = ObjectPath::parse(key).map_err(|err| format!("Could not parse path: {err}"))?;
     let options = GetOptions { range: Some(GetRange::Bounded(0..end)), ..Default::default() };
-    let (body, arriving) = match store.get_opts(&path, options).await {
-        Ok(result) => {
-            let arriving = writer.map(Arriving::new);
-            (result.bytes().await, arriving)
-        }
-        Err(err) => (Err(err), None),
-    };
-    (body.map_err(|err| format!("{err}\n\nDebug source:\n{err:#?}")), arriving)
+    store.get_opts(&path, options).await.map_err(described)
+}
+
+fn described(err: object_store::Error) -> String {
+    format!("{err}\n\nDebug source:\n{err:#?}")
+}
+
+/// A new file at `path`, empty.
+fn new_file(path: &str) -> std::io::Result<File> {
+    OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o666).open(path)
+}
+
+/// The file given the time `mtime` (when not 0).
+fn set_time(file: &File, mtime: f64) -> std::io::Result<()> {
+    if mtime == 0.0 {
+        return Ok(());
+    }
+    let time = SystemTime::UNIX_EPOCH + Duration::from_secs_f64(mtime.max(0.0));
+    file.set_times(FileTimes::new().set_modified(time).set_accessed(time))
 }
 
 /// `data` into a new file at `path`, given the time `mtime` (when not 0) before it is closed.
 fn write_file(path: &str, data: &[u8], mtime: f64) -> std::io::Result<()> {
-    let mut file: File = OpenOptions::new().write(true).create(true).truncate(true).mode(0o666).open(path)?;
+    let mut file = new_file(path)?;
     file.write_all(data)?;
-    if mtime != 0.0 {
-        let time = SystemTime::UNIX_EPOCH + Duration::from_secs_f64(mtime.max(0.0));
-        file.set_times(FileTimes::new().set_modified(time).set_accessed(time))?;
-    }
-    Ok(())
+    set_time(&file, mtime)
 }

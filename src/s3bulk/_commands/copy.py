@@ -32,7 +32,7 @@ from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
-from s3bulk._stores.storage import Parts, Storage
+from s3bulk._stores.storage import Parts, Storage, bytes_held
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -504,6 +504,8 @@ class CopyJob:
     def cost(self, item: TransferItem) -> int:
         if self.options.dry_run or (self.direction == "copy" and not self._relayed):  # server-side
             return 0
+        if self.direction == "download":  # a body streamed into its file holds a chunk
+            return bytes_held(item.source, item.size, item.etag, self.parts)
         if item.size > self.options.multipart_threshold:
             return self.options.part_size * self.options.part_concurrency
         return item.size

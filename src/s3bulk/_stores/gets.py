@@ -6,8 +6,9 @@ that hand-off (a thread woken, the GIL taken from the loop) was most of a 4 KiB 
 time: 13 futex calls per object. Here the GETs an event-loop turn asks for go over in one call,
 a runtime thread of the native part fetches them (object_store, the crate under obstore,
 configured by the same `store_options`), writes each body into its temporary file with the
-object's time and hashes it (from 16 KiB on a writer thread, in SIMD lanes with the bodies that
-came in with it), lands it when its size and MD5 are the ones expected, and one
+object's time and hashes it (from 16 KiB streamed to a writer thread chunk by chunk, and hashed
+in SIMD lanes with the bodies that ended with it), lands it when its size and MD5 are the ones
+expected (a body cut short leaves no file), and one
 wake-up of the loop hands back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
 killed outright leaves behind (tests/test_journal.py); a file that cannot land there (a

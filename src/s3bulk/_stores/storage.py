@@ -75,8 +75,7 @@ STREAM_CHUNK = 256 * 1024
 # Bodies up to this size arrive whole, in one ranged GET, and are written with one call.
 # Streaming a 1 MiB body in 256 KiB chunks costs an await and a Rust-to-Python crossing per
 # chunk; measured on 400 x 1 MiB downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user
-# CPU s. The byte budget counts the whole body as the item's cost either way, so memory stays
-# bounded.
+# CPU s. (Under a single-part ETag or none, the native part streams them: `bytes_held`.)
 WHOLE_BODY_MAX = 8 * MiB
 # Bodies obstore fetched (under a multipart ETag) up to this size are written by the event loop
 # itself; larger ones by a thread, so the loop keeps dispatching while the kernel copies them (a
@@ -86,6 +85,15 @@ SMALL_BODY_MAX = 256 * 1024
 # costs less to hash at once (4 KiB: 5 us) than to gather. Downloads are hashed in lanes by the
 # native batch GETs (gets.py, native/src/gets.rs).
 LANES_MIN = 16 * 1024
+# Downloads from this size up to WHOLE_BODY_MAX, under a single-part ETag or none, are streamed
+# into their files chunk by chunk by the native part's writer thread (native/src/gets.rs:
+# STREAM_MIN, the same size), whose queue holds at most 4 MiB of chunks per bucket.
+STREAMED_MIN = 16 * 1024
+# What one of those holds while it runs, for the byte budget: its connection's read buffer (up
+# to 408 KiB in hyper) and its chunks waiting for the writer; measured on 2,000 x 1 MiB, peak RSS
+# grew ~0.6 MiB per GET in flight from 16 to 32 (bench/RESULTS.md, issue 19's twelfth session).
+# Counting the whole body capped the GETs in flight at budget / size, too few at 20 ms RTT.
+STREAMED_HELD = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,18 @@ class Parts:
     size: int = 8 * MiB
     in_flight: int = 8
     threshold: int = 64 * MiB
+
+
+def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
+    """What downloading this object holds in memory while it runs, for the byte budget: its parts
+    in flight when it comes in ranges, `STREAMED_HELD` when the native part streams it into its
+    file (`_fetch_into` and `_fetch_whole` pick the way the same way), else its size."""
+    if size > parts.threshold:
+        return parts.size * parts.in_flight
+    streamed = STREAMED_MIN <= size <= WHOLE_BODY_MAX and (not etag or single_part_md5(etag) is not None)
+    if streamed and obstore_can_address(key):
+        return min(size, STREAMED_HELD)
+    return size
 
 
 @dataclass(slots=True)
@@ -371,8 +391,8 @@ class Storage:
         self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
         """`_fetch_whole` under a single-part ETag (or none): fetched, written, hashed and, when
-        right, landed by the native part, many per hand-off (`gets.py`); from 16 KiB hashed in
-        SIMD lanes with the bodies that came in with it, by a writer thread of its own."""
+        right, landed by the native part, many per hand-off (`gets.py`); from 16 KiB streamed to
+        a writer thread of its own, and hashed in SIMD lanes with the bodies that ended with it."""
         gets = self._gets.get(bucket)
         if gets is None:
             gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
