@@ -504,7 +504,7 @@ class CopyJob:
     def cost(self, item: TransferItem) -> int:
         if self.options.dry_run or (self.direction == "copy" and not self._relayed):  # server-side
             return 0
-        if self.direction == "download":  # a body streamed into its file holds a chunk
+        if self.direction == "download":  # a body streamed into its file is not held whole
             return bytes_held(item.source, item.size, item.etag, self.parts)
         if item.size > self.options.multipart_threshold:
             return self.options.part_size * self.options.part_concurrency
