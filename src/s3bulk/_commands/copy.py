@@ -16,6 +16,7 @@ import stat
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, location, patterns
@@ -496,8 +497,9 @@ class CopyJob:
         assert self._source_storage is not None, "the job is not open in this worker"
         return self._source_storage
 
-    @property
+    @cached_property
     def parts(self) -> Parts:
+        """Made once: every item's cost and transfer asks for it."""
         options = self.options
         return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
 
