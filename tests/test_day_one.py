@@ -389,6 +389,66 @@ def test_max_memory_holds_for_large_objects(minio: Endpoint, person: Person, her
     assert all((here / "back" / name).stat().st_size == 100 * MiB for name in ("f0.bin", "f1.bin", "f2.bin"))
 
 
+def test_a_large_upload_reads_its_parts_as_they_are_sent(minio: Endpoint, person: Person, here: Path) -> None:
+    """Five 40 MiB parts in flight hold a chunk or two each, not 200 MiB: the parts are read from
+    the file as they are sent (native/src/filebody.rs), and the object is the file."""
+    bucket = new_bucket(minio)
+    data = os.urandom(200 * MiB)
+    (here / "huge.bin").write_bytes(data)
+    wide = ["--part-size", "40MiB", "--max-in-flight", "200MiB"]
+    code, peak, err = peak_group_rss(person.env, ["cp", *wide, "huge.bin", f"s3://{bucket}/h/huge.bin"], here)
+    assert code == 0, err
+    assert peak < 120 * MiB, peak / MiB  # ~55 MiB: the interpreter, its clients and a chunk a part
+    head = minio.client().head_object(Bucket=bucket, Key="h/huge.bin")
+    assert (head["ContentLength"], head["ETag"].endswith('-5"')) == (200 * MiB, True)
+    body = minio.client().get_object(Bucket=bucket, Key="h/huge.bin")["Body"].read()
+    assert sha256(body) == sha256(data)
+
+
+def test_an_anonymous_large_upload_sends_each_part_with_its_content_md5(
+    minio: Endpoint, person: Person, here: Path
+) -> None:
+    """Unsigned, a part read from its file carries its MD5 (Content-MD5, which the service checks)
+    instead of a signed SHA-256: into a bucket anyone may write, the object is the file."""
+    bucket = new_bucket(minio)
+    public = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": ["*"]},
+                "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                "Resource": [f"arn:aws:s3:::{bucket}/*"],
+            }
+        ],
+    }
+    minio.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(public))
+    data = os.urandom(13 * MiB)
+    (here / "open.bin").write_bytes(data)
+    done = person.run("cp", "--no-sign-request", *LARGE, "open.bin", f"s3://{bucket}/open.bin", cwd=here)
+    assert done.returncode == 0, done.stderr
+    head = minio.client().head_object(Bucket=bucket, Key="open.bin")
+    assert head["ETag"].endswith('-3"'), head["ETag"]
+    assert sha256(minio.client().get_object(Bucket=bucket, Key="open.bin")["Body"].read()) == sha256(data)
+
+
+def test_a_file_that_shrinks_mid_upload_fails_once_in_plain_words(
+    minio: Endpoint, person: Person, here: Path, held: S3ThrottlingProxy
+) -> None:
+    """A file cut short while its parts are being sent: the upload fails with one line naming the
+    file (not "unhandled errors in a TaskGroup"), exit 1, and leaves no upload behind."""
+    bucket = new_bucket(minio)
+    (here / "log.bin").write_bytes(os.urandom(40 * MiB))
+    one_at_a_time = ["--multipart-threshold", "6MiB", "--part-size", "5MiB", "--max-in-flight", "5MiB"]
+    process = start_held(person, held, 3, "cp", *one_at_a_time, "log.bin", f"s3://{bucket}/log.bin", cwd=here)
+    os.truncate(here / "log.bin", MiB)
+    held.release()
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    assert "log.bin shrank while it was being uploaded" in stderr and "TaskGroup" not in stderr, stderr
+    assert minio.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
 # ---- 8. large server-side copies keep every attribute -------------------------------------------
 def test_a_copy_in_parts_keeps_the_source_s_attributes(minio: Endpoint, person: Person, here: Path) -> None:
     bucket = new_bucket(minio)

@@ -174,6 +174,20 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     assert bytes_held("k", 100 * 1024**2, single, parts) == 32 * 1024**2
 
 
+def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:
+    """A file above the threshold is sent in parts read from it as they go (native/src/
+    filebody.rs), each counted at what it holds, not its size; a small file is read whole; a
+    key only aiohttp can send (a dot segment) has its parts read whole and counted so."""
+    from s3bulk._stores.storage import STREAMED_HELD, Parts, upload_held
+
+    parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
+    assert upload_held("k", 100 * 1024**2, parts) == 4 * STREAMED_HELD
+    assert upload_held("a b/%2e/k", 100 * 1024**2, parts) == 4 * STREAMED_HELD  # "%2e" is a name
+    assert upload_held("k", 10 * 1024**2, parts) == 10 * 1024**2
+    assert upload_held("a/./k", 100 * 1024**2, parts) == 32 * 1024**2
+    assert upload_held("a/../k", 100 * 1024**2, parts) == 32 * 1024**2
+
+
 def test_byte_budget_serves_waiters_in_order_and_a_cancelled_waiter_holds_nothing() -> None:
     from s3bulk._engine.budget import ByteBudget
 

@@ -12,10 +12,13 @@
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
+use futures_util::TryStreamExt;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::{ClientConfigKey, ClientOptions};
@@ -23,6 +26,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
+use crate::filebody::{Digest, FileRange};
 use crate::wake::{Outbox, Runner};
 
 /// One request: sent as it is, signed first when `credentials` are given.
@@ -31,8 +35,16 @@ struct Request {
     method: String,
     url: String,
     headers: Vec<(String, String)>,
-    body: Bytes, // Python's bytes object itself, held (not copied) until the request is done
+    body: Body,
     signing: Option<Signing>,
+}
+
+/// What a request sends.
+enum Body {
+    /// Python's bytes object itself, held (not copied) until the request is done.
+    Bytes(Bytes),
+    /// A range of a file, read as it is sent (`filebody`).
+    File(FileRange),
 }
 
 /// What SigV4 needs besides the request: who signs, for which service and region, and the
@@ -43,6 +55,17 @@ struct Signing {
     region: String,
     body_sha256: Option<Vec<u8>>,
 }
+
+/// A body as Python gives it: bytes, or (path, offset, length) of a file.
+#[derive(FromPyObject)]
+enum BodyArg {
+    Bytes(PyBackedBytes),
+    File((PathBuf, u64, u64)),
+}
+
+/// `Signing` as Python gives it: ((key id, secret, token or None), service, region, body's
+/// SHA-256 or None).
+type SigningFields = ((String, String, Option<String>), String, String, Option<Vec<u8>>);
 
 /// An answer (status, headers with names in lower case, body), or why none came: whether no
 /// connection was made, and the client's words.
@@ -64,15 +87,20 @@ impl Http {
     /// `client_options`: obstore's client options as text (`allow_http`, `timeout`, ...).
     #[new]
     fn new(client_options: HashMap<String, String>) -> PyResult<Self> {
-        let options = options_from(client_options)?;
+        let options = options_from(client_options.clone())?;
         let client = ReqwestConnector::default().connect(&options).map_err(|err| PyValueError::new_err(err.to_string()))?;
+        let streaming = Arc::new(Streaming { options: client_options, client: OnceLock::new() });
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let runner = Runner::start("s3bulk-http", outbox.clone(), move |request: Request| {
-            let client = client.clone();
+            let (client, streaming) = (client.clone(), streaming.clone());
             async move {
                 let ticket = request.ticket;
-                Some((ticket, send(&client, request).await.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
+                let answer = match request.body {
+                    Body::File(_) => send_file(&streaming, request).await,
+                    Body::Bytes(_) => send(&client, request).await,
+                };
+                Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
             }
         })?;
         Ok(Http { runner, outbox, watched })
@@ -83,23 +111,20 @@ impl Http {
         self.watched.as_raw_fd()
     }
 
-    /// Send requests: (ticket, method, url, headers, body, signing or None) each, signing as
-    /// ((key id, secret, token or None), service, region, body's SHA-256 or None).
+    /// Send requests: (ticket, method, url, headers, body, signing or None) each, body as bytes
+    /// or as (path, offset, length): a range of a file, read as it is sent (its SHA-256 found
+    /// here; unsigned, its MD5 goes as Content-MD5), signing as ((key id, secret, token or
+    /// None), service, region, body's SHA-256 or None).
     #[allow(clippy::type_complexity)]
-    fn submit(
-        &self,
-        requests: Vec<(u64, String, String, Vec<(String, String)>, PyBackedBytes, Option<((String, String, Option<String>), String, String, Option<Vec<u8>>)>)>,
-    ) -> PyResult<()> {
+    fn submit(&self, requests: Vec<(u64, String, String, Vec<(String, String)>, BodyArg, Option<SigningFields>)>) -> PyResult<()> {
         let sent = requests
             .into_iter()
             .map(|(ticket, method, url, headers, body, signing)| {
-                let signing = signing.map(|((key_id, secret_key, token), service, region, body_sha256)| Signing {
-                    credential: AwsCredential { key_id, secret_key, token },
-                    service,
-                    region,
-                    body_sha256,
-                });
-                Request { ticket, method, url, headers, body: Bytes::from_owner(body), signing }
+                let body = match body {
+                    BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
+                    BodyArg::File((path, offset, length)) => Body::File(FileRange { path, offset, length }),
+                };
+                Request { ticket, method, url, headers, body, signing: signing.map(signing_from) }
             })
             .collect();
         self.runner.send(sent)
@@ -125,26 +150,35 @@ impl Http {
     }
 }
 
-/// The request signed and sent; Err: it could not be built (a header that is not valid).
-async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
-    let mut built: HttpRequest = http::Request::builder()
-        .method(request.method.as_str())
-        .uri(request.url.as_str())
-        .body(HttpRequestBody::from(request.body))
-        .map_err(|err| err.to_string())?;
-    for (name, value) in &request.headers {
+fn signing_from(((key_id, secret_key, token), service, region, body_sha256): SigningFields) -> Signing {
+    Signing { credential: AwsCredential { key_id, secret_key, token }, service, region, body_sha256 }
+}
+
+/// The request as object_store's client and signer take it, headers added and signed (with
+/// `digest`, the body's SHA-256, when the caller has it); Err: a header that is not valid.
+fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], digest: Option<&[u8]>) -> Result<HttpRequest, String> {
+    let mut built: HttpRequest =
+        http::Request::builder().method(request.method.as_str()).uri(request.url.as_str()).body(body).map_err(|err| err.to_string())?;
+    for (name, value) in request.headers.iter().chain(extra) {
         let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|err| err.to_string())?;
         let value = http::HeaderValue::from_str(value).map_err(|err| err.to_string())?;
         built.headers_mut().insert(name, value);
     }
     if let Some(signing) = &request.signing {
         AwsAuthorizer::new(&signing.credential, &signing.service, &signing.region)
-            .try_authorize(&mut built, signing.body_sha256.as_deref())
+            .try_authorize(&mut built, digest.or(signing.body_sha256.as_deref()))
             .map_err(|err| err.to_string())?;
     }
+    Ok(built)
+}
+
+/// The request signed and sent; Err: it could not be built (a header that is not valid).
+async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
+    let Body::Bytes(body) = &request.body else { return Err("a file body goes through send_file".into()) };
+    let built = signed(&request, HttpRequestBody::from(body.clone()), &[], None)?;
     let response = match client.execute(built).await {
         Ok(response) => response,
-        Err(err) => return Ok(failed(err.kind(), &err)),
+        Err(err) => return Ok(failed(matches!(err.kind(), HttpErrorKind::Connect), &err)),
     };
     let status = response.status().as_u16();
     let headers = response
@@ -154,15 +188,96 @@ async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
         .collect();
     match response.into_body().bytes().await {
         Ok(body) => Ok(Answer::Reply { status, headers, body }),
-        Err(err) => Ok(failed(err.kind(), &err)),
+        Err(err) => Ok(failed(false, &err)),
     }
+}
+
+/// The client for bodies read from files as they are sent, which object_store's client cannot
+/// send (its bodies are whole in memory): reqwest, under it, configured from the same options
+/// when the first such request comes.
+struct Streaming {
+    options: HashMap<String, String>,
+    client: OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl Streaming {
+    fn client(&self) -> Result<&reqwest::Client, String> {
+        self.client.get_or_init(|| streaming_client(&self.options)).as_ref().map_err(Clone::clone)
+    }
+}
+
+/// A request whose body is a range of a file: hashed first (by a blocking-pool thread), then
+/// signed with that hash and sent as the file is read.
+async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, String> {
+    let Body::File(range) = &request.body else { return Err("a bytes body goes through send".into()) };
+    let (range, signed_payload) = (range.clone(), request.signing.is_some());
+    let hashed = tokio::task::spawn_blocking({
+        let range = range.clone();
+        move || range.digest(signed_payload)
+    })
+    .await
+    .map_err(|err| err.to_string())?;
+    let (digest, file) = match hashed {
+        Ok(hashed) => hashed,
+        Err(err) => return Ok(Answer::Failed { unreachable: false, message: format!("cannot read {}: {err}", range.path.display()) }),
+    };
+    let mut extra = vec![("content-length".to_owned(), range.length.to_string())];
+    let sha256 = match &digest {
+        Digest::Sha256(sha256) => Some(sha256.as_slice()),
+        Digest::Md5(md5) => {
+            extra.push(("content-md5".to_owned(), BASE64_STANDARD.encode(md5)));
+            None
+        }
+    };
+    let built = signed(&request, HttpRequestBody::empty(), &extra, sha256)?;
+    let client = streaming.client()?;
+    let (parts, _) = built.into_parts();
+    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).map_err(|err| err.to_string())?;
+    let body = reqwest::Body::wrap_stream(range.chunks(file));
+    let response = match client.request(method, parts.uri.to_string()).headers(parts.headers).body(body).send().await {
+        Ok(response) => response,
+        Err(err) => return Ok(failed(err.is_connect(), &err)),
+    };
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect();
+    match response.bytes_stream().try_collect::<Vec<Bytes>>().await {
+        Ok(chunks) => Ok(Answer::Reply { status, headers, body: Bytes::from(chunks.concat()) }),
+        Err(err) => Ok(failed(false, &err)),
+    }
+}
+
+/// reqwest's client as object_store's `ClientOptions::client` would build it from the options
+/// s3bulk sets (`_stores/objects.client_options`).
+fn streaming_client(options: &HashMap<String, String>) -> Result<reqwest::Client, String> {
+    let duration = |name: &str| options.get(name).map(|text| humantime::parse_duration(text).map_err(|err| format!("{name}: {err}"))).transpose();
+    let flag = |name: &str| options.get(name).is_some_and(|text| text == "true");
+    let mut builder = reqwest::Client::builder().user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION")));
+    if let Some(timeout) = duration("timeout")? {
+        builder = builder.timeout(timeout);
+    }
+    if let Some(timeout) = duration("connect_timeout")? {
+        builder = builder.connect_timeout(timeout);
+    }
+    if let Some(timeout) = duration("read_timeout")? {
+        builder = builder.read_timeout(timeout);
+    }
+    if let Some(most) = options.get("pool_max_idle_per_host") {
+        builder = builder.pool_max_idle_per_host(most.parse().map_err(|_| format!("pool_max_idle_per_host: {most}"))?);
+    }
+    if flag("allow_invalid_certificates") {
+        builder = builder.danger_accept_invalid_certs(true);
+    }
+    builder.https_only(!flag("allow_http")).build().map_err(|err| err.to_string())
 }
 
 /// Why no answer came, in the client's words: for a connection never made, only the innermost
 /// cause ("tcp connect error: Connection refused (os error 111)"), which says it all; else each
 /// cause the message does not already hold.
-fn failed(kind: HttpErrorKind, err: &dyn std::error::Error) -> Answer {
-    let unreachable = matches!(kind, HttpErrorKind::Connect);
+fn failed(unreachable: bool, err: &dyn std::error::Error) -> Answer {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -3,10 +3,12 @@
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 //! - `gets`: GETs of small objects into files, handed over in batches rather than one by one.
-//! - `http`: the signed client's requests (listings, multipart steps), sent the same way.
+//! - `http`: the signed client's requests (listings, multipart steps), sent the same way;
+//!   `filebody`: a multipart upload's part read from its file as it is sent.
 
 use pyo3::prelude::*;
 
+mod filebody;
 mod gets;
 mod http;
 mod md5;

@@ -33,7 +33,7 @@ from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
-from s3bulk._stores.storage import Parts, Storage, bytes_held
+from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -508,7 +508,9 @@ class CopyJob:
             return 0
         if self.direction == "download":  # a body streamed into its file is not held whole
             return bytes_held(item.source, item.size, item.etag, self.parts)
-        if item.size > self.options.multipart_threshold:
+        if self.direction == "upload":  # a large file's parts are read as they are sent
+            return upload_held(item.destination, item.size, self.parts)
+        if item.size > self.options.multipart_threshold:  # a relay holds its parts in flight
             return self.options.part_size * self.options.part_concurrency
         return item.size
 

@@ -26,7 +26,7 @@ from s3bulk._errors import ItemError, S3Error
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.manifest import check_manifest
 from s3bulk._stores.attributes import NO_ATTRIBUTES
-from s3bulk._stores.storage import Parts, Storage, bytes_held
+from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
 from s3bulk._urls import local_target_path, parse_s3
 
 MiB = 1024 * 1024
@@ -267,7 +267,7 @@ class RunJob:
             return 0  # nothing passes through: a delete, a server-side copy
         if item.source.startswith("s3://"):  # a download: a body streamed into its file is not held whole
             return bytes_held(parse_s3(item.source).key, item.size, item.etag, self.parts)
-        return min(item.size, self.parts.size * self.parts.in_flight)
+        return upload_held(parse_s3(item.destination).key, item.size, self.parts)  # an upload
 
     def describe(self, item: Line) -> tuple[str, str, int]:
         return item.source, item.destination, item.size

@@ -11,13 +11,17 @@ the storage seam (`stores.storage`) wraps each request with the one retry policy
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import functools
+import hashlib
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
 from s3bulk._errors import S3Error, transient
 from s3bulk._stores import native_http
+from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import Meter
 
@@ -26,6 +30,17 @@ if TYPE_CHECKING:
 
 # aiohttp is imported when the first request is sent, not with this module: it costs ~0.2 s,
 # and a command that never sends a signed request (a help text, a local gather) never pays it.
+
+
+async def content_md5(body: bytes | bytearray | memoryview) -> str:
+    """The Content-MD5 of a body this client sends, which the service checks before it stores
+    anything (the signer leaves HTTPS payloads unsigned, so this is what catches a body changed
+    on the way); a large body is hashed by a thread, beside the event loop."""
+    if len(body) > 256 * 1024:
+        digest = await asyncio.to_thread(lambda: hashlib.md5(body, usedforsecurity=False).digest())
+    else:
+        digest = hashlib.md5(body, usedforsecurity=False).digest()
+    return base64.b64encode(digest).decode()
 
 
 class SignedHttp:
@@ -102,16 +117,22 @@ class SignedHttp:
         url: str,
         *,
         headers: dict[str, str] | None = None,
-        body: bytes | bytearray | memoryview = b"",
+        body: Body = b"",
         what: str = "",
         region: str | None = None,
         body_sha256: str | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One signed request (for `region`, else the settings'), counted as `kind`; an error
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
-        unreachable when no connection was made)."""
+        unreachable when no connection was made). A `FileRange` body is read as it is sent by
+        the native part, which checks it by its signed SHA-256 (or its Content-MD5, unsigned);
+        elsewhere it is read first and sent with its Content-MD5."""
         self.meter.requests[kind] += 1
-        if self.native and native_http.sendable(url):
+        native = self.native and native_http.sendable(url)
+        if isinstance(body, FileRange) and not native:
+            body = await asyncio.to_thread(body.read)
+            headers = {**(headers or {}), "Content-MD5": await content_md5(body)}
+        if native:
             try:
                 status, reply_headers, payload = await self._native().send(
                     method, url, headers or {}, body, self._signing(region, body_sha256)
@@ -120,6 +141,7 @@ class SignedHttp:
                 said = f"cannot connect to {url.split('/')[2]}: {exc}" if exc.unreachable else str(exc)
                 raise transient(f"{what or kind}: {said}", str(exc), exc.unreachable) from None
         else:
+            assert not isinstance(body, FileRange)  # read above
             status, reply_headers, payload = await self._send_aiohttp(
                 kind, method, url, headers or {}, body, what, region, body_sha256
             )

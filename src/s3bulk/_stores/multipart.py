@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
 
 T = TypeVar("T")
@@ -100,6 +101,17 @@ async def _upload(
     hooks.ended(upload_id)
 
 
+@contextlib.asynccontextmanager
+async def _tasks() -> AsyncIterator[asyncio.TaskGroup]:
+    """A TaskGroup for the parts of one upload whose first failure is raised as itself: it is
+    what the user reads ("BadDigest: ..."), not "unhandled errors in a TaskGroup"."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+
+
 # Sends part `number` (bytes first..last, inclusive) of the upload `upload_id`; returns its ETag.
 SendPart = Callable[[str, int, int, int], Awaitable[str]]
 
@@ -136,7 +148,7 @@ async def _in_parts(
                 return etag
 
         starts = range(0, size, part_size) if size else range(1)
-        async with asyncio.TaskGroup() as group:
+        async with _tasks() as group:
             tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
         etags = [task.result() for task in tasks]
         await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
@@ -156,7 +168,8 @@ async def upload_file(
     retry: Retry,
     pace_bytes: Callable[[int], Awaitable[None]] | None = None,
 ) -> None:
-    """Upload a local file in parts, `concurrency` parts in memory at once; each part first
+    """Upload a local file in parts, `concurrency` at once, each read from the file as it is
+    sent (`FileRange`: a chunk or two of each in memory, not the part); each part first
     waits for its bytes under a --bwlimit (`pace_bytes`). An upload of this key that an earlier
     run left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay."""
     descriptor = os.open(path, os.O_RDONLY)
@@ -172,10 +185,10 @@ async def upload_file(
     async def send(upload_id: str, number: int, first: int, last: int) -> str:
         if pace_bytes is not None:
             await pace_bytes(last - first + 1)
-        body = await asyncio.to_thread(os.pread, descriptor, last - first + 1, first)
-        if len(body) != last - first + 1:
+        if os.fstat(descriptor).st_size <= last:  # else retried, and failing the same way
             raise ItemError(f"{path} shrank while it was being uploaded", retryable=False)
-        return await client.upload_part(bucket, key, upload_id, number, body)
+        part = FileRange(path, first, last - first + 1)
+        return await client.upload_part(bucket, key, upload_id, number, part)
 
     try:
         await _in_parts(
@@ -360,7 +373,7 @@ async def upload_stream(
             finally:
                 slots.release()
 
-        async with asyncio.TaskGroup() as group:
+        async with _tasks() as group:
             number = 0
             while body:
                 number += 1

@@ -15,7 +15,9 @@ key. Those keys go through aiohttp (`sendable`).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import s3bulk_native
@@ -26,6 +28,25 @@ from s3bulk._stores.handover import Handover
 _DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?=/|\?|$)", re.IGNORECASE)
 
 Answer = tuple[int, dict[str, str], bytes]
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """A request body that is `length` bytes of the file at `path` from `offset` (a multipart
+    upload's part): the native part reads it as it sends it, so a part in flight holds a chunk
+    or two of itself, not its whole size (native/src/filebody.rs)."""
+
+    path: str
+    offset: int
+    length: int
+
+    def read(self) -> bytes:
+        """The bytes, for a request the native part cannot send; one short of them has shrunk."""
+        with open(self.path, "rb") as file:
+            return os.pread(file.fileno(), self.length, self.offset)
+
+
+Body = bytes | bytearray | memoryview | FileRange
 
 
 def sendable(url: str) -> bool:
@@ -52,13 +73,14 @@ class NativeHttp(Handover[Answer]):
         method: str,
         url: str,
         headers: dict[str, str],
-        body: bytes | bytearray | memoryview,
+        body: Body,
         signing: tuple[tuple[str, str, str | None], str, str, bytes | None] | None,
     ) -> Answer:
         """The answer (status, headers with names in lower case, body); NativeFailure when none
         came. `signing`: ((key id, secret, token), service, region, body's SHA-256 or None). A
-        bytes body is sent as it is, without a copy."""
-        fields = (method, url, list(headers.items()), bytes(body), signing)
+        bytes body is sent as it is, without a copy; a file's range is read as it is sent."""
+        sent = (body.path, body.offset, body.length) if isinstance(body, FileRange) else bytes(body)
+        fields = (method, url, list(headers.items()), sent, signing)
         return await self._handed(self._ticket(), fields)
 
     def _settle(self, future: asyncio.Future[Answer], outcome: tuple[Any, ...]) -> None:

@@ -11,33 +11,20 @@ obstore, and retries.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import hashlib
 from typing import ClassVar
 from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error
 from s3bulk._stores import s3xml
-from s3bulk._stores.http import SignedHttp
+from s3bulk._stores.http import SignedHttp, content_md5
+from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.retry import Meter
 from s3bulk._stores.s3xml import ListPage
 
 
 def quote_key(key: str) -> str:
     return quote(key, safe="/~")
-
-
-async def content_md5(body: bytes) -> str:
-    """The Content-MD5 of a body this client sends, which the service checks before it stores
-    anything (the signer leaves HTTPS payloads unsigned, so this is what catches a body changed
-    on the way); a large body is hashed by a thread, beside the event loop."""
-    if len(body) > 256 * 1024:
-        digest = await asyncio.to_thread(lambda: hashlib.md5(body, usedforsecurity=False).digest())
-    else:
-        digest = hashlib.md5(body, usedforsecurity=False).digest()
-    return base64.b64encode(digest).decode()
 
 
 def _query(params: dict[str, str]) -> str:
@@ -78,7 +65,7 @@ class S3Client(SignedHttp):
         *,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-        body: bytes = b"",
+        body: Body = b"",
         what: str = "",
         of_source: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
@@ -238,7 +225,7 @@ class S3Client(SignedHttp):
         body = s3xml.delete_objects_body(keys)
         headers = {
             "Content-Type": "application/xml",
-            "Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode(),
+            "Content-MD5": await content_md5(body),
         }
         _, _, reply = await self.request(
             "DELETE",
@@ -299,10 +286,14 @@ class S3Client(SignedHttp):
         )
         return s3xml.find_text(body, "UploadId")
 
-    async def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+    async def upload_part(
+        self, bucket: str, key: str, upload_id: str, number: int, body: bytes | FileRange
+    ) -> str:
+        """Part `number`, from memory or read from a file as it is sent (`FileRange`, which the
+        sending checks itself); returns its ETag."""
         params = {"partNumber": str(number), "uploadId": upload_id}
         what = f"upload part {number} of s3://{bucket}/{key}"
-        checked = {"Content-MD5": await content_md5(body)}
+        checked = {} if isinstance(body, FileRange) else {"Content-MD5": await content_md5(body)}
         _, headers, _ = await self.request(
             "PUT", "PUT", bucket, key, params=params, body=body, headers=checked, what=what
         )

@@ -33,6 +33,7 @@ import obstore
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
+from s3bulk._stores import native_http
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.digests import Md5Lanes
 from s3bulk._stores.etags import (
@@ -62,7 +63,7 @@ from s3bulk._stores.multipart import (
 )
 from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
-from s3bulk._stores.s3 import S3Client
+from s3bulk._stores.s3 import S3Client, quote_key
 from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, VersionInfo, xml_safe
 
 if TYPE_CHECKING:
@@ -115,6 +116,17 @@ def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
     if streamed and obstore_can_address(key):
         return min(size, STREAMED_HELD)
     return size
+
+
+def upload_held(key: str, size: int, parts: Parts) -> int:
+    """What uploading this file holds in memory while it runs, for the byte budget: a small one
+    is read whole; a large one's parts in flight are read from the file as they are sent, each
+    holding a chunk or two (`STREAMED_HELD`), except under a key only aiohttp can send (a dot
+    segment), whose parts are read whole (`http.SignedHttp.send`)."""
+    if size <= parts.threshold:
+        return size
+    streamed = native_http.sendable(f"/{quote_key(key)}")
+    return (STREAMED_HELD if streamed else parts.size) * parts.in_flight
 
 
 @dataclass(slots=True)

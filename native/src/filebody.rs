@@ -1,0 +1,95 @@
+//! A request body read from a range of a local file as it is sent: a multipart upload's part.
+//!
+//! A part read whole into memory before it went (Python's `os.pread`, then held by the request)
+//! cost its size in memory for as long as it was in flight: 3 x 100 MiB uploaded in 8 MiB parts
+//! peaked at 78 MiB against s5cmd's 20 MiB, which streams its parts from the file. Here a part is
+//! read twice, both times from the page cache a chunk at a time: once to hash it (the SHA-256
+//! that SigV4 signs, which the service checks against what it receives; the MD5 of Content-MD5
+//! when nothing is signed), then again as its chunks are written to the socket.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ::md5_many::Md5State;
+use aws_lc_rs::digest::{Context, SHA256};
+use bytes::Bytes;
+use futures_util::stream::{self, Stream};
+
+/// How much of the file is read at a time, to hash it and to send it.
+const CHUNK: usize = 256 * 1024;
+
+/// `length` bytes of the file at `path`, from `offset`.
+#[derive(Clone)]
+pub struct FileRange {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// What a body is checked by: the SHA-256 that is signed, or the MD5 sent as Content-MD5.
+pub enum Digest {
+    Sha256(Vec<u8>),
+    Md5([u8; 16]),
+}
+
+impl FileRange {
+    /// The range hashed (SHA-256 when `signed`, else MD5), read a chunk at a time, and the file
+    /// it was read from, to send it from; blocking.
+    pub fn digest(&self, signed: bool) -> io::Result<(Digest, File)> {
+        let file = File::open(&self.path)?;
+        let mut buffer = vec![0u8; CHUNK];
+        let (mut sha256, mut md5) = (Context::new(&SHA256), Md5State::new());
+        let end = self.offset + self.length;
+        let mut offset = self.offset;
+        while offset < end {
+            let wanted = CHUNK.min((end - offset) as usize);
+            read_exact_at(&file, &mut buffer[..wanted], offset, &self.path)?;
+            if signed {
+                sha256.update(&buffer[..wanted]);
+            } else {
+                md5.update(&buffer[..wanted]);
+            }
+            offset += wanted as u64;
+        }
+        let digest = if signed { Digest::Sha256(sha256.finish().as_ref().to_vec()) } else { Digest::Md5(md5.finalize()) };
+        Ok((digest, file))
+    }
+
+    /// The range of `file` as a stream of chunks, each read (by a blocking-pool thread) only
+    /// when the socket has taken the one before: a part in flight holds a chunk or two, never
+    /// itself whole.
+    pub fn chunks(self, file: File) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+        let (file, range) = (Arc::new(file), Arc::new(self));
+        stream::try_unfold(range.offset, move |offset| {
+            let (file, range) = (file.clone(), range.clone());
+            async move {
+                let end = range.offset + range.length;
+                if offset >= end {
+                    return Ok(None);
+                }
+                let wanted = CHUNK.min((end - offset) as usize);
+                let chunk = tokio::task::spawn_blocking(move || {
+                    let mut buffer = vec![0u8; wanted];
+                    read_exact_at(&file, &mut buffer, offset, &range.path)?;
+                    Ok::<_, io::Error>(Bytes::from(buffer))
+                })
+                .await
+                .map_err(io::Error::other)??;
+                Ok(Some((chunk, offset + wanted as u64)))
+            }
+        })
+    }
+}
+
+/// Fills `buffer` from `offset`; a file that ends first has shrunk since its size was taken.
+fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64, path: &std::path::Path) -> io::Result<()> {
+    file.read_exact_at(buffer, offset).map_err(|error| match error.kind() {
+        io::ErrorKind::UnexpectedEof => {
+            io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while it was being uploaded", path.display()))
+        }
+        _ => error,
+    })
+}
