@@ -59,6 +59,7 @@ def test_each_caller_gets_its_own_outcome(
     final."""
     client = minio.client()
     bodies = {f"k{n:03d}": os.urandom(n * 37 * (1 if n % 4 else 997)) for n in range(1, 120)}
+    bodies |= {f"e{n:02d}": os.urandom(300_000) for n in range(20)}  # as long as each other, in lanes
     for key, body in bodies.items():
         client.put_object(Bucket=bucket, Key=key, Body=body)
 

@@ -12,9 +12,9 @@
 //!
 //! A small body is written by the runtime thread at once. From `STREAM_MIN` a body is streamed
 //! to a writer thread (`Writer`) chunk by chunk as it comes: the writer writes each chunk into
-//! its file and hashes it side by side with the other bodies' chunks that came meanwhile, in
-//! SIMD lanes (one MD5 per body costs 8x the CPU of 16 in lanes), and lands each body when it
-//! ends. A runtime thread writing 1 MiB bodies itself stalls every connection whenever the
+//! its file; when bodies end, it reads their files back from the page cache a window at a time
+//! and hashes them side by side in SIMD lanes (one MD5 per body costs 8x the CPU of 16 in
+//! lanes), then lands each. A runtime thread writing 1 MiB bodies itself stalls every connection whenever the
 //! kernel throttles it for its dirty pages (bench/RESULTS.md, issue 19's tenth session); and a
 //! request in flight holds a chunk, not its whole body, so the byte budget need not count bodies
 //! whole (storage.py: `bytes_held`).
@@ -44,6 +44,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::md5::engine;
+use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
 use crate::http::options_from;
 
@@ -89,6 +90,8 @@ const QUEUED_MAX: usize = 4 * 1024 * 1024;
 const LANES: usize = 16;
 /// The longest a body that ended waits for others to end with it (its landing is delayed by it).
 const MAX_WAIT: Duration = Duration::from_millis(5);
+/// How much of each file is mapped at once while its MD5 is found (a multiple of the page size).
+const HASH_WINDOW: u64 = 256 * 1024;
 
 /// Which tickets' files may still be written, and which are being written. A ticket is claimed
 /// for each write into its file (a streamed body's chunk, or its landing) and released after it;
@@ -298,13 +301,10 @@ impl Stream {
         Ok(self.file.as_mut().expect("just made"))
     }
 
-    /// The bytes written, mapped back from the page cache (None: none written, and no file made
-    /// for them here: a file is made only under a claim).
-    fn mapped(&self) -> std::io::Result<Option<Mmap>> {
-        match &self.file {
-            Some(file) => map(file, self.written),
-            None => Ok(None),
-        }
+    /// The file and the bytes written into it (no file: none written, and none made for them
+    /// here: a file is made only under a claim).
+    fn written(&self) -> (Option<&File>, u64) {
+        (self.file.as_ref(), self.written)
     }
 
     /// Whether the body came whole into its file and its MD5 is asked for.
@@ -344,27 +344,51 @@ impl Stream {
 }
 
 /// The MD5 of each whole body whose MD5 is asked for (None for the others), read back from its
-/// file (in the page cache: just written) through a mapping, side by side in SIMD lanes.
+/// file (in the page cache: just written), side by side in SIMD lanes.
 fn hash_files(ended: &[(Stream, Option<String>)]) -> Vec<Option<std::io::Result<[u8; 16]>>> {
-    let mapped: Vec<Option<std::io::Result<Option<Mmap>>>> = ended
-        .iter()
-        .map(|(stream, failure)| stream.to_hash(failure).then(|| stream.mapped()))
-        .collect();
-    let inputs: Vec<&[u8]> = mapped.iter().flatten().flatten().map(|mapping| mapping.as_deref().unwrap_or_default()).collect();
-    let mut digests = md5_of(&inputs).into_iter();
-    mapped
-        .into_iter()
-        .map(|mapping| mapping.map(|mapping| mapping.map(|_| digests.next().expect("one digest per body read"))))
-        .collect()
+    let wanted: Vec<Option<(Option<&File>, u64)>> = ended.iter().map(|(stream, failure)| stream.to_hash(failure).then(|| stream.written())).collect();
+    let mut digests = md5_of_files(&wanted.iter().flatten().copied().collect::<Vec<_>>()).into_iter();
+    wanted.into_iter().map(|wanted| wanted.map(|_| digests.next().expect("one digest per body read"))).collect()
 }
 
-/// The file's first `size` bytes, mapped and read in ahead; None for an empty one.
-fn map(file: &File, size: u64) -> std::io::Result<Option<Mmap>> {
-    if size == 0 {
-        return Ok(None);
+/// The MD5 of each file's first `size` bytes, in lanes, a window of each mapped at a time: the
+/// files of 16 bodies of 1 MiB mapped whole at once added their size to the process's memory
+/// (RssFile: 41-45 MiB at the peak of a 2,000 x 1 MiB download, against 21 MiB for the
+/// interpreter alone); windows add at most 16 x `HASH_WINDOW`.
+fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>> {
+    // md5-many's fast kernel takes whole registers of streams, all given as much: the lanes no
+    // file fills hash a copy of the first lane's window, and their digests are thrown away.
+    let lanes = if files.len() > 1 { files.len().next_multiple_of(engine().lanes().max(1)) } else { 1 };
+    let mut states = vec![Md5State::new(); lanes];
+    let mut failed: Vec<Option<std::io::Error>> = files.iter().map(|_| None).collect();
+    let longest = files.iter().map(|(_, size)| *size).max().unwrap_or(0);
+    for offset in (0..longest).step_by(HASH_WINDOW as usize) {
+        let windows: Vec<Option<Mmap>> = files
+            .iter()
+            .zip(failed.iter_mut())
+            .map(|((file, size), failed)| match file {
+                Some(file) if failed.is_none() && offset < *size => window(file, offset, HASH_WINDOW.min(size - offset)).map_err(|err| *failed = Some(err)).ok(),
+                _ => None,
+            })
+            .collect();
+        let mut inputs: Vec<&[u8]> = windows.iter().map(|window| window.as_deref().unwrap_or_default()).collect();
+        if let [only] = inputs[..] {
+            states[0].update(only);
+        } else {
+            inputs.resize(lanes, inputs[0]);
+            engine().update_many(&mut states, &inputs);
+        }
     }
+    let mut digests = vec![[0u8; 16]; lanes];
+    engine().finalize_many(&states, &mut digests);
+    failed.into_iter().zip(digests).map(|(failed, digest)| failed.map_or(Ok(digest), Err)).collect()
+}
+
+/// `length` bytes of the file from `offset` (a multiple of the page size), mapped and read in
+/// ahead.
+fn window(file: &File, offset: u64, length: u64) -> std::io::Result<Mmap> {
     // Safety: the file is this thread's own, written and not landed yet; nothing else writes it.
-    unsafe { MmapOptions::new().len(size as usize).populate().map(file) }.map(Some)
+    unsafe { MmapOptions::new().offset(offset).len(length as usize).populate().map(file) }
 }
 
 /// The writer thread, stopped and joined when dropped.
