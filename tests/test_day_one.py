@@ -389,9 +389,10 @@ def test_max_memory_holds_for_large_objects(minio: Endpoint, person: Person, her
     assert all((here / "back" / name).stat().st_size == 100 * MiB for name in ("f0.bin", "f1.bin", "f2.bin"))
 
 
-def test_a_large_upload_reads_its_parts_as_they_are_sent(minio: Endpoint, person: Person, here: Path) -> None:
-    """Five 40 MiB parts in flight hold a chunk or two each, not 200 MiB: the parts are read from
-    the file as they are sent (native/src/filebody.rs), and the object is the file."""
+def test_a_large_file_s_parts_are_streamed_both_ways(minio: Endpoint, person: Person, here: Path) -> None:
+    """Five 40 MiB parts in flight hold a chunk or two each, not 200 MiB: uploading, the parts are
+    read from the file as they are sent (native/src/filebody.rs); downloading, the ranges are
+    written into the file as they come. The object is the file, and the file the object."""
     bucket = new_bucket(minio)
     data = os.urandom(200 * MiB)
     (here / "huge.bin").write_bytes(data)
@@ -403,6 +404,10 @@ def test_a_large_upload_reads_its_parts_as_they_are_sent(minio: Endpoint, person
     assert (head["ContentLength"], head["ETag"].endswith('-5"')) == (200 * MiB, True)
     body = minio.client().get_object(Bucket=bucket, Key="h/huge.bin")["Body"].read()
     assert sha256(body) == sha256(data)
+    code, peak, err = peak_group_rss(person.env, ["cp", *wide, f"s3://{bucket}/h/huge.bin", "back/"], here)
+    assert code == 0, err
+    assert peak < 120 * MiB, peak / MiB
+    assert sha256((here / "back" / "huge.bin").read_bytes()) == sha256(data)
 
 
 def test_an_anonymous_large_upload_sends_each_part_with_its_content_md5(

@@ -160,7 +160,7 @@ def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone()
 def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     """A download the native part streams into its file (16 KiB to 8 MiB, single-part ETag or
     none) counts what a GET in flight holds, so a 16 MiB budget admits 32 GETs of 4 MiB, not 4;
-    one fetched whole counts its size; one in ranges its parts in flight."""
+    one fetched whole counts its size; one in ranges what its ranges in flight hold, streamed."""
     from s3bulk._stores.storage import STREAMED_HELD, Parts, bytes_held
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
@@ -171,7 +171,8 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     assert bytes_held("k", 10_000, single, parts) == 10_000  # written at once, under 16 KiB
     assert bytes_held("k", 4 * 1024**2, multipart, parts) == 4 * 1024**2  # obstore, whole
     assert bytes_held("a/../k", 4 * 1024**2, single, parts) == 4 * 1024**2  # the signed client
-    assert bytes_held("k", 100 * 1024**2, single, parts) == 32 * 1024**2
+    assert bytes_held("k", 100 * 1024**2, single, parts) == 4 * STREAMED_HELD  # ranges, streamed
+    assert bytes_held("a/../k", 100 * 1024**2, single, parts) == 100 * 1024**2  # whole, signed
 
 
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:

@@ -43,7 +43,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::md5::engine;
+use crate::md5::{engine, update_in_lockstep};
 use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
 use crate::http::options_from;
@@ -356,10 +356,7 @@ fn hash_files(ended: &[(Stream, Option<String>)]) -> Vec<Option<std::io::Result<
 /// (RssFile: 41-45 MiB at the peak of a 2,000 x 1 MiB download, against 21 MiB for the
 /// interpreter alone); windows add at most 16 x `HASH_WINDOW`.
 fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>> {
-    // md5-many's fast kernel takes whole registers of streams, all given as much: the lanes no
-    // file fills hash a copy of the first lane's window, and their digests are thrown away.
-    let lanes = if files.len() > 1 { files.len().next_multiple_of(engine().lanes().max(1)) } else { 1 };
-    let mut states = vec![Md5State::new(); lanes];
+    let mut states = vec![Md5State::new(); files.len()];
     let mut failed: Vec<Option<std::io::Error>> = files.iter().map(|_| None).collect();
     let longest = files.iter().map(|(_, size)| *size).max().unwrap_or(0);
     for offset in (0..longest).step_by(HASH_WINDOW as usize) {
@@ -371,15 +368,9 @@ fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>
                 _ => None,
             })
             .collect();
-        let mut inputs: Vec<&[u8]> = windows.iter().map(|window| window.as_deref().unwrap_or_default()).collect();
-        if let [only] = inputs[..] {
-            states[0].update(only);
-        } else {
-            inputs.resize(lanes, inputs[0]);
-            engine().update_many(&mut states, &inputs);
-        }
+        update_in_lockstep(&mut states, windows.iter().map(|window| window.as_deref().unwrap_or_default()).collect());
     }
-    let mut digests = vec![[0u8; 16]; lanes];
+    let mut digests = vec![[0u8; 16]; files.len()];
     engine().finalize_many(&states, &mut digests);
     failed.into_iter().zip(digests).map(|(failed, digest)| failed.map_or(Ok(digest), Err)).collect()
 }

@@ -107,15 +107,16 @@ class Parts:
 
 
 def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
-    """What downloading this object holds in memory while it runs, for the byte budget: its parts
-    in flight when it comes in ranges, `STREAMED_HELD` when the native part streams it into its
-    file (`_fetch_into` and `_fetch_whole` pick the way the same way), else its size."""
+    """What downloading this object holds in memory while it runs, for the byte budget: its
+    ranges in flight, each streamed into the file (`STREAMED_HELD` each), when it comes in
+    ranges; `STREAMED_HELD` when the native part streams it into its file (`_fetch_into` and
+    `_fetch_whole` pick the way the same way); else (the signed client's, say) its size."""
+    if not obstore_can_address(key):
+        return size
     if size > parts.threshold:
-        return parts.size * parts.in_flight
+        return STREAMED_HELD * parts.in_flight
     streamed = STREAMED_MIN <= size <= WHOLE_BODY_MAX and (not etag or single_part_md5(etag) is not None)
-    if streamed and obstore_can_address(key):
-        return min(size, STREAMED_HELD)
-    return size
+    return min(size, STREAMED_HELD) if streamed else size
 
 
 def upload_held(key: str, size: int, parts: Parts) -> int:
@@ -442,8 +443,11 @@ class Storage:
                     await self.retry.pace_request()  # each range is a request of its own
                     await self.retry.pace_bytes(end - start)
                     self.meter.requests["GET"] += 1
-                    data = await obstore.get_range_async(store, key, start=start, end=end)
-                return os.pwrite(descriptor, memoryview(data), start)
+                    result = await obstore.get_async(store, key, options={"range": (start, end)})
+                    offset = start
+                    async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                        offset += os.pwrite(descriptor, memoryview(chunk), offset)
+                return offset - start
 
             sizes = await asyncio.gather(*(fetch(start) for start in range(0, size, parts.size)))
         finally:
