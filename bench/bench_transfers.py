@@ -87,7 +87,8 @@ def main() -> None:
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             workloads = {name: tools for name, tools in workloads.items() if name in wanted}
-        counts = {"download 1MiB": large, "upload 1MiB": large, "upload 100MiB": HUGE, "download 4KiB": small}
+        counts = {"download 1MiB": large, "upload 1MiB": large, "download 4KiB": small}
+        counts |= {"upload 100MiB": HUGE, "download 100MiB": HUGE}
         counts |= {"copy 4KiB": small, "list keys": many}
         for run in range(runs):
             for name, tools in workloads.items():
@@ -133,6 +134,7 @@ def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tu
     make_files(work / "large", large, 1024**2)
     make_files(work / "small", small, 4096)
     make_files(work / "huge", HUGE, 100 * 1024**2)
+    s5(env, "cp", f"{work}/huge/*", "s3://bench/huge/")
     s5(env, "cp", f"{work}/large/*", "s3://bench/large/")
     s5(env, "cp", f"{work}/small/*", "s3://bench/small/")
     if fresh:
@@ -169,6 +171,10 @@ def workloads_for(
             "s5cmd": lambda: [*tool_s5, "cp", f"{work}/huge/*", "s3://bench/up-huge-s5/"],
             "obstore": lambda: [*LOOP, "upload", f"{work}/huge", "s3://bench/up-huge-loop/"],
         },
+        "download 100MiB": {  # in ranges: s5cmd's of 50 MiB, s3bulk's of 8 MiB
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/huge/*", target("dlh-s5")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/huge/", target("dlh-loop")],
+        },
         "download 4KiB": {
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls-s5")],
             "obstore": lambda: [*LOOP, "download", "s3://bench/small/", target("dls-loop")],
@@ -196,6 +202,9 @@ def workloads_for(
         )
         workloads["upload 100MiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", f"{work}/huge/", f"s3://bench/up-huge-{t}/"]
+        )
+        workloads["download 100MiB"][tool] = lambda f=with_engine, t=tag: f(
+            ["cp", "s3://bench/huge/", target(f"dlh-{t}")]
         )
         workloads["download 4KiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", "s3://bench/small/", target(f"dls-{t}")]

@@ -37,8 +37,8 @@ def test_md5_many_takes_any_buffer_at_every_padding_boundary() -> None:
 
 
 def test_md5_file_parts_is_md5_of_each_part(tmp_path) -> None:
-    """Parts in groups of 16 lanes, each read a MiB at a time: groups, rounds and last parts
-    of every shape."""
+    """Parts in groups of 16 lanes, each read 256 KiB at a time (a group of fewer parts fills its
+    spare lanes with copies): groups, rounds and last parts of every shape."""
     path = tmp_path / "f"
     for size, part_size in [
         (0, 5),  # an empty file: one digest, of nothing
@@ -46,7 +46,8 @@ def test_md5_file_parts_is_md5_of_each_part(tmp_path) -> None:
         (40_000, 1000),  # 40 parts: three groups of lanes
         (33 * 1000 + 7, 1000),  # a short last part alone in its group
         (5 * 1024 * 1024 + 3, 2 * 1024 * 1024 + 512 * 1024),  # parts of 2.5 MiB: three reads each
-        (3 * 1024 * 1024, 1024 * 1024),  # parts of exactly one read
+        (3 * 1024 * 1024, 1024 * 1024),  # parts of exactly four reads, three lanes of 16
+        (1024 * 1024 + 5, 512 * 1024),  # two equal parts and a short one
     ]:
         data = os.urandom(size)
         path.write_bytes(data)
@@ -135,3 +136,14 @@ def test_a_batch_waits_for_a_body_that_is_due(monkeypatch) -> None:
 
     assert asyncio.run(main()) == [md5(b"first"), md5(b"second")]
     assert batches == [2]
+
+
+def test_a_multipart_etag_s_likeliest_part_size_is_tried_first() -> None:
+    """A 100 MiB object in 2 parts is s5cmd's 50 MiB layout before it is 64 MiB parts: each
+    wrong guess hashes the whole downloaded file again."""
+    from s3bulk._stores.etags import _part_sizes
+
+    mib = 1024 * 1024
+    assert list(_part_sizes(100 * mib, 2, 8 * mib)) == [50 * mib, 64 * mib]
+    assert next(iter(_part_sizes(100 * mib, 13, 8 * mib))) == 8 * mib  # the job's own first
+    assert next(iter(_part_sizes(100 * mib, 7, 8 * mib))) == 16 * mib  # 15 MiB cannot make 7

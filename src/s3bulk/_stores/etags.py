@@ -34,8 +34,12 @@ def single_part_md5(etag: str) -> bytes | None:
 
 
 def _part_sizes(size: int, parts: int, part_size: int) -> Iterable[int]:
+    """The part sizes that could give `size` bytes in `parts` parts, likeliest first: the job's
+    own, the common tools' defaults, then the size over the parts rounded up to a MiB before
+    64 MiB (s5cmd's 50 MiB parts of a 100 MiB file, which 64 MiB parts would also give: each
+    wrong guess hashes the whole file again)."""
     tried = set()
-    for candidate in (part_size, 8 * MiB, 16 * MiB, 5 * MiB, 64 * MiB, math.ceil(size / parts / MiB) * MiB):
+    for candidate in (part_size, 8 * MiB, 16 * MiB, 5 * MiB, math.ceil(size / parts / MiB) * MiB, 64 * MiB):
         if candidate > 0 and candidate not in tried and math.ceil(size / candidate) == parts:
             tried.add(candidate)
             yield candidate
