@@ -70,3 +70,18 @@ def test_an_endpoint_nobody_answers_stops_ls_once_with_one_line() -> None:
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "127.0.0.1:9" in done.stderr or "reach" in done.stderr, done.stderr
+
+
+def test_a_large_upload_under_a_dot_segment_key_reads_its_parts_for_aiohttp(moto: Endpoint, tmp_path) -> None:
+    """Its parts cannot be read from the file as they are sent by the native part (which would
+    name another key): aiohttp sends each, read first, with its Content-MD5; the object is the
+    file, under the key as named."""
+    client = moto.client()
+    client.create_bucket(Bucket="dotparts")  # type: ignore[attr-defined]
+    data = bytes(range(256)) * (13 * 4096)  # 13 MiB
+    (tmp_path / "big.bin").write_bytes(data)
+    large = ["--multipart-threshold", "6MiB", "--part-size", "5MiB"]
+    done = run_cli(moto.env, "cp", *large, str(tmp_path / "big.bin"), "s3://dotparts/p/./big.bin")
+    assert done.returncode == 0, done.stderr
+    stored = client.get_object(Bucket="dotparts", Key="p/./big.bin")  # type: ignore[attr-defined]
+    assert stored["ETag"].endswith('-3"') and stored["Body"].read() == data

@@ -18,7 +18,6 @@ use std::sync::{Arc, OnceLock};
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
-use futures_util::TryStreamExt;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
 use object_store::{ClientConfigKey, ClientOptions};
@@ -244,8 +243,8 @@ async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, St
         .iter()
         .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
         .collect();
-    match response.bytes_stream().try_collect::<Vec<Bytes>>().await {
-        Ok(chunks) => Ok(Answer::Reply { status, headers, body: Bytes::from(chunks.concat()) }),
+    match response.bytes().await {
+        Ok(body) => Ok(Answer::Reply { status, headers, body }),
         Err(err) => Ok(failed(false, &err)),
     }
 }

@@ -22,6 +22,7 @@ from typing import Any
 
 import s3bulk_native
 
+from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 
 # A path segment that is "." or "..", written plainly or escaped (the WHATWG URL rules).
@@ -41,9 +42,12 @@ class FileRange:
     length: int
 
     def read(self) -> bytes:
-        """The bytes, for a request the native part cannot send; one short of them has shrunk."""
+        """The bytes, for a request the native part cannot send."""
         with open(self.path, "rb") as file:
-            return os.pread(file.fileno(), self.length, self.offset)
+            data = os.pread(file.fileno(), self.length, self.offset)
+        if len(data) != self.length:  # as the native part says it (filebody.rs)
+            raise ItemError(f"{self.path} shrank while it was being uploaded", retryable=False)
+        return data
 
 
 Body = bytes | bytearray | memoryview | FileRange
