@@ -26,7 +26,9 @@ for row in data["summary"]:
         values = times(tool)
         return f"{statistics.median(values):.2f} ({min(values):.1f}-{max(values):.1f})"
 
+    ratio = row["s5cmd"]["seconds"] / row["s3bulk"]["seconds"]
+    peer_rss, our_rss = row["s5cmd"]["peak_rss_mib"], row["s3bulk"]["peak_rss_mib"]
     print(
-        f"| {name} | {row['objects']:,} | {span('s5cmd')} | {span('s3bulk')} | **{row['ratio']:.2f}x** "
-        f"| {row['s5cmd_rss']:.0f} | {row['s3bulk_rss']:.0f} | {row['s3bulk_rss'] / row['s5cmd_rss']:.2f} |"
+        f"| {name} | {row['objects']:,} | {span('s5cmd')} | {span('s3bulk')} | **{ratio:.2f}x** "
+        f"| {peer_rss:.0f} | {our_rss:.0f} | {our_rss / peer_rss:.2f} |"
     )
