@@ -211,8 +211,8 @@ async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, St
     let Body::File(range) = &request.body else { return Err("a bytes body goes through send".into()) };
     let (range, signed_payload) = (range.clone(), request.signing.is_some());
     let hashed = tokio::task::spawn_blocking({
-        let range = range.clone();
-        move || range.digest(signed_payload)
+        let (range, buffer) = (range.clone(), FileRange::buffer());
+        move || range.digest(signed_payload, buffer)
     })
     .await
     .map_err(|err| err.to_string())?;
