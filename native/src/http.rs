@@ -95,9 +95,9 @@ impl Http {
             let (client, streaming) = (client.clone(), streaming.clone());
             async move {
                 let ticket = request.ticket;
-                let answer = match request.body {
-                    Body::File(_) => send_file(&streaming, request).await,
-                    Body::Bytes(_) => send(&client, request).await,
+                let answer = match &request.body {
+                    Body::File(range) => send_file(&streaming, &request, range.clone()).await,
+                    Body::Bytes(body) => send(&client, &request, body.clone()).await,
                 };
                 Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
             }
@@ -172,23 +172,23 @@ fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], 
 }
 
 /// The request signed and sent; Err: it could not be built (a header that is not valid).
-async fn send(client: &HttpClient, request: Request) -> Result<Answer, String> {
-    let Body::Bytes(body) = &request.body else { return Err("a file body goes through send_file".into()) };
-    let built = signed(&request, HttpRequestBody::from(body.clone()), &[], None)?;
+async fn send(client: &HttpClient, request: &Request, body: Bytes) -> Result<Answer, String> {
+    let built = signed(request, HttpRequestBody::from(body), &[], None)?;
     let response = match client.execute(built).await {
         Ok(response) => response,
         Err(err) => return Ok(failed(matches!(err.kind(), HttpErrorKind::Connect), &err)),
     };
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-        .collect();
+    let headers = header_pairs(response.headers());
     match response.into_body().bytes().await {
         Ok(body) => Ok(Answer::Reply { status, headers, body }),
         Err(err) => Ok(failed(false, &err)),
     }
+}
+
+/// An answer's headers, names in lower case (as `http` keeps them), values as text.
+fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect()
 }
 
 /// The client for bodies read from files as they are sent, which object_store's client cannot
@@ -207,9 +207,8 @@ impl Streaming {
 
 /// A request whose body is a range of a file: hashed first (by a blocking-pool thread), then
 /// signed with that hash and sent as the file is read.
-async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, String> {
-    let Body::File(range) = &request.body else { return Err("a bytes body goes through send".into()) };
-    let (range, signed_payload) = (range.clone(), request.signing.is_some());
+async fn send_file(streaming: &Streaming, request: &Request, range: FileRange) -> Result<Answer, String> {
+    let signed_payload = request.signing.is_some();
     let hashed = tokio::task::spawn_blocking({
         let (range, buffer) = (range.clone(), FileRange::buffer());
         move || range.digest(signed_payload, buffer)
@@ -228,7 +227,7 @@ async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, St
             None
         }
     };
-    let built = signed(&request, HttpRequestBody::empty(), &extra, sha256)?;
+    let built = signed(request, HttpRequestBody::empty(), &extra, sha256)?;
     let client = streaming.client()?;
     let (parts, _) = built.into_parts();
     let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).map_err(|err| err.to_string())?;
@@ -238,11 +237,7 @@ async fn send_file(streaming: &Streaming, request: Request) -> Result<Answer, St
         Err(err) => return Ok(failed(err.is_connect(), &err)),
     };
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-        .collect();
+    let headers = header_pairs(response.headers());
     match response.bytes().await {
         Ok(body) => Ok(Answer::Reply { status, headers, body }),
         Err(err) => Ok(failed(false, &err)),
