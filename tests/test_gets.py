@@ -179,6 +179,37 @@ def test_a_body_cut_short_fails_and_leaves_no_file(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_ranges_are_written_at_their_offsets_into_the_callers_file(
+    aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
+) -> None:
+    """A large object's ranges, fetched at once, each land at their own offset in the one file
+    the caller made, and the file is the object. A range of a file the caller has removed (a
+    download stopped) fails as the missing file and does not make it again: nothing is left
+    behind."""
+    body = os.urandom(5 * 1024**2 + 12_345)
+    minio.client().put_object(Bucket=bucket, Key="big", Body=body)
+    path = tmp_path / "big.part"
+    path.write_bytes(b"")
+    step = 1024**2
+
+    async def main() -> tuple[list[int], OSError]:
+        gets = Gets(AwsSettings.from_env(), bucket, max_connections=8)
+        try:
+            ranges = [(start, min(start + step, len(body))) for start in range(0, len(body), step)]
+            written = await asyncio.gather(
+                *(gets.get_range_into("big", start, end, str(path)) for start, end in reversed(ranges))
+            )
+            with pytest.raises(OSError) as gone:
+                await gets.get_range_into("big", 0, step, str(tmp_path / "removed.part"))
+            return written, gone.value
+        finally:
+            gets.close()
+
+    written, gone = asyncio.run(main())
+    assert sum(written) == len(body) and path.read_bytes() == body
+    assert gone.filename == str(tmp_path / "removed.part") and not (tmp_path / "removed.part").exists()
+
+
 def test_refreshed_credentials_reach_the_next_requests(
     aws_env: dict[str, str], bucket: str, minio: Endpoint, tmp_path: Path
 ) -> None:

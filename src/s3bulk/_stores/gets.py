@@ -7,7 +7,8 @@ time: 13 futex calls per object. Here the GETs an event-loop turn asks for go ov
 a runtime thread of the native part fetches them (object_store, the crate under obstore,
 configured by the same `store_options`), writes each body into its temporary file with the
 object's time and hashes it (from 16 KiB streamed to a writer thread chunk by chunk, and hashed
-in SIMD lanes with the bodies that ended with it), lands it when its size and MD5 are the ones
+in SIMD lanes with the bodies that ended with it; the ranges of a large object are written the
+same way at their offsets, `get_range_into`), lands it when its size and MD5 are the ones
 expected (a body cut short leaves no file), and one
 wake-up of the loop hands back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
@@ -75,7 +76,17 @@ class Gets(Handover[Outcome]):
         OSError for the file; GetError for the GET."""
         ticket = self._ticket()
         self._paths[ticket] = path
-        return await self._handed(ticket, (key, end, path, mtime, hash, landing))
+        return await self._handed(ticket, (key, None, end, path, mtime, hash, landing))
+
+    async def get_range_into(self, key: str, start: int, end: int, path: str) -> int:
+        """The object's bytes [start, end) written at offset `start` into the file at `path`,
+        which the caller made; returns the bytes written (fewer: the object ended sooner). The
+        caller checks the whole file. OSError for the file (gone: a range still to come after
+        the caller removed it); GetError for the GET."""
+        ticket = self._ticket()
+        self._paths[ticket] = path
+        written, _, _ = await self._handed(ticket, (key, start, end, path, 0.0, False, None))
+        return written
 
     def _forget(self, ticket: int) -> None:
         """A cancelled caller's GET writes nothing from now on, and a file it wrote before is

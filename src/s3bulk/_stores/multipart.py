@@ -102,9 +102,10 @@ async def _upload(
 
 
 @contextlib.asynccontextmanager
-async def _tasks() -> AsyncIterator[asyncio.TaskGroup]:
-    """A TaskGroup for the parts of one upload whose first failure is raised as itself: it is
-    what the user reads ("BadDigest: ..."), not "unhandled errors in a TaskGroup"."""
+async def parts_group() -> AsyncIterator[asyncio.TaskGroup]:
+    """A TaskGroup for the parts of one object (an upload's, a download's ranges) whose first
+    failure cancels the others and is raised as itself: it is what the user reads ("BadDigest:
+    ..."), not "unhandled errors in a TaskGroup"."""
     try:
         async with asyncio.TaskGroup() as group:
             yield group
@@ -148,7 +149,7 @@ async def _in_parts(
                 return etag
 
         starts = range(0, size, part_size) if size else range(1)
-        async with _tasks() as group:
+        async with parts_group() as group:
             tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
         etags = [task.result() for task in tasks]
         await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
@@ -373,7 +374,7 @@ async def upload_stream(
             finally:
                 slots.release()
 
-        async with _tasks() as group:
+        async with parts_group() as group:
             number = 0
             while body:
                 number += 1

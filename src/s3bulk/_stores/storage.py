@@ -56,6 +56,7 @@ from s3bulk._stores.multipart import (
     copy_attributes,
     copy_in_parts,
     etag_parts,
+    parts_group,
     relay_in_parts,
     source_part_size,
     upload_file,
@@ -406,9 +407,7 @@ class Storage:
         """`_fetch_whole` under a single-part ETag (or none): fetched, written, hashed and, when
         right, landed by the native part, many per hand-off (`gets.py`); from 16 KiB streamed to
         a writer thread of its own, and hashed in SIMD lanes with the bodies that ended with it."""
-        gets = self._gets.get(bucket)
-        if gets is None:
-            gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
+        gets = self._native_gets(bucket)
         self.meter.requests["GET"] += 1
         expected = single_part_md5(etag)
         landing = Landing(place.target, place.existed, size, expected)
@@ -431,28 +430,32 @@ class Storage:
             data = await asyncio.to_thread(_read_file, path, size + 1)  # a longer file differs
             return len(data) == size and await lane.md5(data) == expected
 
+    def _native_gets(self, bucket: str) -> Gets:
+        gets = self._gets.get(bucket)
+        if gets is None:
+            gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
+        return gets
+
     async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
-        store = self._store(f"s3://{bucket}")
+        """A large object into `temporary` in ranges of `parts.size`, `parts.in_flight` at once,
+        each written at its offset by the native part's writer thread as it comes (`gets.py`);
+        the first that fails stops the others."""
+        gets = self._native_gets(bucket)
         semaphore = asyncio.Semaphore(parts.in_flight)
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
+        with open(temporary, "wb"):  # made here; the ranges write into it
+            pass
 
-            async def fetch(start: int) -> int:
-                end = min(start + parts.size, size)
-                async with semaphore:
-                    await self.retry.pace_request()  # each range is a request of its own
-                    await self.retry.pace_bytes(end - start)
-                    self.meter.requests["GET"] += 1
-                    result = await obstore.get_async(store, key, options={"range": (start, end)})
-                    offset = start
-                    async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
-                        offset += os.pwrite(descriptor, memoryview(chunk), offset)
-                return offset - start
+        async def fetch(start: int) -> int:
+            end = min(start + parts.size, size)
+            async with semaphore:
+                await self.retry.pace_request()  # each range is a request of its own
+                await self.retry.pace_bytes(end - start)
+                self.meter.requests["GET"] += 1
+                return await gets.get_range_into(key, start, end, temporary)
 
-            sizes = await asyncio.gather(*(fetch(start) for start in range(0, size, parts.size)))
-        finally:
-            os.close(descriptor)
-        return sum(sizes)
+        async with parts_group() as group:
+            sizes = [group.create_task(fetch(start)) for start in range(0, size, parts.size)]
+        return sum(task.result() for task in sizes)
 
     # ---- writing -------------------------------------------------------------------------------
     async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
