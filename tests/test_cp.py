@@ -16,7 +16,7 @@ import s3bulk
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
 from s3bulk._stores.retry import Retrier, RetryPolicy
-from s3bulk._stores.storage import Parts, Storage
+from s3bulk._stores.storage import MiB, Parts, Storage
 
 FILES = {
     "a.txt": b"alpha\n",
@@ -292,15 +292,19 @@ def test_many_objects_to_a_destination_without_slash_land_below_it(
     assert bucket_digests(minio, bucket, "copied/") == tree_digests(source_tree)
 
 
-@pytest.mark.parametrize("listed", [5, 9, 11, 16])  # the object (10 bytes) grew or shrank since
+@pytest.mark.parametrize(
+    ("stored", "listed"),  # the object grew or shrank since its listing
+    [(10, 5), (10, 9), (10, 11), (10, 16), (10 * MiB, 9 * MiB), (10 * MiB, 10 * MiB + 1)],
+)
 def test_an_object_that_changed_since_its_listing_is_not_landed(
-    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, listed: int
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, stored: int, listed: int
 ) -> None:
-    """A small object is fetched with one ranged GET of one byte more than its listed size, so a
+    """An object under the multipart threshold is fetched with one ranged GET of one byte more
+    than its listed size (from 8 MiB, streamed into its file by the native writer thread), so a
     size that differs from the listing is caught as a whole GET would catch it, even with the
     ETag check off."""
     bucket = new_bucket(minio)
-    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 10)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * stored)
     target = tmp_path / "k"
 
     async def download() -> int:
@@ -310,6 +314,6 @@ def test_an_object_that_changed_since_its_listing_is_not_landed(
         finally:
             await client.close()
 
-    with pytest.raises(ItemError, match=f"of an object listed at {listed}: it changed since"):
+    with pytest.raises(ItemError, match=f"of an object listed at {listed:,}: it changed since"):
         asyncio.run(download())
     assert list(tmp_path.iterdir()) == []  # nothing landed, no temporary left

@@ -160,7 +160,8 @@ def test_byte_budget_bounds_bytes_in_flight_and_lets_oversized_items_run_alone()
 def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     """A download the native part streams into its file (16 KiB to 8 MiB, single-part ETag or
     none) counts what a GET in flight holds, so a 16 MiB budget admits 32 GETs of 4 MiB, not 4;
-    one fetched whole counts its size; one in ranges what its ranges in flight hold, streamed."""
+    one fetched whole counts its size; one from 8 MiB what its GET (or its ranges in flight, above
+    the threshold) holds, streamed."""
     from s3bulk._stores.storage import STREAMED_HELD, Parts, bytes_held
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
@@ -173,6 +174,10 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     assert bytes_held("a/../k", 4 * 1024**2, single, parts) == 4 * 1024**2  # the signed client
     assert bytes_held("k", 100 * 1024**2, single, parts) == 4 * STREAMED_HELD  # ranges, streamed
     assert bytes_held("a/../k", 100 * 1024**2, single, parts) == 100 * 1024**2  # whole, signed
+    assert bytes_held("k", 20 * 1024**2, multipart, parts) == STREAMED_HELD  # one GET, streamed
+    assert bytes_held("k", 9 * 1024**2, "", parts) == STREAMED_HELD
+    low = Parts(size=5 * 1024**2, in_flight=4, threshold=8 * 1024**2)
+    assert bytes_held("k", 9 * 1024**2, "", low) == 2 * STREAMED_HELD  # 2 ranges
 
 
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:
