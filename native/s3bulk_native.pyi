@@ -37,12 +37,37 @@ class Gets:
 
     def submit(
         self,
-        jobs: Sequence[tuple[int, str, int, str, float, bool, tuple[str, bool, int, bytes | None] | None]],
+        jobs: Sequence[
+            tuple[
+                int,
+                str,
+                int | None,
+                int,
+                int | None,
+                str,
+                float,
+                bool,
+                tuple[str, bool, int, bytes | None] | None,
+            ]
+        ],
     ) -> None:
-        """Start GETs: (ticket, key, end, path, mtime, hash, landing) each, the bytes [0, end)
-        of `key` into a new file at `path` with the time `mtime` (0: left alone), MD5 when `hash`,
-        then moved to `target` of landing (target, replace, size, md5 or None) when `size` bytes
-        came with that MD5: rename() when `replace`, else link() + unlink()."""
+        """Start GETs: (ticket, key, start, end, hashed, path, mtime, hash, landing) each. With
+        start None, the bytes [0, end) of `key` into a new file at `path` with the time `mtime`
+        (0: left alone), MD5 when `hash`, then moved to `target` of landing (target, replace,
+        size, md5 or None) when `size` bytes came with that MD5: rename() when `replace`, else
+        link() + unlink(). With a start, the bytes [start, end) written at that offset into the
+        existing file at `path`, and hashed as they are written when `hashed` (`hash_parts`)."""
+
+    def hash_parts(self, path: str, size: int, part_size: int) -> int:
+        """The file at `path` (`size` bytes) is to be hashed in parts of `part_size` as the
+        ranges given the id returned write into it. OSError when it cannot be opened."""
+
+    def part_digests(self, hashed: int) -> list[bytes] | None:
+        """The MD5 of each part of the file `hashed`, waiting until every part is hashed (call
+        it once every byte was written); None when it cannot tell. The file is forgotten."""
+
+    def forget_parts(self, hashed: int) -> None:
+        """The file `hashed` will not be asked for."""
 
     def take(self) -> list[tuple[int, int, bytes | None, bool, int, str | None]]:
         """Outcomes finished since the last call: (ticket, bytes written, MD5 or None, landed,

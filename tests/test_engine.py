@@ -180,6 +180,32 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     assert bytes_held("k", 9 * 1024**2, "", low) == 2 * STREAMED_HELD  # 2 ranges
 
 
+def test_a_large_download_asks_for_the_ranges_of_its_parts_side_by_side() -> None:
+    """Ranges smaller than the object's parts are asked for the first of each part, then the
+    second of each, ... so that its parts come, and are hashed, side by side in SIMD lanes
+    (native/src/parthash.rs); ranges no smaller go in order; under the threshold, one GET one
+    byte past the size. Every byte is asked for once."""
+    from s3bulk._stores.storage import Parts, _spans
+
+    MiB = 1024**2
+    parts = Parts(size=8 * MiB, in_flight=4, threshold=64 * MiB)
+    size = 100 * MiB
+    side_by_side = _spans(size, parts, 50 * MiB)
+    assert side_by_side[:4] == [(0, 8 * MiB), (50 * MiB, 58 * MiB), (8 * MiB, 16 * MiB), (58 * MiB, 66 * MiB)]
+    assert side_by_side[-2:] == [(48 * MiB, 50 * MiB), (98 * MiB, 100 * MiB)]
+    for spans in (
+        side_by_side,
+        _spans(size, parts, 8 * MiB),
+        _spans(size, parts, 5 * MiB),
+        _spans(size, parts, None),
+    ):
+        ordered = sorted(spans)  # each starts where the one before ended, up to the size
+        assert [start for start, _ in ordered] == [0] + [end for _, end in ordered[:-1]]
+        assert ordered[-1][1] == size
+    assert _spans(size, parts, 8 * MiB) == sorted(_spans(size, parts, 8 * MiB))
+    assert _spans(20 * MiB, parts, 8 * MiB) == [(0, 20 * MiB + 1)]
+
+
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:
     """A file above the threshold is sent in parts read from it as they go (native/src/
     filebody.rs), each counted at what it holds, not its size; a small file is read whole; a

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
+import s3bulk
+
 MESSAGE = "--max-delete {} reached, so nothing more is deleted"
 
 
@@ -199,6 +201,67 @@ def test_a_corrupted_download_is_caught_and_fetched_again(minio: Endpoint, tmp_p
         assert unchecked.returncode == 0, unchecked.stderr
         landed = (tmp_path / "unchecked" / "blob").read_bytes()
         assert len(landed) == size and landed != body  # what the check is there for
+
+
+def put_in_parts(endpoint: Endpoint, bucket: str, key: str, body: bytes, part_size: int) -> str:
+    """`body` stored as a multipart upload in parts of `part_size`: its ETag."""
+    client = endpoint.client()
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = [
+        {
+            "PartNumber": number,
+            "ETag": client.upload_part(
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload,
+                PartNumber=number,
+                Body=body[start : start + part_size],
+            )["ETag"],
+        }
+        for number, start in enumerate(range(0, len(body), part_size), start=1)
+    ]
+    done = client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
+    return str(done["ETag"])
+
+
+def test_a_large_download_is_checked_by_its_parts_as_they_come(
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large download's parts are hashed while its ranges come (native/src/parthash.rs), the
+    ranges of 16 MiB parts asked side by side: the file is checked against its ETag with nothing
+    read back. Parts of 6 MiB, taken for 8 MiB ones at first (both give 2 parts of 12 MiB), are
+    still found, read back; and a range corrupted on its way in is caught and fetched again."""
+    from s3bulk._stores import etags
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    bodies = {"d/wide": os.urandom(40 * 1024**2 + 123), "d/narrow": os.urandom(12 * 1024**2)}
+    assert put_in_parts(minio, bucket, "d/wide", bodies["d/wide"], 16 * 1024**2).endswith('-3"')
+    assert put_in_parts(minio, bucket, "d/narrow", bodies["d/narrow"], 6 * 1024**2).endswith('-2"')
+    read_back: list[int] = []
+    reading = etags._md5_file
+    monkeypatch.setattr(
+        etags, "_md5_file", lambda path, piece: (read_back.append(piece), reading(path, piece))[1]
+    )
+    for key, body in bodies.items():
+        report = s3bulk.copy(
+            f"s3://{bucket}/{key}",
+            str(tmp_path / key),
+            part_size=5 * 1024**2,
+            multipart_threshold=8 * 1024**2,
+        )
+        assert report.ok and (tmp_path / key).read_bytes() == body
+    assert read_back == [6 * 1024**2]  # the narrow one's second guess; the first of each came hashed
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        proxy.corrupt_bodies = 1
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        args = ["cp", "--multipart-threshold", "8MiB", "--part-size", "5MiB", "--json"]
+        checked = run_cli(env, *args, f"s3://{bucket}/d/wide", f"{tmp_path}/checked/")
+        assert checked.returncode == 0, checked.stderr
+        assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in checked.stdout.replace(" ", "")
+    assert (tmp_path / "checked" / "wide").read_bytes() == bodies["d/wide"]
 
 
 def test_corrupted_bodies_among_many_checked_together_are_each_caught(

@@ -19,9 +19,9 @@
 //! request in flight holds a chunk, not its whole body, so the byte budget need not count bodies
 //! whole (storage.py: `bytes_held`).
 //! The ranges of a large object come the same way, each written at its offset into the file the
-//! caller made, without a hash of its own (the caller checks the whole file against its ETag):
-//! through obstore, each chunk went to the event loop, which wrote it (0.1 s of a 3 x 100 MiB
-//! download's wall, the loop busy meanwhile).
+//! caller made, without a hash of its own: the file's parts are hashed as they are written, by
+//! the hasher thread (parthash.rs). Through obstore, each chunk went to the event loop, which
+//! wrote it (0.1 s of a 3 x 100 MiB download's wall, the loop busy meanwhile).
 //! s3bulk/_stores/gets.py is the Python side.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -48,6 +48,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::md5::{engine, update_in_lockstep};
+use crate::parthash::{Hasher, HasherThread};
 use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
 use crate::http::options_from;
@@ -62,6 +63,8 @@ struct Job {
     key: String,
     start: Option<u64>,
     end: u64,
+    /// The range's file is hashed part by part as it is written (parthash.rs): its id there.
+    hashed: Option<u64>,
     path: String,
     mtime: f64,
     hash: bool,
@@ -233,7 +236,7 @@ impl Writer {
     /// for others to end with it (up to `LANES` of them, at most `MAX_WAIT`, and only while other
     /// bodies are still coming), so that their files are hashed together in SIMD lanes, read back
     /// from the page cache. Then each is landed. A body not to be hashed (a range) is done at once.
-    fn serve(&self, tickets: &Tickets, outbox: &Outbox<Outcome>) {
+    fn serve(&self, tickets: &Tickets, outbox: &Outbox<Outcome>, hasher: &Hasher) {
         let mut streams: HashMap<u64, Stream> = HashMap::new();
         let mut ended: Vec<(Stream, Option<String>)> = Vec::new();
         let mut first_end: Option<Instant> = None;
@@ -241,11 +244,11 @@ impl Writer {
             for piece in pieces {
                 match piece {
                     Piece::Start(job) => {
-                        streams.insert(job.ticket, Stream::new(job));
+                        streams.insert(job.ticket, Stream::new(job, hasher));
                     }
                     Piece::Chunk(ticket, chunk, _room) => {
                         if let Some(stream) = streams.get_mut(&ticket) {
-                            stream.write(tickets, &chunk);
+                            stream.write(tickets, &chunk, hasher);
                         }
                     }
                     Piece::End(ticket, failure) => match streams.remove(&ticket) {
@@ -275,19 +278,22 @@ struct Stream {
     job: Job,
     file: Option<File>,
     written: u64,
+    /// (file id, range index) in the hasher, for a range whose file is hashed as it is written.
+    hashed: Option<(u64, usize)>,
     /// The file failed: nothing more is written, and the outcome says why.
     failed: Option<std::io::Error>,
     cancelled: bool,
 }
 
 impl Stream {
-    fn new(job: Job) -> Self {
-        Stream { job, file: None, written: 0, failed: None, cancelled: false }
+    fn new(job: Job, hasher: &Hasher) -> Self {
+        let hashed = job.hashed.and_then(|id| Some((id, hasher.range(id, job.start.unwrap_or(0))?)));
+        Stream { job, file: None, written: 0, hashed, failed: None, cancelled: false }
     }
 
     /// The chunk into the file (made at the first one), unless the GET was cancelled or the file
     /// failed before.
-    fn write(&mut self, tickets: &Tickets, chunk: &[u8]) {
+    fn write(&mut self, tickets: &Tickets, chunk: &[u8], hasher: &Hasher) {
         if self.cancelled || self.failed.is_some() {
             return;
         }
@@ -298,7 +304,12 @@ impl Stream {
         }
         let offset = self.job.start.unwrap_or(0) + self.written;
         match self.file().and_then(|file| file.write_all_at(chunk, offset)) {
-            Ok(()) => self.written += chunk.len() as u64,
+            Ok(()) => {
+                self.written += chunk.len() as u64;
+                if let Some((id, index)) = self.hashed {
+                    hasher.wrote(id, index, offset + chunk.len() as u64);
+                }
+            }
             Err(err) => self.failed = Some(err),
         }
         tickets.release(self.job.ticket, false);
@@ -390,7 +401,7 @@ fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>
 
 /// `length` bytes of the file from `offset` (a multiple of the page size), mapped and read in
 /// ahead.
-fn window(file: &File, offset: u64, length: u64) -> std::io::Result<Mmap> {
+pub(crate) fn window(file: &File, offset: u64, length: u64) -> std::io::Result<Mmap> {
     // Safety: the file is this thread's own, written and not landed yet; nothing else writes it.
     unsafe { MmapOptions::new().offset(offset).len(length as usize).populate().map(file) }
 }
@@ -402,11 +413,11 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn start(tickets: Arc<Tickets>, outbox: Arc<Outbox<Outcome>>) -> std::io::Result<Self> {
+    fn start(tickets: Arc<Tickets>, outbox: Arc<Outbox<Outcome>>, hasher: Arc<Hasher>) -> std::io::Result<Self> {
         let writer = Arc::new(Writer::new());
         let thread = std::thread::Builder::new().name("s3bulk-writer".into()).spawn({
             let writer = writer.clone();
-            move || writer.serve(&tickets, &outbox)
+            move || writer.serve(&tickets, &outbox, &hasher)
         })?;
         Ok(WriterThread { writer, thread: Some(thread) })
     }
@@ -443,6 +454,8 @@ pub struct Gets {
     outbox: Arc<Outbox<Outcome>>,
     tickets: Arc<Tickets>,
     writer: WriterThread,
+    hasher: Arc<Hasher>,
+    hasher_thread: HasherThread,
     watched: UnixStream,
     credentials: Option<Arc<Handed>>,
 }
@@ -477,7 +490,8 @@ impl Gets {
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let tickets = Arc::new(Tickets::default());
-        let writer = WriterThread::start(tickets.clone(), outbox.clone())?;
+        let (hasher, hasher_thread) = Hasher::start()?;
+        let writer = WriterThread::start(tickets.clone(), outbox.clone(), hasher.clone())?;
         let runner = Runner::start("s3bulk-gets", outbox.clone(), {
             let (tickets, hand) = (tickets.clone(), writer.writer.clone());
             move |job: Job| {
@@ -485,7 +499,7 @@ impl Gets {
                 async move { fetch(&store, job, &tickets, &hand).await }
             }
         })?;
-        Ok(Gets { runner, outbox, tickets, writer, watched, credentials: handed })
+        Ok(Gets { runner, outbox, tickets, writer, hasher, hasher_thread, watched, credentials: handed })
     }
 
     /// The socket to watch: readable when outcomes wait (`take` them, after reading it empty).
@@ -493,16 +507,16 @@ impl Gets {
         self.watched.as_raw_fd()
     }
 
-    /// Start GETs: (ticket, key, start or None, end, path, mtime, hash, landing or None) each,
-    /// landing as (target, replace, size, md5 or None). One wake-up of the runtime for the whole
-    /// batch.
+    /// Start GETs: (ticket, key, start or None, end, hashed or None, path, mtime, hash, landing
+    /// or None) each, landing as (target, replace, size, md5 or None). One wake-up of the
+    /// runtime for the whole batch.
     #[allow(clippy::type_complexity)]
-    fn submit(&self, jobs: Vec<(u64, String, Option<u64>, u64, String, f64, bool, Option<(String, bool, u64, Option<Vec<u8>>)>)>) -> PyResult<()> {
+    fn submit(&self, jobs: Vec<(u64, String, Option<u64>, u64, Option<u64>, String, f64, bool, Option<(String, bool, u64, Option<Vec<u8>>)>)>) -> PyResult<()> {
         let jobs = jobs
             .into_iter()
-            .map(|(ticket, key, start, end, path, mtime, hash, landing)| {
+            .map(|(ticket, key, start, end, hashed, path, mtime, hash, landing)| {
                 let landing = landing.map(|(target, replace, size, md5)| Landing { target, replace, size, md5 });
-                Job { ticket, key, start, end, path, mtime, hash, landing }
+                Job { ticket, key, start, end, hashed, path, mtime, hash, landing }
             })
             .collect::<Vec<Job>>();
         self.tickets.add(jobs.iter().map(|job| job.ticket));
@@ -530,6 +544,28 @@ impl Gets {
             .collect()
     }
 
+    /// The file at `path` (made by the caller), of `size` bytes, is to be hashed part by part
+    /// (parts of `part_size`) as the ranges given its id write into it: its id.
+    fn hash_parts(&self, path: String, size: u64, part_size: u64) -> PyResult<u64> {
+        if part_size == 0 {
+            return Err(PyValueError::new_err("part_size must be positive"));
+        }
+        Ok(self.hasher.add(&path, size, part_size)?)
+    }
+
+    /// The MD5 of each part of file `id`, once all are hashed: call it once every byte of the
+    /// file was written. None when it cannot tell (closed meanwhile, or not known); OSError when
+    /// the file could not be read back. The file is forgotten.
+    fn part_digests<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Option<Vec<Bound<'py, PyBytes>>>> {
+        let digests = py.detach(|| self.hasher.digests(id)).map_err(PyOSError::new_err)?;
+        Ok(digests.map(|digests| digests.iter().map(|digest| PyBytes::new(py, digest)).collect()))
+    }
+
+    /// File `id` will not be asked for (its download failed).
+    fn forget_parts(&self, id: u64) {
+        self.hasher.forget(id);
+    }
+
     /// New credentials for the requests from now on.
     fn set_credentials(&self, key_id: String, secret_key: String, token: Option<String>) -> PyResult<()> {
         let handed = self.credentials.as_ref().ok_or_else(|| PyValueError::new_err("unsigned client"))?;
@@ -542,7 +578,7 @@ impl Gets {
         self.runner.stop(py)?;
         py.detach(|| {
             self.tickets.cancel_all();
-            self.writer.stop()
+            self.writer.stop() & self.hasher_thread.stop()
         })
         .then_some(())
         .ok_or_else(|| PyOSError::new_err("the writer thread of the native part panicked"))

@@ -2,7 +2,8 @@
 //!
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
-//! - `gets`: GETs of small objects into files, handed over in batches rather than one by one.
+//! - `gets`: GETs into files, handed over in batches rather than one by one; `parthash`: a
+//!   large download's parts hashed as its ranges come.
 //! - `http`: the signed client's requests (listings, multipart steps), sent the same way;
 //!   `filebody`: a multipart upload's part read from its file as it is sent.
 
@@ -12,6 +13,7 @@ mod filebody;
 mod gets;
 mod http;
 mod md5;
+mod parthash;
 mod vectors;
 mod wake;
 

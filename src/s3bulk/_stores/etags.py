@@ -75,9 +75,30 @@ def etag_matches_bytes(data: bytes | memoryview, etag: str, part_size: int = 8 *
     return _matches(etag, len(view), part_size, digests)
 
 
-def etag_matches_file(path: str, etag: str, size: int, part_size: int = 8 * MiB) -> bool | None:
-    """Whether the file holds the bytes `etag` describes (None: the ETag cannot tell)."""
-    return _matches(etag, size, part_size, lambda piece: _md5_file(path, piece))
+def likeliest_part_size(etag: str, size: int, part_size: int) -> int | None:
+    """The part size to hash a file of `size` bytes by first, to check it against `etag`: its
+    size under a single-part ETag, the likeliest that gives its parts under a multipart one;
+    None when the ETag is no MD5, or no part size gives its parts."""
+    parsed = _parsed(etag)
+    if parsed is None:
+        return None
+    if not parsed[1]:
+        return max(size, 1)
+    return next(iter(_part_sizes(size, parsed[1], part_size)), None)
+
+
+def etag_matches_file(
+    path: str, etag: str, size: int, part_size: int = 8 * MiB, known: tuple[int, list[bytes]] | None = None
+) -> bool | None:
+    """Whether the file holds the bytes `etag` describes (None: the ETag cannot tell); `known`:
+    (part size, the MD5 of each such part) found already, as the file was written."""
+
+    def digests(piece: int) -> tuple[str, list[bytes]]:
+        if known is not None and piece == known[0]:
+            return (known[1][0].hex() if len(known[1]) == 1 else ""), known[1]
+        return _md5_file(path, piece)
+
+    return _matches(etag, size, part_size, digests)
 
 
 def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:

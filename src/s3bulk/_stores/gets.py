@@ -76,17 +76,36 @@ class Gets(Handover[Outcome]):
         OSError for the file; GetError for the GET."""
         ticket = self._ticket()
         self._paths[ticket] = path
-        return await self._handed(ticket, (key, None, end, path, mtime, hash, landing))
+        return await self._handed(ticket, (key, None, end, None, path, mtime, hash, landing))
 
-    async def get_range_into(self, key: str, start: int, end: int, path: str) -> int:
+    async def get_range_into(
+        self, key: str, start: int, end: int, path: str, hashed: int | None = None
+    ) -> int:
         """The object's bytes [start, end) written at offset `start` into the file at `path`,
         which the caller made; returns the bytes written (fewer: the object ended sooner). The
-        caller checks the whole file. OSError for the file (gone: a range still to come after
-        the caller removed it); GetError for the GET."""
+        caller checks the whole file, hashed as it is written when `hashed` (`hash_parts`).
+        OSError for the file (gone: a range still to come after the caller removed it);
+        GetError for the GET."""
         ticket = self._ticket()
         self._paths[ticket] = path
-        written, _, _ = await self._handed(ticket, (key, start, end, path, 0.0, False, None))
+        written, _, _ = await self._handed(ticket, (key, start, end, hashed, path, 0.0, False, None))
         return written
+
+    def hash_parts(self, path: str, size: int, part_size: int) -> int:
+        """The file at `path` (`size` bytes, made by the caller) is to be hashed in parts of
+        `part_size` as the ranges given the id returned write into it (native/src/parthash.rs).
+        Either `part_digests` or `forget_parts` must follow."""
+        return int(self._native.hash_parts(path, size, part_size))
+
+    async def part_digests(self, hashed: int) -> list[bytes] | None:
+        """The MD5 of each part of the file `hashed`, once its ranges have written every byte
+        (None: it cannot tell). OSError when the file could not be read back."""
+        digests: list[bytes] | None = await asyncio.to_thread(self._native.part_digests, hashed)
+        return digests
+
+    def forget_parts(self, hashed: int) -> None:
+        """The file `hashed` will not be asked for: its download failed."""
+        self._native.forget_parts(hashed)
 
     def _forget(self, ticket: int) -> None:
         """A cancelled caller's GET writes nothing from now on, and a file it wrote before is

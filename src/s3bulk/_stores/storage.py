@@ -40,6 +40,7 @@ from s3bulk._stores.etags import (
     checksum_matches_file,
     etag_matches_bytes,
     etag_matches_file,
+    likeliest_part_size,
     single_part_md5,
 )
 from s3bulk._stores.gets import Gets, Landing
@@ -121,6 +122,24 @@ def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
         return STREAMED_HELD * ranges
     streamed = size >= STREAMED_MIN and (not etag or single_part_md5(etag) is not None)
     return min(size, STREAMED_HELD) if streamed else size
+
+
+def _spans(size: int, parts: Parts, part_size: int | None) -> list[tuple[int, int]]:
+    """The byte ranges a download from `WHOLE_BODY_MAX` asks for, in the order it asks: one GET
+    up to the threshold (one byte past the size: `Storage._fetch_ranges`); above it, ranges of
+    `parts.size`, and where the object's parts (`part_size`, hashed as they come) are larger,
+    the first range of each part, then the second of each, ... so that the parts come, and are
+    hashed, side by side."""
+    if size <= parts.threshold:
+        return [(0, size + 1)]
+    step = parts.size
+    if not part_size or part_size <= step:
+        return [(start, min(start + step, size)) for start in range(0, size, step)]
+    rows = []
+    for first in range(0, size, part_size):
+        end = min(first + part_size, size)
+        rows.append([(start, min(start + step, end)) for start in range(first, end, step)])
+    return [span for row in itertools.zip_longest(*rows) for span in row if span]
 
 
 def upload_held(key: str, size: int, parts: Parts) -> int:
@@ -357,10 +376,10 @@ class Storage:
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
             written, matches = await write_in_thread(_write_checked, temporary, data, mtime, etag, parts.size)
         elif streamed:
-            written = await self._fetch_ranges(bucket, key, temporary, size, parts)
+            written, known = await self._fetch_ranges(bucket, key, temporary, size, parts, etag)
             _set_time(temporary, mtime)
-            if etag:  # read back (from the page cache, mostly) by a thread
-                matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size)
+            if etag:  # hashed as it came (`known`); other part sizes read back by a thread
+                matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
         elif size:
             written, matches = await self._fetch_whole(bucket, key, place, size, parts, mtime, etag)
         else:  # empty: no range to ask
@@ -437,31 +456,43 @@ class Storage:
             gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
         return gets
 
-    async def _fetch_ranges(self, bucket: str, key: str, temporary: str, size: int, parts: Parts) -> int:
+    async def _fetch_ranges(
+        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, etag: str
+    ) -> tuple[int, tuple[int, list[bytes]] | None]:
         """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
         part's writer thread (`gets.py`): above the threshold in ranges of `parts.size`,
         `parts.in_flight` at once, each at its offset, the first that fails stopping the others;
         below, in one GET that asks for one byte past the listed size (an object that grew since
-        comes back longer and fails the size check, as a whole GET would)."""
+        comes back longer and fails the size check, as a whole GET would). With an `etag`, the
+        file is hashed in the parts it likely has as it is written (native/src/parthash.rs):
+        returns the bytes written and (that part size, the MD5 of each part), when all came."""
         gets = self._native_gets(bucket)
-        if size > parts.threshold:
-            spans = [(start, min(start + parts.size, size)) for start in range(0, size, parts.size)]
-        else:
-            spans = [(0, size + 1)]
-        semaphore = asyncio.Semaphore(parts.in_flight)
-        with open(temporary, "wb"):  # made here; the ranges write into it
+        part_size = likeliest_part_size(etag, size, parts.size) if etag else None
+        with open(temporary, "wb"):  # made here; the GETs write into it
             pass
+        hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
+        semaphore = asyncio.Semaphore(parts.in_flight)
 
         async def fetch(start: int, end: int) -> int:
             async with semaphore:
                 await self.retry.pace_request()  # each range is a request of its own
                 await self.retry.pace_bytes(min(end, size) - start)
                 self.meter.requests["GET"] += 1
-                return await gets.get_range_into(key, start, end, temporary)
+                return await gets.get_range_into(key, start, end, temporary, hashed)
 
-        async with parts_group() as group:
-            sizes = [group.create_task(fetch(start, end)) for start, end in spans]
-        return sum(task.result() for task in sizes)
+        try:
+            async with parts_group() as group:
+                spans = _spans(size, parts, part_size)
+                sizes = [group.create_task(fetch(start, end)) for start, end in spans]
+            written = sum(task.result() for task in sizes)
+            if hashed is None or written != size:
+                return written, None
+            digests = await gets.part_digests(hashed)
+            hashed = None  # forgotten by the native part
+            return written, (part_size, digests) if part_size and digests else None
+        finally:
+            if hashed is not None:
+                gets.forget_parts(hashed)
 
     # ---- writing -------------------------------------------------------------------------------
     async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
