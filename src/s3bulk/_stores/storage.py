@@ -78,7 +78,7 @@ MAX_KEYS_PER_DELETE = 1000
 # Streaming a 1 MiB body in 256 KiB chunks costs an await and a Rust-to-Python crossing per
 # chunk; measured on 400 x 1 MiB downloads (async engine, 3 alternating runs): 1.19 -> 1.06 user
 # CPU s. (Under a single-part ETag or none, the native part streams them: `bytes_held`.)
-# Larger ones are written as they come by the native part's writer thread (`_fetch_ranges`):
+# Larger ones are written as they come by the native part's writer thread (`_fetch_streamed`):
 # above the multipart threshold in ranges of the part size, each at its offset.
 WHOLE_BODY_MAX = 8 * MiB
 # Bodies obstore fetched (under a multipart ETag) up to this size are written by the event loop
@@ -126,7 +126,7 @@ def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
 
 def _spans(size: int, parts: Parts, part_size: int | None) -> list[tuple[int, int]]:
     """The byte ranges a download from `WHOLE_BODY_MAX` asks for, in the order it asks: one GET
-    up to the threshold (one byte past the size: `Storage._fetch_ranges`); above it, ranges of
+    up to the threshold (one byte past the size: `Storage._fetch_streamed`); above it, ranges of
     `parts.size`, and where the object's parts (`part_size`, hashed as they come) are larger,
     the first range of each part, then the second of each, ... so that the parts come, and are
     hashed, side by side."""
@@ -368,7 +368,7 @@ class Storage:
         small one may have landed already."""
         temporary = place.temporary
         streamed = size > WHOLE_BODY_MAX and obstore_can_address(key)
-        if not streamed:  # streamed GETs wait for their own bytes (_fetch_ranges)
+        if not streamed:  # streamed GETs wait for their own bytes (_fetch_streamed)
             await self.retry.pace_bytes(size)
         etag = etag if self.verify else ""
         matches: bool | None = None
@@ -376,7 +376,7 @@ class Storage:
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
             written, matches = await write_in_thread(_write_checked, temporary, data, mtime, etag, parts.size)
         elif streamed:
-            written, known = await self._fetch_ranges(bucket, key, temporary, size, parts, etag)
+            written, known = await self._fetch_streamed(bucket, key, temporary, size, parts, etag)
             _set_time(temporary, mtime)
             if etag:  # hashed as it came (`known`); other part sizes read back by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
@@ -387,7 +387,7 @@ class Storage:
             result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
             body = await result.bytes_async()  # a service answers a range of nothing with 416
             written = _write_file(temporary, body, mtime)
-            if etag and not written:
+            if etag:
                 matches = etag_matches_bytes(memoryview(body), etag, parts.size)
         if written != size:
             raise ItemError(
@@ -456,7 +456,7 @@ class Storage:
             gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
         return gets
 
-    async def _fetch_ranges(
+    async def _fetch_streamed(
         self, bucket: str, key: str, temporary: str, size: int, parts: Parts, etag: str
     ) -> tuple[int, tuple[int, list[bytes]] | None]:
         """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
