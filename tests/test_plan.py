@@ -116,3 +116,32 @@ def test_the_local_walk_is_in_s3_key_order(tmp_path) -> None:
         (tmp_path / name).write_bytes(b"1")
     names = [e.relative for e in walk(str(tmp_path))]
     assert names == sorted(names, key=lambda n: n.encode()) == ["a-b", "a/x", "a/y/z", "a0", "b"]
+
+
+def test_a_listing_side_left_behind_by_a_failed_merge_lets_the_event_loop_end() -> None:
+    """sync lists one side ahead of the merge (`_prefetch`). When the other side's listing fails,
+    the job ends with that side's queue full and its lister waiting to add a page; the event loop
+    then cancels the lister once, which must end it (a lister that caught the cancel and waited
+    again to hand it over hung `sync` for good after its error was printed)."""
+    import threading
+
+    from s3bulk._commands.sync import _prefetch
+
+    async def pages() -> AsyncIterator[list[Entry]]:
+        for number in range(10):
+            yield [Entry(f"{number:02d}", 1, 0.0, "", "")]
+
+    async def merge_that_fails() -> object:
+        side = _prefetch(pages(), depth=1)
+        await anext(side)
+        await asyncio.sleep(0.01)  # the lister fills the queue and waits to add the next page
+        return side  # the failure leaves the side unclosed (its traceback holds it)
+
+    ended = threading.Event()
+
+    def run() -> None:
+        asyncio.run(merge_that_fails())
+        ended.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert ended.wait(10), "the event loop never ended: the lister swallowed its cancel"

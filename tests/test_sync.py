@@ -184,3 +184,24 @@ def test_delete_from_an_empty_or_missing_source_is_refused_unless_allowed(
     )
     assert allowed.returncode == 0, allowed.stderr
     assert client.list_objects_v2(Bucket=bucket, Prefix="site/")["KeyCount"] == 0
+
+
+def test_a_refused_destination_listing_ends_the_sync_in_one_line(minio: Endpoint, tmp_path: Path) -> None:
+    """The destination's listing is refused while the local side, listed ahead, waits with its
+    pages: one line, exit 1, and the process ends (it hung for good once the error was printed)."""
+    from conftest import S3BULK, held_at
+
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    make_tree(tmp_path / "src", {f"d{i % 10}/f{i:05d}": b"x" * 100 for i in range(5000)})
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        command = [*S3BULK, "sync", f"{tmp_path}/src/", f"s3://{bucket}/p/"]
+        with held_at(proxy, 1, command, env, tmp_path / "log") as job:  # the preflight passes
+            time.sleep(0.5)  # the local walk fills its queue meanwhile
+            proxy.denied_methods = {"GET"}
+            proxy.release()
+            assert job.wait(60) == 1
+            lines = job.output().strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith(f"error: list s3://{bucket}/p/: AccessDenied (403)")

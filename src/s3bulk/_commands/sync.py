@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
@@ -209,12 +209,15 @@ class SyncJob(CopyJob):
             ]
             if self.options.files_from is not None:  # only what the manifest names, on both sides
                 sides = [_only_named(side, sorted_names(self.options.files_from)) for side in sides]
-            pairs = merge_join(_prefetch(sides[0]), _prefetch(sides[1]), chunk=ACTIONS_PER_BATCH)
-            async for chunk in pairs:
-                with stats.timed("plan"):
-                    batch = self._plan(chunk)
-                if batch.items or batch.unchanged or batch.problems:
-                    yield batch
+            async with (
+                contextlib.aclosing(_prefetch(sides[0])) as source_pages,
+                contextlib.aclosing(_prefetch(sides[1])) as destination_pages,
+            ):  # closed when the merge ends, failed or not: their listers stop
+                async for chunk in merge_join(source_pages, destination_pages, chunk=ACTIONS_PER_BATCH):
+                    with stats.timed("plan"):
+                        batch = self._plan(chunk)
+                    if batch.items or batch.unchanged or batch.problems:
+                        yield batch
         finally:
             await client.close()
             if reader is not client:
@@ -440,7 +443,7 @@ def _counted_in(stats: WorkerStats) -> Retrier:
     return Retrier(meter=Meter(stats.requests, stats.stage_seconds, retried))
 
 
-async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncIterator[list[Entry]]:
+async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncGenerator[list[Entry], None]:
     """List one side ahead of the merge, so both sides' round trips overlap."""
     queue: asyncio.Queue[list[Entry] | BaseException | None] = asyncio.Queue(maxsize=depth)
 
@@ -448,7 +451,7 @@ async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncI
         try:
             async for page in pages:
                 await queue.put(page)
-        except BaseException as exc:
+        except Exception as exc:  # the consumer raises it; a cancel ends this at once
             await queue.put(exc)
             return
         await queue.put(None)
