@@ -330,3 +330,32 @@ def test_an_encrypted_object_is_checked_by_the_checksum_the_service_keeps(
         assert done.returncode == 0, done.stderr
         assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in done.stdout.replace(" ", "")
     assert (tmp_path / "down" / "secret").read_bytes() == body
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["upload", "copy-in-parts"])
+def test_a_completion_whose_answer_was_lost_is_not_a_failure(
+    minio: Endpoint, tmp_path: Path, copy: bool
+) -> None:
+    """The service completed the upload, the connection reset before its answer: the completion
+    sent again hears NoSuchUpload, and the object (its ETag the MD5 of the parts' MD5s) says it
+    was done."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    body = os.urandom(12 * 1024 * 1024 + 12_345)
+    parts = ["--multipart-threshold", "5MiB", "--copy-multipart-threshold", "5MiB", "--part-size", "5MiB"]
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "blob").write_bytes(body)
+    if copy:
+        assert run_cli(minio.env, "cp", *parts, f"{tmp_path}/up/", f"s3://{bucket}/src/").returncode == 0
+    source = f"s3://{bucket}/src/" if copy else f"{tmp_path}/up/"
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.lost_completions = 1
+        done = run_cli(env, "cp", *parts, "--json", source, f"s3://{bucket}/up/")
+        assert proxy.log.refused["lost"] == 1
+        assert done.returncode == 0, done.stdout[-600:] + done.stderr
+    client = minio.client()
+    assert client.get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
+    assert client.head_object(Bucket=bucket, Key="up/blob")["ETag"].endswith('-3"')
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.etags import single_part_md5
 from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
 
@@ -152,7 +153,34 @@ async def _in_parts(
         async with parts_group() as group:
             tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
         etags = [task.result() for task in tasks]
+        await _complete(client, bucket, key, upload_id, etags, retry)
+
+
+async def _complete(
+    client: S3Client, bucket: str, key: str, upload_id: str, etags: list[str], retry: Retry
+) -> None:
+    """Complete the upload. A completion whose answer was lost (the connection reset after the
+    service had completed it) is sent again and answered NoSuchUpload, although the upload is
+    now the object: a HEAD tells so by its ETag, the MD5 of the parts' MD5s with their count."""
+    try:
         await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
+    except S3Error as error:
+        expected = completed_etag(etags)
+        if error.code != "NoSuchUpload" or expected is None:
+            raise
+        head = await retry(lambda: client.head_object(bucket, key))
+        if head.get("etag", "").strip('"').lower() != expected:
+            raise
+
+
+def completed_etag(etags: list[str]) -> str | None:
+    """The ETag S3 gives the object these parts complete (None: a part's ETag is no MD5, as
+    under SSE-KMS, and the object's cannot be foretold)."""
+    digests = [single_part_md5(etag) for etag in etags]
+    if not all(digests):
+        return None
+    combined = hashlib.md5(b"".join(d for d in digests if d), usedforsecurity=False).hexdigest()
+    return f"{combined}-{len(etags)}"
 
 
 async def upload_file(

@@ -249,6 +249,9 @@ class S3ThrottlingProxy(LoopbackProxy):
         self.corrupt_uploads = 0  # ... and the next this many PUT bodies (objects, parts) on their way in
         # ListObjectsV2 pages with their keys in reverse, as S3 Express directory buckets list
         self.unordered_listings = False
+        # the next this many CompleteMultipartUpload requests reach the server, which completes the
+        # upload, but their connection is reset before the answer: as a flaky network loses it
+        self.lost_completions = 0
 
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/{path:.*}", self._handle)
@@ -293,6 +296,12 @@ class S3ThrottlingProxy(LoopbackProxy):
             skip_auto_headers=["Content-Type", "Accept-Encoding"],  # only what the client asked for
         ) as reply:
             data = await reply.read()
+            if self.lost_completions and request.method == "POST" and "uploadId" in request.query:
+                self.lost_completions -= 1
+                self.log.refused["lost"] += 1
+                assert request.transport is not None
+                request.transport.abort()  # done upstream; the client hears a reset, no answer
+                return web.Response()
             passed = {name: value for name, value in reply.headers.items() if name.lower() not in _HOP_BY_HOP}
             if request.method == "HEAD":  # no body, and the object's own Content-Length
                 passed["Content-Length"] = reply.headers.get("Content-Length", "0")
