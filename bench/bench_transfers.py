@@ -94,12 +94,14 @@ def main() -> None:
             for name, tools in workloads.items():
                 order = list(tools.items()) if run % 2 == 0 else list(reversed(tools.items()))
                 for tool, command in order:
+                    invocation = command()  # empties the tool's target directory from its last run
                     # Each tool starts with no dirty pages of the one before (or of the data's
-                    # preparation) left to write back: the kernel throttles whoever writes next
-                    # for them, which charged a 2 GiB download's writeback to the next tool.
+                    # preparation) left to write back, and no deletion of its last run's files
+                    # still to commit: the kernel throttles whoever writes next for them, which
+                    # charged a 2 GiB download's writeback to the next tool.
                     os.sync()
                     served = server_cpu(server_pid)
-                    result = measure(command(), env, tool, name)
+                    result = measure(invocation, env, tool, name)
                     result.server_cpu_seconds = server_cpu(server_pid) - served
                     results.runs.append(result)
                     print(
