@@ -6,11 +6,12 @@ an engine of several workers, cp, and a negative count are refused before anythi
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, new_bucket, run_cli
 
 import s3bulk
 
@@ -353,6 +354,35 @@ def test_a_completion_whose_answer_was_lost_is_not_a_failure(
         env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
         proxy.lost_completions = 1
         done = run_cli(env, "cp", *parts, "--json", source, f"s3://{bucket}/up/")
+        assert proxy.log.refused["lost"] == 1
+        assert done.returncode == 0, done.stdout[-600:] + done.stderr
+    client = minio.client()
+    assert client.get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
+    assert client.head_object(Bucket=bucket, Key="up/blob")["ETag"].endswith('-3"')
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_a_piped_upload_whose_completion_answer_was_lost_is_not_a_failure(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    """The same lost answer under `pipe`: stdin cannot be read again, so failing there loses the
+    upload for a job that is done."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    body = os.urandom(12 * 1024 * 1024 + 12_345)
+    (tmp_path / "blob").write_bytes(body)
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy, open(tmp_path / "blob", "rb") as stdin:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.lost_completions = 1
+        done = subprocess.run(
+            [*S3BULK, "pipe", "--part-size", "5MiB", f"s3://{bucket}/up/blob"],
+            env=env,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proxy.log.refused["lost"] == 1
         assert done.returncode == 0, done.stdout[-600:] + done.stderr
     client = minio.client()

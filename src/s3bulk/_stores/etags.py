@@ -33,6 +33,20 @@ def single_part_md5(etag: str) -> bytes | None:
     return bytes.fromhex(parsed[0]) if parsed and not parsed[1] else None
 
 
+def completed_etag(etags: list[str]) -> str | None:
+    """The ETag S3 gives the object these parts (their ETags, in order) complete; None when a
+    part's ETag is no MD5 (SSE-KMS, say), so the object's cannot be foretold."""
+    digests = [single_part_md5(etag) for etag in etags]
+    if any(digest is None for digest in digests):
+        return None
+    return f"{_md5_of_parts([d for d in digests if d])}-{len(etags)}"
+
+
+def _md5_of_parts(digests: list[bytes]) -> str:
+    """The MD5 of the parts' MD5s: the hex digest a multipart ETag carries before its count."""
+    return hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()
+
+
 def _part_sizes(size: int, parts: int, part_size: int) -> Iterable[int]:
     """The part sizes that could give `size` bytes in `parts` parts, likeliest first: the job's
     own, the common tools' defaults, then the size over the parts rounded up to a MiB before
@@ -55,8 +69,7 @@ def _matches(
     if not parts:
         return digests(size or 1)[0] == digest
     for candidate in _part_sizes(size, parts, part_size):
-        combined = hashlib.md5(b"".join(digests(candidate)[1]), usedforsecurity=False).hexdigest()
-        if combined == digest:
+        if _md5_of_parts(digests(candidate)[1]) == digest:
             return True
     return False
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from s3bulk._errors import ItemError, S3Error
-from s3bulk._stores.etags import single_part_md5
+from s3bulk._stores.etags import completed_etag
 from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
 
@@ -171,16 +171,6 @@ async def _complete(
         head = await retry(lambda: client.head_object(bucket, key))
         if head.get("etag", "").strip('"').lower() != expected:
             raise
-
-
-def completed_etag(etags: list[str]) -> str | None:
-    """The ETag S3 gives the object these parts complete (None: a part's ETag is no MD5, as
-    under SSE-KMS, and the object's cannot be foretold)."""
-    digests = [single_part_md5(etag) for etag in etags]
-    if not all(digests):
-        return None
-    combined = hashlib.md5(b"".join(d for d in digests if d), usedforsecurity=False).hexdigest()
-    return f"{combined}-{len(etags)}"
 
 
 async def upload_file(
@@ -416,8 +406,7 @@ async def upload_stream(
                 size += len(body)
                 group.create_task(send(number, body))
                 body = await _read_full(read, part_size)
-        ordered = [etags[number] for number in sorted(etags)]
-        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, ordered))
+        await _complete(client, bucket, key, upload_id, [etags[number] for number in sorted(etags)], retry)
     return size
 
 
