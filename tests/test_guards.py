@@ -333,6 +333,14 @@ def test_an_encrypted_object_is_checked_by_the_checksum_the_service_keeps(
     assert (tmp_path / "down" / "secret").read_bytes() == body
 
 
+def _assert_completed_once(minio: Endpoint, bucket: str, body: bytes) -> None:
+    """up/blob holds `body`, completed from its 3 parts, and no upload is left open."""
+    client = minio.client()
+    assert client.get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
+    assert client.head_object(Bucket=bucket, Key="up/blob")["ETag"].endswith('-3"')
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
 @pytest.mark.parametrize("copy", [False, True], ids=["upload", "copy-in-parts"])
 def test_a_completion_whose_answer_was_lost_is_not_a_failure(
     minio: Endpoint, tmp_path: Path, copy: bool
@@ -356,10 +364,7 @@ def test_a_completion_whose_answer_was_lost_is_not_a_failure(
         done = run_cli(env, "cp", *parts, "--json", source, f"s3://{bucket}/up/")
         assert proxy.log.refused["lost"] == 1
         assert done.returncode == 0, done.stdout[-600:] + done.stderr
-    client = minio.client()
-    assert client.get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
-    assert client.head_object(Bucket=bucket, Key="up/blob")["ETag"].endswith('-3"')
-    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    _assert_completed_once(minio, bucket, body)
 
 
 def test_a_piped_upload_whose_completion_answer_was_lost_is_not_a_failure(
@@ -385,7 +390,4 @@ def test_a_piped_upload_whose_completion_answer_was_lost_is_not_a_failure(
         )
         assert proxy.log.refused["lost"] == 1
         assert done.returncode == 0, done.stdout[-600:] + done.stderr
-    client = minio.client()
-    assert client.get_object(Bucket=bucket, Key="up/blob")["Body"].read() == body
-    assert client.head_object(Bucket=bucket, Key="up/blob")["ETag"].endswith('-3"')
-    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    _assert_completed_once(minio, bucket, body)
