@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, FileTimes, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -113,57 +113,73 @@ const HASH_WINDOW: u64 = 256 * 1024;
 /// nothing more is written into its file, and a file it left is the caller's to remove.
 #[derive(Default)]
 struct Tickets {
-    held: Mutex<(HashSet<u64>, HashSet<u64>)>, // (live, being written)
+    held: Mutex<Held>,
     released: Condvar,
+}
+
+#[derive(Default)]
+struct Held {
+    live: HashSet<u64>,
+    being_written: HashSet<u64>,
+    /// Cancels waiting for a write to end: a release wakes them only when there are some (a
+    /// wake-up is a system call, and there is a release for every chunk written).
+    waiting: usize,
 }
 
 impl Tickets {
     fn add(&self, tickets: impl Iterator<Item = u64>) {
-        self.held.lock().unwrap().0.extend(tickets);
+        self.held.lock().unwrap().live.extend(tickets);
     }
 
     /// Whether the file of `ticket` may be written (it was not cancelled); if so, it is being
     /// written until `release`.
     fn claim(&self, ticket: u64) -> bool {
         let mut held = self.held.lock().unwrap();
-        let claimed = held.0.contains(&ticket);
+        let claimed = held.live.contains(&ticket);
         if claimed {
-            held.1.insert(ticket);
+            held.being_written.insert(ticket);
         }
         claimed
     }
 
     /// A GET that failed, or whose file is done with: nothing more is written for it.
     fn done(&self, ticket: u64) {
-        self.held.lock().unwrap().0.remove(&ticket);
+        self.held.lock().unwrap().live.remove(&ticket);
     }
 
     /// The write that `claim` allowed is over; `done`: the last one (the file landed, or is left
     /// to the caller).
     fn release(&self, ticket: u64, done: bool) {
         let mut held = self.held.lock().unwrap();
-        held.1.remove(&ticket);
+        held.being_written.remove(&ticket);
         if done {
-            held.0.remove(&ticket);
+            held.live.remove(&ticket);
         }
+        let waiting = held.waiting > 0;
         drop(held);
-        self.released.notify_all();
+        if waiting {
+            self.released.notify_all();
+        }
     }
 
     fn cancel(&self, ticket: u64) {
         let mut held = self.held.lock().unwrap();
-        held.0.remove(&ticket);
-        while held.1.contains(&ticket) {
-            held = self.released.wait(held).unwrap();
-        }
+        held.live.remove(&ticket);
+        self.wait_until(held, |held| !held.being_written.contains(&ticket));
     }
 
     fn cancel_all(&self) {
         let mut held = self.held.lock().unwrap();
-        held.0.clear();
-        while !held.1.is_empty() {
+        held.live.clear();
+        self.wait_until(held, |held| held.being_written.is_empty());
+    }
+
+    fn wait_until(&self, mut held: std::sync::MutexGuard<'_, Held>, done: impl Fn(&Held) -> bool) {
+        held.waiting += 1;
+        while !done(&held) {
             held = self.released.wait(held).unwrap();
         }
+        held.waiting -= 1;
     }
 }
 
@@ -183,11 +199,20 @@ enum Piece {
 /// budget need not count the body (storage.py's `bytes_held`: counted whole, 16 MiB admitted 16
 /// GETs of 1 MiB, too few at 20 ms RTT; bench/RESULTS.md, issue 19's seventh and twelfth sessions).
 struct Writer {
-    queue: Mutex<(VecDeque<Piece>, bool)>, // pieces, and whether closed
+    queue: Mutex<Queue>,
     changed: Condvar,
     /// Room for chunks in the queue: a runtime that fills it waits, so the kernel's
     /// back-pressure, not memory, absorbs a writer slower than the network.
     room: Arc<Semaphore>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pieces: VecDeque<Piece>,
+    closed: bool,
+    /// The writer waits for pieces: only then does a piece sent wake it (a wake-up is a system
+    /// call, and a 1 MiB body comes in 8 or more chunks).
+    waiting: bool,
 }
 
 impl Writer {
@@ -196,8 +221,13 @@ impl Writer {
     }
 
     fn send(&self, piece: Piece) {
-        self.queue.lock().unwrap().0.push_back(piece);
-        self.changed.notify_one();
+        let mut queue = self.queue.lock().unwrap();
+        queue.pieces.push_back(piece);
+        let waiting = queue.waiting;
+        drop(queue);
+        if waiting {
+            self.changed.notify_one();
+        }
     }
 
     /// Room in the queue for a chunk of `size` bytes (a larger chunk than the whole queue waits
@@ -207,7 +237,7 @@ impl Writer {
     }
 
     fn close(&self) {
-        self.queue.lock().unwrap().1 = true;
+        self.queue.lock().unwrap().closed = true;
         self.room.close();
         self.changed.notify_all();
     }
@@ -217,17 +247,20 @@ impl Writer {
     fn next_pieces(&self, deadline: Option<Instant>) -> Option<VecDeque<Piece>> {
         let mut queue = self.queue.lock().unwrap();
         loop {
-            if queue.1 {
+            if queue.closed {
                 return None;
             }
-            if !queue.0.is_empty() {
-                return Some(std::mem::take(&mut queue.0));
+            if !queue.pieces.is_empty() {
+                queue.waiting = false;
+                return Some(std::mem::take(&mut queue.pieces));
             }
+            queue.waiting = true;
             match deadline {
                 None => queue = self.changed.wait(queue).unwrap(),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
+                        queue.waiting = false;
                         return Some(VecDeque::new());
                     }
                     queue = self.changed.wait_timeout(queue, deadline - now).unwrap().0;
@@ -245,26 +278,35 @@ impl Writer {
         let mut ended: Vec<(Stream, Option<String>)> = Vec::new();
         let mut first_end: Option<Instant> = None;
         while let Some(pieces) = self.next_pieces(first_end.map(|at| at + MAX_WAIT)) {
+            let mut freed = Freed::default();
+            // The chunks of each body in this batch, written with one system call per body
+            // (a 1 MiB body comes in 8 or more chunks of up to 128 KiB).
+            let mut unwritten: HashMap<u64, Unwritten> = HashMap::new();
             for piece in pieces {
                 match piece {
                     Piece::Start(job) => {
                         streams.insert(job.ticket, Stream::new(job, hasher));
                     }
-                    Piece::Chunk(ticket, chunk, _room) => {
-                        if let Some(stream) = streams.get_mut(&ticket) {
-                            stream.write(tickets, &chunk, hasher);
+                    Piece::Chunk(ticket, chunk, room) => unwritten.entry(ticket).or_default().add(chunk, room),
+                    Piece::End(ticket, failure) => {
+                        if let Some(chunks) = unwritten.remove(&ticket) {
+                            chunks.write_into(streams.get_mut(&ticket), tickets, hasher, &mut freed);
+                        }
+                        match streams.remove(&ticket) {
+                            Some(stream) if !stream.to_hash(&failure) => outbox.push(ticket, stream.finish(tickets, failure, None)),
+                            Some(stream) => {
+                                ended.push((stream, failure));
+                                first_end.get_or_insert_with(Instant::now);
+                            }
+                            None => {}
                         }
                     }
-                    Piece::End(ticket, failure) => match streams.remove(&ticket) {
-                        Some(stream) if !stream.to_hash(&failure) => outbox.push(ticket, stream.finish(tickets, failure, None)),
-                        Some(stream) => {
-                            ended.push((stream, failure));
-                            first_end.get_or_insert_with(Instant::now);
-                        }
-                        None => {}
-                    },
                 }
             }
+            for (ticket, chunks) in unwritten {
+                chunks.write_into(streams.get_mut(&ticket), tickets, hasher, &mut freed);
+            }
+            drop(freed);
             let due = ended.len() >= LANES || (!ended.is_empty() && streams.is_empty()) || first_end.is_some_and(|at| at.elapsed() >= MAX_WAIT);
             if due {
                 first_end = None;
@@ -273,6 +315,57 @@ impl Writer {
                     outbox.push(stream.job.ticket, stream.finish(tickets, failure, md5));
                 }
             }
+        }
+    }
+}
+
+/// Room in the queue that written chunks held, given back a little at a time: room given back
+/// wakes a runtime waiting for it (a system call and a switch of threads), once per chunk when
+/// the writer is the slower, and chunks are 16 KiB to 128 KiB (hyper's reads, `vendor/reqwest`).
+#[derive(Default)]
+struct Freed(Option<OwnedSemaphorePermit>);
+
+impl Freed {
+    /// Given back together: a quarter of the queue (dropped at the end of the writer's batch,
+    /// at most).
+    const AT_ONCE: usize = QUEUED_MAX / 4;
+
+    fn add(&mut self, room: OwnedSemaphorePermit) {
+        self.keep(room);
+        if self.0.as_ref().is_some_and(|held| held.num_permits() >= Self::AT_ONCE) {
+            self.0 = None;
+        }
+    }
+
+    fn keep(&mut self, room: OwnedSemaphorePermit) {
+        match &mut self.0 {
+            Some(held) => held.merge(room),
+            None => self.0 = Some(room),
+        }
+    }
+}
+
+/// The chunks of a body that came in one batch, not written yet, and the room they hold.
+#[derive(Default)]
+struct Unwritten {
+    chunks: Vec<Bytes>,
+    room: Freed,
+}
+
+impl Unwritten {
+    fn add(&mut self, chunk: Bytes, room: OwnedSemaphorePermit) {
+        self.chunks.push(chunk);
+        self.room.keep(room);
+    }
+
+    /// Into the body's file (none: the GET is not being written, e.g. cancelled), then the room
+    /// they held given back.
+    fn write_into(self, stream: Option<&mut Stream>, tickets: &Tickets, hasher: &Hasher, freed: &mut Freed) {
+        if let Some(stream) = stream {
+            stream.write(tickets, &self.chunks, hasher);
+        }
+        if let Some(room) = self.room.0 {
+            freed.add(room);
         }
     }
 }
@@ -295,9 +388,9 @@ impl Stream {
         Stream { job, file: None, written: 0, hashed, failed: None, cancelled: false }
     }
 
-    /// The chunk into the file (made at the first one), unless the GET was cancelled or the file
-    /// failed before.
-    fn write(&mut self, tickets: &Tickets, chunk: &[u8], hasher: &Hasher) {
+    /// The chunks into the file (made at the first one), one after the other, unless the GET was
+    /// cancelled or the file failed before.
+    fn write(&mut self, tickets: &Tickets, chunks: &[Bytes], hasher: &Hasher) {
         if self.cancelled || self.failed.is_some() {
             return;
         }
@@ -307,11 +400,12 @@ impl Stream {
             return;
         }
         let offset = self.job.start.unwrap_or(0) + self.written;
-        match self.file().and_then(|file| file.write_all_at(chunk, offset)) {
+        let length: u64 = chunks.iter().map(|chunk| chunk.len() as u64).sum();
+        match self.file().and_then(|file| write_all_at(file, chunks, offset)) {
             Ok(()) => {
-                self.written += chunk.len() as u64;
+                self.written += length;
                 if let Some((id, index)) = self.hashed {
-                    hasher.wrote(id, index, offset + chunk.len() as u64);
+                    hasher.wrote(id, index, offset + length);
                 }
             }
             Err(err) => self.failed = Some(err),
@@ -370,6 +464,44 @@ impl Stream {
         outcome
     }
 }
+
+/// The chunks one after the other into the file from `offset`, in as few system calls as the
+/// kernel takes them (`pwritev`).
+fn write_all_at(file: &File, chunks: &[Bytes], mut offset: u64) -> std::io::Result<()> {
+    let mut slices: Vec<&[u8]> = chunks.iter().map(|chunk| &chunk[..]).filter(|chunk| !chunk.is_empty()).collect();
+    let mut first = 0;
+    while first < slices.len() {
+        let iovecs: Vec<libc::iovec> = slices[first..].iter().take(IOV_MAX).map(|slice| libc::iovec { iov_base: slice.as_ptr() as *mut libc::c_void, iov_len: slice.len() }).collect();
+        // Safety: the iovecs point into `chunks`, alive and unchanged for the call.
+        let wrote = unsafe { libc::pwritev(file.as_raw_fd(), iovecs.as_ptr(), iovecs.len() as libc::c_int, offset as libc::off_t) };
+        if wrote < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if wrote == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        offset += wrote as u64;
+        let mut left = wrote as usize;
+        while left > 0 {
+            let slice = slices[first];
+            if left < slice.len() {
+                slices[first] = &slice[left..];
+                left = 0;
+            } else {
+                left -= slice.len();
+                first += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most buffers one `pwritev` takes (Linux's UIO_MAXIOV).
+const IOV_MAX: usize = 1024;
 
 /// The MD5 of each whole body whose MD5 is asked for (None for the others), read back from its
 /// file (in the page cache: just written), side by side in SIMD lanes.
