@@ -157,6 +157,10 @@ def workloads_for(
     """For each workload, a command per tool (made when run: a target directory starts empty)."""
 
     def target(name: str) -> str:
+        """One directory per workload, the same for every tool, emptied before each run: with one
+        directory each, the same s3bulk build took 4.1 s into one and 6.3 s into another, in
+        turns (ext4 and the page cache keep state per directory; bench/RESULTS.md, issue 19's
+        sixteenth session)."""
         path = work / "out" / name
         shutil.rmtree(path, ignore_errors=True)
         return f"{path}/"
@@ -166,8 +170,8 @@ def workloads_for(
     ours |= {f"s3bulk {e}": [S3BULK, "--engine", e] for e in engines}
     workloads: dict[str, dict[str, Any]] = {
         "download 1MiB": {
-            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/large/*", target("dl-s5")],
-            "obstore": lambda: [*LOOP, "download", "s3://bench/large/", target("dl-loop")],
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/large/*", target("dl")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/large/", target("dl")],
         },
         "upload 1MiB": {
             "s5cmd": lambda: [*tool_s5, "cp", f"{work}/large/*", "s3://bench/up-s5/"],
@@ -178,12 +182,12 @@ def workloads_for(
             "obstore": lambda: [*LOOP, "upload", f"{work}/huge", "s3://bench/up-huge-loop/"],
         },
         "download 100MiB": {  # in ranges: s5cmd's of 50 MiB, s3bulk's of 8 MiB
-            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/huge/*", target("dlh-s5")],
-            "obstore": lambda: [*LOOP, "download", "s3://bench/huge/", target("dlh-loop")],
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/huge/*", target("dlh")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/huge/", target("dlh")],
         },
         "download 4KiB": {
-            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls-s5")],
-            "obstore": lambda: [*LOOP, "download", "s3://bench/small/", target("dls-loop")],
+            "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls")],
+            "obstore": lambda: [*LOOP, "download", "s3://bench/small/", target("dls")],
         },
         "copy 4KiB": {
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", "s3://bench/copy-s5/"],
@@ -200,21 +204,17 @@ def workloads_for(
         def with_engine(args: list[str], prefix: list[str] = prefix) -> list[str]:
             return [prefix[0], args[0], *prefix[1:], *args[1:]]
 
-        workloads["download 1MiB"][tool] = lambda f=with_engine, t=tag: f(
-            ["cp", "s3://bench/large/", target(f"dl-{t}")]
-        )
+        workloads["download 1MiB"][tool] = lambda f=with_engine: f(["cp", "s3://bench/large/", target("dl")])
         workloads["upload 1MiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", f"{work}/large/", f"s3://bench/up-{t}/"]
         )
         workloads["upload 100MiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", f"{work}/huge/", f"s3://bench/up-huge-{t}/"]
         )
-        workloads["download 100MiB"][tool] = lambda f=with_engine, t=tag: f(
-            ["cp", "s3://bench/huge/", target(f"dlh-{t}")]
+        workloads["download 100MiB"][tool] = lambda f=with_engine: f(
+            ["cp", "s3://bench/huge/", target("dlh")]
         )
-        workloads["download 4KiB"][tool] = lambda f=with_engine, t=tag: f(
-            ["cp", "s3://bench/small/", target(f"dls-{t}")]
-        )
+        workloads["download 4KiB"][tool] = lambda f=with_engine: f(["cp", "s3://bench/small/", target("dls")])
         workloads["copy 4KiB"][tool] = lambda f=with_engine, t=tag: f(
             ["cp", "s3://bench/small/", f"s3://bench/copy-{t}/"]
         )

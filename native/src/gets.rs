@@ -321,7 +321,7 @@ impl Writer {
 
 /// Room in the queue that written chunks held, given back a little at a time: room given back
 /// wakes a runtime waiting for it (a system call and a switch of threads), once per chunk when
-/// the writer is the slower, and chunks are 16 KiB to 128 KiB (hyper's reads, `vendor/reqwest`).
+/// the writer is the slower, and chunks are up to 128 KiB (hyper's reads, `vendor/reqwest`).
 #[derive(Default)]
 struct Freed(Option<OwnedSemaphorePermit>);
 

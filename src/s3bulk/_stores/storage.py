@@ -93,10 +93,11 @@ LANES_MIN = 16 * 1024
 # into their files chunk by chunk by the native part's writer thread (native/src/gets.rs:
 # STREAM_MIN, the same size), whose queue holds at most 4 MiB of chunks per bucket.
 STREAMED_MIN = 16 * 1024
-# What one of those is counted in the byte budget. It holds its connection's read buffer (up to
-# 408 KiB in hyper) and its chunks waiting for the writer, not its whole body: counted at 512 KiB,
-# a 16 MiB budget admits 32 GETs of 1 MiB and peaks near what 16 bodies counted whole did
-# (bench/RESULTS.md, issue 19's twelfth session: 101 against 92 MiB); 16 were too few at 20 ms RTT.
+# What one of those is counted in the byte budget. It holds its connection's read buffers (up to
+# 128 KiB each: native/vendor/reqwest/PATCHED.md) and its chunks waiting for the writer, not its
+# whole body: counted at 512 KiB, a 16 MiB budget admits 32 GETs of 1 MiB (bench/RESULTS.md,
+# issue 19's twelfth and sixteenth sessions: 2,000 x 1 MiB peaks at ~72 MiB); 16 were too few at
+# 20 ms RTT.
 STREAMED_HELD = 512 * 1024
 
 
