@@ -11,9 +11,10 @@
 //! wake-up of the event loop hands over every outcome finished meanwhile (`wake::Outbox`).
 //!
 //! A small body is written by the runtime thread at once. From `STREAM_MIN` a body is streamed
-//! to a writer thread (`Writer`) chunk by chunk as it comes: the writer writes each chunk into
-//! its file; when bodies end, it reads their files back from the page cache a window at a time
-//! and hashes them side by side in SIMD lanes (one MD5 per body costs 8x the CPU of 16 in
+//! to a writer thread (`Writer`) chunk by chunk as it comes: the writer writes the chunks that
+//! came into its file (one `pwritev` for those of a body that came together); when bodies end,
+//! it reads their files back from the page cache a window at a time and hashes them side by
+//! side in SIMD lanes (one MD5 per body costs 8x the CPU of 16 in
 //! lanes), then lands each. A runtime thread writing 1 MiB bodies itself stalls every connection whenever the
 //! kernel throttles it for its dirty pages (bench/RESULTS.md, issue 19's tenth session); and a
 //! request in flight holds a chunk, not its whole body, so the byte budget need not count bodies
@@ -269,10 +270,11 @@ impl Writer {
         }
     }
 
-    /// Writes each chunk as it comes, and lets it go; a body that ended and is to be hashed waits
-    /// for others to end with it (up to `LANES` of them, at most `MAX_WAIT`, and only while other
-    /// bodies are still coming), so that their files are hashed together in SIMD lanes, read back
-    /// from the page cache. Then each is landed. A body not to be hashed (a range) is done at once.
+    /// Writes the chunks that came (those of one body with one system call), and lets them go; a
+    /// body that ended and is to be hashed waits for others to end with it (up to `LANES` of them,
+    /// at most `MAX_WAIT`, and only while other bodies are still coming), so that their files are
+    /// hashed together in SIMD lanes, read back from the page cache. Then each is landed. A body
+    /// not to be hashed (a range) is done at once.
     fn serve(&self, tickets: &Tickets, outbox: &Outbox<Outcome>, hasher: &Hasher) {
         let mut streams: HashMap<u64, Stream> = HashMap::new();
         let mut ended: Vec<(Stream, Option<String>)> = Vec::new();
