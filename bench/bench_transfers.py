@@ -159,8 +159,7 @@ def workloads_for(
     def target(name: str) -> str:
         """One directory per workload, the same for every tool, emptied before each run: with one
         directory each, the same s3bulk build took 4.1 s into one and 6.3 s into another, in
-        turns (ext4 and the page cache keep state per directory; bench/RESULTS.md, issue 19's
-        sixteenth session)."""
+        turns (why was not settled; bench/RESULTS.md, issue 19's sixteenth session)."""
         path = work / "out" / name
         shutil.rmtree(path, ignore_errors=True)
         return f"{path}/"
