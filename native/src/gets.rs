@@ -280,7 +280,6 @@ impl Writer {
         let mut ended: Vec<(Stream, Option<String>)> = Vec::new();
         let mut first_end: Option<Instant> = None;
         while let Some(pieces) = self.next_pieces(first_end.map(|at| at + MAX_WAIT)) {
-            let mut freed = Freed::default();
             // The chunks of each body in this batch, written with one system call per body
             // (a 1 MiB body comes in 8 or more chunks of up to 128 KiB).
             let mut unwritten: HashMap<u64, Unwritten> = HashMap::new();
@@ -292,7 +291,7 @@ impl Writer {
                     Piece::Chunk(ticket, chunk, room) => unwritten.entry(ticket).or_default().add(chunk, room),
                     Piece::End(ticket, failure) => {
                         if let Some(chunks) = unwritten.remove(&ticket) {
-                            chunks.write_into(streams.get_mut(&ticket), tickets, hasher, &mut freed);
+                            chunks.write_into(streams.get_mut(&ticket), tickets, hasher);
                         }
                         match streams.remove(&ticket) {
                             Some(stream) if !stream.to_hash(&failure) => outbox.push(ticket, stream.finish(tickets, failure, None)),
@@ -306,9 +305,8 @@ impl Writer {
                 }
             }
             for (ticket, chunks) in unwritten {
-                chunks.write_into(streams.get_mut(&ticket), tickets, hasher, &mut freed);
+                chunks.write_into(streams.get_mut(&ticket), tickets, hasher);
             }
-            drop(freed);
             let due = ended.len() >= LANES || (!ended.is_empty() && streams.is_empty()) || first_end.is_some_and(|at| at.elapsed() >= MAX_WAIT);
             if due {
                 first_end = None;
@@ -321,53 +319,29 @@ impl Writer {
     }
 }
 
-/// Room in the queue that written chunks held, given back a little at a time: room given back
-/// wakes a runtime waiting for it (a system call and a switch of threads), once per chunk when
-/// the writer is the slower, and chunks are up to 128 KiB (hyper's reads, `vendor/reqwest`).
-#[derive(Default)]
-struct Freed(Option<OwnedSemaphorePermit>);
-
-impl Freed {
-    /// Given back together: a quarter of the queue (dropped at the end of the writer's batch,
-    /// at most).
-    const AT_ONCE: usize = QUEUED_MAX / 4;
-
-    fn add(&mut self, room: OwnedSemaphorePermit) {
-        self.keep(room);
-        if self.0.as_ref().is_some_and(|held| held.num_permits() >= Self::AT_ONCE) {
-            self.0 = None;
-        }
-    }
-
-    fn keep(&mut self, room: OwnedSemaphorePermit) {
-        match &mut self.0 {
-            Some(held) => held.merge(room),
-            None => self.0 = Some(room),
-        }
-    }
-}
-
-/// The chunks of a body that came in one batch, not written yet, and the room they hold.
+/// The chunks of a body that came in one batch, not written yet, and the room they hold in the
+/// queue: given back once for the body (each giving back wakes a runtime waiting for room, a
+/// system call and a switch of threads), not once per chunk of up to 128 KiB.
 #[derive(Default)]
 struct Unwritten {
     chunks: Vec<Bytes>,
-    room: Freed,
+    room: Option<OwnedSemaphorePermit>,
 }
 
 impl Unwritten {
     fn add(&mut self, chunk: Bytes, room: OwnedSemaphorePermit) {
         self.chunks.push(chunk);
-        self.room.keep(room);
+        match &mut self.room {
+            Some(held) => held.merge(room),
+            None => self.room = Some(room),
+        }
     }
 
-    /// Into the body's file (none: the GET is not being written, e.g. cancelled), then the room
-    /// they held given back.
-    fn write_into(self, stream: Option<&mut Stream>, tickets: &Tickets, hasher: &Hasher, freed: &mut Freed) {
+    /// Into the body's file (none: the GET is not being written, e.g. cancelled); the room they
+    /// held is given back when this is dropped, after.
+    fn write_into(self, stream: Option<&mut Stream>, tickets: &Tickets, hasher: &Hasher) {
         if let Some(stream) = stream {
             stream.write(tickets, &self.chunks, hasher);
-        }
-        if let Some(room) = self.room.0 {
-            freed.add(room);
         }
     }
 }
