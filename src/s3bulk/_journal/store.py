@@ -25,18 +25,23 @@ import contextlib
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import obstore
 import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError, classify
 from s3bulk._journal.local import Journal, JournalReader, state_dir
+from s3bulk._lazy import lazy_module
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._stores.objects import s3_store
 from s3bulk._stores.retry import Retrier
 from s3bulk._urls import parse_s3
+
+if TYPE_CHECKING:
+    import obstore
+else:
+    obstore = lazy_module("obstore")
 
 JOBS_PREFIX = ".s3bulk/jobs/"
 PART_ROWS = 5000

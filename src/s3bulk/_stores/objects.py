@@ -11,12 +11,16 @@ import io
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
-
-import obstore
-from obstore.store import S3Store
+from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
+from s3bulk._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import obstore
+    from obstore.store import S3Store
+else:
+    obstore = lazy_module("obstore")
 
 
 class BotocoreCredentials:
@@ -41,6 +45,8 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
     """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
     the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
     upload ids must be known, and each part is retried alone by the engine's policy)."""
+    from obstore.store import S3Store
+
     config, client_options = store_options(settings, bucket, max_connections=max_connections)
     return S3Store(
         bucket,

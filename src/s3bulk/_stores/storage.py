@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import obstore
-
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
+from s3bulk._lazy import lazy_module
 from s3bulk._stores import native_http
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.digests import Md5Lanes
@@ -69,7 +68,10 @@ from s3bulk._stores.s3 import S3Client, quote_key
 from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, VersionInfo, xml_safe
 
 if TYPE_CHECKING:
+    import obstore
     from obstore._get import GetOptions
+else:
+    obstore = lazy_module("obstore")  # most jobs never call it: ~6 MiB and ~30 ms saved
 
 T = TypeVar("T")
 MiB = 1024**2
