@@ -98,3 +98,32 @@ def test_importing_s3bulk_loads_nothing_heavy() -> None:
     code = f"import sys, s3bulk, s3bulk._cli; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_test_server_of_s3bulk_testing_leaves_no_directory_behind_and_starts_again_empty() -> None:
+    """Users start these servers in their own tests: a throwaway data directory goes when the
+    server stops (one was left per server, empty, in the temporary directory), and a server
+    started again gets a fresh one."""
+    import boto3
+
+    from s3bulk.testing import MinioServer
+
+    server = MinioServer()
+    data_dir = server.data_dir
+
+    def client():  # type: ignore[no-untyped-def]
+        return boto3.client(
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+            region_name="us-east-1",
+        )
+
+    with server:
+        client().create_bucket(Bucket="kept-till-stop")
+        assert [b["Name"] for b in client().list_buckets()["Buckets"]] == ["kept-till-stop"]
+    assert not data_dir.exists()
+    with server:
+        assert client().list_buckets()["Buckets"] == []
+    assert not data_dir.exists()

@@ -68,6 +68,15 @@ class Server:
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._own_dir: Path | None = None  # a throwaway data directory: gone once stopped
+
+    def _data_dir(self, given: Path | None, name: str) -> Path:
+        """`given`, kept; or a throwaway directory, removed when the server stops (and made again
+        if it starts again), so a test run leaves nothing in the temporary directory."""
+        if given is not None:
+            return given
+        self._own_dir = Path(tempfile.mkdtemp(prefix=f"s3bulk-{name}-"))
+        return self._own_dir
 
     scheme = "http"
 
@@ -91,6 +100,8 @@ class Server:
 
     def _launch(self, port: int) -> None:
         self.port = port
+        if self._own_dir is not None:
+            self._own_dir.mkdir(parents=True, exist_ok=True)
         if self._log is None:  # the log lives as long as the server, so no context manager
             self._log = tempfile.NamedTemporaryFile(prefix=f"s3bulk-{type(self).__name__}-", suffix=".log")  # noqa: SIM115
         self.process = subprocess.Popen(
@@ -156,6 +167,8 @@ class Server:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def client_env(self) -> dict[str, str]:
         """The standard AWS variables a client needs to talk to this server."""
@@ -187,8 +200,7 @@ class MinioServer(Server):
         super().__init__()
         self.region = region  # the server's own region (MINIO_SITE_REGION): requests must be signed for it
         self.public_metrics = public_metrics  # benchmarks count every tool's requests server-side
-        self._own_dir = data_dir is None
-        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-minio-"))
+        self.data_dir = self._data_dir(data_dir, "minio")
         self.scheme = "https" if tls else "http"
         self.certs_dir = _self_signed_certificate(self.host) if tls else None
 
@@ -228,9 +240,6 @@ class MinioServer(Server):
         super().stop()
         if self.certs_dir:  # restart() keeps it; a stopped server has no use for it
             shutil.rmtree(self.certs_dir, ignore_errors=True)
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir.mkdir(parents=True, exist_ok=True)
 
 
 class VersityServer(Server):
@@ -240,8 +249,7 @@ class VersityServer(Server):
 
     def __init__(self, data_dir: Path | None = None) -> None:
         super().__init__()
-        self._own_dir = data_dir is None
-        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-versitygw-"))
+        self.data_dir = self._data_dir(data_dir, "versitygw")
 
     def command(self) -> list[str]:
         return [
@@ -257,12 +265,6 @@ class VersityServer(Server):
             str(self.data_dir),
         ]
 
-    def stop(self) -> None:
-        super().stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-
 
 class GarageServer(Server):
     """Garage (Deuxfleurs' distributed object store) as one node over a throwaway directory. Its
@@ -276,8 +278,7 @@ class GarageServer(Server):
 
     def __init__(self, data_dir: Path | None = None) -> None:
         super().__init__()
-        self._own_dir = data_dir is None
-        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="s3bulk-garage-"))
+        self.data_dir = self._data_dir(data_dir, "garage")
         self.config = self.data_dir / "garage.toml"
         # layout and key live in its metadata: a restart(), or a server over a kept directory,
         # finds them there
@@ -337,9 +338,7 @@ class GarageServer(Server):
 
     def stop(self) -> None:
         super().stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._own_dir is not None:  # its layout and key went with the directory
             self._configured = False
 
 
