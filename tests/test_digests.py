@@ -147,3 +147,4 @@ def test_a_multipart_etag_s_likeliest_part_size_is_tried_first() -> None:
     assert list(_part_sizes(100 * mib, 2, 8 * mib)) == [50 * mib, 64 * mib]
     assert next(iter(_part_sizes(100 * mib, 13, 8 * mib))) == 8 * mib  # the job's own first
     assert next(iter(_part_sizes(100 * mib, 7, 8 * mib))) == 16 * mib  # 15 MiB cannot make 7
+    assert next(iter(_part_sizes(1024 * mib, 21, 8 * mib))) == 50 * mib  # s5cmd's, before 49 MiB

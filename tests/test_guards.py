@@ -206,25 +206,58 @@ def test_a_corrupted_download_is_caught_and_fetched_again(minio: Endpoint, tmp_p
 
 def put_in_parts(endpoint: Endpoint, bucket: str, key: str, body: bytes, part_size: int) -> str:
     """`body` stored as a multipart upload in parts of `part_size`: its ETag."""
+    return put_parts(
+        endpoint, bucket, key, [body[start : start + part_size] for start in range(0, len(body), part_size)]
+    )
+
+
+def put_parts(endpoint: Endpoint, bucket: str, key: str, bodies: list[bytes]) -> str:
+    """A multipart object of exactly these parts (any tool's layout): its ETag."""
     client = endpoint.client()
     upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
     parts = [
         {
             "PartNumber": number,
-            "ETag": client.upload_part(
-                Bucket=bucket,
-                Key=key,
-                UploadId=upload,
-                PartNumber=number,
-                Body=body[start : start + part_size],
-            )["ETag"],
+            "ETag": client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)[
+                "ETag"
+            ],
         }
-        for number, start in enumerate(range(0, len(body), part_size), start=1)
+        for number, body in enumerate(bodies, start=1)
     ]
     done = client.complete_multipart_upload(
         Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
     )
     return str(done["ETag"])
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [[6 * 1024**2, 6 * 1024**2, 3 * 1024**2], [5 * 1024**2, 7 * 1024**2, 1024**2]],
+    ids=["even parts no guess gives", "uneven parts"],
+)
+def test_a_multipart_object_of_any_part_layout_is_checked_by_the_parts_the_service_tells(
+    minio: Endpoint, tmp_path: Path, sizes: list[int]
+) -> None:
+    """Its ETag is the MD5 of its parts' MD5s, so checking the bytes needs its part sizes. A
+    1 GiB file s5cmd uploaded (21 parts of 50 MiB, which 49 MiB parts would also give) failed
+    every download as "changed on the way": where no guess is right, a HEAD of each part says
+    (?partNumber=), and a body corrupted on the way is still caught."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    bucket = new_bucket(minio)
+    bodies = [os.urandom(size) for size in sizes]
+    assert put_parts(minio, bucket, "d/other-tool.bin", bodies).endswith('-3"')
+    done = run_cli(minio.env, "cp", "--json", f"s3://{bucket}/d/other-tool.bin", f"{tmp_path}/plain/")
+    assert done.returncode == 0, done.stderr
+    assert '"retries":0' in done.stdout.replace(" ", "")
+    assert (tmp_path / "plain" / "other-tool.bin").read_bytes() == b"".join(bodies)
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        proxy.corrupt_bodies = 1
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        checked = run_cli(env, "cp", "--json", f"s3://{bucket}/d/other-tool.bin", f"{tmp_path}/checked/")
+        assert checked.returncode == 0, checked.stderr
+        assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in checked.stdout.replace(" ", "")
+    assert (tmp_path / "checked" / "other-tool.bin").read_bytes() == b"".join(bodies)
 
 
 def test_a_large_download_is_checked_by_its_parts_as_they_come(

@@ -1,7 +1,8 @@
 """What an S3 ETag proves about bytes. A single-part object's ETag is the MD5 of its bytes; a
 multipart object's is the MD5 of its parts' MD5s, then '-N' (N parts), so checking one needs the
-part size it was uploaded with: tried here in turn (the caller's, the common 8/16/5/64 MiB, and
-size/N rounded up to 1 MiB) among those that give N parts. An ETag that is no MD5 at all (SSE-KMS,
+part size it was uploaded with: tried here in turn (the caller's, the common 8/16/5/50/64 MiB,
+and size/N rounded up to 1 MiB) among those that give N parts; when none is right, the service
+says what the parts were (`etag_matches_layout`). An ETag that is no MD5 at all (SSE-KMS,
 SSE-C objects) proves nothing: `None`, "cannot tell", as opposed to False, "these are not the bytes".
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import os
 import zlib
 from collections.abc import Callable, Iterable
 
@@ -49,11 +51,12 @@ def _md5_of_parts(digests: list[bytes]) -> str:
 
 def _part_sizes(size: int, parts: int, part_size: int) -> Iterable[int]:
     """The part sizes that could give `size` bytes in `parts` parts, likeliest first: the job's
-    own, the common tools' defaults, then the size over the parts rounded up to a MiB before
-    64 MiB (s5cmd's 50 MiB parts of a 100 MiB file, which 64 MiB parts would also give: each
-    wrong guess hashes the whole file again)."""
+    own, the common tools' defaults (aws and boto3 8 MiB, mc 16, rclone 5, s5cmd 50), then the
+    size over the parts rounded up to a MiB before 64 MiB (s5cmd's 50 MiB parts of a 1 GiB file
+    are 21, as 49 MiB parts would be: each wrong guess hashes the whole file again)."""
     tried = set()
-    for candidate in (part_size, 8 * MiB, 16 * MiB, 5 * MiB, math.ceil(size / parts / MiB) * MiB, 64 * MiB):
+    common = (part_size, 8 * MiB, 16 * MiB, 5 * MiB, 50 * MiB)
+    for candidate in (*common, math.ceil(size / parts / MiB) * MiB, 64 * MiB):
         if candidate > 0 and candidate not in tried and math.ceil(size / candidate) == parts:
             tried.add(candidate)
             yield candidate
@@ -72,6 +75,27 @@ def _matches(
         if _md5_of_parts(digests(candidate)[1]) == digest:
             return True
     return False
+
+
+def etag_matches_layout(path: str, etag: str, sizes: list[int]) -> bool | None:
+    """Whether the file holds the bytes a multipart `etag` describes, given the sizes of its parts
+    as the service tells them (None: the ETag cannot tell, or names another number of parts)."""
+    parsed = _parsed(etag)
+    if parsed is None or parsed[1] != len(sizes) or not sizes:
+        return None
+    if os.path.getsize(path) != sum(sizes):
+        return False
+    if all(size == sizes[0] for size in sizes[:-1]) and sizes[-1] <= sizes[0]:
+        return _md5_of_parts(md5_file_parts(path, sizes[0])) == parsed[0]
+    digests = []  # uneven parts (a rare layout): one MD5 after another
+    with open(path, "rb") as handle:
+        for size in sizes:
+            digest = hashlib.md5(usedforsecurity=False)
+            while size and (block := handle.read(min(size, MiB))):
+                digest.update(block)
+                size -= len(block)
+            digests.append(digest.digest())
+    return _md5_of_parts(digests) == parsed[0]
 
 
 def etag_matches_bytes(data: bytes | memoryview, etag: str, part_size: int = 8 * MiB) -> bool | None:

@@ -39,6 +39,7 @@ from s3bulk._stores.etags import (
     checksum_matches_file,
     etag_matches_bytes,
     etag_matches_file,
+    etag_matches_layout,
     likeliest_part_size,
     single_part_md5,
 )
@@ -343,7 +344,7 @@ class Storage:
             written, matches = await self._fetch_into(bucket, key, place, size, parts, mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or exc from None
-        if matches is False and not await self._second_opinion(bucket, key, place.temporary):
+        if matches is False and not await self._second_opinion(bucket, key, place.temporary, etag, size):
             raise ItemError(
                 f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
                 "changed on the way",
@@ -351,17 +352,35 @@ class Storage:
             )
         return written
 
-    async def _second_opinion(self, bucket: str, key: str, temporary: str) -> bool:
+    async def _second_opinion(self, bucket: str, key: str, temporary: str, etag: str, size: int) -> bool:
         """Bytes and ETag disagree, which is rare but for objects whose ETag is no MD5 though it
-        looks like one (SSE-KMS, SSE-C): a HEAD says. A full-object checksum the service keeps
-        (x-amz-checksum-sha256, -sha1, -crc32) then decides; without one, such an object is taken
-        as it came, and any other is not."""
+        looks like one (SSE-KMS, SSE-C), or whose parts no guessed part size gives: a HEAD says.
+        A full-object checksum the service keeps (x-amz-checksum-sha256, -sha1, -crc32) then
+        decides; an encrypted object without one is taken as it came; a multipart one is hashed
+        again by the sizes of its parts, as the service tells them."""
         head = await self.head(bucket, key, checksums=True)
         found = await asyncio.to_thread(checksum_matches_file, temporary, head)
         if found is not None:
             return found
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
-        return kms or bool(head.get("x-amz-server-side-encryption-customer-algorithm"))
+        if kms or head.get("x-amz-server-side-encryption-customer-algorithm"):
+            return True
+        sizes = await self._part_sizes(bucket, key, etag_parts(etag), size)
+        return bool(sizes) and await asyncio.to_thread(etag_matches_layout, temporary, etag, sizes) is True
+
+    async def _part_sizes(self, bucket: str, key: str, count: int, size: int) -> list[int]:
+        """The sizes of a multipart object's `count` parts, a HEAD of each (?partNumber=); none
+        when the service does not tell them (one that ignores partNumber sends the whole size)."""
+        if count < 2:
+            return []
+        heads = asyncio.Semaphore(16)
+
+        async def part_size(number: int) -> int:
+            async with heads:
+                return int((await self.head(bucket, key, number)).get("content-length") or 0)
+
+        sizes = list(await asyncio.gather(*(part_size(number) for number in range(1, count + 1))))
+        return sizes if all(sizes) and sum(sizes) == size else []
 
     async def _fetch_into(
         self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
