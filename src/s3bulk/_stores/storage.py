@@ -365,12 +365,13 @@ class Storage:
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
         if kms or head.get("x-amz-server-side-encryption-customer-algorithm"):
             return True
-        sizes = await self._part_sizes(bucket, key, etag_parts(etag), size)
+        sizes = await self._told_part_sizes(bucket, key, etag_parts(etag), size)
         return bool(sizes) and await asyncio.to_thread(etag_matches_layout, temporary, etag, sizes) is True
 
-    async def _part_sizes(self, bucket: str, key: str, count: int, size: int) -> list[int]:
+    async def _told_part_sizes(self, bucket: str, key: str, count: int, size: int) -> list[int]:
         """The sizes of a multipart object's `count` parts, a HEAD of each (?partNumber=); none
-        when the service does not tell them (one that ignores partNumber sends the whole size)."""
+        when the service does not tell them (one that ignores partNumber sends the whole size,
+        one that refuses it an error)."""
         if count < 2:
             return []
         heads = asyncio.Semaphore(16)
@@ -379,7 +380,10 @@ class Storage:
             async with heads:
                 return int((await self.head(bucket, key, number)).get("content-length") or 0)
 
-        sizes = list(await asyncio.gather(*(part_size(number) for number in range(1, count + 1))))
+        try:
+            sizes = list(await asyncio.gather(*(part_size(number) for number in range(1, count + 1))))
+        except ItemError:  # an S3Error too
+            return []
         return sizes if all(sizes) and sum(sizes) == size else []
 
     async def _fetch_into(
