@@ -84,9 +84,9 @@ def reliability() -> Callable[..., None]:
 @contextlib.contextmanager
 def in_memory(prefix: str) -> Iterator[Path | None]:
     """A directory in /dev/shm for a session's server, removed after: the session's MinIO ends
-    with ~16,000 files, whose deletion from disk took 16 s of every run (None: no /dev/shm, the
-    server makes its own)."""
-    if not os.path.isdir("/dev/shm"):
+    with ~16,000 files (~250 MB), whose deletion from disk took 16 s of every run (None: no
+    /dev/shm with room to spare, as in a container's 64 MB one: the server makes its own)."""
+    if not os.path.isdir("/dev/shm") or shutil.disk_usage("/dev/shm").free < 4 * 1024**3:
         yield None
         return
     directory = Path(tempfile.mkdtemp(prefix=prefix, dir="/dev/shm"))
