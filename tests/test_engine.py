@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,29 @@ def test_an_item_done_with_requests_gives_its_slot_to_the_next() -> None:
     assert report.objects_done == 24, report
     assert _Phases.most_requesting <= 4
     assert _Phases.most_local >= 8
+
+
+def test_a_job_wide_request_gets_twice_an_item_s_attempts() -> None:
+    """A listing's page that fails stops the whole job (an item's failure stops only the item):
+    through 30% of connections reset, six attempts of a page all failed now and then."""
+    from s3bulk._stores.retry import Retrier
+
+    def failing_until(succeeds_at: int) -> tuple[list[int], Callable[[], Awaitable[str]]]:
+        attempts: list[int] = []
+
+        async def reset() -> str:
+            attempts.append(1)
+            if len(attempts) < succeeds_at:
+                raise ConnectionResetError("Connection reset by peer (os error 104)")
+            return "page"
+
+        return attempts, reset
+
+    retrier = Retrier(RetryPolicy(max_attempts=3, base_seconds=0.001))
+    attempts, page = failing_until(6)
+    assert asyncio.run(retrier(page, "list s3://b/p/", job_wide=True)) == "page"
+    assert len(attempts) == 6
+    attempts, item = failing_until(6)
+    with pytest.raises(ItemError, match="reset"):
+        asyncio.run(retrier(item, "get s3://b/p/k"))
+    assert len(attempts) == 3

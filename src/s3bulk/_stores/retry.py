@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from s3bulk._errors import ItemError, JobAborted, classify
@@ -165,8 +165,14 @@ class Retrier:
         action: Callable[[], Awaitable[T]],
         what: str = "",
         on_throttle: Callable[[], None] | None = None,
+        *,
+        job_wide: bool = False,
     ) -> T:
-        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say)."""
+        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say). A
+        `job_wide` request (a listing's page: the job stops when it fails) gets twice an item's
+        attempts: through 30% of connections reset, a page's six attempts all failed now and
+        then (stale pooled connections, one after another), and with them the whole job."""
+        policy = replace(self.policy, max_attempts=2 * self.policy.max_attempts) if job_wide else self.policy
 
         def retried(error: ItemError) -> None:
             self.meter.retried(error)
@@ -181,4 +187,4 @@ class Retrier:
                 return await unpaced()
 
             action = paced
-        return await with_retries(action, self.policy, what=what, on_retry=retried)
+        return await with_retries(action, policy, what=what, on_retry=retried)

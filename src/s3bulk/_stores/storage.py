@@ -209,8 +209,8 @@ class Storage:
             store = self._stores[root] = store_for(root, self.settings, max_connections=self.connections * 2)
         return store
 
-    async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
-        return await self.retry(action, what)
+    async def _retrying(self, action: Callable[[], Awaitable[T]], what: str, *, job_wide: bool = False) -> T:
+        return await self.retry(action, what, job_wide=job_wide)
 
     # ---- listing and looking -------------------------------------------------------------------
     async def list_objects_v2(
@@ -234,6 +234,7 @@ class Storage:
                 max_keys=max_keys,
             ),
             f"list s3://{bucket}/{prefix}",
+            job_wide=True,
         )
 
     async def head(
@@ -912,7 +913,7 @@ class Storage:
         ListObjectVersions), a page at a time, each page retried."""
         markers: tuple[str, str] | None = None
         while True:
-            page = await self._retrying(partial(listing, markers), what)
+            page = await self._retrying(partial(listing, markers), what, job_wide=True)
             yield page[0]
             if page.next_markers is None or page.next_markers == markers:
                 return
