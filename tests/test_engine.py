@@ -332,9 +332,13 @@ def test_an_item_done_with_requests_gives_its_slot_to_the_next() -> None:
     assert _Phases.most_local >= 8
 
 
-def test_a_job_wide_request_gets_twice_an_item_s_attempts() -> None:
+def test_a_job_wide_request_gets_twice_an_item_s_attempts_once_the_service_was_reached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A listing's page that fails stops the whole job (an item's failure stops only the item):
-    through 30% of connections reset, six attempts of a page all failed now and then."""
+    through 30% of connections reset, six attempts of a page all failed now and then. Before the
+    service was ever reached, a wrong endpoint fails as soon as before (12 attempts: 56 s)."""
+    from s3bulk._stores import retry
     from s3bulk._stores.retry import Retrier
 
     def failing_until(succeeds_at: int) -> tuple[list[int], Callable[[], Awaitable[str]]]:
@@ -349,6 +353,12 @@ def test_a_job_wide_request_gets_twice_an_item_s_attempts() -> None:
         return attempts, reset
 
     retrier = Retrier(RetryPolicy(max_attempts=3, base_seconds=0.001))
+    monkeypatch.setattr(retry, "_service_reached", False)
+    attempts, page = failing_until(6)
+    with pytest.raises(ItemError, match="reset"):
+        asyncio.run(retrier(page, "list s3://b/p/", job_wide=True))
+    assert len(attempts) == 3
+    monkeypatch.setattr(retry, "_service_reached", True)
     attempts, page = failing_until(6)
     assert asyncio.run(retrier(page, "list s3://b/p/", job_wide=True)) == "page"
     assert len(attempts) == 6

@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from s3bulk._errors import ItemError, JobAborted, classify
@@ -102,8 +102,14 @@ async def with_retries(
     *,
     what: str = "",
     on_retry: Callable[[ItemError], None] | None = None,
+    job_wide: bool = False,
 ) -> T:
-    """`action()` until it succeeds, a final error, or the policy's attempts are spent."""
+    """`action()` until it succeeds, a final error, or the policy's attempts are spent. A
+    `job_wide` action (a listing's page: when it fails, the job stops) gets twice the attempts
+    once this process has reached the service: through 30% of connections reset, a page's six
+    attempts all failed now and then (stale pooled connections, one after another), and with
+    them the whole job. Before the service was ever reached, a wrong endpoint still fails
+    within the usual attempts (12 of them took 56 s to say so)."""
     attempt = 0
     waited = 0  # retries while the service was unreachable or throttling
     waiting_since: float | None = None
@@ -129,7 +135,8 @@ async def with_retries(
                     waited += 1
                     continue
             attempt += 1
-            if not error.retryable or attempt >= policy.max_attempts:
+            attempts = policy.max_attempts * (2 if job_wide and _service_reached else 1)
+            if not error.retryable or attempt >= attempts:
                 if error.unreachable and not _service_reached:  # a wrong endpoint, or none up
                     error.job_wide = True
                 log.info("gave up after %d attempt(s): %s", attempt, error)
@@ -168,11 +175,8 @@ class Retrier:
         *,
         job_wide: bool = False,
     ) -> T:
-        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say). A
-        `job_wide` request (a listing's page: the job stops when it fails) gets twice an item's
-        attempts: through 30% of connections reset, a page's six attempts all failed now and
-        then (stale pooled connections, one after another), and with them the whole job."""
-        policy = replace(self.policy, max_attempts=2 * self.policy.max_attempts) if job_wide else self.policy
+        """`action` retried; `on_throttle` is told of each throttle too (a token bucket, say).
+        `job_wide`: its failure stops the job (a listing's page), see `with_retries`."""
 
         def retried(error: ItemError) -> None:
             self.meter.retried(error)
@@ -187,4 +191,4 @@ class Retrier:
                 return await unpaced()
 
             action = paced
-        return await with_retries(action, policy, what=what, on_retry=retried)
+        return await with_retries(action, self.policy, what=what, on_retry=retried, job_wide=job_wide)
