@@ -204,6 +204,19 @@ def test_a_corrupted_download_is_caught_and_fetched_again(minio: Endpoint, tmp_p
         assert len(landed) == size and landed != body  # what the check is there for
 
 
+def caught_and_fetched_again(minio: Endpoint, corrupted: int, *args: str) -> None:
+    """`s3bulk *args` through a proxy that corrupts the first `corrupted` bodies: it succeeds,
+    having caught each and fetched it again (one retry each)."""
+    from s3bulk.testing.throttle import S3ThrottlingProxy
+
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        proxy.corrupt_bodies = corrupted
+        done = run_cli(minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}, *args, "--json")
+        assert done.returncode == 0, done.stderr
+        assert proxy.log.refused["corrupted"] == corrupted
+        assert f'"retries":{corrupted}' in done.stdout.replace(" ", "")
+
+
 def put_in_parts(endpoint: Endpoint, bucket: str, key: str, body: bytes, part_size: int) -> str:
     """`body` stored as a multipart upload in parts of `part_size`: its ETag."""
     return put_parts(
@@ -242,8 +255,6 @@ def test_a_multipart_object_of_any_part_layout_is_checked_by_the_parts_the_servi
     1 GiB file s5cmd uploaded (21 parts of 50 MiB, which 49 MiB parts would also give) failed
     every download as "changed on the way": where no guess is right, a HEAD of each part says
     (?partNumber=), and a body corrupted on the way is still caught."""
-    from s3bulk.testing.throttle import S3ThrottlingProxy
-
     bucket = new_bucket(minio)
     bodies = [os.urandom(size) for size in sizes]
     assert put_parts(minio, bucket, "d/other-tool.bin", bodies).endswith('-3"')
@@ -251,12 +262,7 @@ def test_a_multipart_object_of_any_part_layout_is_checked_by_the_parts_the_servi
     assert done.returncode == 0, done.stderr
     assert '"retries":0' in done.stdout.replace(" ", "")
     assert (tmp_path / "plain" / "other-tool.bin").read_bytes() == b"".join(bodies)
-    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
-        proxy.corrupt_bodies = 1
-        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
-        checked = run_cli(env, "cp", "--json", f"s3://{bucket}/d/other-tool.bin", f"{tmp_path}/checked/")
-        assert checked.returncode == 0, checked.stderr
-        assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in checked.stdout.replace(" ", "")
+    caught_and_fetched_again(minio, 1, "cp", f"s3://{bucket}/d/other-tool.bin", f"{tmp_path}/checked/")
     assert (tmp_path / "checked" / "other-tool.bin").read_bytes() == b"".join(bodies)
 
 
@@ -268,7 +274,6 @@ def test_a_large_download_is_checked_by_its_parts_as_they_come(
     read back. Parts of 6 MiB, taken for 8 MiB ones at first (both give 2 parts of 12 MiB), are
     still found, read back; and a range corrupted on its way in is caught and fetched again."""
     from s3bulk._stores import etags
-    from s3bulk.testing.throttle import S3ThrottlingProxy
 
     bucket = new_bucket(minio)
     bodies = {"d/wide": os.urandom(40 * 1024**2 + 123), "d/narrow": os.urandom(12 * 1024**2)}
@@ -288,13 +293,8 @@ def test_a_large_download_is_checked_by_its_parts_as_they_come(
         )
         assert report.ok and (tmp_path / key).read_bytes() == body
     assert read_back == [6 * 1024**2]  # the narrow one's second guess; the first of each came hashed
-    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
-        proxy.corrupt_bodies = 1
-        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
-        args = ["cp", "--multipart-threshold", "8MiB", "--part-size", "5MiB", "--json"]
-        checked = run_cli(env, *args, f"s3://{bucket}/d/wide", f"{tmp_path}/checked/")
-        assert checked.returncode == 0, checked.stderr
-        assert proxy.log.refused["corrupted"] == 1 and '"retries":1' in checked.stdout.replace(" ", "")
+    args = ["cp", "--multipart-threshold", "8MiB", "--part-size", "5MiB"]
+    caught_and_fetched_again(minio, 1, *args, f"s3://{bucket}/d/wide", f"{tmp_path}/checked/")
     assert (tmp_path / "checked" / "wide").read_bytes() == bodies["d/wide"]
 
 
@@ -303,20 +303,13 @@ def test_corrupted_bodies_among_many_checked_together_are_each_caught(
 ) -> None:
     """Downloads from 16 KiB are checked side by side, up to 16 bodies in one hashing
     (stores/digests.py): each must still be held to its own ETag."""
-    from s3bulk.testing.throttle import S3ThrottlingProxy
-
     bucket = new_bucket(minio)
     bodies = {f"m/{number:02d}": os.urandom(20_000 + 9_000 * number) for number in range(40)}
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")  # no CRC32 stored, so
     client = minio.client()  # the ETag alone decides: no second opinion (_second_opinion) saves a mix-up
     for key, body in bodies.items():
         client.put_object(Bucket=bucket, Key=key, Body=body)
-    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
-        proxy.corrupt_bodies = 3
-        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
-        done = run_cli(env, "cp", "--json", f"s3://{bucket}/m/", f"{tmp_path}/many/")
-        assert done.returncode == 0, done.stderr
-        assert proxy.log.refused["corrupted"] == 3 and '"retries":3' in done.stdout.replace(" ", "")
+    caught_and_fetched_again(minio, 3, "cp", f"s3://{bucket}/m/", f"{tmp_path}/many/")
     assert {key: (tmp_path / "many" / key[2:]).read_bytes() for key in bodies} == bodies
 
 
