@@ -64,6 +64,13 @@ impl PartHash {
         from
     }
 
+    /// Part `index`'s next byte to hash, how far it is written on from there, and its end.
+    fn ahead(&self, index: usize) -> (u64, u64, u64) {
+        let (start, end) = self.part(index);
+        let from = start + self.hashed[index];
+        (from, self.written_from(from).min(end), end)
+    }
+
     /// The next window of each part that is written and not hashed yet: (part, offset, length),
     /// a whole window, or the last bytes of a part.
     fn ready(&self) -> Vec<(usize, u64, u64)> {
@@ -72,31 +79,29 @@ impl PartHash {
         }
         (0..self.states.len())
             .filter_map(|index| {
-                let (start, end) = self.part(index);
-                let from = start + self.hashed[index];
-                let upto = self.written_from(from).min(end);
+                let (from, upto, end) = self.ahead(index);
                 let length = (upto - from).min(WINDOW);
                 (length == WINDOW || (length > 0 && upto == end)).then_some((index, from, length))
             })
             .collect()
     }
 
-    /// (parts not hashed to their end yet, bytes written and not hashed yet): what a round can
-    /// wait for, and what waiting costs (`Hasher::gather`).
-    fn unhashed(&self) -> (usize, u64) {
+    /// (windows ready, parts not hashed to their end yet, bytes written and not hashed yet): what
+    /// a round has, what it can wait for, and what waiting costs (`Hasher::gather`).
+    fn survey(&self) -> (usize, usize, u64) {
         if self.failed.is_some() {
-            return (0, 0);
+            return (0, 0, 0);
         }
-        let mut unhashed = (0, 0);
+        let mut survey = (0, 0, 0);
         for index in 0..self.states.len() {
-            let (start, end) = self.part(index);
-            let from = start + self.hashed[index];
+            let (from, upto, end) = self.ahead(index);
             if from < end {
-                unhashed.0 += 1;
-                unhashed.1 += self.written_from(from).min(end) - from;
+                survey.0 += usize::from(upto - from >= WINDOW.min(end - from));
+                survey.1 += 1;
+                survey.2 += upto - from;
             }
         }
-        unhashed
+        survey
     }
 
     fn done(&self) -> bool {
@@ -240,8 +245,8 @@ impl Hasher {
             let (mut ready, mut parts, mut lag, mut flush) = (0, 0, 0, false);
             for hash in &files {
                 let hash = hash.lock().unwrap();
-                let (unhashed, written) = hash.unhashed();
-                ready += hash.ready().len();
+                let (windows, unhashed, written) = hash.survey();
+                ready += windows;
                 parts += unhashed;
                 lag += written;
                 flush |= hash.flush;
