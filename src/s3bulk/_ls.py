@@ -1,6 +1,6 @@
-"""`ls` of the API (`s3bulk._api` re-exports it): kept apart from the other verbs, whose module
-imports every command's, so that `s3bulk ls` loads only what a listing needs (with the signed
-client's native requests, `ls` of one key: 0.20 s -> 0.13 s; a bare obstore loop takes 0.05 s)."""
+"""`ls` of the API: kept apart from the other verbs (`s3bulk._api.*`), which run commands on the
+engine, so that `s3bulk ls` loads only what a listing needs (with the signed client's native
+requests, `ls` of one key: 0.20 s -> 0.13 s; a bare obstore loop takes 0.05 s)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from s3bulk._commands import Command, JobPlan, Spec, command_named
+from s3bulk._commands import Command, JobPlan, Spec, command_for, command_named
 from s3bulk._commands.base import SPEC_VERSION
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, cores
 from s3bulk._engine.driver import Engine
@@ -145,7 +145,7 @@ async def execute(
 ) -> Report:
     """Run one command's job. `journal=True` starts a new journal (not for dry runs, nor for a
     command that keeps none); a Journal continues that job in `mode`."""
-    command = command_named(spec.command)
+    command = command_for(spec)
     settings = settings or AwsSettings.from_env()
     if spec.needs_credentials():
         settings.credentials()  # fail fast, before any process starts, when there are none

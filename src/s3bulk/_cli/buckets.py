@@ -25,7 +25,7 @@ def mb_command(
     no_verify_ssl: bool = NoVerifyOption,
 ) -> int:
     """Make a bucket (in --region, default your profile's)."""
-    from s3bulk._api import make_bucket_async
+    from s3bulk._api.objects import make_bucket_async
 
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, False)
     bucket = run_loop(make_bucket_async(url, region=region, settings=settings))
@@ -43,7 +43,7 @@ def rb_command(
     no_verify_ssl: bool = NoVerifyOption,
 ) -> int:
     """Remove a bucket; --force empties it first (1,000 keys per request, many in flight)."""
-    from s3bulk._api import remove_bucket_async
+    from s3bulk._api.objects import remove_bucket_async
 
     settings = settings_from(endpoint_url, profile, region, no_verify_ssl, False)
     bucket = run_loop(remove_bucket_async(url, force=force, settings=settings))

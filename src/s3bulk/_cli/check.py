@@ -43,7 +43,7 @@ def check_command(
 ) -> int:
     """Compare two trees (sizes, then ETags or the files' MD5) and list what differs, is
     missing at DST or is extra there; copies nothing; exit 1 if anything differs."""
-    from s3bulk._api import check_async
+    from s3bulk._api.check import check_async
 
     settings = settings_from(
         endpoint_url,

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._api import copy_async, move_async
+from s3bulk._api.copy import copy_async, move_async
 from s3bulk._cli.attributes import with_attribute_options
 from s3bulk._cli.jobrun import (
     DryRunOption,
@@ -283,7 +283,7 @@ def _one_version(
         from s3bulk._cli.cat import cat_to_stdout
 
         return cat_to_stdout(source, part_size, 8, settings, version_id)
-    from s3bulk._api import get_to_file
+    from s3bulk._api.objects import get_to_file
 
     target = destination or "."
     if target.endswith("/") or os.path.isdir(target):

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from s3bulk._api import gather_to_file_async
+from s3bulk._api.gather import gather_to_file_async
 from s3bulk._cli.jobrun import QuietOption, StatsOption
 from s3bulk._cli.options import (
     ConcurrencyOption,

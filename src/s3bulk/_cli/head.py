@@ -67,7 +67,7 @@ def _show_version(url: str, version_id: str, as_json: bool, settings: AwsSetting
 
 def show_attributes(url: str, as_json: bool, concurrency: int, stats: bool, settings: AwsSettings) -> int:
     """HEAD the object, or every object under the prefix (in parallel), and print what it says."""
-    from s3bulk._api import run_async
+    from s3bulk._api.base import run_async
     from s3bulk._commands.head import ENGINE, HeadSpec
     from s3bulk._engine.spec import EngineSpec
 

@@ -86,7 +86,7 @@ def map_command(
         {"engine": engine, "workers": workers, "max_memory": memory, "ray_address": ray_address},
     )
     if start is None:
-        from s3bulk._api import run_async
+        from s3bulk._api.base import run_async
         from s3bulk._commands.map import MapSpec, imported
 
         assert function is not None and source is not None

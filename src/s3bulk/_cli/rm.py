@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._api import remove_async
+from s3bulk._api.remove import remove_async
 from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,

@@ -62,7 +62,7 @@ def run_command(
     journal (--resume skips the lines that were done) and one report."""
     start = continuation("run", resume, retry_failed, [commands], {"engine": engine, "workers": workers})
     if start is None:
-        from s3bulk._api import run_async
+        from s3bulk._api.base import run_async
         from s3bulk._commands.run import RunSpec
 
         settings = settings_from(

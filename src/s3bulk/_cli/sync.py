@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._api import sync_async
+from s3bulk._api.sync import sync_async
 from s3bulk._cli.attributes import with_attribute_options
 from s3bulk._cli.cp import DestinationArgument, SourceArgument
 from s3bulk._cli.jobrun import (

@@ -124,7 +124,7 @@ def put_command(
 ) -> int:
     """Load embeddings at the per-index write limit (one process, or one per core when the limits
     together ask for more than one process builds)."""
-    from s3bulk._api import put_vectors_async
+    from s3bulk._api.vectors import put_vectors_async
 
     start = continuation(
         "vectors-put",
@@ -187,7 +187,7 @@ def verify_command(
     region: str | None = RegionOption,
 ) -> int:
     """Fetch a sample of rows back (GetVectors) and compare data and metadata with the source."""
-    from s3bulk._api import verify_vectors_async
+    from s3bulk._api.vectors import verify_vectors_async
 
     report = asyncio.run(
         verify_vectors_async(
@@ -232,7 +232,7 @@ def count_command(
     region: str | None = RegionOption,
 ) -> int:
     """Count the vectors in each index (ListVectors, in parallel segments)."""
-    from s3bulk._api import count_vectors_async
+    from s3bulk._api.vectors import count_vectors_async
 
     settings = _settings(endpoint_url, None, profile, region)
     counts = asyncio.run(count_vectors_async(bucket, index, segments=segments, settings=settings))

@@ -2,25 +2,25 @@
 becomes a job), declared in a module of this package (`COMMANDS = (SomeCommand(),)`). Adding one
 is a module here and a file in `_cli/`; nothing else names it: the registry finds it.
 
-Building a spec, or starting the CLI, imports every command module, so they stay light: what
-needs numpy (vectors, gather) is loaded when such a job runs.
+A job loads only its own command's module (`command_for`: the one that declares its spec), so a
+`cp` does not import `sync`, `gather` or `map`; a name alone (a journal's, to resume it) loads
+them all once (`commands`). Command modules stay light either way: what needs numpy (vectors,
+gather) is loaded when such a job runs.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
 from s3bulk._commands.base import Command, JobPlan, Spec
-from s3bulk._commands.copy import CopySpec, MoveSpec
-from s3bulk._commands.gather import GatherSpec
-from s3bulk._commands.put_vectors import PutVectorsSpec
-from s3bulk._commands.remove import RemoveSpec
-from s3bulk._commands.sync import SyncSpec
 from s3bulk._errors import UsageError
 
 
-def _discover() -> dict[str, Command]:
+@functools.cache
+def commands() -> dict[str, Command]:
+    """Every command, by name: each module of this package imported once."""
     found: dict[str, Command] = {}
     for module in pkgutil.iter_modules(__path__):
         for command in getattr(importlib.import_module(f"{__name__}.{module.name}"), "COMMANDS", ()):
@@ -28,26 +28,20 @@ def _discover() -> dict[str, Command]:
     return found
 
 
-COMMANDS = _discover()
-
-
 def command_named(name: str) -> Command:
     try:
-        return COMMANDS[name]
+        return commands()[name]
     except KeyError:
-        raise UsageError(f"unknown command {name!r}: s3bulk runs {', '.join(sorted(COMMANDS))}") from None
+        raise UsageError(f"unknown command {name!r}: s3bulk runs {', '.join(sorted(commands()))}") from None
 
 
-__all__ = [
-    "COMMANDS",
-    "Command",
-    "CopySpec",
-    "GatherSpec",
-    "JobPlan",
-    "MoveSpec",
-    "PutVectorsSpec",
-    "RemoveSpec",
-    "Spec",
-    "SyncSpec",
-    "command_named",
-]
+def command_for(spec: Spec) -> Command:
+    """The command that runs `spec`, from the module that declares the spec's class (already
+    imported: the spec was made from it), without importing any other command's."""
+    declared: tuple[Command, ...] = getattr(importlib.import_module(type(spec).__module__), "COMMANDS", ())
+    return next((command for command in declared if command.name == spec.command), None) or command_named(
+        spec.command
+    )
+
+
+__all__ = ["Command", "JobPlan", "Spec", "command_for", "command_named", "commands"]

@@ -1,0 +1,91 @@
+"""gather (`s3bulk gather`): one selection of HDF5 datasets across files, as one array. numpy is
+imported where used: its BLAS starts threads on import, and a driver with threads cannot fork its
+workers."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from s3bulk._api.base import Location, Progress, run_spec, sync_twin
+from s3bulk._commands.base import locations
+from s3bulk._commands.gather import ENGINE as GATHER
+from s3bulk._commands.gather import GatherSpec
+from s3bulk._config import AwsSettings
+from s3bulk._report import Report
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+async def gather_to_file_async(
+    sources: Location | Iterable[Location],
+    dataset: str,
+    selection: str = GatherSpec.selection,
+    output: Location = GatherSpec.output,
+    *,
+    combine: str = GatherSpec.combine,
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: Location | None = None,
+    engine: str = GATHER.engine,
+    workers: int | None = None,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Gather `selection` of `dataset` from HDF5 files (URLs, `s3://bucket/wtk/*.h5` globs,
+    prefixes or local paths) into `output` (.npy, .csv or .parquet), via a temp file and a rename.
+
+    Files are joined along `axis` of each file's part (`combine="concat"`), or stacked on a new
+    first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
+    indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
+    started = time.perf_counter()
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["started"]
+    report = await run_spec(GatherSpec, GATHER, arguments)
+    report.wall_seconds = time.perf_counter() - started
+    return report
+
+
+gather_to_file = sync_twin(gather_to_file_async)
+
+
+async def gather_async(
+    sources: Location | Iterable[Location],
+    dataset: str,
+    selection: str = GatherSpec.selection,
+    *,
+    combine: str = GatherSpec.combine,
+    axis: int = 0,
+    scale: bool = False,
+    cache: bool = True,
+    cache_dir: Location | None = None,
+    engine: str = GATHER.engine,
+    workers: int | None = None,
+    concurrency: int = GATHER.concurrency,
+    max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
+    max_attempts: int = GATHER.max_attempts,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> np.ndarray:
+    """`selection` of `dataset` across HDF5 files as one numpy array (options as in
+    `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
+    import numpy as np
+
+    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
+    del arguments["np"]
+    with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
+        arguments["output"] = os.path.join(directory, "result.npy")
+        await run_spec(GatherSpec, GATHER, arguments)
+        result: np.ndarray = np.load(arguments["output"])
+        return result
+
+
+gather = sync_twin(gather_async)

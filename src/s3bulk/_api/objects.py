@@ -1,0 +1,206 @@
+"""Single objects and buckets (`s3bulk._objects`): get, head, put, open, presign, buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import tempfile
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from typing import Any
+
+from s3bulk._api.base import sync_twin
+from s3bulk._config import AwsSettings
+from s3bulk._errors import UsageError
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.s3xml import BucketInfo
+
+
+async def get_async(
+    url: str,
+    *,
+    range: tuple[int, int] | None = None,
+    version_id: str | None = None,
+    settings: AwsSettings | None = None,
+) -> bytes:
+    """One object's bytes, fetched as concurrent ranges (for objects that fit in memory; `cat`
+    and `get_to_file` stream), or only bytes [start, end) with `range=(start, end)`."""
+    from s3bulk._objects import get_bytes, get_range
+
+    settings = settings or AwsSettings.from_env()
+    if range is not None:
+        if version_id:
+            raise UsageError("get(range=..., version_id=...): a version is read whole (or use open)")
+        return await get_range(settings, url, *range)
+    return await get_bytes(settings, url, version_id or "")
+
+
+async def head_async(
+    url: str, *, version_id: str | None = None, settings: AwsSettings | None = None
+) -> dict[str, Any]:
+    """Every attribute of one object (size, etag, content_type, metadata, storage_class, ...), as
+    `s3bulk head --json` prints them."""
+    from s3bulk._objects import head
+    from s3bulk._stores.attributes import described
+
+    return described(await head(settings or AwsSettings.from_env(), url, version_id or ""))
+
+
+async def get_to_file_async(
+    url: str,
+    path: str | os.PathLike[str],
+    *,
+    version_id: str | None = None,
+    settings: AwsSettings | None = None,
+) -> int:
+    """One object into a local file, as concurrent ranges written in order; returns its size.
+    The file appears whole or not at all (written beside it, then renamed)."""
+    from s3bulk._objects import cat
+
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    handle = tempfile.NamedTemporaryFile(dir=directory, prefix=".s3bulk-", delete=False)  # noqa: SIM115
+    try:
+        with handle:
+
+            async def write(data: memoryview) -> None:
+                await asyncio.to_thread(handle.write, data)
+
+            size = await cat(settings or AwsSettings.from_env(), url, write, version_id=version_id or "")
+        os.replace(handle.name, target)
+    except BaseException:
+        os.unlink(handle.name)
+        raise
+    return size
+
+
+async def put_async(
+    url: str,
+    data: bytes | str | os.PathLike[str] | Iterable[bytes],
+    *,
+    attributes: Attributes = NO_ATTRIBUTES,
+    settings: AwsSettings | None = None,
+) -> int:
+    """Store one object from bytes, a local file's path, or an iterable of byte chunks (sent in
+    parts as they come, memory bounded); returns the bytes sent."""
+    from s3bulk._objects import put_stream
+
+    if isinstance(data, (str, os.PathLike)):
+        if not os.path.isfile(data):
+            raise UsageError(
+                f"no such file {os.fspath(data)!r}: a str is a local path; to store text, pass bytes"
+            )
+        with builtins.open(data, "rb") as handle:
+            return await put_stream(
+                settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
+            )
+    chunks: Iterator[bytes] = iter(
+        [bytes(data)] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    )
+    return await put_stream(
+        settings or AwsSettings.from_env(), url, _chunk_reader(chunks), attributes=attributes
+    )
+
+
+def _reader(read: Callable[[int], bytes]) -> Callable[[int], Coroutine[Any, Any, bytes]]:
+    async def read_async(size: int) -> bytes:
+        return await asyncio.to_thread(read, size)
+
+    return read_async
+
+
+def _chunk_reader(chunks: Iterator[bytes]) -> Callable[[int], Coroutine[Any, Any, bytes]]:
+    """read(n) over an iterator of chunks of any size."""
+    pending = bytearray()
+
+    async def read(size: int) -> bytes:
+        while len(pending) < size:
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            pending.extend(chunk)
+        taken = bytes(pending[:size])
+        del pending[:size]
+        return taken
+
+    return read
+
+
+def open(
+    url: str,
+    mode: str = "rb",
+    *,
+    attributes: Attributes = NO_ATTRIBUTES,
+    buffer_size: int = 8 * 1024 * 1024,
+    settings: AwsSettings | None = None,
+) -> Any:
+    """A file-like object on one object: "rb" reads (read, readinto, readline, seek, tell): a
+    read somewhere new fetches `buffer_size` bytes, reading on streams the rest in one GET (an
+    object replaced while it is read fails the read); "wb" uploads `buffer_size` parts as they
+    fill and completes on close (leaving its `with` block by an exception aborts the upload).
+    Writers set Content-* headers, metadata and tags from `attributes`."""
+    from s3bulk._objects import open_object
+
+    return open_object(settings or AwsSettings.from_env(), url, mode, attributes, buffer_size)
+
+
+def presign(
+    url: str, *, expires_in: int = 3600, method: str = "GET", settings: AwsSettings | None = None
+) -> str:
+    """A URL anyone can GET (or PUT, with method="PUT") the object with for `expires_in` seconds."""
+    from s3bulk._objects import presign as sign
+
+    return sign(settings or AwsSettings.from_env(), url, expires_in=expires_in, method=method)
+
+
+async def list_buckets_async(*, settings: AwsSettings | None = None) -> list[BucketInfo]:
+    """The account's buckets, (name, created) each."""
+    from s3bulk._objects import list_buckets
+
+    return await list_buckets(settings or AwsSettings.from_env())
+
+
+async def make_bucket_async(
+    url: str, *, region: str | None = None, settings: AwsSettings | None = None
+) -> str:
+    """Create a bucket (in `region`, default the settings' region); returns its name."""
+    from s3bulk._objects import make_bucket
+
+    return await make_bucket(settings or AwsSettings.from_env(), url, region)
+
+
+async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
+    """Remove a bucket; with `force`, delete every object in it first (the batched deleter)."""
+    from s3bulk._api.remove import remove_async
+    from s3bulk._objects import bucket_name, remove_bucket
+
+    settings = settings or AwsSettings.from_env()
+    bucket = bucket_name(url)
+    if force:
+        report = await remove_async(f"s3://{bucket}/", settings=settings, journal=False)
+        if not report.ok:
+            raise UsageError(
+                f"s3://{bucket} still holds {report.objects_failed} objects that could not be deleted"
+            )
+    return await remove_bucket(settings, bucket)
+
+
+get = sync_twin(get_async)
+
+
+head = sync_twin(head_async)
+
+
+get_to_file = sync_twin(get_to_file_async)
+
+
+put = sync_twin(put_async)
+
+
+list_buckets = sync_twin(list_buckets_async)
+
+
+make_bucket = sync_twin(make_bucket_async)
+
+
+remove_bucket = sync_twin(remove_bucket_async)

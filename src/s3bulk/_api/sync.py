@@ -1,0 +1,64 @@
+"""sync (`s3bulk sync`)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from s3bulk._api.base import Location, Patterns, Progress, Records, run_spec, sync_twin
+from s3bulk._api.copy import COPY
+from s3bulk._commands.copy import CopySpec
+from s3bulk._commands.sync import SyncSpec
+from s3bulk._config import AwsSettings
+from s3bulk._report import Report
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+
+
+async def sync_async(
+    source: Location,
+    destination: Location,
+    *,
+    mode: str = SyncSpec.mode,
+    delete: bool = False,
+    allow_empty_source: bool = False,
+    max_delete: int | None = None,
+    files_from: str | os.PathLike[str] | None = None,
+    verify: bool = True,
+    include: Patterns = (),
+    exclude: Patterns = (),
+    dry_run: bool = False,
+    engine: str = COPY.engine,
+    workers: int | None = None,
+    concurrency: int = COPY.concurrency,
+    max_in_flight_bytes: int = COPY.max_in_flight_bytes,
+    max_memory: int | None = None,
+    part_size: int = CopySpec.part_size,
+    multipart_threshold: int = CopySpec.multipart_threshold,
+    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    max_attempts: int = COPY.max_attempts,
+    bwlimit: int | None = None,
+    tpslimit: float | None = None,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    partitioned_listing: bool | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: datetime.datetime | float | None = None,
+    older_than: datetime.datetime | float | None = None,
+    follow_symlinks: bool = False,
+    guess_mime_type: bool = True,
+    attributes: Attributes = NO_ATTRIBUTES,
+    show_attributes: bool = False,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+    on_records: Records = None,
+) -> Report:
+    """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
+    what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
+    `delete` removes what the source lacks (refused when the source is empty or missing, unless
+    `allow_empty_source`). Every other option is `copy_async`'s."""
+    return await run_spec(SyncSpec, COPY, locals())
+
+
+sync = sync_twin(sync_async)

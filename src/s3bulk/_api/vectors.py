@@ -1,0 +1,115 @@
+"""Embeddings into S3 Vectors, and checked back (`s3bulk vectors put|verify|count`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from s3bulk._api.base import Location, Progress, run_spec, sync_twin
+from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.put_vectors import ENGINE as VECTORS
+from s3bulk._commands.put_vectors import PutVectorsSpec
+from s3bulk._config import AwsSettings
+from s3bulk._report import Report
+
+if TYPE_CHECKING:
+    from s3bulk._vectors.verify import VerifyReport
+
+
+async def put_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
+    key_template: str | None = None,
+    batch_size: int = PutVectorsSpec.batch_size,
+    vectors_per_second: float = PutVectorsSpec.vectors_per_second,
+    requests_per_second: float = PutVectorsSpec.requests_per_second,
+    on_error: str = PutVectorsSpec.on_error,
+    rejects: Location | None = None,
+    engine: str = VECTORS.engine,
+    workers: int | None = None,
+    concurrency: int = VECTORS.concurrency,
+    max_attempts: int = VECTORS.max_attempts,
+    ray_address: str | None = None,
+    journal_url: str | None = None,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Load embeddings from Parquet, .npy or JSON Lines files (local or s3://) into S3 Vectors.
+
+    Each index gets `vectors_per_second` and `requests_per_second` (the service's documented
+    per-index write limits), backing off when throttled; several indexes shard the rows by key.
+    Without `vector_column`, a Parquet file's one list-of-numbers column holds the vectors (and
+    a `key` or `id` column the keys). Bad rows stop the job (`on_error="abort"`) or are left out
+    (`"skip"`); either way they are listed in the rejects file. The default engine runs one
+    process while the indexes' limits together ask for no more than one process builds (~20 ms
+    a batch), one per core above that (see s3bulk._commands.put_vectors)."""
+    arguments = locals() | {
+        "sources": locations(sources, "sources"),
+        "indexes": patterns(index, "index"),
+        "keys_file": None if keys_file is None else location(keys_file, "keys_file"),
+        "rejects": None if rejects is None else location(rejects, "rejects"),
+    }
+    del arguments["index"]
+    return await run_spec(PutVectorsSpec, VECTORS, arguments)
+
+
+put_vectors = sync_twin(put_vectors_async)
+
+
+async def verify_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    keys_file: Location | None = None,
+    key_template: str | None = None,
+    sample: int | None = 1000,
+    seed: int = 0,
+    settings: AwsSettings | None = None,
+) -> VerifyReport:
+    """Fetch `sample` random rows of the source back from the indexes (every row if None) and
+    compare data bit for bit and metadata; the source is named as for `put_vectors_async`."""
+    from s3bulk._sources.embeddings import EmbeddingSpec, resolve_columns
+    from s3bulk._vectors.verify import verify_vectors as verify
+
+    settings = settings or AwsSettings.from_env()
+    source = EmbeddingSpec(
+        locations(sources, "sources"),
+        format=format,
+        key_column=key_column or "",
+        vector_column=vector_column or "",
+        metadata_columns=tuple(patterns(metadata_columns, "metadata_columns")),
+        keys_file=None if keys_file is None else location(keys_file, "keys_file"),
+        key_template=key_template,
+        settings=settings,
+    )
+    source = (await asyncio.to_thread(resolve_columns, source))[0]
+    return await verify(source, bucket, patterns(index, "index"), settings, sample=sample, seed=seed)
+
+
+verify_vectors = sync_twin(verify_vectors_async)
+
+
+async def count_vectors_async(
+    bucket: str, index: str | Iterable[str], *, segments: int = 16, settings: AwsSettings | None = None
+) -> dict[str, int]:
+    """Vectors per index, by ListVectors in `segments` parallel segments (1 to 16)."""
+    from s3bulk._vectors.verify import count_vectors as count
+
+    return await count(settings or AwsSettings.from_env(), bucket, patterns(index, "index"), segments)
+
+
+count_vectors = sync_twin(count_vectors_async)
