@@ -29,6 +29,16 @@ def test_a_url_with_a_dot_segment_is_not_sent_natively(url: str, native: bool) -
     assert sendable(url) is native
 
 
+def in_a_new_interpreter(
+    endpoint: Endpoint, code: str, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`code` (given `args` as sys.argv[1:]) run by an interpreter of its own: what a command
+    imports shows in that interpreter's `sys.modules`."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=endpoint.env, capture_output=True, text=True, cwd=cwd
+    )
+
+
 def test_ls_loads_neither_aiohttp_nor_botocores_signer_nor_other_commands(minio: Endpoint) -> None:
     """What keeps `ls` of one key at 0.15 s: the native requests, and only ls's own module."""
     bucket = new_bucket(minio)
@@ -38,9 +48,7 @@ def test_ls_loads_neither_aiohttp_nor_botocores_signer_nor_other_commands(minio:
         "import sys; from s3bulk._cli import run; code = run(['ls', sys.argv[1]]); "
         f"print(code, sorted(m for m in {heavy!r} if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, f"s3://{bucket}/k.txt"], env=minio.env, capture_output=True, text=True
-    )
+    done = in_a_new_interpreter(minio, code, f"s3://{bucket}/k.txt")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith(" 3 k.txt")
     assert done.stdout.splitlines()[-1] == "0 []"
@@ -56,12 +64,7 @@ def test_a_download_loads_its_own_command_and_no_other(minio: Endpoint, tmp_path
         "import sys; from s3bulk._cli import run; code = run(['cp', sys.argv[1], sys.argv[2]]); "
         "print(code, sorted(m for m in sys.modules if m.startswith(('s3bulk._commands', 's3bulk._api'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, f"s3://{bucket}/k.txt", f"{tmp_path}/"],
-        env=minio.env,
-        capture_output=True,
-        text=True,
-    )
+    done = in_a_new_interpreter(minio, code, f"s3://{bucket}/k.txt", f"{tmp_path}/")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "k.txt").read_bytes() == b"abc"
     own = [
@@ -87,13 +90,7 @@ def test_a_download_and_a_listing_leave_obstore_unloaded(minio: Endpoint, tmp_pa
         "codes = [run(['ls', '-r', sys.argv[1]]), run(['cp', sys.argv[1], sys.argv[2]])]; "
         "print(codes, 'obstore._obstore' in sys.modules)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, f"s3://{bucket}/d/", f"{tmp_path}/out/"],
-        env=minio.env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    done = in_a_new_interpreter(minio, code, f"s3://{bucket}/d/", f"{tmp_path}/out/", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[0, 0] False", done.stdout
     assert (tmp_path / "out" / "b.bin").read_bytes() == b"d/b.bin" * 1000
