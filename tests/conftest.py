@@ -17,11 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
 from s3bulk.testing import MinioServer, MotoServer, Server
+from s3bulk.testing.hostile import Fault, HostileS3, Rule
 from s3bulk.testing.throttle import LoopbackProxy
 
 # A run started in the background of a non-interactive shell (`make test &`, nohup) inherits SIGINT
@@ -124,6 +126,43 @@ def minio_other() -> Iterator[Endpoint]:
 def moto() -> Iterator[Endpoint]:
     with MotoServer() as server:
         yield Endpoint(server)
+
+
+@dataclass
+class Hostile:
+    """The misbehaving server in front of the session's MinIO: `env` points a client at it."""
+
+    server: HostileS3
+    minio: Endpoint
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.minio.env | {"AWS_ENDPOINT_URL": self.server.endpoint}
+
+    def misbehave(self, fault: Fault, **where: Any) -> Rule:
+        return self.server.misbehave(fault, **where)
+
+
+@pytest.fixture(scope="session")
+def hostile_server(minio: Endpoint) -> Iterator[HostileS3]:
+    with HostileS3(minio.server.endpoint) as server:
+        yield server
+
+
+@pytest.fixture
+def hostile(hostile_server: HostileS3, minio: Endpoint) -> Iterator[Hostile]:
+    """The misbehaving server, with no rule: each test's rules are its own."""
+    hostile_server.reset()
+    yield Hostile(hostile_server, minio)
+    hostile_server.reset()
+
+
+def without_root(command: list[str]) -> list[str]:
+    """`command` run without root's power to read what it may not (CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH), as a user would: a test of an unreadable file means nothing to root."""
+    if os.geteuid() != 0:
+        return command
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *command]
 
 
 @pytest.fixture

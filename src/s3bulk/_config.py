@@ -170,6 +170,9 @@ def read_timeout_seconds() -> float:
     return seconds
 
 
+DEFAULT_MAX_ATTEMPTS = 6
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     profile: str | None = None
@@ -330,6 +333,23 @@ class AwsSettings:
                 return _check_endpoint(str(url))
         url = scoped.get("endpoint_url")
         return _check_endpoint(str(url)) if url else None
+
+    @cached_property
+    def max_attempts(self) -> int:
+        """Attempts per request, as the AWS CLI and SDKs read them: AWS_MAX_ATTEMPTS, then the
+        profile's `max_attempts`, else 6 (a job's own `max_attempts` comes before these)."""
+        text = os.environ.get("AWS_MAX_ATTEMPTS") or str(self._scoped_config.get("max_attempts") or "")
+        if not text:
+            return DEFAULT_MAX_ATTEMPTS
+        try:
+            attempts = int(text)
+        except ValueError:
+            attempts = 0
+        if attempts < 1:
+            raise UsageError(
+                f"max_attempts {text!r} (AWS_MAX_ATTEMPTS or the profile): give a whole number, 1 or more"
+            )
+        return attempts
 
     @cached_property
     def resolved_region(self) -> str:

@@ -169,7 +169,7 @@ async def execute(
         on_records = kept.write
     options = EngineOptions(
         max_in_flight_bytes=in_flight,
-        retry=RetryPolicy(max_attempts=spec.engine.max_attempts),
+        retry=RetryPolicy(max_attempts=spec.engine.attempts(settings)),
         record_items=_records_wanted(on_records),
         journal_path=str(handle.path) if handle else None,
         skip_done=mode != "run",

@@ -36,7 +36,7 @@ async def gather_to_file_async(
     workers: int | None = None,
     concurrency: int = GATHER.concurrency,
     max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
-    max_attempts: int = GATHER.max_attempts,
+    max_attempts: int | None = GATHER.max_attempts,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
 ) -> Report:
@@ -71,7 +71,7 @@ async def gather_async(
     workers: int | None = None,
     concurrency: int = GATHER.concurrency,
     max_in_flight_bytes: int = GATHER.max_in_flight_bytes,
-    max_attempts: int = GATHER.max_attempts,
+    max_attempts: int | None = GATHER.max_attempts,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
 ) -> np.ndarray:

@@ -21,7 +21,7 @@ async def remove_async(
     engine: str = REMOVE.engine,
     workers: int | None = None,
     concurrency: int = REMOVE.concurrency,
-    max_attempts: int = REMOVE.max_attempts,
+    max_attempts: int | None = REMOVE.max_attempts,
     bwlimit: int | None = None,
     tpslimit: float | None = None,
     ray_address: str | None = None,

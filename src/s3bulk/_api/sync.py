@@ -35,7 +35,7 @@ async def sync_async(
     part_size: int = CopySpec.part_size,
     multipart_threshold: int = CopySpec.multipart_threshold,
     copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
-    max_attempts: int = COPY.max_attempts,
+    max_attempts: int | None = COPY.max_attempts,
     bwlimit: int | None = None,
     tpslimit: float | None = None,
     ray_address: str | None = None,

@@ -36,7 +36,7 @@ async def put_vectors_async(
     engine: str = VECTORS.engine,
     workers: int | None = None,
     concurrency: int = VECTORS.concurrency,
-    max_attempts: int = VECTORS.max_attempts,
+    max_attempts: int | None = VECTORS.max_attempts,
     ray_address: str | None = None,
     journal_url: str | None = None,
     journal: bool = True,

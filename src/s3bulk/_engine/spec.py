@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import ENGINES
 from s3bulk._errors import UsageError
 
@@ -24,7 +25,7 @@ class EngineSpec:
     concurrency: int = 64  # requests in flight per worker (auto: a quarter of its ceiling)
     max_in_flight_bytes: int = 16 * MiB  # object bytes held in memory at once, per worker
     max_memory: int | None = None  # the whole job's cap, interpreters included (runner.plan_memory)
-    max_attempts: int = 6  # per request, for errors worth retrying
+    max_attempts: int | None = None  # per request, for errors worth retrying (None: the AWS config's)
     ray_address: str | None = None  # --engine ray: the cluster (None: a local instance)
     journal_url: str | None = None  # --engine ray: where the object-store journal goes
     bwlimit: int | None = None  # bytes/s the whole job moves, all workers together (--bwlimit)
@@ -41,7 +42,7 @@ class EngineSpec:
             raise UsageError("--concurrency must be at least 1")
         if self.max_in_flight_bytes < 1:
             raise UsageError("--max-in-flight must be at least 1 byte")
-        if self.max_attempts < 1:
+        if self.max_attempts is not None and self.max_attempts < 1:
             raise UsageError("max_attempts must be at least 1")
         if self.bwlimit is not None and self.bwlimit < 1:
             raise UsageError("--bwlimit must be at least 1 byte/s (e.g. 10MiB)")
@@ -49,6 +50,10 @@ class EngineSpec:
             raise UsageError("--tpslimit must be more than 0 requests/s")
         if self.max_memory is not None and self.engine == "ray":
             raise UsageError("--max-memory applies to one machine: with --engine ray, size the cluster")
+
+    def attempts(self, settings: AwsSettings) -> int:
+        """Attempts per request: the job's own, else the AWS config's (AWS_MAX_ATTEMPTS)."""
+        return self.max_attempts if self.max_attempts is not None else settings.max_attempts
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

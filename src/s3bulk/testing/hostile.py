@@ -1,0 +1,466 @@
+"""A misbehaving S3 server, for tests: a real server's answers (MinIO's), passed through a proxy
+on loopback that breaks them the ways real services, proxies and networks do, per bucket, per
+operation, per key or per request.
+
+    with MinioServer() as minio, HostileS3(minio.endpoint) as hostile:
+        hostile.misbehave(ErrorIn200("InternalError"), operation="ListObjectsV2", after=1)
+        # a client pointed at hostile.endpoint (with MinIO's credentials) now gets page 2 of
+        # every listing as 200 OK and an <Error>
+
+Real servers behave too well to show what a client does when S3 answers 200 OK with an error
+(documented for CopyObject, UploadPartCopy and CompleteMultipartUpload), when a listing breaks
+mid-way, a continuation token comes round again, a redirect points at another host, a listing
+lies about a size, or a body trickles or stops. Each `Fault` below is one of those; a `Rule` says
+which requests it applies to. Requests go on to the server with their Host header unchanged, so
+the server checks the signature the client made for the proxy's address.
+
+`Recorder` is a second loopback server that only records what reaches it (the target of a
+`Redirect`): a test asks it whether credentials arrived there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from s3bulk.testing.throttle import LoopbackProxy
+
+_HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+
+
+@dataclass
+class Exchange:
+    """One request as the proxy sees it, and the server's answer to it (fetched on demand:
+    a fault that answers in the server's place never sends the request on)."""
+
+    request: web.Request
+    body: bytes
+    operation: str
+    bucket: str
+    key: str
+    forward: Callable[[], Awaitable[tuple[int, dict[str, str], bytes]]]
+
+
+Answer = web.StreamResponse
+
+
+class Fault:
+    """What a rule does to a request. The default sends it on and passes the answer back."""
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        status, headers, body = await exchange.forward()
+        return self.reply(exchange, status, headers, self.rewrite(exchange, body))
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        return body
+
+    @staticmethod
+    def reply(exchange: Exchange, status: int, headers: dict[str, str], body: bytes) -> Answer:
+        if exchange.request.method == "HEAD":  # no body, and the object's own Content-Length
+            return web.Response(status=status, headers=headers)
+        headers = {name: value for name, value in headers.items() if name.lower() != "content-length"}
+        return web.Response(status=status, body=body, headers=headers)
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+def _error_xml(code: str, message: str) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{message}</Message><RequestId>hostile</RequestId></Error>"
+    ).encode()
+
+
+@dataclass
+class ErrorIn200(Fault):
+    """200 OK with an <Error> body, and the request never done (a copy not made, a page not
+    listed): what S3 documents for CopyObject, UploadPartCopy and CompleteMultipartUpload, and
+    what a service failing mid-listing has sent."""
+
+    code: str = "InternalError"
+    message: str = "We encountered an internal error. Please try again."
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        return web.Response(
+            status=200, body=_error_xml(self.code, self.message), content_type="application/xml"
+        )
+
+
+@dataclass
+class Status(Fault):
+    """An error answer (`status` and an S3 <Error> of `code`), the request never done."""
+
+    status: int = 500
+    code: str = "InternalError"
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        body = _error_xml(self.code, "hostile") if exchange.request.method != "HEAD" else b""
+        return web.Response(status=self.status, body=body, content_type="application/xml")
+
+
+@dataclass
+class NotXml(Fault):
+    """200 OK with something that is not the operation's answer (a captive portal, a proxy's
+    page), the request never done."""
+
+    body: bytes = b"<html><body>Service temporarily unavailable</body></html>"
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        return web.Response(status=200, body=self.body, content_type="text/html")
+
+
+class TruncatedWithoutToken(Fault):
+    """A listing page that says more follows (IsTruncated) but gives no token to go on with."""
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        body = re.sub(rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"", body)
+        return re.sub(rb"<IsTruncated>false</IsTruncated>", b"<IsTruncated>true</IsTruncated>", body)
+
+
+class RepeatToken(Fault):
+    """A listing page asked for with a token that says more follows, under that same token: the
+    same page, forever (a page asked for without a token passes as it is)."""
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        asked = exchange.request.query.get("continuation-token")
+        if not asked:
+            return body
+        token = asked.replace("&", "&amp;").replace("<", "&lt;").encode()
+        body = re.sub(rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"", body)
+        return re.sub(
+            rb"<IsTruncated>[^<]*</IsTruncated>",
+            b"<IsTruncated>true</IsTruncated><NextContinuationToken>" + token + b"</NextContinuationToken>",
+            body,
+        )
+
+
+@dataclass
+class ListedSize(Fault):
+    """A listing that gives `key` (every key, when None) the size `size`: any number, negative
+    or beyond what S3 can hold."""
+
+    size: int
+    key: str | None = None
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        return _rewrite_entries(body, self.key, rb"<Size>[^<]*</Size>", b"<Size>%d</Size>" % self.size)
+
+
+@dataclass
+class ListedTime(Fault):
+    """A listing that gives `key` (every key, when None) the LastModified `text`."""
+
+    text: str = "not a time"
+    key: str | None = None
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        new = b"<LastModified>" + self.text.encode() + b"</LastModified>"
+        return _rewrite_entries(body, self.key, rb"<LastModified>[^<]*</LastModified>", new)
+
+
+def _rewrite_entries(body: bytes, key: str | None, field_pattern: bytes, new: bytes) -> bytes:
+    def entry(found: re.Match[bytes]) -> bytes:
+        text = found.group(0)
+        listed = re.search(rb"<Key>([^<]*)</Key>", text)
+        if key is not None and (listed is None or unquote(listed.group(1).decode()) != key):
+            return text
+        return re.sub(field_pattern, new, text)
+
+    return re.sub(rb"<Contents>.*?</Contents>", entry, body, flags=re.DOTALL)
+
+
+@dataclass
+class Redirect(Fault):
+    """A redirect (`status`) to the same path at another host (`to`, e.g. a Recorder's
+    endpoint), the request never done."""
+
+    to: str
+    status: int = 307
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        location = self.to.rstrip("/") + str(exchange.request.rel_url)
+        body = _error_xml(
+            "TemporaryRedirect", "Please re-send this request to the specified temporary endpoint."
+        )
+        return web.Response(status=self.status, body=body, headers={"Location": location})
+
+
+@dataclass
+class FlipByte(Fault):
+    """The answer's body with one byte changed, its size right: what a broken middlebox does."""
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        if len(body) < 1:
+            return body
+        middle = len(body) // 2
+        return body[:middle] + bytes([body[middle] ^ 1]) + body[middle + 1 :]
+
+
+@dataclass
+class SlowBody(Fault):
+    """The answer's body at `bytes_per_second`, after its headers came at once: a slow loris."""
+
+    bytes_per_second: int = 1
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        status, headers, body = await exchange.forward()
+        response = _streamed(status, headers, len(body))
+        await response.prepare(exchange.request)
+        step = max(1, self.bytes_per_second // 10)
+        for start in range(0, len(body), step):
+            await response.write(body[start : start + step])
+            await asyncio.sleep(0.1)
+        await response.write_eof()
+        return response
+
+
+@dataclass
+class CutBody(Fault):
+    """The answer's headers (its full Content-Length), then `after` bytes of its body, then the
+    connection reset: a link that drops mid-body."""
+
+    after: int = 0
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        status, headers, body = await exchange.forward()
+        response = _streamed(status, headers, len(body))
+        await response.prepare(exchange.request)
+        if self.after:
+            await response.write(body[: self.after])
+        transport = exchange.request.transport
+        assert transport is not None
+        transport.abort()
+        return response
+
+
+class LostAnswer(Fault):
+    """The request is done by the server, but the connection is reset before its answer."""
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        await exchange.forward()
+        transport = exchange.request.transport
+        assert transport is not None
+        transport.abort()
+        return web.Response()
+
+
+def _streamed(status: int, headers: dict[str, str], length: int) -> web.StreamResponse:
+    response = web.StreamResponse(status=status)
+    for name, value in headers.items():
+        if name.lower() not in _HOP_BY_HOP:
+            response.headers[name] = value
+    response.content_length = length
+    return response
+
+
+@dataclass
+class Rule:
+    """`fault` for the requests that match: an operation ("ListObjectsV2", "CopyObject",
+    "GetObject", ... as S3's API names them), a bucket, a key, and `when` (e.g. `continued`: a
+    listing's pages after its first); after the first `after` that match, for `times` of them
+    (None: every one after)."""
+
+    fault: Fault
+    operation: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    after: int = 0
+    times: int | None = None
+    when: Callable[[Exchange], bool] | None = None
+    matched: int = 0  # requests that matched so far
+    applied: int = 0  # ... and got the fault
+
+    def takes(self, exchange: Exchange) -> bool:
+        if self.operation is not None and exchange.operation != self.operation:
+            return False
+        if self.bucket is not None and exchange.bucket != self.bucket:
+            return False
+        if self.key is not None and exchange.key != self.key:
+            return False
+        if self.when is not None and not self.when(exchange):
+            return False
+        self.matched += 1
+        if self.matched <= self.after or (self.times is not None and self.applied >= self.times):
+            return False
+        self.applied += 1
+        return True
+
+
+def continued(exchange: Exchange) -> bool:
+    """A listing request for a page after the first (it carries a continuation token)."""
+    return "continuation-token" in exchange.request.query
+
+
+@dataclass
+class Seen:
+    """A request the proxy handled: its operation, where, and the fault it got ("" for none)."""
+
+    operation: str
+    bucket: str
+    key: str
+    fault: str
+
+
+@dataclass
+class HostileLog:
+    seen: list[Seen] = field(default_factory=list)
+
+    def count(self, operation: str, *, faulted: bool | None = None) -> int:
+        return sum(
+            1
+            for each in self.seen
+            if each.operation == operation and (faulted is None or bool(each.fault) == faulted)
+        )
+
+
+class HostileS3(LoopbackProxy):
+    """The proxy: `misbehave` adds a rule (the first that takes a request applies), `reset`
+    removes them all, `log` tells what was seen."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.rules: list[Rule] = []
+        self.log = HostileLog()
+        self._lock = threading.Lock()
+
+    def misbehave(
+        self,
+        fault: Fault,
+        *,
+        operation: str | None = None,
+        bucket: str | None = None,
+        key: str | None = None,
+        after: int = 0,
+        times: int | None = None,
+        when: Callable[[Exchange], bool] | None = None,
+    ) -> Rule:
+        rule = Rule(fault, operation, bucket, key, after, times, when)
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def reset(self) -> None:
+        with self._lock:
+            self.rules.clear()
+            self.log = HostileLog()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{path:.*}", self._handle)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        await self._gate()
+        body = await request.read()
+        bucket, key = _bucket_and_key(request.path)
+        operation = operation_of(request.method, bucket, key, request.query, request.headers)
+
+        async def forward() -> tuple[int, dict[str, str], bytes]:
+            return await self._forward(request, body)
+
+        exchange = Exchange(request, body, operation, bucket, key, forward)
+        with self._lock:
+            rule = next((rule for rule in self.rules if rule.takes(exchange)), None)
+        self.log.seen.append(Seen(operation, bucket, key, str(rule.fault) if rule else ""))
+        fault = rule.fault if rule is not None else Fault()
+        return await fault.answer(exchange)
+
+    async def _forward(self, request: web.Request, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
+        headers["Host"] = request.headers["Host"]  # signed by the client: the server must see the same
+        async with self._session.request(
+            request.method,
+            f"{self.upstream}{request.rel_url}",
+            data=body or None,
+            headers=headers,
+            skip_auto_headers=["Content-Type", "Accept-Encoding"],
+            allow_redirects=False,
+        ) as reply:
+            data = await reply.read()
+            passed = {name: value for name, value in reply.headers.items() if name.lower() not in _HOP_BY_HOP}
+            if request.method == "HEAD":
+                passed["Content-Length"] = reply.headers.get("Content-Length", "0")
+            return reply.status, passed, data
+
+
+def _bucket_and_key(path: str) -> tuple[str, str]:
+    """(bucket, key) of a path-style request path."""
+    bucket, _, key = path.lstrip("/").partition("/")
+    return bucket, key
+
+
+def operation_of(method: str, bucket: str, key: str, query: Any, headers: Any) -> str:
+    """S3's name for a request's operation, from its method, path and query."""
+    copy = "x-amz-copy-source" in headers
+    if not bucket:
+        return "ListBuckets"
+    if method == "GET":
+        if not key:
+            for name, operation in (
+                ("uploads", "ListMultipartUploads"),
+                ("versions", "ListObjectVersions"),
+                ("location", "GetBucketLocation"),
+            ):
+                if name in query:
+                    return operation
+            return "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects"
+        if "uploadId" in query:
+            return "ListParts"
+        return "GetObjectTagging" if "tagging" in query else "GetObject"
+    if method == "HEAD":
+        return "HeadObject" if key else "HeadBucket"
+    if method == "PUT":
+        if not key:
+            return "CreateBucket"
+        if "partNumber" in query:
+            return "UploadPartCopy" if copy else "UploadPart"
+        if "tagging" in query:
+            return "PutObjectTagging"
+        return "CopyObject" if copy else "PutObject"
+    if method == "POST":
+        if "delete" in query:
+            return "DeleteObjects"
+        if "uploads" in query:
+            return "CreateMultipartUpload"
+        return "CompleteMultipartUpload" if "uploadId" in query else "PostObject"
+    if method == "DELETE":
+        if not key:
+            return "DeleteBucket"
+        return "AbortMultipartUpload" if "uploadId" in query else "DeleteObject"
+    return method
+
+
+@dataclass
+class Received:
+    method: str
+    url: str
+    headers: dict[str, str]
+
+
+class Recorder(LoopbackProxy):
+    """A loopback server that records every request that reaches it and answers 403: where a
+    `Redirect` points, to tell whether credentials followed it."""
+
+    def __init__(self) -> None:
+        super().__init__("http://127.0.0.1:1")  # never called
+        self.received: list[Received] = []
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{path:.*}", self._handle)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.received.append(Received(request.method, str(request.url), dict(request.headers)))
+        return web.Response(status=403, body=_error_xml("AccessDenied", "recorded"))
+
+    def credentials_seen(self) -> list[str]:
+        """The credential headers (and Referers) any request brought here, by name."""
+        wanted = ("authorization", "x-amz-security-token", "referer", "x-amz-content-sha256")
+        return sorted(
+            {name.lower() for each in self.received for name in each.headers if name.lower() in wanted}
+        )
