@@ -52,7 +52,7 @@ use crate::md5::{engine, update_in_lockstep};
 use crate::parthash::{Hasher, HasherThread};
 use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
-use crate::http::options_from;
+use crate::http::{options_from, NoRedirects};
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -596,7 +596,11 @@ impl Gets {
         client_options: HashMap<String, String>,
         credentials: Option<(String, String, Option<String>)>,
     ) -> PyResult<Self> {
-        let mut builder = AmazonS3Builder::new().with_bucket_name(bucket).with_client_options(options_from(client_options)?).with_retry(RetryConfig {
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_client_options(options_from(client_options.clone())?)
+            .with_http_connector(NoRedirects(client_options))
+            .with_retry(RetryConfig {
             max_retries: 0, // the engine retries whole items, with its one policy
             retry_timeout: Duration::from_secs(120),
             ..Default::default()

@@ -14,12 +14,12 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
-use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody, ReqwestConnector};
+use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody};
 use object_store::{ClientConfigKey, ClientOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -86,17 +86,17 @@ impl Http {
     /// `client_options`: obstore's client options as text (`allow_http`, `timeout`, ...).
     #[new]
     fn new(client_options: HashMap<String, String>) -> PyResult<Self> {
-        let options = options_from(client_options.clone())?;
-        let client = ReqwestConnector::default().connect(&options).map_err(|err| PyValueError::new_err(err.to_string()))?;
-        let streaming = Arc::new(Streaming { options: client_options, client: OnceLock::new() });
+        options_from(client_options.clone())?; // a bad option is refused here, as object_store would
+        let reqwest = reqwest_client(&client_options).map_err(PyValueError::new_err)?;
+        let client = HttpClient::new(reqwest.clone());
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let runner = Runner::start("s3bulk-http", outbox.clone(), move |request: Request| {
-            let (client, streaming) = (client.clone(), streaming.clone());
+            let (client, reqwest) = (client.clone(), reqwest.clone());
             async move {
                 let ticket = request.ticket;
                 let answer = match &request.body {
-                    Body::File(range) => send_file(&streaming, &request, range.clone()).await,
+                    Body::File(range) => send_file(&reqwest, &request, range.clone()).await,
                     Body::Bytes(body) => send(&client, &request, body.clone()).await,
                 };
                 Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
@@ -191,23 +191,10 @@ fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
     headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect()
 }
 
-/// The client for bodies read from files as they are sent, which object_store's client cannot
-/// send (its bodies are whole in memory): reqwest, under it, configured from the same options
-/// when the first such request comes.
-struct Streaming {
-    options: HashMap<String, String>,
-    client: OnceLock<Result<reqwest::Client, String>>,
-}
-
-impl Streaming {
-    fn client(&self) -> Result<&reqwest::Client, String> {
-        self.client.get_or_init(|| streaming_client(&self.options)).as_ref().map_err(Clone::clone)
-    }
-}
-
 /// A request whose body is a range of a file: hashed first (by a blocking-pool thread), then
-/// signed with that hash and sent as the file is read.
-async fn send_file(streaming: &Streaming, request: &Request, range: FileRange) -> Result<Answer, String> {
+/// signed with that hash and sent as the file is read, by reqwest itself (object_store's client
+/// takes bodies only whole in memory).
+async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange) -> Result<Answer, String> {
     let signed_payload = request.signing.is_some();
     let hashed = tokio::task::spawn_blocking({
         let (range, buffer) = (range.clone(), FileRange::buffer());
@@ -228,7 +215,6 @@ async fn send_file(streaming: &Streaming, request: &Request, range: FileRange) -
         }
     };
     let built = signed(request, HttpRequestBody::empty(), &extra, sha256)?;
-    let client = streaming.client()?;
     let (parts, _) = built.into_parts();
     let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).map_err(|err| err.to_string())?;
     let body = reqwest::Body::wrap_stream(range.chunks(file));
@@ -245,11 +231,18 @@ async fn send_file(streaming: &Streaming, request: &Request, range: FileRange) -
 }
 
 /// reqwest's client as object_store's `ClientOptions::client` would build it from the options
-/// s3bulk sets (`_stores/objects.client_options`).
-fn streaming_client(options: &HashMap<String, String>) -> Result<reqwest::Client, String> {
+/// s3bulk sets (`_stores/objects.client_options`), but that it never follows a redirect: reqwest
+/// follows up to ten, and to another host it takes along every header but Authorization (the
+/// session token, x-amz-security-token, among them) and a Referer naming the URL. A redirect
+/// comes back as the answer, which Python reads (S3's wrong-region answers are signed again for
+/// the right region, `_stores/s3.py`). Every request of the native part goes through one.
+pub fn reqwest_client(options: &HashMap<String, String>) -> Result<reqwest::Client, String> {
     let duration = |name: &str| options.get(name).map(|text| humantime::parse_duration(text).map_err(|err| format!("{name}: {err}"))).transpose();
     let flag = |name: &str| options.get(name).is_some_and(|text| text == "true");
-    let mut builder = reqwest::Client::builder().user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION")));
+    let mut builder = reqwest::Client::builder()
+        .user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION")))
+        .redirect(reqwest::redirect::Policy::none())
+        .referer(false);
     if let Some(timeout) = duration("timeout")? {
         builder = builder.timeout(timeout);
     }
@@ -284,6 +277,17 @@ fn failed(unreachable: bool, err: &dyn std::error::Error) -> Answer {
         source = cause.source();
     }
     Answer::Failed { unreachable, message }
+}
+
+/// object_store's connector for the batch GETs: `reqwest_client`, never following a redirect.
+#[derive(Debug)]
+pub struct NoRedirects(pub HashMap<String, String>);
+
+impl HttpConnector for NoRedirects {
+    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
+        let client = reqwest_client(&self.0).map_err(|message| object_store::Error::Generic { store: "S3", source: message.into() })?;
+        Ok(HttpClient::new(client))
+    }
 }
 
 /// obstore's client options (text, as `_stores/objects.client_options` writes them) as

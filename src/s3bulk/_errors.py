@@ -123,6 +123,8 @@ class S3Error(ItemError):
         self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
         self.job_wide = code in self.JOB_WIDE_CODES
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
+        if 300 <= status < 400 and "redirect" not in message:  # whose Location this client did not see
+            message = f"{message.rstrip('.')}; a redirect, and s3bulk follows no redirect".lstrip("; ")
         hint = _HINTS.get(code, "") or next(
             (hint for known, words, hint in _MESSAGE_HINTS if code == known and words in message), ""
         )
@@ -168,6 +170,9 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     if isinstance(exc, ItemError):
         return exc
     text = html.unescape(redact(str(exc)).strip())  # obstore passes the service's XML on as is
+    # object_store appends its error's Debug form, whose every retry says "retry_timeout": read
+    # as a network failure's words, any error (a 403, a redirect) was retried as one
+    text = text.split("\n\nDebug source:", 1)[0]
     code_match = _CODE_IN_BODY.search(text)
     if code_match:
         status_match = _STATUS_IN_TEXT.search(text)

@@ -67,12 +67,16 @@ class CheckJob(SyncJob):
         items: list[Any] = []
         problems: list[Failure] = []
         same = 0
+        unlisted = self._unlisted
         for source, destination in chunk:
             if source is None:
                 assert destination is not None
+                if unlisted.covers(destination.relative):  # the source's side of it is not known
+                    continue
                 extra = _url(self.destination, destination.name)
                 items.append(Difference("extra", extra, destination.size, "not at the source"))
                 continue
+            unlisted.saw(source)
             name = _url(self.source, source.name)
             if source.problem:
                 problems.append(Failure(name, "", source.problem, skipped=not source.refused))

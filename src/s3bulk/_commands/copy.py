@@ -28,10 +28,11 @@ from s3bulk._plan.diff import newer
 from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._sources.local import NOT_UTF8, UnreadableRoot, walk
 from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
-from s3bulk._stores.multipart import UploadHooks
+from s3bulk._stores.multipart import UploadHooks, file_version
+from s3bulk._stores.retry import RetryPolicy
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
 from s3bulk._text import is_utf8
@@ -232,6 +233,7 @@ class CopyOptions:
     if_size_differ: bool = False
     if_newer: bool = False
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
 
 
 def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOptions:
@@ -260,6 +262,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         if_newer=spec.if_newer,
         keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
         part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
+        retry=RetryPolicy(max_attempts=spec.engine.attempts(settings)),
     )
 
 
@@ -448,8 +451,20 @@ class CopyJob:
                     yield NamedObjects(unknown)
                 yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch if size))
             else:
-                entries = tuple((item_id, size, "", False) for item_id, size in batch)
-                yield LocalBatch(self._local_root, entries)
+                yield LocalBatch(self._local_root, tuple(self._retried_files(batch)))
+
+    def _retried_files(self, batch: list[tuple[str, int]]) -> Iterator[tuple[str, int, str, bool]]:
+        """The files of failed items again; a directory that could not be read, walked now."""
+        for item_id, size in batch:
+            path = os.path.join(self._local_root, item_id)
+            if not os.path.isdir(path):
+                yield item_id, size, "", False
+                continue
+            try:
+                for entry in walk(path, self.options.follow_symlinks):
+                    yield f"{item_id}/{entry.relative}", entry.size, entry.problem, entry.refused
+            except UnreadableRoot as exc:
+                yield item_id, 0, str(exc), True
 
     def item_id(self, item: TransferItem) -> str:
         """The source key, or for uploads the path relative to the walked root."""
@@ -673,10 +688,12 @@ class CopyJob:
             raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
         if self.options.dry_run:
             return int(item.size)
+        version = None  # mv of a file: the version of it that is deleted only if it is the one stored
         try:
             if self.direction == "download":
                 moved = await self._download(item, ctx)
             elif self.direction == "upload":
+                version = file_version(item.source) if self.options.delete_source else None
                 moved = await self._upload(item, ctx)
             elif self._relayed:
                 moved = await self._relay(item)
@@ -690,7 +707,7 @@ class CopyJob:
             raise self._refused_destination(classify(exc)) from None
         self._written = True
         if self.options.delete_source:
-            await self._delete_source(item, ctx)
+            await self._delete_source(item, ctx, version)
         return moved
 
     @property
@@ -751,11 +768,18 @@ class CopyJob:
             error.job_wide = True
         return error
 
-    async def _delete_source(self, item: TransferItem, ctx: WorkerContext) -> None:
-        """mv: runs only after the copy succeeded, so a failed copy never loses its source."""
+    async def _delete_source(
+        self, item: TransferItem, ctx: WorkerContext, version: tuple[int, ...] | None = None
+    ) -> None:
+        """mv: runs only after the copy succeeded, so a failed copy never loses its source; a
+        file that changed since it was read (`version`) is kept: what is stored is not it."""
         try:
             if self._deleter is not None:
                 await self._deleter.delete(item.source)
+            elif version is not None and file_version(item.source) != version:
+                raise ItemError(
+                    "it changed after it was read (the object holds the version before)", retryable=False
+                )
             else:
                 os.unlink(item.source)
         except (ItemError, OSError) as exc:

@@ -20,7 +20,7 @@ from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import ItemError, UsageError
 from s3bulk._plan.filters import Filters, check_window
-from s3bulk._report import Failure, WorkerStats
+from s3bulk._report import Failure, Report, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
@@ -95,7 +95,18 @@ class RemoveCommand(Command):
             spec.max_delete,
             spec.files_from,
         )
-        return RemoveJob(parse_s3(spec.target), settings, options)
+        job = RemoveJob(parse_s3(spec.target), settings, options)
+        if job.pattern and spec.files_from is None:
+            await job.take_literally()
+        return job
+
+    async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
+        """A glob that matched nothing is an error, as in a shell with failglob and in s5cmd: a
+        typo in it would otherwise say "0 objects" and exit 0."""
+        assert isinstance(job, RemoveJob)
+        if completed and job.pattern and not (report.objects_total or report.objects_already_done):
+            report.objects_failed += 1
+            report.failures.append(Failure(str(job.target), "", "no object matches this pattern"))
 
 
 def check_max_delete(limit: int | None) -> None:
@@ -259,6 +270,20 @@ class RemoveJob:
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__) | {"_storage": None}
+
+    async def take_literally(self) -> None:
+        """A target with `*`, `?` or `[` that names an existing key means that key, as `cp` and
+        `cat` read it (and `aws s3 rm` does): `rm 's3://b/q?.txt'` must not also delete
+        `qX.txt`, nor `rm 's3://b/a[1].txt'` delete nothing. Only a target that names no key is
+        a pattern."""
+        storage = Storage(self.settings, connections=2)
+        try:
+            page = await storage.list_objects_v2(self.target.bucket, self.target.key, max_keys=1)
+        finally:
+            await storage.close()
+        if page.objects and page.objects[0].key == self.target.key:
+            self.prefix, self.pattern = self.target.key, ""
+            self._key_filter = Filters()
 
     @property
     def single(self) -> bool:

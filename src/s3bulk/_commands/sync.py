@@ -21,13 +21,13 @@ from s3bulk._commands.remove import DeleteBatch, check_max_delete, run_delete_ba
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import UsageError
-from s3bulk._plan.diff import Entry, SyncMode, decide, merge_join
+from s3bulk._plan.diff import Entry, SyncMode, Unlisted, decide, merge_join
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
-from s3bulk._sources.local import walk
+from s3bulk._sources.local import NOT_UTF8, walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
-from s3bulk._stores.retry import Meter, Retrier
+from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 from s3bulk._stores.s3xml import epoch_seconds
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path, parse_location
@@ -140,6 +140,7 @@ class SyncJob(CopyJob):
         self.destination = as_directory(self.destination)
         super().__post_init__()
         self._local_side = self.direction != "copy"
+        self._unlisted = Unlisted()  # the driver's: what the source could not list (merge order)
         if (
             self.delete
             and isinstance(self.source, S3Location)
@@ -196,11 +197,12 @@ class SyncJob(CopyJob):
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats))
+        policy = self.options.retry
+        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy))
         reader = client
         if self.settings.source is not None:
             reader = Storage(
-                self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats)
+                self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy)
             )
         try:
             sides = [
@@ -238,11 +240,21 @@ class SyncJob(CopyJob):
                     # killed outright, which nothing else would ever remove
                     remove_if_stale(os.path.join(root, entry.relative))
                     continue
-                if filters and not filters.accepts(entry.relative, entry.size, entry.mtime):
+                unknown = bool(entry.problem) and entry.problem != NOT_UTF8  # what it holds, or is
+                unreadable = unknown and entry.refused  # no filter can say it holds nothing wanted
+                if (
+                    filters
+                    and not unreadable
+                    and not filters.accepts(entry.relative, entry.size, entry.mtime)
+                ):
                     continue
                 if entry.problem:
-                    if is_source:  # reported as skipped; a destination oddity is left alone
-                        page.append(Entry(entry.relative, 0, 0.0, "", "", entry.problem, entry.refused))
+                    if is_source:  # reported; what the destination holds under it is kept (Unlisted)
+                        relative = entry.relative + "/" if entry.directory else entry.relative
+                        path = os.path.join(root, entry.relative)
+                        page.append(
+                            Entry(relative, 0, 0.0, "", path, entry.problem, entry.refused, unlisted=unknown)
+                        )
                     continue
                 page.append(
                     Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
@@ -290,15 +302,20 @@ class SyncJob(CopyJob):
         deletes: list[tuple[str, int]] = []
         problems: list[Failure] = []
         unchanged = 0
+        unlisted = self._unlisted
         for source, destination in chunk:
             if source is None:
                 assert destination is not None
-                if self.delete:
+                if self.delete and not unlisted.covers(destination.relative):
                     deletes.append((destination.name, destination.size))
                 continue
+            unlisted.saw(source)
             if source.problem:
-                path = os.path.join(str(self.source), source.relative)
-                problems.append(Failure(path, "", source.problem, skipped=not source.refused))
+                path = source.name or os.path.join(str(self.source), source.relative)
+                why = source.problem + (
+                    "; nothing under it is deleted" if self.delete and source.unlisted else ""
+                )
+                problems.append(Failure(path, "", why, skipped=not source.refused))
                 continue
             decision = decide(source, destination, self.mode, self._local_side)
             if decision == "same":
@@ -433,14 +450,14 @@ async def _only_named(pages: AsyncIterator[list[Entry]], names: Iterator[str]) -
             yield kept
 
 
-def _counted_in(stats: WorkerStats) -> Retrier:
+def _counted_in(stats: WorkerStats, policy: RetryPolicy) -> Retrier:
     """The driver's listings count their requests and retries in its own stats."""
 
     def retried(error: Exception) -> None:
         stats.retries += 1
         stats.throttles += bool(getattr(error, "throttled", False))
 
-    return Retrier(meter=Meter(stats.requests, stats.stage_seconds, retried))
+    return Retrier(policy, Meter(stats.requests, stats.stage_seconds, retried))
 
 
 async def _prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncGenerator[list[Entry], None]:

@@ -38,6 +38,43 @@ class Entry(NamedTuple):
     name: str  # the full key or local path
     problem: str = ""  # a local source entry that cannot be uploaded (symlink, unreadable, ...)
     refused: bool = False  # the problem fails the item (a name that is not UTF-8), not just skips it
+    unlisted: bool = False  # what the source holds at this name and under it is not known (Unlisted)
+
+
+class Unlisted:
+    """Names the source could not list: under a source entry marked `unlisted` (a directory that
+    could not be read, an entry that could not be stat'ed, a link not followed), the source may
+    hold anything. What the destination holds there is never deleted, nor called extra.
+
+    The merge comes in key order, so the names under an entry `d` (`d` itself, then `d/...`)
+    come after it, and once a name beyond ``d/`` (not under it) has come, none will again:
+    only the entries still ahead are kept."""
+
+    __slots__ = ("_bases",)
+
+    def __init__(self) -> None:
+        self._bases: list[str] = []
+
+    def saw(self, source: Entry) -> None:
+        """Called for every source entry, in the merge's order."""
+        if self._bases:
+            self._forget_before(source.relative)
+        if source.unlisted:
+            self._bases.append(source.relative.rstrip("/"))
+
+    def covers(self, name: str) -> bool:
+        """Whether the destination's `name` lies under a source entry that could not be listed."""
+        if not self._bases:
+            return False
+        self._forget_before(name)
+        return any(name == base or name.startswith(base + "/") for base in self._bases)
+
+    def _forget_before(self, name: str) -> None:
+        self._bases = [base for base in self._bases if not _past(name, base)]
+
+
+def _past(name: str, base: str) -> bool:
+    return name > base + "/" and not name.startswith(base + "/")
 
 
 class ListingOrderError(S3BulkError):

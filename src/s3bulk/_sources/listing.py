@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from s3bulk._errors import ItemError, JobAborted
-from s3bulk._stores.s3xml import ListPage, ObjectInfo
+from s3bulk._stores.s3xml import ListPage, ObjectInfo, Repeats, repeated
 
 
 class Lister(Protocol):
@@ -307,6 +307,7 @@ async def iter_range(
     may_split = on_split is not None
     warm_up = 1 if auto and bucket not in _RANGES_PAY else 0  # pages listed before the first attempt
     order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", after)
+    repeats = Repeats()
     while True:
         started = time.perf_counter()
         page: ListPage = await client.list_objects_v2(
@@ -318,7 +319,9 @@ async def iter_range(
             if ordered_for or key_range != KeyRange() or before is not None:  # a range, or split
                 raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
             order, may_split = None, False  # one listing, in whatever order it comes
-        finished = not page.is_truncated or not page.next_token
+        finished = not page.is_truncated  # truncated, a page has its token (`S3Client`)
+        if not finished and (page.next_token == token or repeats.seen(page.next_token)):
+            raise repeated(f"list s3://{bucket}/{within}")
         objects, reached = _below(objects, before)
         if objects:
             yield objects
@@ -466,6 +469,7 @@ async def list_sequential(
     the caller does with a page (print it, plan its items) overlaps the service's time for the
     next one. With `ordered_for`, keys out of order stop it (ListingOutOfOrder)."""
     order = KeyOrder(f"s3://{bucket}/{prefix}") if ordered_for else None
+    repeats = Repeats()
 
     def fetch(token: str | None) -> asyncio.Task[ListPage]:
         return asyncio.ensure_future(
@@ -478,7 +482,9 @@ async def list_sequential(
             page = await pending
             if order is not None and not order.rising(page.objects):
                 raise order.refuse(page.objects, ordered_for)
-            more = page.is_truncated and bool(page.next_token)
+            more = page.is_truncated  # truncated, a page has its token (`S3Client`)
+            if more and repeats.seen(page.next_token):
+                raise repeated(f"list s3://{bucket}/{prefix}")
             if more:
                 pending = fetch(page.next_token)
             yield page

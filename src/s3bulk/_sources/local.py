@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from stat import S_ISDIR, S_ISREG
 
+from s3bulk._errors import UsageError
 from s3bulk._text import is_utf8
 
 
@@ -29,18 +30,27 @@ class LocalEntry:
     problem: str = ""  # non-empty: not uploadable (symlink, unreadable directory)
     mtime: float = 0.0
     refused: bool = False  # the problem fails the item (the user must act), not just skips it
+    directory: bool = False  # a directory (that could not be read): it sorts as its name + '/'
 
 
 NOT_UTF8 = "its name is not valid UTF-8, and S3 keys must be: rename it (e.g. convmv -f latin1 -t utf8)"
 
 
+class UnreadableRoot(UsageError):
+    """The directory walked cannot be read at all: nothing of it is known, so nothing is done."""
+
+
 def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
+    """The tree's entries in key order. A directory (or an entry) that cannot be read is an
+    entry with a `problem` that the user must act on (`refused`): what it holds is unknown, and
+    an upload that skipped it quietly, or a sync that then deleted its objects, would lose data.
+    The root itself unreadable raises UnreadableRoot."""
     # a stack of open directories, each an iterator over its sorted entries: a directory is
     # entered exactly where its name falls among its siblings
     stack: list[_Open] = []
     problem = _enter(root, "", stack, follow_symlinks)
     if problem:
-        yield LocalEntry(".", 0, problem)
+        raise UnreadableRoot(f"{problem}: {root}")
     while stack:
         current = stack[-1]
         entry = next(current.entries, None)
@@ -60,8 +70,10 @@ def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
             yield LocalEntry(relative, 0, "broken symbolic link: its target does not exist")
             continue
         except OSError as exc:
-            problem = "symbolic link loop" if exc.errno == errno.ELOOP else f"cannot stat: {exc.strerror}"
-            yield LocalEntry(relative, 0, problem)
+            if exc.errno == errno.ELOOP:
+                yield LocalEntry(relative, 0, "symbolic link loop")
+            else:  # a file or a directory: not known which, nor what it holds
+                yield LocalEntry(relative, 0, _cannot("stat", exc), refused=True)
             continue
         if S_ISDIR(stat.st_mode):
             if (stat.st_dev, stat.st_ino) in {(opened.device, opened.inode) for opened in stack}:
@@ -69,7 +81,7 @@ def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
                 continue
             problem = _enter(entry.path, relative, stack, follow_symlinks)
             if problem:
-                yield LocalEntry(relative, 0, problem)
+                yield LocalEntry(relative, 0, problem, refused=True, directory=True)
         elif S_ISREG(stat.st_mode):
             yield LocalEntry(relative, stat.st_size, mtime=stat.st_mtime)
         else:
@@ -91,9 +103,15 @@ def _enter(directory: str, relative: str, stack: list[_Open], follow_symlinks: b
         with os.scandir(directory) as entries:
             listing = sorted(entries, key=lambda entry: _key_order(entry, follow_symlinks))
     except OSError as exc:
-        return f"cannot read directory: {exc.strerror}"
+        return _cannot("read directory", exc)
     stack.append(_Open(relative, iter(listing), stat.st_dev, stat.st_ino))
     return ""
+
+
+def _cannot(what: str, exc: OSError) -> str:
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return f"cannot {what}: {exc.strerror} (raise `ulimit -n`, or lower --concurrency)"
+    return f"cannot {what}: {exc.strerror}"
 
 
 def _key_order(entry: os.DirEntry[str], follow_symlinks: bool) -> str:

@@ -35,6 +35,12 @@ def single_part_md5(etag: str) -> bytes | None:
     return bytes.fromhex(parsed[0]) if parsed and not parsed[1] else None
 
 
+def md5_parts(etag: str) -> int | None:
+    """How many parts an MD5 ETag was made of (0: a single-part object), None for any other ETag."""
+    parsed = _parsed(etag)
+    return parsed[1] if parsed else None
+
+
 def completed_etag(etags: list[str]) -> str | None:
     """The ETag S3 gives the object these parts (their ETags, in order) complete; None when a
     part's ETag is no MD5 (SSE-KMS, say), so the object's cannot be foretold."""
@@ -144,6 +150,38 @@ def _md5_file(path: str, part_size: int) -> tuple[str, list[bytes]]:
     1 GiB file of 8 MiB parts in a sixth of the time of one MD5 after another."""
     parts = md5_file_parts(path, part_size)
     return (parts[0].hex() if len(parts) == 1 else ""), parts
+
+
+class StreamCheck:
+    """An object's bytes hashed as they pass, in order, as its ETag was made (a stream cannot be
+    read again): whole under a single-part ETag, part by part under a multipart one whose parts
+    are `part_size` bytes (the last one fewer)."""
+
+    def __init__(self, etag: str, part_size: int | None = None) -> None:
+        parsed = _parsed(etag)
+        assert parsed is not None, "an ETag that is an MD5"
+        self._expected, self._parts = parsed
+        self._part_size = part_size if self._parts else None
+        self._digests: list[bytes] = []
+        self._current = hashlib.md5(usedforsecurity=False)
+        self._filled = 0  # bytes of the current part hashed so far
+
+    def update(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        size = self._part_size
+        while size is not None and self._filled + len(view) >= size:
+            taken = size - self._filled
+            self._current.update(view[:taken])
+            self._digests.append(self._current.digest())
+            self._current, self._filled, view = hashlib.md5(usedforsecurity=False), 0, view[taken:]
+        self._current.update(view)
+        self._filled += len(view)
+
+    def matches(self) -> bool:
+        if self._part_size is None:
+            return self._current.hexdigest() == self._expected
+        digests = self._digests + ([self._current.digest()] if self._filled else [])
+        return len(digests) == self._parts and _md5_of_parts(digests) == self._expected
 
 
 def checksum_matches_file(path: str, headers: dict[str, str]) -> bool | None:

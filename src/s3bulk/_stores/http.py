@@ -149,6 +149,13 @@ class SignedHttp:
             raise self.error(status, reply_headers, payload, what or kind)
         return status, reply_headers, payload
 
+    def signs_payload(self, url: str) -> bool:
+        """Whether a request to `url` goes out with its body's SHA-256 signed (the native part
+        signs every body it sends so), which lets the service refuse a body changed on the way
+        without a Content-MD5; botocore's signer leaves HTTPS payloads unsigned, and anonymous
+        requests are not signed at all."""
+        return self.native and native_http.sendable(url) and not self.settings.anonymous
+
     def _native(self) -> native_http.NativeHttp:
         if self._native_http is None:
             options = client_options(self.settings, self.max_connections, allow_http=True)
@@ -184,8 +191,8 @@ class SignedHttp:
         import yarl
 
         try:
-            async with self._http().request(
-                method, yarl.URL(url, encoded=True), headers=signed, data=_data(body)
+            async with self._http().request(  # a redirect is an answer, not followed (`native_http`)
+                method, yarl.URL(url, encoded=True), headers=signed, data=_data(body), allow_redirects=False
             ) as response:
                 return response.status, dict(response.headers), await response.read()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:

@@ -31,6 +31,19 @@ from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
 
 T = TypeVar("T")
+
+
+def file_version(path: str) -> tuple[int, ...]:
+    """What tells one version of a file from another (`version_of` its stat)."""
+    return version_of(os.stat(path))
+
+
+def version_of(found: os.stat_result) -> tuple[int, ...]:
+    """A file's size, inode, modification and change times: ctime changes on every write, and
+    nobody can set it back."""
+    return (found.st_size, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)
+
+
 MAX_PARTS = 10_000
 MIN_PART = 5 * 1024**2
 ABORT_SECONDS = 10.0
@@ -132,10 +145,12 @@ async def _in_parts(
     send: SendPart,
     resumed: str = "",
     kept: dict[int, str] | None = None,
+    still_whole: Callable[[], None] = lambda: None,
 ) -> None:
     """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
-    most `concurrency` at once, the first failure cancelling the rest), then completed. Going on
-    with the upload `resumed`, the parts in `kept` (number: ETag) are not sent again."""
+    most `concurrency` at once, the first failure cancelling the rest), then completed, unless
+    `still_whole` raises (the parts are not one version of the source: the upload is aborted).
+    Going on with the upload `resumed`, the parts in `kept` (number: ETag) are not sent again."""
     part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     kept = kept or {}
@@ -153,6 +168,7 @@ async def _in_parts(
         async with parts_group() as group:
             tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
         etags = [task.result() for task in tasks]
+        still_whole()
         await _complete(client, bucket, key, upload_id, etags, retry)
 
 
@@ -190,7 +206,13 @@ async def upload_file(
     """Upload a local file in parts, `concurrency` at once, each read from the file as it is
     sent (`FileRange`: a chunk or two of each in memory, not the part); each part first
     waits for its bytes under a --bwlimit (`pace_bytes`). An upload of this key that an earlier
-    run left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay."""
+    run left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay.
+
+    Each part is read by path as it is sent, so a file written to meanwhile (or replaced by
+    another) would be stored torn: the parts of two versions of it. Its size, inode and times
+    are the same when the last part is sent as when the first was, or the upload is aborted and
+    the item fails, by name."""
+    version = file_version(path)
     descriptor = os.open(path, os.O_RDONLY)
     resumed, kept = "", {}
     earlier = hooks.resumable(bucket, key)
@@ -209,6 +231,13 @@ async def upload_file(
         part = FileRange(path, first, last - first + 1)
         return await client.upload_part(bucket, key, upload_id, number, part)
 
+    def still_whole() -> None:
+        if version[0] != size or file_version(path) != version:
+            raise ItemError(
+                f"{path} changed while it was being uploaded: nothing was stored (upload it again)",
+                retryable=False,
+            )
+
     try:
         await _in_parts(
             client,
@@ -223,6 +252,7 @@ async def upload_file(
             send=send,
             resumed=resumed,
             kept=kept,
+            still_whole=still_whole,
         )
     finally:
         os.close(descriptor)

@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 
+from s3bulk._errors import ItemError, S3Error
+from s3bulk._text import printable
+
 # Characters XML 1.0 cannot carry at all, escaped or not: keys holding them cannot be named in a
 # DeleteObjects body and are deleted one request each.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
@@ -48,6 +51,38 @@ class ListPage(NamedTuple):
     next_token: str | None
 
 
+class Repeats:
+    """Whether a listing's continuation tokens (or markers) come round again, in constant memory
+    (Brent's cycle detection: each token is compared with one saved at power-of-two steps, so a
+    cycle of any length is seen within about twice its length). A service that gives a token it
+    gave before would be listed forever: the same keys printed, downloaded, counted again."""
+
+    __slots__ = ("_power", "_saved", "_steps")
+
+    def __init__(self) -> None:
+        self._saved: object = None
+        self._power = 1
+        self._steps = 0
+
+    def seen(self, token: object) -> bool:
+        if token == self._saved:
+            return True
+        self._steps += 1
+        if self._steps == self._power:
+            self._saved, self._power, self._steps = token, self._power * 2, 0
+        return False
+
+
+def repeated(what: str) -> ItemError:
+    """The error of a listing whose token came round again: not retryable, since the service
+    answered, and listing on would never end."""
+    return ItemError(
+        f"{what}: the service gave a continuation token it had given before; "
+        "stopping rather than listing the same keys forever",
+        retryable=False,
+    )
+
+
 # A listing entry in the element order S3 documents (the checksum fields are optional). A page whose
 # every <Contents> matches is read with one regular expression, ~5x faster than building its tree;
 # anything else (another order, whitespace, CDATA) goes through ElementTree.
@@ -55,6 +90,35 @@ _CONTENTS = re.compile(
     rb"<Contents><Key>([^<]*)</Key><LastModified>([^<]*)</LastModified><ETag>([^<]*)</ETag>"
     rb"(?:<Checksum\w+>[^<]*</Checksum\w+>)*<Size>(\d+)</Size>(?:<StorageClass>([^<]*)</StorageClass>)?"
 )
+
+
+# The name of a document's root element, past an XML declaration and comments.
+_ROOT = re.compile(rb"\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*<(?:[\w.-]+:)?([\w.-]+)", re.DOTALL)
+
+
+def root_name(body: bytes) -> str:
+    """The root element's name ("ListBucketResult", "Error"), or "" when the body is no XML."""
+    found = _ROOT.match(body)
+    return found.group(1).decode() if found else ""
+
+
+def expect(body: bytes, root: str, what: str) -> None:
+    """Raise unless `body` is the answer `root` names. S3 answers some requests 200 OK and an
+    <Error> (CopyObject, UploadPartCopy and CompleteMultipartUpload document it), and so do a
+    service that fails mid-listing and the proxies in between; others send a page of HTML. Taken
+    as an answer, such a body was an empty listing page (so a listing ended early, and sync
+    --delete deleted what it had not seen) or a copy that was never made (and mv deleted its
+    source). An <Error> raises its S3Error (retryable as its code says), anything else a
+    retryable ItemError."""
+    found = root_name(body)
+    if found == root:
+        return
+    if found == "Error":
+        code, message = parse_error(body)
+        status = 500 if not code or code in S3Error.RETRYABLE_CODES else 400
+        raise S3Error(status, code, f"{message} (in a 200 OK answer)".lstrip(), what)
+    seen = printable(body[:80].decode(errors="replace")).strip() or "an empty body"
+    raise ItemError(f"{what}: the service answered 200 OK with {seen!r}, not a {root}", retryable=True)
 
 
 def _ns(root: ET.Element) -> str:
@@ -287,7 +351,14 @@ class UploadsPage(NamedTuple):
     next_markers: tuple[str, str] | None  # (key-marker, upload-id-marker) of the next page
 
 
-def parse_multipart_uploads(body: bytes) -> UploadsPage:
+def _no_way_on(what: str) -> ItemError:
+    return ItemError(
+        f"{what}: the service said the listing goes on (IsTruncated) and gave no marker to go on from",
+        retryable=True,
+    )
+
+
+def parse_multipart_uploads(body: bytes, what: str = "list multipart uploads") -> UploadsPage:
     """A ListMultipartUploads answer (asked with encoding-type=url, so keys are decoded here)."""
     root = ET.fromstring(body)
     ns = _ns(root)
@@ -310,7 +381,9 @@ def parse_multipart_uploads(body: bytes) -> UploadsPage:
         key_of(root.findtext(f"{ns}NextKeyMarker") or ""),
         root.findtext(f"{ns}NextUploadIdMarker") or "",
     )
-    return UploadsPage(uploads, markers if truncated and any(markers) else None)
+    if truncated and not any(markers):
+        raise _no_way_on(what)
+    return UploadsPage(uploads, markers if truncated else None)
 
 
 def parse_parts(body: bytes) -> tuple[list[tuple[int, str, int]], str]:
@@ -327,7 +400,10 @@ def parse_parts(body: bytes) -> tuple[list[tuple[int, str, int]], str]:
         for part in root.iter(f"{ns}Part")
     ]
     truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
-    return parts, (root.findtext(f"{ns}NextPartNumberMarker") or "") if truncated else ""
+    marker = root.findtext(f"{ns}NextPartNumberMarker") or ""
+    if truncated and not marker:
+        raise _no_way_on("list the parts of an upload")
+    return parts, marker if truncated else ""
 
 
 class VersionInfo(NamedTuple):
@@ -350,7 +426,7 @@ class VersionsPage(NamedTuple):
     next_markers: tuple[str, str] | None  # (key-marker, version-id-marker) of the next page
 
 
-def parse_versions(body: bytes) -> VersionsPage:
+def parse_versions(body: bytes, what: str = "list versions") -> VersionsPage:
     """A ListObjectVersions answer, versions and delete markers in the service's (key) order."""
     root = ET.fromstring(body)
     ns = _ns(root)
@@ -378,7 +454,9 @@ def parse_versions(body: bytes) -> VersionsPage:
         unquote_plus(key_marker) if encoded else key_marker,
         root.findtext(f"{ns}NextVersionIdMarker") or "",
     )
-    return VersionsPage(found, markers if truncated and any(markers) else None)
+    if truncated and not any(markers):
+        raise _no_way_on(what)
+    return VersionsPage(found, markers if truncated else None)
 
 
 class BucketInfo(NamedTuple):

@@ -36,11 +36,13 @@ from s3bulk._stores import native_http
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.digests import Md5Lanes
 from s3bulk._stores.etags import (
+    StreamCheck,
     checksum_matches_file,
     etag_matches_bytes,
     etag_matches_file,
     etag_matches_layout,
     likeliest_part_size,
+    md5_parts,
     single_part_md5,
 )
 from s3bulk._stores.gets import Gets, Landing
@@ -62,15 +64,15 @@ from s3bulk._stores.multipart import (
     source_part_size,
     upload_file,
     upload_stream,
+    version_of,
 )
 from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.s3 import S3Client, quote_key
-from s3bulk._stores.s3xml import BucketInfo, ListPage, UploadInfo, VersionInfo, xml_safe
+from s3bulk._stores.s3xml import BucketInfo, ListPage, Repeats, UploadInfo, VersionInfo, repeated, xml_safe
 
 if TYPE_CHECKING:
     import obstore
-    from obstore._get import GetOptions
 else:
     obstore = lazy_module("obstore")  # most jobs never call it: ~6 MiB and ~30 ms saved
 
@@ -269,13 +271,15 @@ class Storage:
 
     # ---- reading -------------------------------------------------------------------------------
     async def read_range(self, root: str, key: str, start: int, end: int) -> memoryview:
-        """Bytes [start, end) of an object ("s3://bucket" root) or a local file (directory root),
-        checked for length and retried whole; a view of obstore's buffer, not a copy."""
+        """Bytes [start, end) of an object ("s3://bucket" root, through the signed client) or a
+        local file (directory root, obstore's LocalStore), checked for length and retried whole."""
         url = f"{root}/{key}"
 
         async def read() -> memoryview:
-            self.meter.requests["GET"] += root.startswith("s3://")
-            data = memoryview(await obstore.get_range_async(self._store(root), key, start=start, end=end))
+            if root.startswith("s3://"):
+                data = memoryview(await self.client.get_range(root[len("s3://") :], key, start, end))
+            else:
+                data = memoryview(await obstore.get_range_async(self._store(root), key, start=start, end=end))
             if len(data) != end - start:
                 raise ItemError(f"{url}: got {len(data)} bytes of {end - start}", retryable=True)
             return data
@@ -409,10 +413,8 @@ class Storage:
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
         elif size:
             written, matches = await self._fetch_whole(bucket, key, place, size, parts, mtime, etag)
-        else:  # empty: no range to ask
-            self.meter.requests["GET"] += 1
-            result = await obstore.get_async(self._store(f"s3://{bucket}"), key)
-            body = await result.bytes_async()  # a service answers a range of nothing with 416
+        else:  # empty: no range to ask (a service answers a range of nothing with 416)
+            body = await self.client.get_object(bucket, key)
             written = _write_file(temporary, body, mtime)
             if etag:
                 matches = etag_matches_bytes(memoryview(body), etag, parts.size)
@@ -431,13 +433,11 @@ class Storage:
         byte more than the listed size: an object that grew since the listing comes back longer
         and fails the size check, as a whole GET would (a service ends a range at the end).
         Under a single-part ETag, or none, the native batch GETs fetch, write, hash and land it
-        (`_get_native`). Under a multipart ETag (parts of at most 8 MiB, rare) obstore fetches
-        it, head and body in one call: get_async and then bytes_async hand the object from
-        obstore's threads to the event loop twice."""
+        (`_get_native`). Under a multipart ETag (parts of at most 8 MiB, rare) the signed
+        client fetches it whole, and it is hashed here."""
         if not etag or single_part_md5(etag):
             return await self._get_native(bucket, key, place, size, mtime, etag)
-        self.meter.requests["GET"] += 1
-        body = await obstore.get_range_async(self._store(f"s3://{bucket}"), key, start=0, end=size + 1)
+        body = await self.client.get_range(bucket, key, 0, size + 1)
         if size <= SMALL_BODY_MAX:
             written = _write_file(place.temporary, body, mtime)
         else:  # written by a thread: the loop goes on with other items
@@ -544,55 +544,27 @@ class Storage:
                 retry=self.retry,
                 pace_bytes=self.retry.pace_bytes,
             )
-        elif not obstore_can_address(key) or attributes.needs_signed_client:
-            await self._retrying(
-                lambda: self._put_signed(bucket, key, _read_file(path), attributes),
-                f"put s3://{bucket}/{key}",
-            )
         else:
-            await self._retrying(
+            return await self._retrying(
                 lambda: self._put_file(bucket, key, path, size, attributes), f"put s3://{bucket}/{key}"
             )
         return size
 
-    async def _put_file(self, bucket: str, key: str, path: str, size: int, attributes: Attributes) -> None:
-        """Read here, not by obstore from the path: obstore's reader grows its buffer to about
-        twice the file, and peak memory of a 1 MiB upload fell from 114 to 86 MiB this way."""
-        self.meter.requests["PUT"] += 1
-        body = _read_file(path) if size <= 2 * MiB else await asyncio.to_thread(_read_file, path)
-        await obstore.put_async(
-            self._store(f"s3://{bucket}"),
-            key,
-            body,
-            attributes=attributes.obstore(),
-            use_multipart=False,
-        )
-
-    async def _put_signed(self, bucket: str, key: str, body: bytes, attributes: Attributes) -> None:
+    async def _put_file(self, bucket: str, key: str, path: str, size: int, attributes: Attributes) -> int:
+        """The file read whole, as one version of itself (`read_unchanged`), then sent by the
+        signed client (its SHA-256 signed: the service refuses a body changed on the way)."""
+        body = read_unchanged(path) if size <= 2 * MiB else await asyncio.to_thread(read_unchanged, path)
         await self.client.put_object(bucket, key, body, attributes.headers())
+        return len(body)
 
     async def put_bytes(
         self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
     ) -> None:
-        """A small object from memory (probes, journal parts), retried."""
-        attributes = attributes or NO_ATTRIBUTES
-        if obstore_can_address(key) and not attributes.needs_signed_client:
-
-            async def put() -> None:
-                self.meter.requests["PUT"] += 1
-                await obstore.put_async(
-                    self._store(f"s3://{bucket}"),
-                    key,
-                    body,
-                    attributes=attributes.obstore(),
-                    use_multipart=False,
-                )
-
-            await self._retrying(put, f"put s3://{bucket}/{key}")
-        else:
-            await self._retrying(
-                lambda: self._put_signed(bucket, key, body, attributes), f"put s3://{bucket}/{key}"
-            )
+        """A small object from memory (probes, journal parts, map's results), retried."""
+        headers = (attributes or NO_ATTRIBUTES).headers()
+        await self._retrying(
+            lambda: self.client.put_object(bucket, key, body, headers), f"put s3://{bucket}/{key}"
+        )
 
     async def copy(
         self,
@@ -612,18 +584,9 @@ class Storage:
         copies in parts, in the source's own part layout where it can be found, so both objects
         have the same ETag."""
         what = f"copy s3://{source_bucket}/{source_key}"
-        settings = self.client.settings
-        plain = not (attributes.changes_copies or settings.sse_c or settings.sse_c_source)
         if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
             await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
-        elif plain and source_bucket == bucket and all(map(obstore_can_address, (source_key, key))):
-
-            async def copy() -> None:
-                self.meter.requests["COPY"] += 1
-                await obstore.copy_async(self._store(f"s3://{bucket}"), source_key, key)
-
-            await self._retrying(copy, what)
-        else:
+        else:  # the signed client's, which reads the answer: a 200 OK can carry an <Error>
             headers = attributes.copy_headers()
             try:
                 await self._retrying(
@@ -759,29 +722,20 @@ class Storage:
         ETag so that a change midway fails the read rather than splicing two versions."""
         head = await self.head(bucket, key, version_id=version_id)
         size, etag = int(head.get("content-length") or 0), head.get("etag", "")
+        check = await self._stream_check(bucket, key, head, size, version_id) if self.verify else None
         starts = iter(range(0, size, parts.size))
         what = f"get s3://{bucket}/{key}"
 
         async def fetch(start: int) -> memoryview:
             end = min(start + parts.size, size)
-            if version_id or not obstore_can_address(key):
-                return memoryview(
-                    await self._retrying(
-                        lambda: self.client.get_range(
-                            bucket, key, start, end, if_match=etag, version_id=version_id
-                        ),
-                        what,
-                    )
-                )
 
             async def read() -> memoryview:
-                self.meter.requests["GET"] += 1
-                options: GetOptions = {"range": (start, end), "if_match": etag}
-                result = await obstore.get_async(self._store(f"s3://{bucket}"), key, options=options)
-                data = memoryview(await result.bytes_async())
+                data = await self.client.get_range(
+                    bucket, key, start, end, if_match=etag, version_id=version_id
+                )
                 if len(data) != end - start:
                     raise ItemError(f"{what}: got {len(data)} bytes of {end - start}", retryable=True)
-                return data
+                return memoryview(data)
 
             return await self._retrying(read, what)
 
@@ -797,11 +751,49 @@ class Storage:
                     pending.append(asyncio.ensure_future(fetch(following)))
                 await write(data)
                 written += len(data)
+                if check is not None:
+                    await (
+                        asyncio.to_thread(check.update, data) if len(data) > MiB else _now(check.update, data)
+                    )
         finally:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if check is not None and not check.matches() and await self._parts_are_even(bucket, key, etag, size):
+            raise ItemError(
+                f"{what}: the bytes received do not match its ETag: they changed on the way "
+                "(what was written is not the object)",
+                retryable=False,
+            )
         return written
+
+    async def _stream_check(
+        self, bucket: str, key: str, head: dict[str, str], size: int, version_id: str
+    ) -> StreamCheck | None:
+        """How a stream of the object is checked as it passes: by its ETag, the MD5 of its bytes
+        or of its parts' (their size told by a HEAD of part 1); None when the ETag is no MD5
+        (SSE-KMS, SSE-C) or the parts' size does not give their number."""
+        encrypted = head.get("x-amz-server-side-encryption", "").startswith("aws:kms") or head.get(
+            "x-amz-server-side-encryption-customer-algorithm"
+        )
+        etag = head.get("etag", "")
+        count = md5_parts(etag)
+        if encrypted or count is None:
+            return None
+        if not count:
+            return StreamCheck(etag)
+        first = await self.head(bucket, key, 1, version_id=version_id)
+        part_size = int(first.get("content-length") or 0)
+        return StreamCheck(etag, part_size) if part_size and -(-size // part_size) == count else None
+
+    async def _parts_are_even(self, bucket: str, key: str, etag: str, size: int) -> bool:
+        """Whether a stream's check could hold (a single-part ETag, or parts all the size of the
+        first but the last): parts of uneven sizes, rare, are not hashed as they passed."""
+        count = etag_parts(etag)
+        if count < 2:
+            return True
+        sizes = await self._told_part_sizes(bucket, key, count, size)
+        return bool(sizes) and all(each == sizes[0] for each in sizes[:-1]) and sizes[-1] <= sizes[0]
 
     async def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object (fewer when it ends sooner), retried."""
@@ -912,11 +904,14 @@ class Storage:
         """The entries of a listing that goes on from a pair of markers (ListMultipartUploads,
         ListObjectVersions), a page at a time, each page retried."""
         markers: tuple[str, str] | None = None
+        repeats = Repeats()
         while True:
             page = await self._retrying(partial(listing, markers), what, job_wide=True)
             yield page[0]
-            if page.next_markers is None or page.next_markers == markers:
+            if page.next_markers is None:
                 return
+            if page.next_markers == markers or repeats.seen(page.next_markers):
+                raise repeated(what)
             markers = page.next_markers
 
     async def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
@@ -925,6 +920,11 @@ class Storage:
             lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
             f"abort an upload of s3://{bucket}/{key}",
         )
+
+
+async def _now(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` called at once: an awaitable, like `asyncio.to_thread`'s, for a short job."""
+    return function(*args)
 
 
 async def write_in_thread(function: Callable[..., T], *args: Any) -> T:
@@ -983,6 +983,20 @@ def _kind(path: str) -> str | None:
 def _need_addressable(key: str) -> None:
     if not obstore_can_address(key):
         raise UsageError(f"{key!r}: this key cannot be opened as a file (use get() or put())")
+
+
+def read_unchanged(path: str) -> bytes:
+    """The file's bytes, read whole, and known to be one version of it: a file written to while
+    it is read (a log, a database, an editor's save) would be stored torn. Its size, inode,
+    modification and change times are the same before and after the read, and as many bytes
+    came as it holds (ctime changes on every write, and nobody can set it back)."""
+    with open(path, "rb") as handle:
+        before = os.fstat(handle.fileno())
+        data = handle.read()
+        after = os.fstat(handle.fileno())
+    if len(data) != before.st_size or version_of(before) != version_of(after):
+        raise ItemError(f"{path} changed while it was read", retryable=True)
+    return data
 
 
 def _read_file(path: str, most: int = -1) -> bytes:
