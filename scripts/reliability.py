@@ -90,8 +90,127 @@ CHECKS = [
         "tests/test_reliability.py::test_the_secret_key_appears_nowhere",
     ),
 ]
+# A hostile server (s3bulk.testing.hostile: MinIO's answers broken per request) and a hostile
+# machine (issue 46): what each does, the test that does it, and what must come of it.
+H = "tests/test_hostile.py::"
+HOSTILE = [
+    (
+        "a directory that cannot be read: sync --delete keeps its objects, exit 1",
+        H + "test_sync_delete_keeps_what_lies_under_a_directory_it_cannot_read",
+    ),
+    (
+        "cp of a tree with a directory it cannot read: exit 1, the directory named",
+        H + "test_cp_of_a_tree_with_a_directory_it_cannot_read_fails_and_names_it",
+    ),
+    (
+        "a source root that cannot be read: one line, exit 2, nothing deleted",
+        H + "test_a_source_root_it_cannot_read_is_one_line_and_nothing_is_deleted",
+    ),
+    (
+        "listing page 2 is a 200 with an <Error>, not XML, or truncated without a token: "
+        "sync --delete both ways deletes nothing, exit 1",
+        H + "test_sync_delete_after_a_listing_that_broke_on_page_two_deletes_nothing",
+    ),
+    (
+        "a listing page that was a 200 with an <Error> twice is retried, all keys listed",
+        H + "test_a_listing_page_answered_200_with_an_error_is_retried_not_taken_as_the_end",
+    ),
+    (
+        "ls -r whose first page is a 200 with AccessDenied: exit 1, nothing printed",
+        H + "test_ls_of_a_listing_whose_first_page_is_an_error_fails",
+    ),
+    (
+        "a continuation token that comes round again: ls, cp and du stop, exit 1",
+        H + "test_a_continuation_token_that_comes_round_again_stops_the_listing",
+    ),
+    (
+        "CopyObject answered 200 with AccessDenied: mv keeps every source, cp and sync exit 1",
+        H + "test_a_copy_answered_200_with_an_error_is_a_failure_and_mv_keeps_its_source",
+    ),
+    (
+        "UploadPartCopy or CompleteMultipartUpload answered 200 with an error: mv keeps its "
+        "source, no upload left",
+        H + "test_mv_in_parts_keeps_its_source_when_a_step_answered_200_with_an_error",
+    ),
+    (
+        "rm of a key holding '?' or '[': that key only; a glob matching nothing: exit 1",
+        H + "test_rm_of_a_key_that_exists_deletes_that_key_and_a_glob_that_matches_nothing_fails",
+    ),
+    (
+        "a 307 to another host (ls, download, upload, head, cat): not followed, no credential sent there",
+        H + "test_a_redirect_to_another_host_is_not_followed_and_no_credential_goes_there",
+    ),
+    (
+        "a file rewritten, appended to or replaced during its multipart upload: nothing stored, exit 1",
+        H + "test_a_file_that_changes_during_its_multipart_upload_is_not_stored_torn",
+    ),
+    (
+        "cat and get of a body with one byte flipped: exit 1 / error",
+        H + "test_cat_and_get_fail_a_body_of_the_right_size_and_wrong_bytes",
+    ),
+    (
+        "a download whose ETag is no MD5: said 'not verified' in the summary and --json",
+        H + "test_a_download_nothing_could_check_is_said_to_be_not_verified",
+    ),
+    (
+        "a listed size of -5 or 1 PB, a LastModified that is no time: that object fails alone",
+        H + "test_a_listed_entry_that_cannot_be_fails_alone",
+    ),
+    (
+        "a key listed at 5 TiB: ranges made as they go, peak RSS under 150 MiB",
+        H + "test_a_size_listed_at_5_tib_is_fetched_in_ranges_made_as_they_go",
+    ),
+    (
+        "a range of a large download cut mid-body: that range fetched again, not the whole",
+        H + "test_a_large_download_through_a_link_that_drops_retries_the_range_that_failed",
+    ),
+    (
+        "ulimit -n 256 with --concurrency 1000: in flight lowered, 2,000 up and down, none failed",
+        H + "test_a_low_open_file_limit_lowers_the_requests_in_flight_and_fails_nothing",
+    ),
+    (
+        "two runs of one journal at once: the second refused in one line",
+        H + "test_two_runs_of_one_journal_at_once_the_second_is_refused",
+    ),
+    (
+        "a journal left without its job row: one line on --resume",
+        H + "test_a_journal_left_without_its_job_is_one_line",
+    ),
+    (
+        "a state directory that cannot be written, or anyone's: one line, exit 2",
+        H + "test_a_state_directory_that_cannot_be_written_or_is_anyones_is_one_line",
+    ),
+    (
+        "a full disk under the journal: the job stops in one line; --resume finishes it",
+        H + "test_a_full_disk_under_the_journal_stops_the_job_in_one_line_and_resume_finishes_it",
+    ),
+    (
+        "a body trickling at 10 bytes/s: cut after the read timeout's window, fetched again",
+        H + "test_a_body_that_trickles_is_cut_and_asked_for_again",
+    ),
+    (
+        "a read-only destination directory: one line, not one per file",
+        H + "test_a_destination_that_refuses_every_write_is_one_line",
+    ),
+    (
+        "an endpoint URL with user:pass@: refused, never printed",
+        H + "test_an_endpoint_with_a_password_in_it_is_refused_and_never_printed",
+    ),
+    (
+        "--log-level debug names every request, never a credential",
+        H + "test_debug_logging_names_each_request_and_never_a_credential",
+    ),
+    (
+        "any single listing, walk or copy failure (hypothesis): sync --delete and mv delete "
+        "nothing the source holds",
+        "tests/test_never_delete.py::"
+        "test_no_single_failure_makes_sync_delete_or_mv_delete_what_the_source_holds",
+    ),
+]
 ONCE = [
     "tests/test_crashes.py",
+    "tests/test_hostile.py",
+    "tests/test_never_delete.py",
     "tests/test_reliability.py",
     "tests/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
     "tests/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
@@ -145,8 +264,9 @@ def render(records: list[dict[str, Any]], checks: dict[str, str], rounds: int, t
         f"Generated by `make reliability` (scripts/reliability.py) on {time.strftime('%Y-%m-%d')} "
         f"at commit `{commit.stdout.strip() or '?'}`: network faults {rounds} round(s), "
         f"{trials} seeded SIGKILL trials per job kind. MinIO (and moto's server for S3 Vectors) "
-        "on loopback; faults made by toxiproxy and by the throttling proxy in "
-        "`s3bulk.testing.throttle`. Every scenario is a test in `tests/`, which checks the "
+        "on loopback; faults made by toxiproxy, by the throttling proxy in "
+        "`s3bulk.testing.throttle`, and by the misbehaving server in `s3bulk.testing.hostile`. "
+        "Every scenario is a test in `tests/`, which checks the "
         "destination key by key (checksums) after the run; *lost* counts items reported done "
         "but missing or different there. Several runs: median (min-max).",
         "",
@@ -167,10 +287,14 @@ def render(records: list[dict[str, Any]], checks: dict[str, str], rounds: int, t
             cells += [str(len(rows))] + [_summarise([row.get(column) for row in rows]) for column in columns]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["## Bad input, hostile input and secrets", "", "| check | test | result |", "|---|---|---|"]
-    for what, node in CHECKS:
-        lines.append(f"| {what} | `{node.split('::')[1]}` | {checks.get(node, 'not run')} |")
-    lines.append("")
+    for title, rows in (
+        ("A hostile server and a hostile machine", HOSTILE),
+        ("Bad input, hostile input and secrets", CHECKS),
+    ):
+        lines += [f"## {title}", "", "| check | test | result |", "|---|---|---|"]
+        for what, node in rows:
+            lines.append(f"| {what} | `{node.split('::')[1]}` | {checks.get(node, 'not run')} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -178,12 +302,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the 5,000-object network faults")
     parser.add_argument("--trials", type=int, default=10, help="SIGKILL trials per job kind")
+    parser.add_argument("--examples", type=int, default=100, help="cases of the never-delete property")
     parser.add_argument("--output", type=Path, default=ROOT / "RELIABILITY.md")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     figures = OUT / "figures.jsonl"
     figures.unlink(missing_ok=True)
-    env = os.environ | {"S3BULK_RELIABILITY_OUT": str(figures), "S3BULK_CRASH_TRIALS": str(args.trials)}
+    env = os.environ | {
+        "S3BULK_RELIABILITY_OUT": str(figures),
+        "S3BULK_CRASH_TRIALS": str(args.trials),
+        "S3BULK_PROPERTY_EXAMPLES": str(args.examples),
+    }
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]
     for round_ in range(args.rounds):

@@ -203,3 +203,194 @@ def test_vectors_put_killed_and_resumed_is_exact(
         crashes,
         duplicated,
     )
+
+
+# ---- the other kinds of job (issue 46): `make reliability` runs them, `make test` leaves them out --
+EXTRA = {f"zz-extra/{i:03d}": b"only at the destination\n" for i in range(60)}  # what --delete removes
+
+
+def _put(minio: Endpoint, bucket: str, prefix: str, files: dict[str, bytes]) -> None:
+    client = minio.client()
+    for key, data in files.items():
+        client.put_object(Bucket=bucket, Key=f"{prefix}{key}", Body=data)
+
+
+def _trials(
+    minio: Endpoint,
+    tmp_path: Path,
+    reliability: Callable[..., None],
+    kind: str,
+    how: str,
+    arrange: Callable[[int], list[str]],
+    check: Callable[[int], list[str]],
+    seed: int,
+    env: dict[str, str] | None = None,
+) -> None:
+    """TRIALS seeded kills of the job `arrange(trial)` sets up and returns (CLI arguments), each
+    resumed, then `check(trial)`: what differs from the exact end state (nothing, or it fails)."""
+    crashes, requests = [], []
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:  # it only counts, and holds
+        proxied = (env or minio.env) | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        for trial in range(TRIALS):
+            command = arrange(trial)
+            before = sum(proxy.log.accepted.values())
+            crash = crash_and_resume(
+                command, proxied, tmp_path / f"state{trial}", proxy, FILES, seed=seed + trial
+            )
+            assert check(trial) == [], crash.killed
+            crashes.append(crash)
+            requests.append(sum(proxy.log.accepted.values()) - before)
+    reliability(
+        f"crash: {kind}",
+        how,
+        trials=len(crashes),
+        resumed=sum(crash.resumed for crash in crashes),
+        kill_points=[crash.killed for crash in crashes],
+        lost=0,  # asserted per trial
+        requests_per_trial=requests,
+    )
+
+
+@pytest.mark.campaign
+def test_cp_download_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    bucket = new_bucket(minio, "crash-down")
+    _put(minio, bucket, "src/", files)
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "cp download",
+        "SIGKILL mid `cp` of 1,200 objects to a directory, then `cp --resume`",
+        lambda trial: ["cp", f"s3://{bucket}/src/", f"{tmp_path}/down{trial}/", "--concurrency", "8"],
+        lambda trial: tree_problems(tmp_path / f"down{trial}", files),
+        seed=300,
+    )
+
+
+@pytest.mark.campaign
+def test_sync_delete_upload_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    source = make_tree(tmp_path / "src", files)
+    bucket = new_bucket(minio, "crash-sync-up")
+
+    def arrange(trial: int) -> list[str]:
+        _put(minio, bucket, f"t{trial}/", EXTRA | {key: b"stale" for key in list(files)[::7]})
+        return ["sync", "--delete", f"{source}/", f"s3://{bucket}/t{trial}/", "--concurrency", "8"]
+
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "sync --delete upload",
+        "SIGKILL mid `sync --delete` of 1,200 files over a prefix holding 60 extra and 172 stale objects, "
+        "then `sync --resume`",
+        arrange,
+        lambda trial: bucket_problems(minio, bucket, f"t{trial}/", files),
+        seed=400,
+    )
+
+
+@pytest.mark.campaign
+def test_sync_delete_download_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    bucket = new_bucket(minio, "crash-sync-down")
+    _put(minio, bucket, "src/", files)
+
+    def arrange(trial: int) -> list[str]:
+        target = tmp_path / f"down{trial}"
+        make_tree(target, EXTRA | {key: b"stale" for key in list(files)[::7]})
+        return ["sync", "--delete", f"s3://{bucket}/src/", f"{target}/", "--concurrency", "8"]
+
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "sync --delete download",
+        "SIGKILL mid `sync --delete` of 1,200 objects over a directory holding 60 extra and 172 stale "
+        "files, then `sync --resume`",
+        arrange,
+        lambda trial: tree_problems(tmp_path / f"down{trial}", files),
+        seed=500,
+    )
+
+
+@pytest.mark.campaign
+def test_mv_upload_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    bucket = new_bucket(minio, "crash-mv-up")
+
+    def arrange(trial: int) -> list[str]:
+        source = make_tree(tmp_path / f"src{trial}", files)
+        return ["mv", f"{source}/", f"s3://{bucket}/t{trial}/", "--concurrency", "8"]
+
+    def check(trial: int) -> list[str]:
+        left = [str(path) for path in (tmp_path / f"src{trial}").rglob("*") if path.is_file()]
+        return bucket_problems(minio, bucket, f"t{trial}/", files) + [f"not moved: {path}" for path in left]
+
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "mv upload",
+        "SIGKILL mid `mv` of 1,200 files, then `mv --resume`",
+        arrange,
+        check,
+        seed=600,
+    )
+
+
+@pytest.mark.campaign
+def test_mv_download_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    bucket = new_bucket(minio, "crash-mv-down")
+
+    def arrange(trial: int) -> list[str]:
+        _put(minio, bucket, f"t{trial}/", files)
+        return ["mv", f"s3://{bucket}/t{trial}/", f"{tmp_path}/down{trial}/", "--concurrency", "8"]
+
+    def check(trial: int) -> list[str]:
+        left = minio.client().list_objects_v2(Bucket=bucket, Prefix=f"t{trial}/").get("KeyCount", 0)
+        return tree_problems(tmp_path / f"down{trial}", files) + (
+            [f"{left} objects not moved"] if left else []
+        )
+
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "mv download",
+        "SIGKILL mid `mv` of 1,200 objects to a directory, then `mv --resume`",
+        arrange,
+        check,
+        seed=700,
+    )
+
+
+@pytest.mark.campaign
+def test_map_to_killed_and_resumed_is_exact(
+    minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
+) -> None:
+    import zlib
+
+    bucket = new_bucket(minio, "crash-map")
+    _put(minio, bucket, "src/", files)
+    tests = Path(__file__).parent
+    env = minio.env | {"PYTHONPATH": f"{tests}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    compressed = {key: zlib.compress(data, 6) for key, data in files.items()}
+    _trials(
+        minio,
+        tmp_path,
+        reliability,
+        "map --to",
+        "SIGKILL mid `map mapfns:compress --to` of 1,200 objects, then `map --resume`",
+        lambda trial: ["map", "mapfns:compress", f"s3://{bucket}/src/", "--to", f"s3://{bucket}/out{trial}/"],
+        lambda trial: bucket_problems(minio, bucket, f"out{trial}/", compressed),
+        seed=800,
+        env=env,
+    )

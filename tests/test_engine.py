@@ -191,20 +191,20 @@ def test_a_large_download_asks_for_the_ranges_of_its_parts_side_by_side() -> Non
     MiB = 1024**2
     parts = Parts(size=8 * MiB, in_flight=4, threshold=64 * MiB)
     size = 100 * MiB
-    side_by_side = _spans(size, parts, 50 * MiB)
+    side_by_side = list(_spans(size, parts, 50 * MiB))
     assert side_by_side[:4] == [(0, 8 * MiB), (50 * MiB, 58 * MiB), (8 * MiB, 16 * MiB), (58 * MiB, 66 * MiB)]
     assert side_by_side[-2:] == [(48 * MiB, 50 * MiB), (98 * MiB, 100 * MiB)]
     for spans in (
         side_by_side,
-        _spans(size, parts, 8 * MiB),
-        _spans(size, parts, 5 * MiB),
-        _spans(size, parts, None),
+        list(_spans(size, parts, 8 * MiB)),
+        list(_spans(size, parts, 5 * MiB)),
+        list(_spans(size, parts, None)),
     ):
         ordered = sorted(spans)  # each starts where the one before ended, up to the size
         assert [start for start, _ in ordered] == [0] + [end for _, end in ordered[:-1]]
         assert ordered[-1][1] == size
-    assert _spans(size, parts, 8 * MiB) == sorted(_spans(size, parts, 8 * MiB))
-    assert _spans(20 * MiB, parts, 8 * MiB) == [(0, 20 * MiB + 1)]
+    assert list(_spans(size, parts, 8 * MiB)) == sorted(_spans(size, parts, 8 * MiB))
+    assert list(_spans(20 * MiB, parts, 8 * MiB)) == [(0, 20 * MiB + 1)]
 
 
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:

@@ -7,7 +7,9 @@ fixture): MinIO's answers, broken per request the ways real services and proxies
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from conftest import (
     Hostile,
     bucket_digests,
     make_tree,
+    peak_group_rss,
     run_cli,
     tree_digests,
     without_root,
@@ -27,12 +30,15 @@ from conftest import (
 
 import s3bulk
 from s3bulk.testing.hostile import (
+    CutBody,
     ErrorIn200,
     FlipByte,
+    Listed,
     NotXml,
     Recorder,
     Redirect,
     RepeatToken,
+    SlowBody,
     TruncatedWithoutToken,
     continued,
 )
@@ -325,7 +331,15 @@ def test_cat_and_get_fail_a_body_of_the_right_size_and_wrong_bytes(
 ) -> None:
     body = os.urandom(size)
     (tmp_path / "obj").write_bytes(body)
-    up = ["cp", "--part-size", "5MiB", "--multipart-threshold", "5MiB", str(tmp_path / "obj"), f"s3://{bucket}/obj"]
+    up = [
+        "cp",
+        "--part-size",
+        "5MiB",
+        "--multipart-threshold",
+        "5MiB",
+        str(tmp_path / "obj"),
+        f"s3://{bucket}/obj",
+    ]
     assert run_cli(minio.env, *up).returncode == 0
     clean = subprocess.run([*S3BULK, "cat", f"s3://{bucket}/obj"], env=hostile.env, capture_output=True)
     assert clean.returncode == 0 and clean.stdout == body
@@ -337,3 +351,286 @@ def test_cat_and_get_fail_a_body_of_the_right_size_and_wrong_bytes(
     os.environ["AWS_ENDPOINT_URL"] = hostile.server.endpoint  # aws_env restores it
     with pytest.raises(s3bulk.S3BulkError, match="do not match its ETag"):
         s3bulk.get(f"s3://{bucket}/obj")
+
+
+def test_a_download_nothing_could_check_is_said_to_be_not_verified(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    client = minio.client()
+    for name in ("a", "b"):
+        client.put_object(Bucket=bucket, Key=f"p/{name}", Body=name.encode() * 1000)
+    hostile.misbehave(
+        Listed("ETag", "&quot;not-an-md5&quot;", key="p/b"), operation="ListObjectsV2", bucket=bucket
+    )
+    result = run_cli(hostile.env, "cp", "--json", f"s3://{bucket}/p/", f"{tmp_path}/")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records[-1]["summary"]["objects_unverified"] == 1
+    assert {record["source"]: record.get("verified", True) for record in records[:-1]} == {
+        f"s3://{bucket}/p/a": True,
+        f"s3://{bucket}/p/b": False,
+    }
+    plain = run_cli(hostile.env, "cp", f"s3://{bucket}/p/", f"{tmp_path}/again/")
+    assert "1 not verified (no MD5 ETag, no checksum)" in plain.stdout, plain.stdout
+
+
+# ---- 9, 10, 15: listed sizes and times that cannot be --------------------------------------------
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("Size", -5, "which no S3 object can hold"),
+        ("Size", 10**15, "which no S3 object can hold"),
+        ("LastModified", "yesterday-ish", "which is no time"),
+    ],
+    ids=["negative", "a-petabyte", "no-time"],
+)
+def test_a_listed_entry_that_cannot_be_fails_alone(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, field: str, value: object, reason: str
+) -> None:
+    client = minio.client()
+    for name in ("a", "b", "c"):
+        client.put_object(Bucket=bucket, Key=f"p/{name}", Body=name.encode() * 100)
+    hostile.misbehave(Listed(field, value, key="p/b"), operation="ListObjectsV2", bucket=bucket)
+    result = run_cli(hostile.env, "cp", f"s3://{bucket}/p/", f"{tmp_path}/", timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert f"s3://{bucket}/p/b" in output and reason in output, output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "c"]
+    (tmp_path / "b").write_bytes(b"local b, not in the listing as it is")
+    sync = run_cli(hostile.env, "sync", "--delete", f"s3://{bucket}/p/", f"{tmp_path}/", timeout=60)
+    assert sync.returncode == 1, sync.stdout + sync.stderr
+    assert (tmp_path / "b").read_bytes() == b"local b, not in the listing as it is"
+
+
+def test_a_size_listed_at_5_tib_is_fetched_in_ranges_made_as_they_go(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    minio.client().put_object(Bucket=bucket, Key="big", Body=b"small, in truth")
+    hostile.misbehave(Listed("Size", 5 * 1024**4), operation="ListObjectsV2", bucket=bucket)
+    code, peak, output = peak_group_rss(hostile.env, ["cp", f"s3://{bucket}/", f"{tmp_path}/d/"])
+    assert code == 1, output
+    assert "InvalidRange" in output, output
+    assert peak < 150 * 1024**2, f"{peak / 1024**2:.0f} MiB"
+    assert list((tmp_path / "d").iterdir()) == []  # nothing half-written
+
+
+# ---- 11: a large download on a link that drops ---------------------------------------------------
+def test_a_large_download_through_a_link_that_drops_retries_the_range_that_failed(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    body = os.urandom(30 * 1024**2)
+    minio.client().put_object(Bucket=bucket, Key="big", Body=body)
+    third = "bytes=10485760-"  # the third range's first attempt: its link drops after 1 MiB
+    cut = hostile.misbehave(
+        CutBody(after=1024**2),
+        operation="GetObject",
+        bucket=bucket,
+        times=1,
+        when=lambda exchange: exchange.request.headers.get("Range", "").startswith(third),
+    )
+    sizes = ["--part-size", "5MiB", "--multipart-threshold", "5MiB"]
+    result = run_cli(hostile.env | FEW_ATTEMPTS, "cp", *sizes, f"s3://{bucket}/big", str(tmp_path / "big"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "big").read_bytes() == body
+    assert cut.applied == 1
+    assert hostile.server.log.count("GetObject") == 7  # that range once more, not the whole again
+
+
+# ---- 12: a low limit on open files ---------------------------------------------------------------
+def test_a_low_open_file_limit_lowers_the_requests_in_flight_and_fails_nothing(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    files = {f"f{i:04d}": b"%d" % i for i in range(2000)}
+    tree = make_tree(tmp_path / "up", files)
+
+    def at_most_256_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    for source, destination in (
+        (f"{tree}/", f"s3://{bucket}/p/"),
+        (f"s3://{bucket}/p/", f"{tmp_path}/down/"),
+    ):
+        result = subprocess.run(
+            [*S3BULK, "cp", "--concurrency", "1000", source, destination],
+            env=minio.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=at_most_256_files,
+        )
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert (
+            "1,000 requests in flight per worker lowered to 42: this process may open 256 files"
+            in result.stdout
+        )
+    assert tree_digests(tmp_path / "down") == tree_digests(tree)
+
+
+# ---- 13, 14: the journal -----------------------------------------------------------------------
+def _job_ids(state: Path) -> list[str]:
+    return sorted(path.name.removesuffix(".db") for path in state.glob("*.db"))
+
+
+def test_two_runs_of_one_journal_at_once_the_second_is_refused(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, job_journals: Path
+) -> None:
+    tree = make_tree(tmp_path / "src", {f"f{i}": b"%d" % i for i in range(50)})
+    hostile.server.hold_after(10)
+    with subprocess.Popen(
+        [*S3BULK, "cp", f"{tree}/", f"s3://{bucket}/p/"], env=hostile.env, stdout=subprocess.DEVNULL
+    ) as first:
+        try:
+            while hostile.server.held == 0:
+                time.sleep(0.02)
+            (job,) = _job_ids(job_journals)
+            second = run_cli(hostile.env, "cp", "--resume", job)
+            assert second.returncode == 2, second.stdout + second.stderr
+            assert second.stderr.strip() == (
+                f"error: job {job} is running in another process (pid {first.pid}): "
+                "let it end, or stop it, then resume it"
+            )
+        finally:
+            hostile.server.release()
+        assert first.wait(60) == 0
+    assert len(bucket_digests(minio, bucket, "p/")) == 50
+
+
+def test_a_journal_left_without_its_job_is_one_line(minio: Endpoint, job_journals: Path) -> None:
+    (job_journals / "20261127-000000-abcdef.db").write_bytes(b"")  # killed as it was being made
+    result = run_cli(minio.env, "cp", "--resume", "20261127-000000-abcdef")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: job 20261127-000000-abcdef's journal holds no job (its first run was stopped as it "
+        "began, before anything was done): start the job again"
+    ]
+
+
+def test_a_state_directory_that_cannot_be_written_or_is_anyones_is_one_line(
+    minio: Endpoint, bucket: str, tmp_path: Path, job_journals: Path
+) -> None:
+    tree = make_tree(tmp_path / "src", {"a": b"a"})
+    job_journals.chmod(0o500)
+    try:
+        result = run_as_user(minio.env, "cp", f"{tree}/", f"s3://{bucket}/p/")
+    finally:
+        job_journals.chmod(0o700)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot write the job's journal in {job_journals}: Permission denied; free space or "
+        "fix its permissions, or set S3BULK_STATE_DIR to a directory you can write"
+    ]
+    job_journals.chmod(0o777)
+    try:
+        shared = run_cli(minio.env, "cp", f"{tree}/", f"s3://{bucket}/p/")
+    finally:
+        job_journals.chmod(0o700)
+    assert shared.returncode == 2
+    assert "is writable by others (mode 777): anyone could change the journals in it" in shared.stderr
+    assert bucket_digests(minio, bucket) == {}
+
+
+def test_a_full_disk_under_the_journal_stops_the_job_in_one_line_and_resume_finishes_it(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    tree = make_tree(tmp_path / "src", {f"file-with-a-long-name-{i:05d}": b"x" for i in range(3000)})
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k,mode=700", "tmpfs", str(state)], check=True)
+    try:
+        env = minio.env | {"S3BULK_STATE_DIR": str(state)}
+        stopped = run_cli(env, "cp", f"{tree}/", f"s3://{bucket}/p/")
+        assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+        assert "Traceback" not in stopped.stderr
+        (job,) = _job_ids(state)
+        assert (
+            f"error: stopped: the journal cannot be written (database or disk is full): {state}/{job}.db"
+            in (stopped.stderr)
+        )
+        assert f"then: s3bulk cp --resume {job}" in stopped.stderr
+        subprocess.run(["mount", "-o", "remount,size=8m", str(state)], check=True)
+        resumed = run_cli(env, "cp", "--resume", job)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
+    assert len(bucket_digests(minio, bucket, "p/")) == 3000
+
+
+# ---- 15: smaller things -------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["cat", "cp"])
+def test_a_body_that_trickles_is_cut_and_asked_for_again(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, command: str
+) -> None:
+    body = os.urandom(100_000)
+    minio.client().put_object(Bucket=bucket, Key="k", Body=body)
+    slow = hostile.misbehave(SlowBody(bytes_per_second=10), operation="GetObject", bucket=bucket, times=1)
+    env = hostile.env | {"S3BULK_READ_TIMEOUT": "2"}  # the window a body's pace is judged over
+    started = time.monotonic()
+    target = [str(tmp_path / "k")] if command == "cp" else []
+    result = subprocess.run(
+        [*S3BULK, command, f"s3://{bucket}/k", *target], env=env, capture_output=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout if command == "cat" else (tmp_path / "k").read_bytes()) == body
+    assert slow.applied == 1 and time.monotonic() - started < 15
+
+
+def test_a_destination_that_refuses_every_write_is_one_line(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    client = minio.client()
+    for index in range(200):
+        client.put_object(Bucket=bucket, Key=f"p/{index:03d}", Body=b"x")
+    target = tmp_path / "read-only"
+    target.mkdir()
+    target.chmod(0o555)
+    try:
+        result = run_as_user(minio.env, "cp", f"s3://{bucket}/p/", f"{target}/")
+    finally:
+        target.chmod(0o755)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if "Permission denied" in line]
+    assert lines == [f"error: stopped: cannot write in {target}: Permission denied"], result.stderr
+    assert list(target.iterdir()) == []
+
+
+def test_an_endpoint_with_a_password_in_it_is_refused_and_never_printed(minio: Endpoint, bucket: str) -> None:
+    url = minio.server.endpoint.replace("http://", "http://someone:hunter2-secret@")
+    result = run_cli(minio.env | {"AWS_ENDPOINT_URL": url}, "ls", f"s3://{bucket}/")
+    assert result.returncode == 2
+    assert "holds a user and password" in result.stderr and "hunter2" not in result.stdout + result.stderr
+
+
+def test_debug_logging_names_each_request_and_never_a_credential(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 20_000)
+    log = tmp_path / "log"
+    result = run_cli(
+        minio.env,
+        "cp",
+        "--log-level",
+        "debug",
+        "--log-file",
+        str(log),
+        f"s3://{bucket}/k",
+        str(tmp_path / "k"),
+    )
+    assert result.returncode == 0, result.stderr
+    text = log.read_text()
+    assert f"GET s3://{bucket}/k bytes 0-20000: 20000 bytes" in text, text
+    assert "GET http" in text  # the listing, by the signed client
+    assert minio.env["AWS_SECRET_ACCESS_KEY"] not in text and "Authorization" not in text
+
+
+def test_an_object_store_error_is_read_by_its_first_part_and_its_kind() -> None:
+    """object_store appends its error's Debug form, where every retry says "retry_timeout": a
+    403 must not read as a network failure, a refused connection must read as unreachable."""
+    from s3bulk._errors import classify
+
+    debug = "\n\nDebug source:\nGeneric { source: RetryError { retry_timeout: 120s, inner: %s } }"
+    denied = classify(Exception("Error performing GET http://h/b/k - 403 Forbidden" + debug % "Status"))
+    assert not denied.retryable
+    refused = classify(
+        Exception("Error performing GET http://h/b/k - error sending request" + debug % "kind: Connect")
+    )
+    assert refused.retryable and refused.unreachable

@@ -53,6 +53,7 @@ use crate::parthash::{Hasher, HasherThread};
 use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
 use crate::http::{options_from, NoRedirects};
+use crate::pace::{whole, Pace};
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -599,7 +600,7 @@ impl Gets {
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_client_options(options_from(client_options.clone())?)
-            .with_http_connector(NoRedirects(client_options))
+            .with_http_connector(NoRedirects(client_options.clone()))
             .with_retry(RetryConfig {
             max_retries: 0, // the engine retries whole items, with its one policy
             retry_timeout: Duration::from_secs(120),
@@ -619,11 +620,12 @@ impl Gets {
         let tickets = Arc::new(Tickets::default());
         let (hasher, hasher_thread) = Hasher::start()?;
         let writer = WriterThread::start(tickets.clone(), outbox.clone(), hasher.clone())?;
+        let window = Pace::from_options(&client_options);
         let runner = Runner::start("s3bulk-gets", outbox.clone(), {
             let (tickets, hand) = (tickets.clone(), writer.writer.clone());
             move |job: Job| {
                 let (store, tickets, hand) = (store.clone(), tickets.clone(), hand.clone());
-                async move { fetch(&store, job, &tickets, &hand).await }
+                async move { fetch(&store, job, &tickets, &hand, window).await }
             }
         })?;
         Ok(Gets { runner, outbox, tickets, writer, hasher, hasher_thread, watched, credentials: handed })
@@ -714,7 +716,7 @@ impl Gets {
 
 /// The job's body fetched: a small one written, hashed and landed here (its outcome), a larger
 /// one streamed to the writer thread as it comes (None: the writer gives its outcome).
-async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer) -> Option<(u64, Outcome)> {
+async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer, window: Duration) -> Option<(u64, Outcome)> {
     let ticket = job.ticket;
     let answer = match get(store, &job.key, job.start.unwrap_or(0)..job.end).await {
         Ok(answer) => answer,
@@ -724,32 +726,39 @@ async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer) -
         }
     };
     if job.end > STREAM_MIN || job.start.is_some() {
-        stream_to(writer, job, answer).await;
+        stream_to(writer, job, answer, window).await;
         return None;
     }
-    let body = match answer.bytes().await {
+    let body = match whole(answer.into_stream(), window, described).await {
         Ok(body) => body,
-        Err(err) => {
+        Err(message) => {
             tickets.done(ticket);
-            return Some((ticket, Outcome::Store { message: described(err) }));
+            return Some((ticket, Outcome::Store { message }));
         }
     };
     let md5 = job.hash.then(|| md5_of(&[&body[..]])[0]);
     Some((ticket, write_and_land(tickets, &job, &body, md5)))
 }
 
-/// The body's chunks to the writer thread as they come, each once there is room for it.
-async fn stream_to(writer: &Writer, job: Job, answer: GetResult) {
+/// The body's chunks to the writer thread as they come, each once there is room for it, as long
+/// as they come no slower than `Pace` allows.
+async fn stream_to(writer: &Writer, job: Job, answer: GetResult, window: Duration) {
     let ticket = job.ticket;
     writer.send(Piece::Start(job));
     let mut body = answer.into_stream();
+    let mut pace = Pace::new(window);
     let failure = loop {
         match body.next().await {
             None => break None,
-            Some(Ok(chunk)) => match writer.room(chunk.len()).await {
-                Some(room) => writer.send(Piece::Chunk(ticket, chunk, room)),
-                None => break Some("closed".to_string()),
-            },
+            Some(Ok(chunk)) => {
+                if let Err(message) = pace.took(chunk.len()) {
+                    break Some(message);
+                }
+                match writer.room(chunk.len()).await {
+                    Some(room) => writer.send(Piece::Chunk(ticket, chunk, room)),
+                    None => break Some("closed".to_string()),
+                }
+            }
             Some(Err(err)) => break Some(described(err)),
         }
     };

@@ -15,6 +15,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
@@ -26,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use crate::filebody::{Digest, FileRange};
+use crate::pace::{whole, Pace};
 use crate::wake::{Outbox, Runner};
 
 /// One request: sent as it is, signed first when `credentials` are given.
@@ -89,6 +91,7 @@ impl Http {
         options_from(client_options.clone())?; // a bad option is refused here, as object_store would
         let reqwest = reqwest_client(&client_options).map_err(PyValueError::new_err)?;
         let client = HttpClient::new(reqwest.clone());
+        let window = Pace::from_options(&client_options);
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let runner = Runner::start("s3bulk-http", outbox.clone(), move |request: Request| {
@@ -96,8 +99,8 @@ impl Http {
             async move {
                 let ticket = request.ticket;
                 let answer = match &request.body {
-                    Body::File(range) => send_file(&reqwest, &request, range.clone()).await,
-                    Body::Bytes(body) => send(&client, &request, body.clone()).await,
+                    Body::File(range) => send_file(&reqwest, &request, range.clone(), window).await,
+                    Body::Bytes(body) => send(&client, &request, body.clone(), window).await,
                 };
                 Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
             }
@@ -172,7 +175,7 @@ fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], 
 }
 
 /// The request signed and sent; Err: it could not be built (a header that is not valid).
-async fn send(client: &HttpClient, request: &Request, body: Bytes) -> Result<Answer, String> {
+async fn send(client: &HttpClient, request: &Request, body: Bytes, window: Duration) -> Result<Answer, String> {
     let built = signed(request, HttpRequestBody::from(body), &[], None)?;
     let response = match client.execute(built).await {
         Ok(response) => response,
@@ -180,9 +183,14 @@ async fn send(client: &HttpClient, request: &Request, body: Bytes) -> Result<Ans
     };
     let status = response.status().as_u16();
     let headers = header_pairs(response.headers());
-    match response.into_body().bytes().await {
-        Ok(body) => Ok(Answer::Reply { status, headers, body }),
-        Err(err) => Ok(failed(false, &err)),
+    Ok(answered(status, headers, whole(response.into_body().bytes_stream(), window, |err| message_of(false, &err)).await))
+}
+
+/// The answer, or why its body did not come.
+fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Bytes, String>) -> Answer {
+    match body {
+        Ok(body) => Answer::Reply { status, headers, body },
+        Err(message) => Answer::Failed { unreachable: false, message },
     }
 }
 
@@ -194,7 +202,7 @@ fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
 /// A request whose body is a range of a file: hashed first (by a blocking-pool thread), then
 /// signed with that hash and sent as the file is read, by reqwest itself (object_store's client
 /// takes bodies only whole in memory).
-async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange) -> Result<Answer, String> {
+async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange, window: Duration) -> Result<Answer, String> {
     let signed_payload = request.signing.is_some();
     let hashed = tokio::task::spawn_blocking({
         let (range, buffer) = (range.clone(), FileRange::buffer());
@@ -224,10 +232,7 @@ async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange
     };
     let status = response.status().as_u16();
     let headers = header_pairs(response.headers());
-    match response.bytes().await {
-        Ok(body) => Ok(Answer::Reply { status, headers, body }),
-        Err(err) => Ok(failed(false, &err)),
-    }
+    Ok(answered(status, headers, whole(response.bytes_stream(), window, |err| message_of(false, &err)).await))
 }
 
 /// reqwest's client as object_store's `ClientOptions::client` would build it from the options
@@ -265,6 +270,10 @@ pub fn reqwest_client(options: &HashMap<String, String>) -> Result<reqwest::Clie
 /// cause ("tcp connect error: Connection refused (os error 111)"), which says it all; else each
 /// cause the message does not already hold.
 fn failed(unreachable: bool, err: &dyn std::error::Error) -> Answer {
+    Answer::Failed { unreachable, message: message_of(unreachable, err) }
+}
+
+fn message_of(unreachable: bool, err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -276,7 +285,7 @@ fn failed(unreachable: bool, err: &dyn std::error::Error) -> Answer {
         }
         source = cause.source();
     }
-    Answer::Failed { unreachable, message }
+    message
 }
 
 /// object_store's connector for the batch GETs: `reqwest_client`, never following a redirect.

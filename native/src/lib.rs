@@ -5,7 +5,8 @@
 //! - `gets`: GETs into files, handed over in batches rather than one by one; `parthash`: a
 //!   large download's parts hashed as its ranges come.
 //! - `http`: the signed client's requests (listings, multipart steps), sent the same way;
-//!   `filebody`: a multipart upload's part read from its file as it is sent.
+//!   `filebody`: a multipart upload's part read from its file as it is sent; `pace`: a body
+//!   that comes too slowly fails.
 
 use pyo3::prelude::*;
 
@@ -13,6 +14,7 @@ mod filebody;
 mod gets;
 mod http;
 mod md5;
+mod pace;
 mod parthash;
 mod vectors;
 mod wake;

@@ -41,6 +41,11 @@ def _ignore_configured(value: Any) -> bool:
 def _check_endpoint(url: str | None) -> str | None:
     if url and not url.startswith(("http://", "https://")):
         raise UsageError(f"endpoint URL {url!r} must start with http:// or https://")
+    if url and "@" in url.partition("://")[2].split("/", 1)[0]:  # never echoed: it holds a secret
+        raise UsageError(
+            "the endpoint URL holds a user and password (user:pass@host): S3 takes no such thing, and "
+            "s3bulk would keep it in its journal; give the host alone, and credentials as AWS_* or a profile"
+        )
     return url
 
 

@@ -8,6 +8,7 @@ printed, logged or journaled.
 from __future__ import annotations
 
 import asyncio
+import errno
 import html
 import re
 
@@ -67,6 +68,9 @@ class ItemError(S3BulkError):
     # no other item can succeed either (bad credentials, no such bucket, the destination refuses
     # us): the job stops at the first one, with one line, instead of failing every item alike
     job_wide = False
+    # the destination refused the write for want of permission (AccessDenied, EACCES): the job
+    # stops when it happens before anything was written (`CopyJob._refused_destination`)
+    denied = False
 
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
@@ -122,6 +126,7 @@ class S3Error(ItemError):
         self.code = code
         self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
         self.job_wide = code in self.JOB_WIDE_CODES
+        self.denied = code == "AccessDenied"
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
         if 300 <= status < 400 and "redirect" not in message:  # whose Location this client did not see
             message = f"{message.rstrip('.')}; a redirect, and s3bulk follows no redirect".lstrip("; ")
@@ -169,10 +174,11 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     """
     if isinstance(exc, ItemError):
         return exc
-    text = html.unescape(redact(str(exc)).strip())  # obstore passes the service's XML on as is
+    full = html.unescape(redact(str(exc)).strip())  # obstore passes the service's XML on as is
     # object_store appends its error's Debug form, whose every retry says "retry_timeout": read
-    # as a network failure's words, any error (a 403, a redirect) was retried as one
-    text = text.split("\n\nDebug source:", 1)[0]
+    # as a network failure's words, any error (a 403, a redirect) was retried as one. Only its
+    # kind ("kind: Connect", no connection made) is read from it (`transient`).
+    text = full.split("\n\nDebug source:", 1)[0]
     code_match = _CODE_IN_BODY.search(text)
     if code_match:
         status_match = _STATUS_IN_TEXT.search(text)
@@ -183,6 +189,8 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     name = type(exc).__name__
     if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
         return transient(f"{prefix}{name}: {text}", text, isinstance(exc, ConnectionRefusedError))
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):  # passes: wait and retry
+        return transient(f"{prefix}{exc.strerror or text}", text)
     if isinstance(exc, OSError) and exc.filename is not None:  # local disk: final
         reason = exc.strerror or text
         return ItemError(f"{prefix}{reason}: {exc.filename}", retryable=False)
@@ -193,7 +201,7 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
     # response body"; aiohttp: "payload is not completed"): the next attempt gets it whole
     network += ("body error", "decoding response body", "unexpected eof", "payload is not completed")
     if any(word in lowered for word in network):
-        return transient(f"{prefix}{text.splitlines()[0]}", text, False)
+        return transient(f"{prefix}{text.splitlines()[0]}", full, False)
     status_match = _STATUS_IN_TEXT.search(text)
     if status_match:
         status = int(status_match.group(1))

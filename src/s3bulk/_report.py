@@ -54,6 +54,7 @@ class WorkerStats:
     objects_already_done: int = 0  # finished by an earlier run of the job (journal)
     objects_unchanged: int = 0  # sync: already identical at the destination
     objects_deleted: int = 0  # sync --delete, mv sources
+    objects_unverified: int = 0  # downloads whose bytes nothing could check (no MD5 ETag, no checksum)
     retries: int = 0
     throttles: int = 0  # retries the service caused by saying "slow down" (429, 503 SlowDown)
     concurrency: int = 0  # change in this worker's in-flight limit (the report sums them)
@@ -149,6 +150,7 @@ class Report:
     objects_already_done: int = 0
     objects_unchanged: int = 0
     objects_deleted: int = 0
+    objects_unverified: int = 0
     retries: int = 0
     throttles: int = 0
     concurrency: int = 0  # requests allowed in flight across all workers, now

@@ -19,7 +19,7 @@ from s3bulk._commands import Command, JobPlan, Spec, command_for, command_named
 from s3bulk._commands.base import SPEC_VERSION
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, cores
 from s3bulk._engine.driver import Engine
-from s3bulk._engine.strategies import DEFAULT_ENGINE, Strategy, choose, in_the_driver
+from s3bulk._engine.strategies import DEFAULT_ENGINE, Strategy, choose, in_the_driver, within_open_files
 from s3bulk._engine.worker import EngineOptions
 from s3bulk._errors import ItemError, JobInterrupted, UsageError
 from s3bulk._journal.local import Journal, new_job_id
@@ -150,6 +150,7 @@ async def execute(
     if spec.needs_credentials():
         settings.credentials()  # fail fast, before any process starts, when there are none
     strategy, in_flight = _strategy(spec, command)
+    strategy, crowded = within_open_files(strategy)
     handle = journal if isinstance(journal, Journal) else None
     new_journal = journal is True and command.journaled and not spec.dry_run
     job_id = handle.job_id if handle else new_job_id() if new_journal else ""
@@ -184,6 +185,8 @@ async def execute(
         memory_capped=bool(spec.engine.max_memory),
     )
     report = _new_report(command, spec, job, handle, store_url)
+    if crowded:
+        report.notes.append(crowded)
     completed = False
     try:
         rows = handle.failed_items() if handle is not None and mode == "retry-failed" else None

@@ -140,6 +140,7 @@ def summary_line(report: Report) -> str:
         (report.objects_already_done, "already done earlier"),
         (report.objects_deleted, "deleted"),
         *counts,
+        (report.objects_unverified, "not verified (no MD5 ETag, no checksum)"),
         (report.retries, f"retries ({report.throttles:,} throttled)" if report.throttles else "retries"),
     ]
     extras = [f"{count:,} {label}" for count, label in counts if count]

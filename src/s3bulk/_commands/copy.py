@@ -33,7 +33,7 @@ from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks, file_version
 from s3bulk._stores.retry import RetryPolicy
-from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
+from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
 from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
@@ -321,6 +321,7 @@ class CopyJob:
         self._deleter: BatchDeleter | None = None
         self._written = False  # some item of this worker reached the destination
         self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
+        self._unverified: set[str] = set()  # downloads whose bytes nothing could check, until recorded
         limit = self.options.max_delete
         self._cap = DeleteCap(limit) if limit is not None else None
         self._many = self._source_is_many()
@@ -649,6 +650,13 @@ class CopyJob:
         items = []
         for info in objects:
             relative = basename(info.key) if single else relative_key(info.key, source.key)
+            problem = listing_problem(info)
+            if problem:
+                stats.objects_failed += 1
+                stats.failures.append(
+                    Failure(f"s3://{source.bucket}/{info.key}", "", problem, item_id=info.key)
+                )
+                continue
             if filters and not filters.accepts(relative, info.size, _listed_time(info, filters)):
                 continue
             if isinstance(destination, LocalLocation):
@@ -760,11 +768,14 @@ class CopyJob:
         return int(head.get("content-length") or 0), modified
 
     def _refused_destination(self, error: ItemError) -> ItemError:
-        """AccessDenied on a write before any write of this worker succeeded: the destination
-        refuses these credentials, so every item would fail alike (a job-wide error). After a
-        success it is about that key (a bucket policy on a prefix, object lock)."""
-        denied = isinstance(error, S3Error) and error.code == "AccessDenied"
-        if denied and self.direction != "download" and not self._written:
+        """A write refused for want of permission before any write of this worker succeeded
+        (AccessDenied from the bucket written to; EACCES from the directory downloaded into):
+        the destination refuses us, so every item would fail alike, and the job stops with one
+        line (a job-wide error). After a success it is about that key or that directory (a
+        bucket policy on a prefix, object lock, one read-only directory). A download's
+        AccessDenied is the source's, about that object."""
+        local = self.direction == "download"
+        if error.denied and local != isinstance(error, S3Error) and not self._written:
             error.job_wide = True
         return error
 
@@ -789,19 +800,28 @@ class CopyJob:
 
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
         assert isinstance(self.source, S3Location)
-        moved = await self.source_storage.download(
+        got = await self.source_storage.download(
             self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts, item.etag
         )
+        if got.verified is False:  # said in the report, and in its record (`record`)
+            ctx.stats.objects_unverified += 1
+            if len(self._unverified) > 10_000:  # no record is asked for: each would take its own
+                self._unverified.clear()
+            self._unverified.add(item.source)
         if self.options.show_attributes:  # for `record`, which runs next for every recorded item
             head = await self.source_storage.head(self.source.bucket, item.source)
             self._shown[item.source] = described(head)
-        return moved
+        return got.written
 
     def record(self, item: Any) -> dict[str, Any]:
         source, destination, size = self.describe(item)
         found: dict[str, Any] = {"source": source, "destination": destination, "size": size}
         if self.options.show_attributes:
             found["attributes"] = self._shown.pop(item.source, {})
+        key = getattr(getattr(item, "transfer", item), "source", None)  # sync's items too
+        if key in self._unverified:
+            self._unverified.discard(key)
+            found["verified"] = False
         return found
 
     async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:

@@ -230,9 +230,10 @@ class RunJob:
             target = destination
             if destination.endswith(("/", os.sep)) or os.path.isdir(destination):
                 target = local_target_path(destination, os.path.basename(where.key))
-            return await self.storage.download(
+            got = await self.storage.download(
                 where.bucket, where.key, target, line.size, 0.0, self.parts, line.etag
             )
+            return got.written
         there = parse_s3(destination)
         key = there.key if there.key and not there.key.endswith("/") else there.key + os.path.basename(source)
         if not source.startswith("s3://"):  # an upload

@@ -28,7 +28,7 @@ from s3bulk._sources.local import NOT_UTF8, walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
-from s3bulk._stores.s3xml import epoch_seconds
+from s3bulk._stores.s3xml import epoch_seconds, listing_problem
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path, parse_location
 
@@ -288,6 +288,11 @@ class SyncJob(CopyJob):
             entries = []
             for info in objects:
                 relative = info.key[len(prefix) :]
+                problem = listing_problem(info)
+                if problem:  # at the source: named, and what it would replace is kept; else left be
+                    if is_source:
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, problem, True, unlisted=True))
+                    continue
                 if filters and not filters.accepts(relative, info.size, epoch_seconds(info.modified)):
                     continue
                 if skip_markers and info.key.endswith("/"):  # a directory locally, never a file
@@ -311,7 +316,7 @@ class SyncJob(CopyJob):
                 continue
             unlisted.saw(source)
             if source.problem:
-                path = source.name or os.path.join(str(self.source), source.relative)
+                path = self._shown_as(source)
                 why = source.problem + (
                     "; nothing under it is deleted" if self.delete and source.unlisted else ""
                 )
@@ -333,6 +338,12 @@ class SyncJob(CopyJob):
                 items.append(transfer)
         items.extend(self._delete_items(deletes))
         return SyncBatch(tuple(items), unchanged, tuple(problems))
+
+    def _shown_as(self, source: Entry) -> str:
+        """A source entry as the report names it: its URL, or its path."""
+        if isinstance(self.source, S3Location):
+            return f"s3://{self.source.bucket}/{source.name}"
+        return source.name or os.path.join(str(self.source), source.relative)
 
     def _transfer(self, relative: str, size: int, mtime: float, etag: str = "") -> TransferItem:
         source, destination = self.source, self.destination

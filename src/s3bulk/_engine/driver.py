@@ -129,6 +129,14 @@ class _Run(Listener):
         if self.journal is not None:
             with timed(self.driver_cpu, "journal", time.thread_time):
                 self.journal.record(delta)
+            self._stop_if_unjournaled()
+
+    def _stop_if_unjournaled(self) -> None:
+        """A journal that cannot be written (a full disk) stops the job, with its one line: what
+        runs on unjournaled would be done again by the resume, and a multipart upload whose id
+        was not kept could never be aborted."""
+        if self.journal is not None and self.journal.broken and not self.dispatcher.aborted:
+            self.dispatcher.abort(self.journal.broken)
 
     def aborting(self, reason: str) -> None:
         self.report.aborted = reason
@@ -219,6 +227,7 @@ class _Run(Listener):
                 if self.journal is not None:
                     with timed(self.driver_cpu, "journal", time.thread_time):
                         self.journal.flush()
+                    self._stop_if_unjournaled()
                 if self.on_progress is not None:
                     self.report.wall_seconds = time.perf_counter() - self.started
                     with timed(self.driver_cpu, "display", time.thread_time):

@@ -28,7 +28,16 @@ from dataclasses import dataclass, replace
 from s3bulk._config import cores
 from s3bulk._errors import UsageError
 
-__all__ = ["AUTO_CEILING_FACTOR", "DEFAULT_ENGINE", "ENGINES", "Strategy", "choose", "cores", "in_the_driver"]
+__all__ = [
+    "AUTO_CEILING_FACTOR",
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "Strategy",
+    "choose",
+    "cores",
+    "in_the_driver",
+    "within_open_files",
+]
 
 ENGINES = ("serial", "threads", "async", "processes", "hybrid", "auto", "ray")
 DEFAULT_ENGINE = "hybrid"
@@ -75,3 +84,44 @@ def in_the_driver(strategy: Strategy) -> Strategy:
     engine does for a job whose per-item Python work is small (runner._strategy), and what any
     engine does when --max-memory leaves no room for a second interpreter."""
     return replace(strategy, workers=1, in_process=True, inline=True)
+
+
+# What a process holds open besides its requests: the interpreter and its libraries, the
+# journal, the pipes to its workers, idle pooled connections.
+RESERVED_FILES = 128
+# What one request in flight may hold open: its connection, the file it reads or writes, and
+# a spare (a second connection pool's, a temporary file beside a target).
+FILES_PER_REQUEST = 3
+
+
+def raise_open_file_limit() -> int:
+    """The soft limit on open files raised to the hard one, as s5cmd and rclone do (a shell's
+    1,024 is a quarter of what --concurrency 1000 wants); returns the limit now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft if soft != resource.RLIM_INFINITY else wanted
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (ValueError, OSError):
+        return soft
+    return wanted
+
+
+def within_open_files(strategy: Strategy) -> tuple[Strategy, str]:
+    """`strategy` with its requests in flight per worker lowered so that each process keeps its
+    open files under its limit (after `raise_open_file_limit`), and the note that says so ("":
+    they fit). Running out of files fails requests and, worse, makes directories unreadable to
+    a walk: the job would fail items it need not, or skip what it cannot read."""
+    limit = raise_open_file_limit()
+    sharing = strategy.workers if strategy.in_process else 1  # threads share a process's files
+    most = max(1, (limit - RESERVED_FILES) // (FILES_PER_REQUEST * max(1, sharing)))
+    if strategy.concurrency <= most:
+        return strategy, ""
+    note = (
+        f"{strategy.concurrency:,} requests in flight per worker lowered to {most:,}: this process may "
+        f"open {limit:,} files (ulimit -n), and each request holds up to {FILES_PER_REQUEST}"
+    )
+    return replace(strategy, concurrency=most), note

@@ -15,6 +15,7 @@ request, never correctness. `times_done` counts completions per item so this is 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pickle
 import secrets
@@ -64,10 +65,24 @@ def state_dir() -> Path:
 
 
 def private_directory(directory: Path) -> None:
-    """Create `directory` readable by its owner only: journals name buckets, keys and paths."""
+    """Create `directory` readable by its owner only: journals name buckets, keys and paths. One
+    that exists must be this user's and writable by nobody else: a journal another user could
+    write says what a resume skips, and what it deletes."""
     if not directory.is_dir():
         directory.mkdir(parents=True, mode=0o700)
         directory.chmod(0o700)  # mkdir's mode is filtered by the umask
+        return
+    found = directory.stat()
+    if found.st_uid != os.geteuid() or found.st_mode & 0o022:
+        owner = (
+            "another user's"
+            if found.st_uid != os.geteuid()
+            else f"writable by others (mode {found.st_mode & 0o777:o})"
+        )
+        raise UsageError(
+            f"the state directory {directory} is {owner}: anyone could change the journals in it; "
+            "chmod 700 it, or set S3BULK_STATE_DIR to a directory of your own"
+        )
 
 
 def new_job_id() -> str:
@@ -75,24 +90,82 @@ def new_job_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+def _connect(path: Path, readonly: bool = False, wal: bool = True) -> sqlite3.Connection:
     if readonly:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, check_same_thread=False)
     else:
         connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
+        if wal:
+            connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing committed
     return connection
 
 
+def _unwritable(directory: Path, exc: BaseException) -> UsageError:
+    """A state directory where no journal can be written, in one line."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return UsageError(
+        f"cannot write the job's journal in {directory}: {reason}; free space or fix its "
+        "permissions, or set S3BULK_STATE_DIR to a directory you can write"
+    )
+
+
+class JournalLocked(UsageError):
+    """Another process is running this job."""
+
+
+class NoSuchJob(UsageError):
+    """No journal of that id here."""
+
+
+def _lock(path: Path, job_id: str) -> int:
+    """A descriptor of the journal holding an exclusive lock on it for as long as this process
+    runs the job: two runs of one job at once (two `--resume JOB`) both ran, each reporting the
+    other's items as failures. The lock goes with the process, however it ends."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        holder = _holder(path)
+        raise JournalLocked(
+            f"job {job_id} is running in another process{holder}: let it end, or stop it, then resume it"
+        ) from None
+    return descriptor
+
+
+def _holder(path: Path) -> str:
+    """' (pid N)' of the run in progress, when the journal says."""
+    with contextlib.suppress(sqlite3.Error, TypeError):
+        db = _connect(path, readonly=True)
+        try:
+            row = db.execute(
+                "SELECT pid FROM runs WHERE status = 'running' ORDER BY run DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            db.close()
+        if row is not None:
+            return f" (pid {row[0]})"
+    return ""
+
+
 class Journal:
-    """The driver's handle: create or open a job, record what workers report, close the run."""
+    """The driver's handle: create or open a job, record what workers report, close the run.
+    Writing it can fail (a full disk, a directory made read-only): what could not be written is
+    dropped (a resume redoes those items) and `broken` says why, once; the driver then stops
+    the job, with that one line."""
 
     def __init__(self, path: Path, job_id: str) -> None:
         self.path = path
         self.job_id = job_id
-        self._db = _connect(path)
-        self._db.executescript(SCHEMA)
+        self._lock = _lock(path, job_id)
+        try:
+            self._db = _connect(path)
+            self._db.executescript(SCHEMA)
+        except BaseException:
+            os.close(self._lock)
+            raise
+        self.broken = ""  # why the journal cannot be written ("": it can)
         self.run = 0
         self._done: list[tuple[str, int, int]] = []
         self._failed: list[tuple[str, int, str, int]] = []
@@ -106,24 +179,49 @@ class Journal:
     def create(
         cls, command: str, spec: dict[str, Any], directory: Path | None = None, job_id: str | None = None
     ) -> Journal:
+        """A new journal, made whole beside its place and then renamed into it: a process killed
+        as it starts leaves a journal with its job, or none (one without its job row could not
+        be resumed, nor shown by `s3bulk jobs`)."""
         directory = directory or state_dir()
-        private_directory(directory)
         job_id = job_id or new_job_id()
         path = directory / f"{job_id}.db"
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # SQLite's -wal/-shm copy its mode
-        journal = cls(path, job_id)
-        journal._db.execute(
-            "INSERT INTO job VALUES (?, ?, ?, ?)", (job_id, command, orjson.dumps(spec).decode(), time.time())
-        )
-        return journal
+        making = directory / f".{job_id}.db.making"
+        try:
+            private_directory(directory)
+            os.close(os.open(making, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))  # -wal/-shm copy its mode
+            db = _connect(making, wal=False)
+            try:
+                db.executescript(SCHEMA)
+                db.execute(
+                    "INSERT INTO job VALUES (?, ?, ?, ?)",
+                    (job_id, command, orjson.dumps(spec).decode(), time.time()),
+                )
+            finally:
+                db.close()
+            os.replace(making, path)
+        except (OSError, sqlite3.Error) as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(making)
+            raise _unwritable(directory, exc) from None
+        return cls(path, job_id)
 
     @classmethod
     def open(cls, job_id: str, directory: Path | None = None) -> Journal:
         directory = directory or state_dir()
         path = directory / f"{job_id}.db"
         if not job_id or "/" in job_id or not path.is_file():
-            raise UsageError(f"no job {job_id!r} in {directory}: run 's3bulk jobs' to see the job ids")
-        return cls(path, job_id)
+            raise NoSuchJob(f"no job {job_id!r} in {directory}: run 's3bulk jobs' to see the job ids")
+        journal = cls(path, job_id)
+        try:
+            if journal._db.execute("SELECT count(*) FROM job").fetchone()[0] != 1:
+                raise UsageError(
+                    f"job {job_id}'s journal holds no job (its first run was stopped as it began, "
+                    "before anything was done): start the job again"
+                )
+        except BaseException:
+            journal.close()
+            raise
+        return journal
 
     @property
     def command(self) -> str:
@@ -135,10 +233,13 @@ class Journal:
 
     # ---- one run of the job ------------------------------------------------------------------
     def begin_run(self, mode: str) -> int:
-        cursor = self._db.execute(
-            "INSERT INTO runs (mode, pid, started, status) VALUES (?, ?, ?, 'running')",
-            (mode, os.getpid(), time.time()),
-        )
+        try:
+            cursor = self._db.execute(
+                "INSERT INTO runs (mode, pid, started, status) VALUES (?, ?, ?, 'running')",
+                (mode, os.getpid(), time.time()),
+            )
+        except sqlite3.Error as exc:  # nothing ran yet: one line, and the job is as it was
+            raise _unwritable(self.path.parent, exc) from None
         self.run = int(cursor.lastrowid or 0)
         return self.run
 
@@ -164,16 +265,31 @@ class Journal:
         if not (self._done or self._failed or self._descriptors or self._uploads or self._uploads_ended):
             return
         db = self._db
-        db.execute("BEGIN")
         try:
-            self._write(db)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")  # else every later flush finds this transaction still open
-            raise
+            db.execute("BEGIN")
+            try:
+                self._write(db)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:  # a full disk has rolled it back already
+                    db.execute("ROLLBACK")  # else every later flush finds this transaction still open
+                raise
+        except sqlite3.Error as exc:
+            self._broke(exc)
         finally:  # rows that cannot be written are dropped: a resume redoes their items
             for rows in (self._done, self._failed, self._descriptors, self._uploads, self._uploads_ended):
                 rows.clear()
+
+    def _broke(self, exc: sqlite3.Error) -> None:
+        if self.broken:
+            return
+        command = "<command>"
+        with contextlib.suppress(sqlite3.Error):
+            command = self.command.replace("-", " ")
+        self.broken = (
+            f"the journal cannot be written ({exc}): {self.path}; free space (or make its "
+            f"directory writable), then: s3bulk {command} --resume {self.job_id}"
+        )
 
     def _write(self, db: sqlite3.Connection) -> None:
         db.executemany(
@@ -201,14 +317,18 @@ class Journal:
             for key, value in report.to_dict().items()
             if key not in ("failures", "stage_seconds", "requests")
         }
-        if not interrupted:
-            self._db.executemany(
-                "UPDATE failed_descriptors SET retried = 1 WHERE seq = ?", [(seq,) for seq in self._retrying]
+        try:
+            if not interrupted:
+                self._db.executemany(
+                    "UPDATE failed_descriptors SET retried = 1 WHERE seq = ?",
+                    [(seq,) for seq in self._retrying],
+                )
+            self._db.execute(
+                "UPDATE runs SET ended = ?, status = ?, summary = ? WHERE run = ?",
+                (time.time(), status, orjson.dumps(summary).decode(), self.run),
             )
-        self._db.execute(
-            "UPDATE runs SET ended = ?, status = ?, summary = ? WHERE run = ?",
-            (time.time(), status, orjson.dumps(summary).decode(), self.run),
-        )
+        except sqlite3.Error as exc:  # the run stays "running" in it: `jobs` tells by its pid
+            self._broke(exc)
 
     def checkpoint(self) -> None:
         """Everything in the main database file, so that the file alone is the journal."""
@@ -217,11 +337,15 @@ class Journal:
 
     def close(self) -> None:
         """Write everything into the database file itself and leave WAL mode, so no -wal/-shm
-        files stay beside it (and readers such as `s3bulk jobs` create none)."""
+        files stay beside it (and readers such as `s3bulk jobs` create none); then let the job
+        be run by another process."""
         self.flush()
         with contextlib.suppress(sqlite3.Error):  # another process still reads it: it stays WAL
             self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.close()
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
 
     # ---- multipart uploads a stopped run left ------------------------------------------------
     def leftover_uploads(self) -> list[tuple[str, str, str]]:

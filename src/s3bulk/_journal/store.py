@@ -31,7 +31,7 @@ import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError, classify
-from s3bulk._journal.local import Journal, JournalReader, state_dir
+from s3bulk._journal.local import Journal, JournalReader, NoSuchJob, state_dir
 from s3bulk._lazy import lazy_module
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._stores.objects import s3_store
@@ -92,7 +92,7 @@ class StoreJournal:
         try:
             journal = Journal.open(head["id"], directory)
             local = JournalReader(str(journal.path))
-        except UsageError:
+        except NoSuchJob:
             journal = Journal.create(head["command"], head["spec"], directory, job_id=head["id"])
         for listing in obstore.list(self.store, prefix=self._key("parts/")):
             for entry in listing:  # in key order, so in run order: a later run's word wins

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from typing import Any, NamedTuple
 
@@ -30,6 +31,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 from s3bulk._stores.objects import as_text, store_options
+from s3bulk._stores.retry import log
 
 
 class Landing(NamedTuple):
@@ -66,6 +68,7 @@ class Gets(Handover[Outcome]):
             error.job_wide = True
             raise error from None
         super().__init__(native)
+        self._bucket = bucket
         self._paths: dict[int, str] = {}  # ticket -> the file it writes, until its outcome comes
 
     async def get_into(
@@ -76,7 +79,9 @@ class Gets(Handover[Outcome]):
         OSError for the file; GetError for the GET."""
         ticket = self._ticket()
         self._paths[ticket] = path
-        return await self._handed(ticket, (key, None, end, None, path, mtime, hash, landing))
+        outcome = await self._handed(ticket, (key, None, end, None, path, mtime, hash, landing))
+        self._logged(key, 0, end, outcome[0])
+        return outcome
 
     async def get_range_into(
         self, key: str, start: int, end: int, path: str, hashed: int | None = None
@@ -89,7 +94,12 @@ class Gets(Handover[Outcome]):
         ticket = self._ticket()
         self._paths[ticket] = path
         written, _, _ = await self._handed(ticket, (key, start, end, hashed, path, 0.0, False, None))
+        self._logged(key, start, end, written)
         return written
+
+    def _logged(self, key: str, start: int, end: int, written: int) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("GET s3://%s/%s bytes %d-%d: %d bytes", self._bucket, key, start, end - 1, written)
 
     def hash_parts(self, path: str, size: int, part_size: int) -> int:
         """The file at `path` (`size` bytes, made by the caller) is to be hashed in parts of

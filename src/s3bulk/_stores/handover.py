@@ -15,6 +15,8 @@ import itertools
 import os
 from typing import Any, Generic, TypeVar
 
+from s3bulk._errors import ItemError
+
 R = TypeVar("R")
 
 
@@ -59,11 +61,32 @@ class Handover(Generic[R]):
 
     def _submit(self) -> None:
         """What this turn of the loop asked for, in one call (none once closed: `close` has
-        cancelled their callers)."""
+        cancelled their callers). This runs as a callback of the loop, where an exception
+        reaches no caller: a request the native part refuses (a negative size, a value that is
+        not what it takes) fails its own caller, and the others go on, each alone."""
         queued, self._queued = self._queued, []
-        if not self._closed:
+        if self._closed:
+            return
+        try:
             self._before_submit()
             self._native.submit(queued)
+        except Exception as exc:
+            if len(queued) == 1:
+                self._fail(queued[0][0], exc)
+                return
+            for request in queued:
+                try:
+                    self._native.submit([request])
+                except Exception as each:
+                    self._fail(request[0], each)
+
+    def _fail(self, ticket: int, exc: Exception) -> None:
+        future = self._waiting.pop(ticket, None)
+        if future is not None and not future.done():
+            error = ItemError(
+                f"a request the native part cannot take: {type(exc).__name__}: {exc}", retryable=False
+            )
+            future.set_exception(error)
 
     def _before_submit(self) -> None:
         """Anything the native part must know before these requests (fresh credentials, say)."""

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import functools
 import hashlib
+import logging
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,7 +24,7 @@ from s3bulk._errors import S3Error, transient
 from s3bulk._stores import native_http
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.objects import as_text, client_options
-from s3bulk._stores.retry import Meter
+from s3bulk._stores.retry import Meter, log
 
 if TYPE_CHECKING:
     import aiohttp
@@ -145,6 +146,8 @@ class SignedHttp:
             status, reply_headers, payload = await self._send_aiohttp(
                 kind, method, url, headers or {}, body, what, region, body_sha256
             )
+        if log.isEnabledFor(logging.DEBUG):  # the URL names buckets and keys; headers, never
+            log.debug("%s %s: %d, %d bytes", method, url, status, len(payload))
         if status >= 300:
             raise self.error(status, reply_headers, payload, what or kind)
         return status, reply_headers, payload

@@ -126,6 +126,18 @@ def land(temporary: str, target: str, *, existed: bool) -> None:
         os.unlink(temporary)
 
 
+def refused_write(exc: OSError, directory: str) -> ItemError | None:
+    """A destination that refuses to be written, said once: a read-only filesystem refuses every
+    file (the job stops); a directory this user may not write refuses those in it (the job
+    stops if nothing landed before it, `CopyJob._refused_destination`)."""
+    if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return None
+    error = ItemError(f"cannot write in {directory}: {exc.strerror}", retryable=False)
+    error.job_wide = exc.errno == errno.EROFS
+    error.denied = True
+    return error
+
+
 def disk_full(exc: OSError, directory: str) -> JobAborted | None:
     """A full disk stops the job rather than failing every remaining item one by one: nothing new
     starts, what is done stays journaled, and a resume after freeing space finishes the rest."""

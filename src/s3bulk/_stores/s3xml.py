@@ -44,6 +44,23 @@ class ObjectInfo(NamedTuple):
         }
 
 
+# The largest object S3 stores (50 TB since December 2025; 5 TiB before): a listing that says
+# more, or less than nothing, is wrong, and planning memory or ranges by it is not safe.
+MAX_OBJECT_SIZE = 50 * 1024**4
+
+
+def listing_problem(info: ObjectInfo) -> str:
+    """Why a listed object cannot be taken as listed ("" when it can): a size no object can
+    have, or a LastModified that is no time. One such entry fails itself, not its page."""
+    if not 0 <= info.size <= MAX_OBJECT_SIZE:
+        return f"listed at {info.size:,} bytes, which no S3 object can hold (at most 50 TB): not taken"
+    try:
+        epoch_seconds(info.modified)
+    except ValueError:
+        return f"listed with LastModified {info.modified!r}, which is no time: not taken"
+    return ""
+
+
 class ListPage(NamedTuple):
     objects: list[ObjectInfo]
     common_prefixes: list[str]

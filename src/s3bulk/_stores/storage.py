@@ -24,10 +24,10 @@ import io
 import itertools
 import os
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
@@ -51,6 +51,7 @@ from s3bulk._stores.landing import (
     disk_full,
     file_in_the_way,
     land,
+    refused_write,
     sweep_stale_parts,
     temporary_path,
 )
@@ -130,22 +131,26 @@ def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
     return min(size, STREAMED_HELD) if streamed else size
 
 
-def _spans(size: int, parts: Parts, part_size: int | None) -> list[tuple[int, int]]:
-    """The byte ranges a download from `WHOLE_BODY_MAX` asks for, in the order it asks: one GET
-    up to the threshold (one byte past the size: `Storage._fetch_streamed`); above it, ranges of
-    `parts.size`, and where the object's parts (`part_size`, hashed as they come) are larger,
-    the first range of each part, then the second of each, ... so that the parts come, and are
-    hashed, side by side."""
+def _spans(size: int, parts: Parts, part_size: int | None) -> Iterator[tuple[int, int]]:
+    """The byte ranges a download from `WHOLE_BODY_MAX` asks for, in the order it asks, made
+    as they are asked for (a listing that says 5 TiB made 655,360 tasks up front, 1.4 GB in
+    15 s): one GET up to the threshold (one byte past the size: `Storage._fetch_streamed`);
+    above it, ranges of `parts.size`, and where the object's parts (`part_size`, hashed as they
+    come) are larger, the first range of each part, then the second of each, ... so that the
+    parts come, and are hashed, side by side."""
     if size <= parts.threshold:
-        return [(0, size + 1)]
+        yield 0, size + 1
+        return
     step = parts.size
     if not part_size or part_size <= step:
-        return [(start, min(start + step, size)) for start in range(0, size, step)]
-    rows = []
-    for first in range(0, size, part_size):
-        end = min(first + part_size, size)
-        rows.append([(start, min(start + step, end)) for start in range(first, end, step)])
-    return [span for row in itertools.zip_longest(*rows) for span in row if span]
+        for start in range(0, size, step):
+            yield start, min(start + step, size)
+        return
+    for offset in range(0, part_size, step):  # the n-th range of every part, then the next
+        for first in range(0, size, part_size):
+            start, end = first + offset, min(first + part_size, size)
+            if start < end:
+                yield start, min(start + step, end)
 
 
 def upload_held(key: str, size: int, parts: Parts) -> int:
@@ -157,6 +162,23 @@ def upload_held(key: str, size: int, parts: Parts) -> int:
         return size
     streamed = native_http.sendable(f"/{quote_key(key)}")
     return (STREAMED_HELD if streamed else parts.size) * parts.in_flight
+
+
+class _Local(ItemError):
+    """A failure of this machine's (a full disk) inside a request that is retried: it is not
+    retried, and `cause` goes on as itself."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause), retryable=False)
+        self.cause = cause
+
+
+class Downloaded(NamedTuple):
+    """What a download wrote, and whether its bytes were checked (against the object's ETag or
+    a checksum it carries; not when neither can tell, as for an SSE-KMS object without one)."""
+
+    written: int
+    verified: bool | None  # None: not asked to (--ignore-checksum)
 
 
 @dataclass(slots=True)
@@ -288,12 +310,16 @@ class Storage:
 
     async def download(
         self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts, etag: str = ""
-    ) -> int:
+    ) -> Downloaded:
         """The object into the file `target`, which is either absent or complete afterwards, never
         half-written: fetched into a temporary file beside it (again from the start if a fetch
-        fails), size checked, checked against its `etag` (`_verify`), given the object's time,
-        then landed (landing.py)."""
-        parent = self._make_parent(target)
+        fails), size checked, checked against its `etag` or its checksum (`_fetch`), given the
+        object's time, then landed (landing.py). Says whether its bytes could be checked."""
+        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
+        try:
+            self._make_parent(parent)
+        except OSError as exc:
+            raise refused_write(exc, parent) or exc from None
         existed = _kind(target)
         if existed == "directory":  # made for keys below this one: no need to fetch it to know
             raise directory_clash(target)
@@ -302,7 +328,7 @@ class Storage:
         place = _Place(temporary, target, existed=existed is not None)
         landed = False
         try:
-            written = await self._retrying(
+            fetched = await self._retrying(
                 lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
                 f"get s3://{bucket}/{key}",
             )
@@ -310,15 +336,14 @@ class Storage:
                 land(temporary, target, existed=place.existed)
             landed = True
         except OSError as exc:
-            raise disk_full(exc, parent) or exc from None
+            raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
         finally:
             if not landed:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(temporary)  # what is left of the fetch
-        return written
+        return fetched
 
-    def _make_parent(self, target: str) -> str:
-        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
+    def _make_parent(self, parent: str) -> None:
         if parent not in self._made:
             try:
                 os.makedirs(parent, exist_ok=True)
@@ -330,7 +355,6 @@ class Storage:
             if len(self._made) > 100_000:
                 self._made.clear()
             self._made.add(parent)
-        return parent
 
     async def _fetch(
         self,
@@ -342,34 +366,38 @@ class Storage:
         parent: str,
         mtime: float,
         etag: str,
-    ) -> int:
+    ) -> Downloaded:
         """One attempt at the object's bytes into `place.temporary`, with the object's time,
         checked against its ETag; a full disk stops the job."""
         try:
             written, matches = await self._fetch_into(bucket, key, place, size, parts, mtime, etag)
         except OSError as exc:
-            raise disk_full(exc, parent) or exc from None
-        if matches is False and not await self._second_opinion(bucket, key, place.temporary, etag, size):
-            raise ItemError(
-                f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
-                "changed on the way",
-                retryable=True,
-            )
-        return written
+            raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
+        if matches is False:
+            matches = await self._second_opinion(bucket, key, place.temporary, etag, size)
+            if matches is False:
+                raise ItemError(
+                    f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
+                    "changed on the way",
+                    retryable=True,
+                )
+        return Downloaded(written, (matches is True) if self.verify else None)
 
-    async def _second_opinion(self, bucket: str, key: str, temporary: str, etag: str, size: int) -> bool:
+    async def _second_opinion(
+        self, bucket: str, key: str, temporary: str, etag: str, size: int
+    ) -> bool | None:
         """Bytes and ETag disagree, which is rare but for objects whose ETag is no MD5 though it
         looks like one (SSE-KMS, SSE-C), or whose parts no guessed part size gives: a HEAD says.
         A full-object checksum the service keeps (x-amz-checksum-sha256, -sha1, -crc32) then
-        decides; an encrypted object without one is taken as it came; a multipart one is hashed
-        again by the sizes of its parts, as the service tells them."""
+        decides; an encrypted object without one is taken as it came, unverified (None); a
+        multipart one is hashed again by the sizes of its parts, as the service tells them."""
         head = await self.head(bucket, key, checksums=True)
         found = await asyncio.to_thread(checksum_matches_file, temporary, head)
         if found is not None:
             return found
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
         if kms or head.get("x-amz-server-side-encryption-customer-algorithm"):
-            return True
+            return None
         sizes = await self._told_part_sizes(bucket, key, etag_parts(etag), size)
         return bool(sizes) and await asyncio.to_thread(etag_matches_layout, temporary, etag, sizes) is True
 
@@ -498,20 +526,37 @@ class Storage:
         with open(temporary, "wb"):  # made here; the GETs write into it
             pass
         hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
-        semaphore = asyncio.Semaphore(parts.in_flight)
+        spans = _spans(size, parts, part_size)
+        written = 0
+        what = f"get s3://{bucket}/{key}"
 
         async def fetch(start: int, end: int) -> int:
-            async with semaphore:
-                await self.retry.pace_request()  # each range is a request of its own
-                await self.retry.pace_bytes(min(end, size) - start)
-                self.meter.requests["GET"] += 1
+            await self.retry.pace_request()  # each range is a request of its own
+            self.meter.requests["GET"] += 1
+            try:
                 return await gets.get_range_into(key, start, end, temporary, hashed)
+            except OSError as exc:  # this machine's (a full disk): not the request's to retry
+                raise _Local(exc) from None
+
+        async def lane() -> None:
+            """Ranges one after another, each retried alone: a link cut every 20 MB failed a
+            300 MiB download whole, six times over, where each range would have come."""
+            nonlocal written
+            for start, end in spans:  # shared by the lanes: each takes the next range
+                await self.retry.pace_bytes(min(end, size) - start)
+                try:
+                    got = await self._retrying(partial(fetch, start, end), f"{what} from byte {start:,}")
+                except _Local as exc:
+                    raise exc.cause from None
+                except ItemError as exc:  # its own attempts are spent: not the download's to retry
+                    exc.retryable = False
+                    raise
+                written += got  # after the await: lanes add side by side
 
         try:
             async with parts_group() as group:
-                spans = _spans(size, parts, part_size)
-                sizes = [group.create_task(fetch(start, end)) for start, end in spans]
-            written = sum(task.result() for task in sizes)
+                for _ in range(max(1, parts.in_flight)):
+                    group.create_task(lane())
             if hashed is None or written != size:
                 return written, None
             digests = await gets.part_digests(hashed)

@@ -143,27 +143,19 @@ class RepeatToken(Fault):
 
 
 @dataclass
-class ListedSize(Fault):
-    """A listing that gives `key` (every key, when None) the size `size`: any number, negative
-    or beyond what S3 can hold."""
+class Listed(Fault):
+    """A listing that gives `key` (every key, when None) `value` as its `field` ("Size",
+    "LastModified", "ETag"): a size S3 cannot hold, a time that is no time, an ETag that is no
+    MD5."""
 
-    size: int
+    field: str
+    value: object
     key: str | None = None
 
     def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
-        return _rewrite_entries(body, self.key, rb"<Size>[^<]*</Size>", b"<Size>%d</Size>" % self.size)
-
-
-@dataclass
-class ListedTime(Fault):
-    """A listing that gives `key` (every key, when None) the LastModified `text`."""
-
-    text: str = "not a time"
-    key: str | None = None
-
-    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
-        new = b"<LastModified>" + self.text.encode() + b"</LastModified>"
-        return _rewrite_entries(body, self.key, rb"<LastModified>[^<]*</LastModified>", new)
+        name = self.field.encode()
+        new = b"<%s>%s</%s>" % (name, str(self.value).encode(), name)
+        return _rewrite_entries(body, self.key, b"<%s>[^<]*</%s>" % (name, name), new)
 
 
 def _rewrite_entries(body: bytes, key: str | None, field_pattern: bytes, new: bytes) -> bytes:
