@@ -260,12 +260,13 @@ def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None
     what a Lambda's or a container's memory limit counts."""
     import psutil
 
+    errors = tempfile.TemporaryFile(mode="w+")  # a pipe nobody reads meanwhile would stall the job
     process = subprocess.Popen(
         [*S3BULK, *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         text=True,
         start_new_session=True,
     )
@@ -280,7 +281,8 @@ def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None
                 continue
         peak = max(peak, total)
         time.sleep(0.005)
-    return process.returncode, peak, process.stderr.read() if process.stderr else ""
+    errors.seek(0)
+    return process.returncode, peak, errors.read()
 
 
 def sha256(data: bytes) -> str:

@@ -128,6 +128,9 @@ class S3Error(ItemError):
         self.job_wide = code in self.JOB_WIDE_CODES
         self.denied = code == "AccessDenied"
         retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
+        if status == 507 or code == "XMinioStorageFull":  # the server's disk is full: so is every write
+            retryable, self.job_wide = False, True
+            message = f"{message.rstrip('.')}; the server has no space left: free some, then resume the job"
         if 300 <= status < 400 and "redirect" not in message:  # whose Location this client did not see
             message = f"{message.rstrip('.')}; a redirect, and s3bulk follows no redirect".lstrip("; ")
         hint = _HINTS.get(code, "") or next(

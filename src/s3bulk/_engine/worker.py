@@ -277,6 +277,7 @@ class WorkerRuntime:
                     self.abort(str(error))
                 else:
                     self._count_failed(descriptor_id, item, exc)
+                error = None  # type: ignore[assignment]  # its traceback holds this frame: no cycle
             finally:
                 stats.in_flight -= 1
                 await self.budget.release(held)

@@ -140,7 +140,10 @@ async def with_retries(
                 if error.unreachable and not _service_reached:  # a wrong endpoint, or none up
                     error.job_wide = True
                 log.info("gave up after %d attempt(s): %s", attempt, error)
-                raise error from None
+                try:
+                    raise error from None
+                finally:  # its traceback holds this frame: no cycle keeps the request's body alive
+                    error = exc = None  # type: ignore[assignment]
             if on_retry is not None:
                 on_retry(error)
             delay = policy.delay(attempt)
