@@ -260,29 +260,29 @@ def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None
     what a Lambda's or a container's memory limit counts."""
     import psutil
 
-    errors = tempfile.TemporaryFile(mode="w+")  # a pipe nobody reads meanwhile would stall the job
-    process = subprocess.Popen(
-        [*S3BULK, *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=errors,
-        text=True,
-        start_new_session=True,
-    )
-    peak = 0
-    while process.poll() is None:
-        total = 0
-        for each in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(each.pid) == process.pid:
-                    total += each.memory_info().rss
-            except (psutil.Error, ProcessLookupError):
-                continue
-        peak = max(peak, total)
-        time.sleep(0.005)
-    errors.seek(0)
-    return process.returncode, peak, errors.read()
+    with tempfile.TemporaryFile(mode="w+") as errors:  # a pipe nobody reads would stall the job
+        process = subprocess.Popen(
+            [*S3BULK, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            text=True,
+            start_new_session=True,
+        )
+        peak = 0
+        while process.poll() is None:
+            total = 0
+            for each in psutil.process_iter(["pid"]):
+                try:
+                    if os.getpgid(each.pid) == process.pid:
+                        total += each.memory_info().rss
+                except (psutil.Error, ProcessLookupError):
+                    continue
+            peak = max(peak, total)
+            time.sleep(0.005)
+        errors.seek(0)
+        return process.returncode, peak, errors.read()
 
 
 def sha256(data: bytes) -> str:
