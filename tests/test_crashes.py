@@ -107,7 +107,12 @@ def files() -> dict[str, bytes]:
 
 
 def _record(
-    reliability: Callable[..., None], kind: str, how: str, crashes: list[Crash], duplicated: list[int]
+    reliability: Callable[..., None],
+    kind: str,
+    how: str,
+    crashes: list[Crash],
+    duplicated: list[int],
+    each: int = FILES,
 ) -> None:
     reliability(
         f"crash: {kind}",
@@ -115,6 +120,7 @@ def _record(
         trials=len(crashes),
         resumed=sum(crash.resumed for crash in crashes),
         kill_points=[crash.killed for crash in crashes],
+        verified=len(crashes) * each,  # objects (vectors) checked after the resumes, one by one
         lost=0,  # asserted per trial
         duplicated=duplicated,
     )
@@ -202,6 +208,7 @@ def test_vectors_put_killed_and_resumed_is_exact(
         "SIGKILL mid `vectors put` of 20,000 vectors, then `--resume`",
         crashes,
         duplicated,
+        each=ROWS,
     )
 
 
@@ -246,6 +253,7 @@ def _trials(
         trials=len(crashes),
         resumed=sum(crash.resumed for crash in crashes),
         kill_points=[crash.killed for crash in crashes],
+        verified=len(crashes) * FILES,  # objects checked after the resumes, key by key
         lost=0,  # asserted per trial
         requests_per_trial=requests,
     )

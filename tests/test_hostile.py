@@ -533,10 +533,10 @@ def test_a_state_directory_that_cannot_be_written_or_is_anyones_is_one_line(
 def test_a_full_disk_under_the_journal_stops_the_job_in_one_line_and_resume_finishes_it(
     minio: Endpoint, bucket: str, tmp_path: Path
 ) -> None:
-    tree = make_tree(tmp_path / "src", {f"file-with-a-long-name-{i:05d}": b"x" for i in range(3000)})
+    tree = make_tree(tmp_path / "src", {f"file-with-a-long-name-{i:05d}": b"x" for i in range(1500)})
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k,mode=700", "tmpfs", str(state)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k,mode=700", "tmpfs", str(state)], check=True)
     try:
         env = minio.env | {"S3BULK_STATE_DIR": str(state)}
         stopped = run_cli(env, "cp", f"{tree}/", f"s3://{bucket}/p/")
@@ -553,7 +553,7 @@ def test_a_full_disk_under_the_journal_stops_the_job_in_one_line_and_resume_fini
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     finally:
         subprocess.run(["umount", "-l", str(state)], check=False)
-    assert len(bucket_digests(minio, bucket, "p/")) == 3000
+    assert len(bucket_digests(minio, bucket, "p/")) == 1500
 
 
 # ---- 15: smaller things -------------------------------------------------------------------------

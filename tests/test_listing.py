@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,15 @@ from s3bulk._stores.storage import Storage
 
 
 def put_empty(endpoint: Endpoint, bucket: str, keys: list[str]) -> None:
-    client = endpoint.client()
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=b"x"), keys))
+    """Objects of one byte at `keys`, uploaded by s3bulk from a tree of files: boto3 one PUT
+    at a time took 29 s of `make test` for 11,000 of them."""
+    with tempfile.TemporaryDirectory() as directory:
+        for key in keys:
+            path = Path(directory, key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x")
+        done = run_cli(endpoint.env, "cp", "--no-guess-mime-type", f"{directory}/", f"s3://{bucket}/")
+        assert done.returncode == 0, done.stderr[-2000:]
 
 
 async def _list_all(endpoint: Endpoint, bucket: str, prefix: str, **options: int) -> tuple[list[str], int]:

@@ -8,12 +8,11 @@ import hashlib
 import os
 import sys
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, make_tree, new_bucket, run_cli
 
 import s3bulk
 from s3bulk._benchmark.measure import measure
@@ -133,19 +132,15 @@ def test_presigned_get_and_put_work_with_plain_urllib(minio: Endpoint) -> None:
     assert minio.client().get_object(Bucket=bucket, Key="up.txt")["Body"].read() == b"from urllib"
 
 
-def test_ls_lists_buckets_mb_makes_and_rb_force_empties_2500_objects(minio: Endpoint) -> None:
+def test_ls_lists_buckets_mb_makes_and_rb_force_empties_2500_objects(minio: Endpoint, tmp_path: Path) -> None:
     made = run_cli(minio.env, "mb", "s3://made-by-mb")
     assert made.returncode == 0, made.stderr
     listed = run_cli(minio.env, "ls")
     assert listed.returncode == 0 and any(line.endswith(" made-by-mb") for line in listed.stdout.splitlines())
 
     client = minio.client()
-    with ThreadPoolExecutor(16) as pool:
-        list(
-            pool.map(
-                lambda n: client.put_object(Bucket="made-by-mb", Key=f"k/{n:05d}", Body=b"x"), range(2500)
-            )
-        )
+    tree = make_tree(tmp_path / "k", {f"{n:05d}": b"x" for n in range(2500)})
+    assert run_cli(minio.env, "cp", f"{tree}/", "s3://made-by-mb/k/").returncode == 0
     refused = run_cli(minio.env, "rb", "s3://made-by-mb")
     assert refused.returncode == 2 and "rb --force" in refused.stderr
     assert client.list_objects_v2(Bucket="made-by-mb")["KeyCount"] > 0  # nothing deleted

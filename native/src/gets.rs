@@ -53,7 +53,7 @@ use crate::parthash::{Hasher, HasherThread};
 use ::md5_many::Md5State;
 use crate::wake::{Outbox, Runner};
 use crate::http::{options_from, NoRedirects};
-use crate::pace::{whole, Pace};
+use crate::pace::{joined, whole, Pace};
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -730,7 +730,7 @@ async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer, w
         return None;
     }
     let body = match whole(answer.into_stream(), window, described).await {
-        Ok(body) => body,
+        Ok(chunks) => joined(chunks),
         Err(message) => {
             tickets.done(ticket);
             return Some((ticket, Outcome::Store { message }));

@@ -71,7 +71,7 @@ type SigningFields = ((String, String, Option<String>), String, String, Option<V
 /// An answer (status, headers with names in lower case, body), or why none came: whether no
 /// connection was made, and the client's words.
 enum Answer {
-    Reply { status: u16, headers: Vec<(String, String)>, body: Bytes },
+    Reply { status: u16, headers: Vec<(String, String)>, body: Vec<Bytes> },
     Failed { unreachable: bool, message: String },
 }
 
@@ -140,7 +140,7 @@ impl Http {
             .take()
             .into_iter()
             .map(|(ticket, answer)| match answer {
-                Answer::Reply { status, headers, body } => (ticket, status, headers, PyBytes::new(py, &body), None),
+                Answer::Reply { status, headers, body } => (ticket, status, headers, python_bytes(py, &body), None),
                 Answer::Failed { unreachable, message } => (ticket, 0, Vec::new(), PyBytes::new(py, b""), Some((unreachable, message))),
             })
             .collect()
@@ -186,8 +186,22 @@ async fn send(client: &HttpClient, request: &Request, body: Bytes, window: Durat
     Ok(answered(status, headers, whole(response.into_body().bytes_stream(), window, |err| message_of(false, &err)).await))
 }
 
+/// A body's chunks copied into one Python bytes object: the only copy made of it.
+fn python_bytes<'py>(py: Python<'py>, chunks: &[Bytes]) -> Bound<'py, PyBytes> {
+    let size = chunks.iter().map(Bytes::len).sum();
+    PyBytes::new_with(py, size, |buffer| {
+        let mut at = 0;
+        for chunk in chunks {
+            buffer[at..at + chunk.len()].copy_from_slice(chunk);
+            at += chunk.len();
+        }
+        Ok(())
+    })
+    .expect("a bytes object of the body's size")
+}
+
 /// The answer, or why its body did not come.
-fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Bytes, String>) -> Answer {
+fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Vec<Bytes>, String>) -> Answer {
     match body {
         Ok(body) => Answer::Reply { status, headers, body },
         Err(message) => Answer::Failed { unreachable: false, message },

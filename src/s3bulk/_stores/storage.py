@@ -794,12 +794,14 @@ class Storage:
                 following = next(starts, None)
                 if following is not None:
                     pending.append(asyncio.ensure_future(fetch(following)))
-                await write(data)
+                if check is None:
+                    await write(data)
+                elif len(data) > MiB:  # hashed by a thread while it is written
+                    await asyncio.gather(write(data), asyncio.to_thread(check.update, data))
+                else:
+                    check.update(data)
+                    await write(data)
                 written += len(data)
-                if check is not None:
-                    await (
-                        asyncio.to_thread(check.update, data) if len(data) > MiB else _now(check.update, data)
-                    )
         finally:
             for task in pending:
                 task.cancel()
@@ -965,11 +967,6 @@ class Storage:
             lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
             f"abort an upload of s3://{bucket}/{key}",
         )
-
-
-async def _now(function: Callable[..., T], *args: Any) -> T:
-    """`function(*args)` called at once: an awaitable, like `asyncio.to_thread`'s, for a short job."""
-    return function(*args)
 
 
 async def write_in_thread(function: Callable[..., T], *args: Any) -> T:
