@@ -130,7 +130,7 @@ def test_a_lambda_runs_in_worker_processes_and_output_writes_rows(
     rows_file = tmp_path / "rows.jsonl"
     import mapfns
 
-    report = api.map(mapfns.digest, f"s3://{bucket}/in/", output=str(rows_file)).report
+    report = api.map(mapfns.digest, f"s3://{bucket}/in/", output=str(rows_file))
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert report.ok and sorted(row["key"] for row in rows) == sorted(bodies)
 
@@ -303,7 +303,7 @@ def test_stream_hands_a_reader_and_parquet_output_has_a_row_each(
     with pytest.raises(api.UsageError, match="stream=True"):
         _ = api.map(mapfns.digest_async, f"s3://{bucket}/t/", stream=True).report
     table_path = tmp_path / "rows.parquet"
-    report = api.map(mapfns.summary, f"s3://{bucket}/t/", output=str(table_path)).report
+    report = api.map(mapfns.summary, f"s3://{bucket}/t/", output=str(table_path))
     table = pq.read_table(table_path).to_pylist()
     assert report.ok and sorted((row["key"], row["size"]) for row in table) == [
         ("t/big.txt", 22888890),

@@ -25,9 +25,9 @@ _EXPORTS = {
     "move_async": "s3bulk._api.copy",
     "sync": "s3bulk._api.sync",
     "sync_async": "s3bulk._api.sync",
-    "map": "s3bulk._map",
-    "map_async": "s3bulk._map",
-    "MapResults": "s3bulk._map",
+    "map": "s3bulk._api.map",
+    "map_async": "s3bulk._api.map",
+    "MapResults": "s3bulk._api.map",
     "check": "s3bulk._api.check",
     "check_async": "s3bulk._api.check",
     "remove": "s3bulk._api.remove",
@@ -153,6 +153,7 @@ if TYPE_CHECKING:
     from s3bulk._api.copy import copy, copy_async, move, move_async
     from s3bulk._api.gather import gather, gather_async, gather_to_file, gather_to_file_async
     from s3bulk._api.jobs import resume, resume_async, retry_failed, retry_failed_async
+    from s3bulk._api.map import MapResults, map, map_async
     from s3bulk._api.objects import (
         get,
         get_async,
@@ -187,7 +188,6 @@ if TYPE_CHECKING:
     from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
     from s3bulk._journal.local import list_jobs
     from s3bulk._ls import Listing, ls, ls_async
-    from s3bulk._map import MapResults, map, map_async
     from s3bulk._report import Failure, Report
     from s3bulk._stores.attributes import Attributes
     from s3bulk._stores.s3xml import BucketInfo, ObjectInfo

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -20,6 +21,21 @@ from s3bulk._errors import UsageError, register_secret
 
 if TYPE_CHECKING:
     from botocore.credentials import ReadOnlyCredentials
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(text: str, option: str) -> int:
+    """A size as people write it: 8MiB, 64MB, 1.5G, 1048576 (no unit: bytes; k/M/G/T: powers
+    of 1000, Ki/Mi/Gi/Ti: of 1024), for the CLI and the API alike."""
+    match = _SIZE.match(text)
+    if not match:
+        raise UsageError(f"{option}: cannot read size {text!r}: use e.g. 8MiB, 64MB or 1048576")
+    number, unit, binary = match.groups()
+    base = 1024 if binary or unit == "" else 1000
+    return int(float(number) * base ** _POWERS[unit.lower()])
 
 
 class _Frozen(NamedTuple):

@@ -42,10 +42,10 @@ async def ls_async(
     settings: AwsSettings | None = None,
     report: Report | None = None,
 ) -> AsyncIterator[ObjectInfo | str]:
-    """Stream the objects under an s3:// prefix (recursive: many key ranges listed in parallel,
-    in key order, unless `partitioned` is False or, by default, they are measured not to pay:
-    see `_sources.listing._mostly_waiting` and `_seeks`), or one level of objects and
-    sub-prefixes (str) when not recursive."""
+    """Stream the objects under an s3:// prefix, recursive by default (unlike `s3bulk ls`): many
+    key ranges listed in parallel, in key order, unless `partitioned` is False or, by default,
+    they are measured not to pay (`_sources.listing._mostly_waiting` and `_seeks`);
+    or one level of objects and sub-prefixes (str) when not recursive."""
     async for prefixes, objects in ls_pages(
         url,
         recursive=recursive,
@@ -110,7 +110,9 @@ def ls(
     partitioned: bool | None = None,
     settings: AwsSettings | None = None,
 ) -> Listing:
-    """List a prefix into memory (use `ls_async` to stream very large listings)."""
+    """Every object under an s3:// prefix, into memory: recursive by default, as a program most
+    often wants (`s3bulk ls` lists one level unless -r, as `aws s3 ls` does); `recursive=False`
+    lists one level, its sub-prefixes in `.prefixes`. `ls_async` streams very large listings."""
     listing = Listing(report=Report("ls", source=url))
 
     async def collect() -> None:

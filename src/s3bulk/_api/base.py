@@ -7,14 +7,18 @@ Its defaults are the spec's: written once, there."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import difflib
 import functools
+import inspect
 import os
+import re
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, ParamSpec, TypeVar
 
 from s3bulk._commands.base import Spec
-from s3bulk._config import AwsSettings
+from s3bulk._config import AwsSettings, parse_size
 from s3bulk._engine.loop import run_loop
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError
@@ -27,17 +31,59 @@ Patterns = str | Iterable[str]
 P = ParamSpec("P")
 R = TypeVar("R")
 RUN_OPTIONS = ("settings", "journal", "on_progress", "on_records")
+_SIZED = re.compile(r"size|bytes|threshold|memory|bwlimit")  # numbers of bytes: "8MiB" reads
+
+
+def known(given: Iterable[str], accepted: Iterable[str], function: str) -> None:
+    """A keyword the function does not take is named as Python would, under the name the user
+    called (`s3bulk.copy`, not the coroutine behind it), with the nearest one it does take."""
+    names = list(accepted)
+    for name in given:
+        if name not in names:
+            near = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"s3bulk.{function}() got an unexpected keyword argument {name!r}{hint}")
+
+
+def called_as(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A function whose wrong arguments are named as the user called it (`s3bulk.copy`, not the
+    coroutine or the function behind it), with the nearest keyword it does take."""
+
+    def named(function: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            known(kwargs, signature.parameters, name)
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"s3bulk.{name}(): {exc}") from None
+            return function(*args, **kwargs)
+
+        return checked
+
+    return named
 
 
 def sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
     """The blocking twin of an async API function, with its very signature (IDEs and type
-    checkers see every parameter), run in a fresh event loop like obstore's sync verbs."""
+    checkers see every parameter), run in a fresh event loop like obstore's sync verbs. Called
+    where an event loop already runs (a notebook cell, an async function), it cannot block that
+    loop: it says to await the async function instead."""
+    name = function.__name__.removesuffix("_async")
 
+    @called_as(name)
     @functools.wraps(function)
     def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-        return run_loop(function(*args, **kwargs))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # none: this call runs its own
+            return run_loop(function(*args, **kwargs))
+        raise UsageError(
+            f"s3bulk.{name}() blocks, and an event loop runs here: use await s3bulk.{function.__name__}(...)"
+        )
 
-    name = function.__name__.removesuffix("_async")
     blocking.__name__ = blocking.__qualname__ = name
     blocking.__doc__ = f"Synchronous twin of `{function.__name__}`.\n\n{function.__doc__ or ''}"
     return blocking
@@ -61,10 +107,33 @@ async def run_async(
 run = sync_twin(run_async)
 
 
+def numbers(arguments: dict[str, Any], *kinds: type[Any]) -> dict[str, Any]:
+    """Numbers given as the CLI takes them (part_size="8MiB", concurrency="10") read as numbers,
+    and a value of the wrong type named, before a spec compares it with anything."""
+    fields = {name: f.type for kind in kinds for name, f in kind.__dataclass_fields__.items()}
+    return {name: _number(name, value, str(fields.get(name, ""))) for name, value in arguments.items()}
+
+
+def _number(name: str, value: Any, annotation: str) -> Any:
+    counted = {"int", "float"} & set(annotation.replace("|", " ").split())
+    if not counted or value is None or "str" in annotation:
+        return value
+    if isinstance(value, str):
+        if "int" in counted and _SIZED.search(name):
+            return parse_size(value, name)
+        try:
+            return int(value) if "int" in counted else float(value)
+        except ValueError:
+            raise UsageError(f"{name}={value!r}: expected a number") from None
+    if not isinstance(value, int | float) and "datetime" not in annotation:
+        raise TypeError(f"{name} must be a number (or a str such as '8MiB'), not {type(value).__name__}")
+    return value
+
+
 def spec_of(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tuple[Spec, dict[str, Any]]:
     """A function's arguments as its command's spec (engine settings into an EngineSpec) and the
     options of the run itself (settings, journal, callbacks)."""
-    options = dict(arguments)
+    options = numbers(arguments, kind, EngineSpec)
     run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
     knobs = {name: options.pop(name) for name in EngineSpec.__dataclass_fields__ if name in options}
     return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options

@@ -54,24 +54,41 @@ async def get_to_file_async(
     settings: AwsSettings | None = None,
 ) -> int:
     """One object into a local file, as concurrent ranges written in order; returns its size.
-    The file appears whole or not at all (written beside it, then renamed)."""
-    from s3bulk._objects import cat
+    `path` may start with ~, name a directory (one that exists, or ending in /: the object keeps
+    its name there), and have parents still to make. The file appears whole or not at all
+    (written beside it, then renamed)."""
+    from s3bulk._objects import cat, object_location
 
-    target = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(target))
-    handle = tempfile.NamedTemporaryFile(dir=directory, prefix=".s3bulk-", delete=False)  # noqa: SIM115
+    target = _file_for(os.path.expanduser(os.fspath(path)), object_location(url).key)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        handle = tempfile.NamedTemporaryFile(dir=os.path.dirname(target), prefix=".s3bulk-", delete=False)  # noqa: SIM115
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, target) from None
     try:
         with handle:
 
             async def write(data: memoryview) -> None:
                 await asyncio.to_thread(handle.write, data)
 
-            size = await cat(settings or AwsSettings.from_env(), url, write, version_id=version_id or "")
+            size = await cat(
+                settings or AwsSettings.from_env(), url, write, version_id=version_id or "", verb="get"
+            )
         os.replace(handle.name, target)
+    except OSError as exc:
+        os.unlink(handle.name)
+        raise OSError(exc.errno, exc.strerror, target) from None
     except BaseException:
         os.unlink(handle.name)
         raise
     return size
+
+
+def _file_for(path: str, key: str) -> str:
+    """The file a download to `path` lands in: in a directory, under the object's own name."""
+    if path.endswith(os.sep) or os.path.isdir(path):
+        return os.path.abspath(os.path.join(path, key.rsplit("/", 1)[-1]))
+    return os.path.abspath(path)
 
 
 async def put_async(
@@ -94,9 +111,16 @@ async def put_async(
             return await put_stream(
                 settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
             )
-    chunks: Iterator[bytes] = iter(
-        [bytes(data)] if isinstance(data, (bytes, bytearray, memoryview)) else data
-    )
+    chunks: Iterator[bytes]
+    if isinstance(data, bytes | bytearray | memoryview):
+        chunks = iter([bytes(data)])
+    elif isinstance(data, Iterable) and not isinstance(data, str):
+        chunks = iter(data)
+    else:
+        kind = type(data).__name__
+        raise TypeError(
+            f"put(url, data): data is bytes, a local file's path or an iterable of bytes, not {kind}"
+        )
     return await put_stream(
         settings or AwsSettings.from_env(), url, _chunk_reader(chunks), attributes=attributes
     )
@@ -118,6 +142,8 @@ def _chunk_reader(chunks: Iterator[bytes]) -> Callable[[int], Coroutine[Any, Any
             chunk = next(chunks, None)
             if chunk is None:
                 break
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                raise TypeError(f"put(url, chunks): each chunk is bytes, not {type(chunk).__name__}")
             pending.extend(chunk)
         taken = bytes(pending[:size])
         del pending[:size]

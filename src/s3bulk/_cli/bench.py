@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from s3bulk._cli.options import parse_size
+from s3bulk._config import parse_size
 from s3bulk._errors import UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")

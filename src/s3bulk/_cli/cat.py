@@ -17,11 +17,10 @@ from s3bulk._cli.options import (
     RegionOption,
     RequestPayerOption,
     VersionIdOption,
-    parse_size,
     settings_from,
 )
 from s3bulk._cli.output import guarded
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
 from s3bulk._engine.loop import run_loop
 
 

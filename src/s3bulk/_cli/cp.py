@@ -52,14 +52,13 @@ from s3bulk._cli.options import (
     as_prefix,
     manifest_path,
     parse_optional_size,
-    parse_size,
     parse_switch,
     settings_from,
 )
 from s3bulk._cli.output import say
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes

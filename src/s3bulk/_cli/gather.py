@@ -17,10 +17,10 @@ from s3bulk._cli.options import (
     ProfileOption,
     RegionOption,
     WorkersOption,
-    parse_size,
     settings_from,
 )
 from s3bulk._cli.progress import LiveProgress, json_line, print_summary
+from s3bulk._config import parse_size
 
 
 def gather_command(

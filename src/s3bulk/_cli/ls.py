@@ -66,7 +66,12 @@ def _text_lines(prefixes: list[str], objects: list[ObjectInfo], below: str) -> s
 @with_key_options
 def ls_command(
     url: str | None = typer.Argument(None, help="s3://bucket/prefix/ to list (none: your buckets)."),
-    recursive: bool = typer.Option(False, "--recursive", "-r", help="List every key under the prefix."),
+    recursive: bool = typer.Option(
+        False,
+        "--recursive",
+        "-r",
+        help="List every key under the prefix (without: one level, as aws s3 ls; the API lists all).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
     with_attributes: bool = typer.Option(

@@ -122,7 +122,8 @@ def map_command(
         verb="map",
         as_json=as_json,
         dry_run=False,
-        quiet=True if not (to or output) else quiet,
+        # a plain map's output is its results; a resumed job's (whatever it was) says what it did
+        quiet=quiet if to or output or resume or retry_failed else True,
         stats=stats,
     )
 

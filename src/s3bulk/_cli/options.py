@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
 from s3bulk._errors import UsageError
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.IGNORECASE)
-_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
-
-
-def parse_size(text: str, option: str) -> int:
-    match = _SIZE.match(text)
-    if not match:
-        raise UsageError(f"{option}: cannot read size {text!r}: use e.g. 8MiB, 64MB or 1048576")
-    number, unit, binary = match.groups()
-    base = 1024 if binary or unit == "" else 1000
-    return int(float(number) * base ** _POWERS[unit.lower()])
 
 
 def parse_optional_size(text: str | None, option: str) -> int | None:

@@ -17,11 +17,10 @@ from s3bulk._cli.options import (
     NoVerifyOption,
     ProfileOption,
     RegionOption,
-    parse_size,
     settings_from,
 )
 from s3bulk._cli.output import guarded, say
-from s3bulk._config import NO_KEYS, CustomerKeys
+from s3bulk._config import NO_KEYS, CustomerKeys, parse_size
 from s3bulk._engine.loop import run_loop
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 

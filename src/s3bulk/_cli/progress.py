@@ -102,6 +102,8 @@ def object_line(command: str, record: dict[str, Any]) -> str:
     """`aws s3`'s line for one object: "upload: ./a.txt to s3://b/a.txt", "delete: s3://b/k"."""
     source, destination = record.get("source", ""), record.get("destination", "")
     if command == "map":
+        if record.get("skipped"):
+            return f"skip: {source} ({record['skipped']})"
         return f"map: {source}" + (f" to {destination}" if destination else "")
     if not destination:
         return f"delete: {source}"

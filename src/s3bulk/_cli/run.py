@@ -28,9 +28,9 @@ from s3bulk._cli.options import (
     RequestPayerOption,
     WorkersOption,
     manifest_path,
-    parse_size,
     settings_from,
 )
+from s3bulk._config import parse_size
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 

@@ -47,13 +47,12 @@ from s3bulk._cli.options import (
     WorkersOption,
     manifest_path,
     parse_optional_size,
-    parse_size,
     parse_switch,
     settings_from,
 )
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import NO_KEYS, CustomerKeys
+from s3bulk._config import NO_KEYS, CustomerKeys, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes

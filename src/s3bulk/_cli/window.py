@@ -12,7 +12,8 @@ from typing import Any
 
 import typer
 
-from s3bulk._cli.options import option_group, parse_size
+from s3bulk._cli.options import option_group
+from s3bulk._config import parse_size
 from s3bulk._errors import UsageError
 
 _OPTIONS: dict[str, Any] = {

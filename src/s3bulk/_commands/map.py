@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Self
 
 from s3bulk._commands.base import Command, JobPlan, Spec, patterns
 from s3bulk._config import AwsSettings
-from s3bulk._engine.job import Job, WorkerContext
+from s3bulk._engine.job import Job, Skipped, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, UsageError
 from s3bulk._plan.filters import Filters
 from s3bulk._report import WorkerStats
@@ -249,7 +249,7 @@ class MapJob:
         ctx.stats.bytes_listed += sum(info.size for info in chosen)
         return chosen
 
-    async def run(self, item: ObjectInfo, ctx: WorkerContext) -> int:
+    async def run(self, item: ObjectInfo, ctx: WorkerContext) -> int | Skipped:
         loop = asyncio.get_running_loop()
         try:
             if self.spec.stream:  # the reader is opened and read on the function's thread
@@ -265,13 +265,14 @@ class MapJob:
                 raise JobAborted(f"map stopped at s3://{self.source.bucket}/{item.key}: {last}") from None
             raise ItemError(f"the function raised {last}", retryable=False) from None
         if self._to is not None:
-            if result is not None:
-                if not isinstance(result, bytes | bytearray | memoryview):
-                    raise ItemError(
-                        f"with to=, the function returns bytes or None, not {type(result).__name__}",
-                        retryable=False,
-                    )
-                await self.storage.put_bytes(self._to.bucket, self._mapped(item.key), bytes(result))
+            if result is None:
+                return Skipped("the function returned None")
+            if not isinstance(result, bytes | bytearray | memoryview):
+                raise ItemError(
+                    f"with to=, the function returns bytes or None, not {type(result).__name__}",
+                    retryable=False,
+                )
+            await self.storage.put_bytes(self._to.bucket, self._mapped(item.key), bytes(result))
             return item.size
         self._results[item.key] = result
         return item.size
@@ -367,9 +368,12 @@ class ResultRows:
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    """A Parquet row: a dict result's fields as columns of their own."""
+    """A Parquet row: a dict result's fields as columns of their own, unless one is named like
+    the object's own columns (key, size): then it stays whole under `result`, as in .jsonl."""
     result = row["result"]
-    return {"key": row["key"], "size": row["size"], **result} if isinstance(result, dict) else row
+    if isinstance(result, dict) and not {"key", "size"} & result.keys():
+        return {"key": row["key"], "size": row["size"], **result}
+    return row
 
 
 def _nested(row: dict[str, Any]) -> dict[str, Any]:

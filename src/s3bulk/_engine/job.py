@@ -28,6 +28,13 @@ class BatchOutcome(NamedTuple):
     records: tuple[dict[str, Any], ...] = ()  # per done member, when a source and size say too little
 
 
+class Skipped(NamedTuple):
+    """A single item's run that chose to leave it alone (map's function returned None with
+    `to=`): counted skipped, not done, and journaled as handled, so a resume leaves it too."""
+
+    reason: str
+
+
 @dataclass(frozen=True)
 class ItemBatch:
     """A descriptor of items a busy worker handed over for idle ones (or the driver planned
@@ -137,7 +144,7 @@ class Job(Protocol):
         """Worker side: the items of one descriptor, in batches (e.g. one listing page)."""
         ...
 
-    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome | Skipped:
         """Worker side: do one item; return bytes moved (or a batch's outcome); raise ItemError."""
         ...
 

@@ -28,7 +28,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from s3bulk._engine.adaptive import AdaptiveLimit
 from s3bulk._engine.budget import ByteBudget
-from s3bulk._engine.job import REDO_SKIP, BatchOutcome, ItemBatch, Job, Redo, WorkerContext, item_record
+from s3bulk._engine.job import (
+    REDO_SKIP,
+    BatchOutcome,
+    ItemBatch,
+    Job,
+    Redo,
+    Skipped,
+    WorkerContext,
+    item_record,
+)
 from s3bulk._engine.links import InlineLink, watch_pipe
 from s3bulk._engine.loop import run_loop
 from s3bulk._engine.messages import (
@@ -263,6 +272,8 @@ class WorkerRuntime:
                 result = await self.job.run(item, self.ctx)  # its storage retried each request
                 if isinstance(result, BatchOutcome):
                     self._count_batch(result)
+                elif isinstance(result, Skipped):
+                    self._count_skipped(item, result)
                 else:
                     moved = result
                     self._count_done(item, result)
@@ -296,7 +307,7 @@ class WorkerRuntime:
         stats.failures.append(Failure(source, destination, reason, item_id=item_id, size=size))
         self._handled(descriptor_id, item, None)
 
-    def _handled(self, descriptor_id: int, item: Any, result: int | BatchOutcome | None) -> None:
+    def _handled(self, descriptor_id: int, item: Any, result: int | BatchOutcome | Skipped | None) -> None:
         """Tell the driver (with the counts, in the same message) that this item is finished."""
         if not self.options.track_items:
             return
@@ -315,6 +326,15 @@ class WorkerRuntime:
         if self.recorded < self.options.record_items:
             self.recorded += 1
             stats.records.append(item_record(self.job, item))
+
+    def _count_skipped(self, item: Any, skipped: Skipped) -> None:
+        stats = self.ctx.stats
+        stats.objects_skipped += 1
+        if self.options.journal_path:
+            stats.done_ids.append((self.job.item_id(item), 0))
+        if self.recorded < self.options.record_items:
+            self.recorded += 1
+            stats.records.append(item_record(self.job, item) | {"destination": "", "skipped": skipped.reason})
 
     def _count_batch(self, outcome: BatchOutcome) -> None:
         stats = self.ctx.stats

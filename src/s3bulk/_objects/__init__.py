@@ -12,7 +12,7 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, UsageError
@@ -45,6 +45,23 @@ def object_location(url: str) -> S3Location:
     return location
 
 
+T = TypeVar("T")
+
+
+async def _one_object(storage: Storage, verb: str, url: str, read: Awaitable[T]) -> T:
+    """A read of one object whose 404 says what the user named and what is missing: a HEAD's
+    404 has no body, so "no such key" could be a bucket that does not exist."""
+    try:
+        return await read
+    except S3Error as error:
+        if error.status != 404:
+            raise
+        bucket = parse_s3(url).bucket
+        if not await storage.bucket_exists(bucket):
+            raise S3Error(404, "NoSuchBucket", f"there is no bucket {bucket}", f"{verb} {url}") from None
+        raise S3Error(404, "NoSuchKey", "no object has that key", f"{verb} {url}") from None
+
+
 async def cat(
     settings: AwsSettings,
     url: str,
@@ -53,13 +70,14 @@ async def cat(
     part_size: int = STREAM_PART,
     in_flight: int = STREAM_IN_FLIGHT,
     version_id: str = "",
+    verb: str = "cat",
 ) -> int:
     """The object's bytes (that version's) handed to `write` in order, fetched as concurrent ranges."""
     location = object_location(url)
     async with _storage(settings) as storage:
-        return await storage.stream_object(
-            location.bucket, location.key, write, Parts(size=part_size, in_flight=in_flight), version_id
-        )
+        parts = Parts(size=part_size, in_flight=in_flight)
+        streamed = storage.stream_object(location.bucket, location.key, write, parts, version_id)
+        return await _one_object(storage, verb, url, streamed)
 
 
 async def get_bytes(settings: AwsSettings, url: str, version_id: str = "") -> bytes:
@@ -69,7 +87,7 @@ async def get_bytes(settings: AwsSettings, url: str, version_id: str = "") -> by
     async def keep(data: memoryview) -> None:
         pieces.append(bytes(data))
 
-    await cat(settings, url, keep, version_id=version_id)
+    await cat(settings, url, keep, version_id=version_id, verb="get")
     return b"".join(pieces)
 
 
@@ -81,14 +99,18 @@ async def get_range(settings: AwsSettings, url: str, start: int, end: int) -> by
     if start == end:
         return b""
     async with _storage(settings) as storage:
-        return await storage.get_range(location.bucket, location.key, start, end)
+        return await _one_object(
+            storage, "get", url, storage.get_range(location.bucket, location.key, start, end)
+        )
 
 
 async def head(settings: AwsSettings, url: str, version_id: str = "") -> dict[str, str]:
     """The object's headers (names in lower case), of that version with `version_id`."""
     location = object_location(url)
     async with _storage(settings) as storage:
-        return await storage.head(location.bucket, location.key, version_id=version_id)
+        return await _one_object(
+            storage, "head", url, storage.head(location.bucket, location.key, version_id=version_id)
+        )
 
 
 async def list_versions(settings: AwsSettings, url: str) -> AsyncIterator[VersionInfo]:

@@ -206,6 +206,9 @@ class S3Client(SignedHttp):
         body = s3xml.create_bucket_body(region)
         await self.request("PUT", "PUT", bucket, body=body, what=f"make bucket s3://{bucket}")
 
+    async def head_bucket(self, bucket: str) -> None:
+        await self.request("HEAD", "HEAD", bucket, what=f"head bucket s3://{bucket}")
+
     async def delete_bucket(self, bucket: str) -> None:
         await self.request("DELETE", "DELETE", bucket, what=f"remove bucket s3://{bucket}")
 

@@ -877,6 +877,16 @@ class Storage:
     async def list_buckets(self) -> list[BucketInfo]:
         return await self._retrying(self.client.list_buckets, "list buckets")
 
+    async def bucket_exists(self, bucket: str) -> bool:
+        """Whether the bucket is there: what a HEAD of a key's 404 cannot say (it has no body)."""
+        try:
+            await self._retrying(lambda: self.client.head_bucket(bucket), f"head bucket s3://{bucket}")
+        except S3Error as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
     async def make_bucket(self, bucket: str, region: str) -> None:
         await self._retrying(lambda: self.client.create_bucket(bucket, region), f"make bucket s3://{bucket}")
 

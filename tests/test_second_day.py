@@ -1,0 +1,327 @@
+"""s3bulk in its first week (issue 47): scripts that call the API as statements, run with
+`python script.py` from a directory of their own, and the less common paths a person meets after
+day one. Each test names its item, and failed on the main branch it was written against."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import Endpoint, new_bucket, run_cli, without_root
+
+OBJECTS = 40
+
+
+def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`python script.py`, run from its own directory as a person (not root) runs one."""
+    script = where / "script.py"
+    script.write_text(textwrap.dedent(text))
+    return subprocess.run(
+        without_root([sys.executable, str(script)]),
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def logs(minio: Endpoint) -> str:
+    """A bucket of OBJECTS small text objects under in/."""
+    bucket = new_bucket(minio, "week")
+    client = minio.client()
+    for n in range(OBJECTS):
+        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
+    return bucket
+
+
+@pytest.fixture
+def person_env(minio: Endpoint, tmp_path: Path) -> dict[str, str]:
+    return minio.env | {"S3BULK_STATE_DIR": str(tmp_path / "state")}
+
+
+def keys_under(minio: Endpoint, bucket: str, prefix: str) -> dict[str, bytes]:
+    client = minio.client()
+    found = client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    return {o["Key"]: client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() for o in found}
+
+
+# 1. map as a statement
+
+
+def test_map_to_as_a_script_s_last_statement_writes_every_object(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import gzip
+        import s3bulk
+
+        def gzip_it(obj, body):
+            return gzip.compress(body)
+
+        s3bulk.map(gzip_it, "s3://{logs}/in/", to="s3://{logs}/gz/")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    written = keys_under(minio, logs, "gz/")
+    assert len(written) == OBJECTS
+    assert gzip.decompress(written["gz/k007.log"]) == b"line 7\n" * 50
+
+
+def test_map_to_returns_the_report_and_output_too(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import s3bulk
+
+        report = s3bulk.map(lambda obj, body: body.upper(), "s3://{logs}/in/", to="s3://{logs}/up/")
+        print("to", type(report).__name__, report.objects_done)
+        report = s3bulk.map(lambda obj, body: len(body), "s3://{logs}/in/", output="rows.jsonl")
+        print("output", type(report).__name__, report.objects_done)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [f"to Report {OBJECTS}", f"output Report {OBJECTS}"]
+    assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == OBJECTS
+
+
+def test_map_whose_results_are_never_read_still_runs_to_its_end(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A plain map as the last statement, its function writing files: Python's exit waits for
+    the job and says so; a MapResults dropped with its queue full lets the job go on."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import gc, pathlib
+        import s3bulk, s3bulk._api.map
+
+        s3bulk._api.map.RESULTS_WAITING = 3  # the queue fills at once
+
+        def mark(obj, body):
+            pathlib.Path("{marks}", obj.key.replace("/", "_")).write_bytes(body)
+            return len(body)
+
+        dropped = s3bulk.map(mark, "s3://{logs}/in/", engine="async")
+        del dropped
+        gc.collect()
+        s3bulk.map(mark, "s3://{logs}/in/", engine="async")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list(marks.iterdir())) == OBJECTS
+    assert "the job runs to its end before Python exits" in done.stderr
+
+
+def test_map_failures_nobody_read_are_printed_at_exit(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import s3bulk
+
+        def picky(obj, body):
+            if obj.key.endswith("7.log"):
+                raise ValueError("sevens are refused")
+            return len(body)
+
+        s3bulk.map(picky, "s3://{logs}/in/", engine="async")
+        s3bulk.map(picky, "s3://nobucket-{os.getpid()}/in/", engine="async")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "s3bulk.map: 36 done, 4 failed (the first: " in done.stderr
+    assert "sevens are refused" in done.stderr
+    assert f"s3bulk.map: stopped: list s3://nobucket-{os.getpid()}/in/: NoSuchBucket" in done.stderr
+
+
+def test_ctrl_c_while_python_waits_for_a_map_stops_it_resumably(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    gate = tmp_path / "open"
+    (tmp_path / "slow.py").write_text(
+        textwrap.dedent(
+            f"""
+            import asyncio, pathlib
+
+            async def waits(obj, body):
+                while not pathlib.Path("{gate}").exists():
+                    await asyncio.sleep(0.02)
+                return body[::-1]
+            """
+        )
+    )
+    (tmp_path / "script.py").write_text(
+        f'import s3bulk, slow\ns3bulk.map(slow.waits, "s3://{logs}/in/", engine="async", concurrency=4)\n'
+    )
+    script = subprocess.Popen(
+        [sys.executable, "script.py"], cwd=tmp_path, env=person_env, stderr=subprocess.PIPE, text=True
+    )
+    assert script.stderr is not None
+    first = script.stderr.readline()
+    assert "the job runs to its end before Python exits (Ctrl-C stops it, to be resumed)" in first
+    script.send_signal(signal.SIGINT)
+    rest = script.stderr.read()
+    script.wait(timeout=60)
+    assert "(map) stopped: 0 " in rest and "items done; finish it with: s3bulk map --resume " in rest, rest
+    job = rest.split("--resume ")[1].split()[0]
+    gate.touch()
+    resumed = run_cli(person_env | {"PYTHONPATH": str(tmp_path)}, "map", "--resume", job)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+# 5. the Python API as a person calls it
+
+
+def test_the_api_takes_what_the_cli_takes_and_names_what_it_refuses(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import asyncio, os, warnings
+        import s3bulk
+
+        warnings.simplefilter("error")  # a coroutine never awaited is a failure here
+        report = s3bulk.copy("s3://{logs}/in/", "got/", part_size="8MiB", concurrency="10", max_memory="1GB")
+        print("copied", report.objects_done)
+
+        def refused(call):
+            try:
+                call()
+            except Exception as exc:
+                print(type(exc).__name__, exc)
+
+        refused(lambda: s3bulk.copy("s3://{logs}/in/", "got/", concurency=3))
+        refused(lambda: s3bulk.copy("s3://{logs}/in/", "got/", concurrency=[3]))
+        refused(lambda: s3bulk.copy("s3://{logs}/in/", "got/", part_size="eight"))
+        refused(lambda: s3bulk.map(len, "s3://{logs}/in/", concurency=3))
+        refused(lambda: s3bulk.put("s3://{logs}/x", 5))
+
+        async def inside_a_loop():
+            s3bulk.copy("s3://{logs}/in/", "got/")
+
+        refused(lambda: asyncio.run(inside_a_loop()))
+        refused(lambda: s3bulk.get("s3://nobucket-{os.getpid()}/k"))
+        refused(lambda: s3bulk.get("s3://{logs}/in/nokey"))
+        refused(lambda: s3bulk.head("s3://{logs}/in/nokey"))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"copied {OBJECTS}"
+    assert lines[1:] == [
+        "TypeError s3bulk.copy() got an unexpected keyword argument 'concurency' "
+        "(did you mean 'concurrency'?)",
+        "TypeError concurrency must be a number (or a str such as '8MiB'), not list",
+        "UsageError part_size: cannot read size 'eight': use e.g. 8MiB, 64MB or 1048576",
+        "TypeError s3bulk.map() got an unexpected keyword argument 'concurency' "
+        "(did you mean 'concurrency'?)",
+        "TypeError put(url, data): data is bytes, a local file's path or an iterable of bytes, not int",
+        "UsageError s3bulk.copy() blocks, and an event loop runs here: use await s3bulk.copy_async(...)",
+        f"S3Error get s3://nobucket-{os.getpid()}/k: NoSuchBucket (404): there is no bucket "
+        f"nobucket-{os.getpid()}; check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
+        f"S3Error get s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
+        f"S3Error head s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
+    ]
+    assert "never awaited" not in done.stderr
+
+
+def test_get_to_file_takes_a_home_a_directory_and_parents_to_make(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "locked").mkdir(mode=0o500)
+    done = run_script(
+        person_env | {"HOME": str(home)},
+        tmp_path,
+        f"""
+        import s3bulk
+
+        print(s3bulk.get_to_file("s3://{logs}/in/k001.log", "~/downloads/new/"))
+        print(s3bulk.get_to_file("s3://{logs}/in/k002.log", "~/downloads/new"))
+        print(s3bulk.get_to_file("s3://{logs}/in/k003.log", "deep/er/named.log"))
+        try:
+            s3bulk.get_to_file("s3://{logs}/in/k004.log", "locked/k004.log")
+        except OSError as exc:
+            print(exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (home / "downloads/new/k001.log").read_bytes() == b"line 1\n" * 50
+    assert (home / "downloads/new/k002.log").read_bytes() == b"line 2\n" * 50
+    assert (tmp_path / "deep/er/named.log").read_bytes() == b"line 3\n" * 50
+    assert done.stdout.splitlines()[-1] == f"[Errno 13] Permission denied: '{tmp_path}/locked/k004.log'"
+    assert not list((tmp_path / "locked").iterdir())
+
+
+# 4. map's output, skips and resumes
+
+
+def test_map_rows_keep_the_object_s_columns_skips_are_skips_and_resumes_say_what_they_did(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    (tmp_path / "week.py").write_text(
+        textwrap.dedent(
+            """
+            def clash(obj, body):
+                return {"key": "overwritten", "size": -1, "lines": body.count(b"\\n")}
+
+            def odd_only(obj, body):
+                return None if int(obj.key[-5]) % 2 == 0 else body.upper()
+            """
+        )
+    )
+    env = person_env | {"PYTHONPATH": str(tmp_path)}
+    rows = run_cli(env, "map", "week:clash", f"s3://{logs}/in/", "--output", str(tmp_path / "rows.parquet"))
+    assert rows.returncode == 0, rows.stderr
+    table = pq.read_table(tmp_path / "rows.parquet").to_pylist()
+    assert sorted(row["key"] for row in table) == [f"in/k{n:03d}.log" for n in range(OBJECTS)]
+    assert table[0]["result"] == {"key": "overwritten", "size": -1, "lines": 50}
+
+    skipping = run_cli(env, "map", "week:odd_only", f"s3://{logs}/in/", "--to", f"s3://{logs}/odd/")
+    assert skipping.returncode == 0, skipping.stderr
+    lines = skipping.stdout.splitlines()
+    shown = {line.split()[1]: line for line in lines if line.startswith(("skip: ", "map: "))}
+    assert shown, skipping.stdout
+    for url, line in shown.items():
+        odd = int(url[-5]) % 2 == 1
+        assert line == (
+            f"map: {url} to {url.replace('/in/', '/odd/')}"
+            if odd
+            else f"skip: {url} (the function returned None)"
+        )
+    assert "map done: 20 objects, " in lines[-1] and lines[-1].endswith("; 20 skipped"), lines[-1]
+    assert len(keys_under(minio, logs, "odd/")) == 20
+
+    listed = run_cli(env, "jobs", "--json")
+    job = json.loads(listed.stdout.splitlines()[0])["job_id"]  # the newest
+    resumed = run_cli(env, "map", "--resume", job)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "map done: 0 objects" in resumed.stdout and "40 already done earlier" in resumed.stdout, resumed
+    again = run_cli(env, "map", "--retry-failed", job)
+    assert again.returncode == 0, again.stderr
+    assert "map done: 0 objects" in again.stdout, again
