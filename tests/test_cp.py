@@ -108,7 +108,7 @@ def test_include_exclude(minio: Endpoint, aws_env: dict[str, str], source_tree: 
 def test_cli_dry_run_writes_nothing(minio: Endpoint, bucket: str, source_tree: Path) -> None:
     result = run_cli(minio.env, "cp", "--dry-run", f"{source_tree}/", f"s3://{bucket}/x/")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("(dryrun) cp ") == len(FILES)
+    assert result.stdout.count("(dryrun) upload: ") == len(FILES)
     assert bucket_digests(minio, bucket) == {}
 
 

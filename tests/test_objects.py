@@ -214,8 +214,8 @@ def test_du_counts_in_total_by_storage_class_and_by_depth(minio: Endpoint) -> No
     assert levels.returncode == 0, levels.stderr
     assert [line.split() for line in levels.stdout.splitlines()] == [
         ["30", "2", "objects", f"s3://{bucket}/p/a/"],
-        ["30", "1", "objects", f"s3://{bucket}/p/b/"],
-        ["5", "1", "objects", f"s3://{bucket}/p/top"],
+        ["30", "1", "object", f"s3://{bucket}/p/b/"],
+        ["5", "1", "object", f"s3://{bucket}/p/top"],
     ]
     human = run_cli(minio.env, "du", "-H", f"s3://{bucket}/p/")
     assert human.stdout.split()[:2] == ["65", "B"]

@@ -38,6 +38,8 @@ API = {
     "make_bucket_async",
     "remove_bucket",
     "remove_bucket_async",
+    "remove_versions",
+    "remove_versions_async",
     "Report",
     "S3BulkError",
     "S3Error",

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -157,13 +158,14 @@ def test_map_failures_nobody_read_are_printed_at_exit(
 def test_ctrl_c_while_python_waits_for_a_map_stops_it_resumably(
     logs: str, person_env: dict[str, str], tmp_path: Path
 ) -> None:
-    gate = tmp_path / "open"
+    gate, started = tmp_path / "open", tmp_path / "started"
     (tmp_path / "slow.py").write_text(
         textwrap.dedent(
             f"""
             import asyncio, pathlib
 
             async def waits(obj, body):
+                pathlib.Path("{started}").touch()
                 while not pathlib.Path("{gate}").exists():
                     await asyncio.sleep(0.02)
                 return body[::-1]
@@ -179,6 +181,8 @@ def test_ctrl_c_while_python_waits_for_a_map_stops_it_resumably(
     assert script.stderr is not None
     first = script.stderr.readline()
     assert "the job runs to its end before Python exits (Ctrl-C stops it, to be resumed)" in first
+    while not started.exists() and script.poll() is None:  # the job has begun: it has a journal
+        time.sleep(0.01)
     script.send_signal(signal.SIGINT)
     rest = script.stderr.read()
     script.wait(timeout=60)
@@ -325,3 +329,217 @@ def test_map_rows_keep_the_object_s_columns_skips_are_skips_and_resumes_say_what
     again = run_cli(env, "map", "--retry-failed", job)
     assert again.returncode == 0, again.stderr
     assert "map done: 0 objects" in again.stdout, again
+
+
+# 10. counts and advice that add up
+
+
+def test_counts_and_advice_add_up(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "kept.txt").write_text("kept")
+    (tree / "gone.txt").write_text("gone")
+    assert run_cli(person_env, "sync", f"{tree}/", f"s3://{logs}/tree/").returncode == 0
+    (tree / "gone.txt").unlink()
+    deleting = run_cli(person_env, "sync", "--delete", f"{tree}/", f"s3://{logs}/tree/")
+    assert deleting.returncode == 0, deleting.stderr
+    assert deleting.stdout.splitlines()[-1].startswith("sync (upload) done: 0 objects, 0 B in ")
+    assert deleting.stdout.splitlines()[-1].endswith("; 1 unchanged, 1 deleted")
+
+    removed = run_script(
+        person_env,
+        tmp_path,
+        f'import s3bulk\nr = s3bulk.remove("s3://{logs}/tree/")\nprint(r.objects_done, r.objects_deleted)\n',
+    )
+    assert removed.stdout.split() == ["1", "1"], removed.stderr
+    rm = run_cli(person_env, "rm", f"s3://{logs}/nothing-here/x")
+    assert "deleted" not in rm.stdout
+
+    du = run_cli(person_env, "du", f"s3://{logs}/in/k001.log")
+    assert du.stdout.split()[1:3] == ["1", "object"], du.stdout
+
+    capped = run_cli(
+        person_env, "cp", "--tpslimit", "22", "--stats", f"s3://{logs}/in/", f"{tmp_path}/capped/"
+    )
+    assert capped.returncode == 0, capped.stderr
+    assert "rate-limited, as asked: each item waited" in capped.stdout + capped.stderr
+    assert "service-bound" not in capped.stdout + capped.stderr
+
+    minio.client().put_object(Bucket=logs, Key="moving/one.txt", Body=b"one")
+    (tmp_path / "lines.txt").write_text(f"mv s3://{logs}/moving/one.txt s3://{logs}/moved/\n")
+    ran = run_cli(person_env, "run", str(tmp_path / "lines.txt"))
+    assert ran.returncode == 0, ran.stderr
+    assert f"move: s3://{logs}/moving/one.txt to s3://{logs}/moved/one.txt" in ran.stdout
+
+
+# 11. bench runs Ray only when asked
+
+
+def test_bench_runs_ray_only_when_asked() -> None:
+    from s3bulk._benchmark.suite import default_strategies
+
+    assert "ray" not in default_strategies("copy") and "hybrid" in default_strategies("copy")
+    assert "ray" not in default_strategies("upload")
+
+
+# 12. help that matches the program
+
+
+def help_text(env: dict[str, str], *words: str) -> str:
+    """A command's help as one line of words (the panels' borders and wrapping taken out)."""
+    shown = run_cli(env | {"COLUMNS": "100"}, *words, "--help")
+    assert shown.returncode == 0, shown.stderr
+    return " ".join(shown.stdout.replace("│", " ").replace("╭", " ").replace("╰", " ").split())
+
+
+def test_help_says_what_the_program_does(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    engine = help_text(person_env, "cp")
+    assert "processes x asyncio" not in engine and "each one event loop" in engine
+    assert "x.parquet" in help_text(person_env, "map")
+    assert "s3://bucket/key" not in help_text(person_env, "sync").split("--size-only")[0]
+    assert "--metadata-directive" not in help_text(person_env, "pipe")
+    assert "--metadata-directive" in help_text(person_env, "cp")
+
+    from test_day_one import write_profiles
+
+    home = tmp_path / "home"
+    write_profiles(home, minio.server.endpoint)
+    env = {name: value for name, value in person_env.items() if not name.startswith("AWS_")} | {
+        "HOME": str(home)
+    }
+    listed = run_cli(env, "--profile", "local", "ls", f"s3://{logs}/in/")
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == OBJECTS
+    listed = run_cli(env, "--profile=local", "--region", "us-east-1", "ls", "--recursive", f"s3://{logs}/in/")
+    assert len(listed.stdout.splitlines()) == OBJECTS, listed.stderr
+
+
+# 7. versioned buckets
+
+
+def test_versions_can_be_deleted_and_rb_force_empties_a_versioned_bucket(
+    minio: Endpoint, person_env: dict[str, str]
+) -> None:
+    bucket = new_bucket(minio, "versions")
+    client = minio.client()
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for key in ("old/a", "old/a", "old/b", "keep/c"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"bytes")
+    client.delete_object(Bucket=bucket, Key="old/a")  # a delete marker over two versions
+    client.delete_object(Bucket=bucket, Key="old/b")
+
+    refused = run_cli(person_env, "rb", f"s3://{bucket}")
+    assert (
+        refused.returncode == 2
+        and "rb --force deletes its objects (and their old versions)" in refused.stderr
+    )
+
+    dry = run_cli(person_env, "rm", "--all-versions", "--dry-run", f"s3://{bucket}/old/")
+    assert dry.stdout.splitlines()[-1] == "rm --all-versions: 5 would delete"
+    removed = run_cli(person_env, "rm", "--all-versions", f"s3://{bucket}/old/")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines()[-1] == "rm --all-versions: 5 deleted"
+    assert sum("(delete marker " in line for line in removed.stdout.splitlines()) == 2
+    left = client.list_object_versions(Bucket=bucket)
+    assert [v["Key"] for v in left.get("Versions", [])] == ["keep/c"] and not left.get("DeleteMarkers")
+
+    client.delete_object(Bucket=bucket, Key="keep/c")  # only an old version and a marker left
+    emptied = run_cli(person_env, "rb", "--force", f"s3://{bucket}")
+    assert emptied.returncode == 0, emptied.stderr
+    assert bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]
+
+
+# 2 and 3. help in an 80-column terminal
+
+
+def in_a_terminal(env: dict[str, str], *words: str, columns: int = 80) -> str:
+    """What `s3bulk WORDS` prints to a pseudo-terminal of `columns` columns, as a person sees it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    shown = {name: value for name, value in env.items() if name not in ("COLUMNS", "LINES")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "s3bulk", *words], stdin=follower, stdout=follower, stderr=follower, env=shown
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=60)
+    os.close(leader)
+    import re
+
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", b"".join(chunks).decode()).replace("\r\n", "\n")
+
+
+PANELS = [
+    "Transfers",
+    "One object, or a look at many",
+    "Buckets",
+    "Jobs",
+    "Your function, vectors and arrays",
+    "Measure",
+]
+
+
+def test_the_command_list_is_grouped_one_line_each_aliases_as_aliases(person_env: dict[str, str]) -> None:
+    from s3bulk._cli import MENU
+
+    shown = in_a_terminal(person_env, "--help")
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert [next(i for i, line in enumerate(lines) if f"─ {panel} ─" in line) for panel in PANELS] == sorted(
+        next(i for i, line in enumerate(lines) if f"─ {panel} ─" in line) for panel in PANELS
+    )
+    for name, entry in MENU.items():
+        listed = [line for line in lines if line.startswith(f"│ {name} ")]
+        if name == "stat":
+            assert not listed  # an alias: named on head's line
+            continue
+        assert len(listed) == 1 and entry.summary in listed[0], (name, listed)
+    assert "(alias: stat)" in shown
+
+
+@pytest.mark.parametrize("command", ["cp", "sync", "rm", "ls", "cat", "map", "jobs", "doctor", "mb"])
+def test_a_command_s_help_starts_with_one_line_and_an_example(
+    person_env: dict[str, str], command: str
+) -> None:
+    from s3bulk._cli import MENU
+
+    lines = [
+        line.strip() for line in in_a_terminal(person_env, command, "--help").splitlines() if line.strip()
+    ]
+    assert lines[0].startswith(f"Usage: s3bulk {command} ")
+    assert lines[1] == MENU[command].summary + "." and len(lines[1]) <= 78
+    assert lines[2] == f"Example: {MENU[command].example}"
+
+
+def test_cp_help_has_panels_and_only_cp_s_options(person_env: dict[str, str]) -> None:
+    shown = in_a_terminal(person_env, "cp", "--help")
+    for panel in (
+        "What to copy",
+        "Attributes",
+        "Encryption",
+        "Endpoints and accounts",
+        "Speed and memory",
+        "The job",
+    ):
+        assert f"─ {panel} ─" in shown, panel
+    assert "--max-delete" not in shown and "--sse-c " not in shown and "--sse-c-key" in shown
+    assert "--max-delete" in in_a_terminal(person_env, "mv", "--help")
+    refused = run_cli(person_env, "cp", "--max-delete", "3", "a", "s3://b/a")
+    assert refused.returncode == 2 and "cp deletes nothing" in refused.stderr

@@ -120,9 +120,9 @@ def test_delete_and_dry_run(minio: Endpoint, aws_env: dict, tmp_path: Path) -> N
     plan = run_cli(minio.env, "sync", "--delete", "--dry-run", f"{source}/", f"s3://{bucket}/data/")
     assert plan.returncode == 0, plan.stderr
     lines = plan.stdout.splitlines()
-    assert f"(dryrun) rm s3://{bucket}/data/stale.txt" in lines
-    assert f"(dryrun) rm s3://{bucket}/data/a/old.bin" in lines
-    assert f"(dryrun) cp {source}/a/x.bin s3://{bucket}/data/a/x.bin" in lines
+    assert f"(dryrun) delete: s3://{bucket}/data/stale.txt" in lines
+    assert f"(dryrun) delete: s3://{bucket}/data/a/old.bin" in lines
+    assert f"(dryrun) upload: {source}/a/x.bin to s3://{bucket}/data/a/x.bin" in lines
     assert sorted(bucket_digests(minio, bucket)) == ["data/a/old.bin", "data/stale.txt", "elsewhere.txt"]
 
     kept = s3bulk.sync(str(source), f"s3://{bucket}/data/")

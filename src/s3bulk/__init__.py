@@ -61,6 +61,8 @@ _EXPORTS = {
     "make_bucket_async": "s3bulk._api.objects",
     "remove_bucket": "s3bulk._api.objects",
     "remove_bucket_async": "s3bulk._api.objects",
+    "remove_versions": "s3bulk._api.objects",
+    "remove_versions_async": "s3bulk._api.objects",
     "gather": "s3bulk._api.gather",
     "gather_async": "s3bulk._api.gather",
     "gather_to_file": "s3bulk._api.gather",
@@ -138,6 +140,8 @@ __all__ = [
     "remove_async",
     "remove_bucket",
     "remove_bucket_async",
+    "remove_versions",
+    "remove_versions_async",
     "resume",
     "resume_async",
     "retry_failed",
@@ -171,6 +175,8 @@ if TYPE_CHECKING:
         put_async,
         remove_bucket,
         remove_bucket_async,
+        remove_versions,
+        remove_versions_async,
     )
     from s3bulk._api.remove import remove, remove_async
     from s3bulk._api.sync import sync, sync_async

@@ -268,6 +268,15 @@ def verdict(report: Report, available: int | None = None) -> str:
             f"service-bound: it asked us to slow down {report.throttles:,} times; "
             "each time the requests in flight were halved, then grown back while it allowed"
         )
+    if (
+        ms.get("rate", 0.0) >= 0.5 * ms["request"]
+        and ms.get("rate", 0.0) > 0
+        and not report.command.startswith("vectors")
+    ):
+        return (
+            f"rate-limited, as asked: each item waited {ms['rate']:.1f} ms for --tpslimit / --bwlimit "
+            f"against {ms['request']:.1f} ms in flight; the service and the client have room to spare"
+        )
     if ms.get("rate", 0.0) >= 0.5 * ms["request"] and ms.get("rate", 0.0) > 0:
         return (
             f"rate-limited, as asked: each batch waited {ms['rate']:.1f} ms for the per-index write limit "

@@ -13,7 +13,7 @@ from s3bulk._api.base import sync_twin
 from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
-from s3bulk._stores.s3xml import BucketInfo
+from s3bulk._stores.s3xml import BucketInfo, VersionInfo
 
 
 async def get_async(
@@ -196,9 +196,10 @@ async def make_bucket_async(
 
 
 async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
-    """Remove a bucket; with `force`, delete every object in it first (the batched deleter)."""
+    """Remove a bucket; with `force`, delete every object in it first (the batched deleter),
+    then every old version and delete marker a versioned bucket keeps."""
     from s3bulk._api.remove import remove_async
-    from s3bulk._objects import bucket_name, remove_bucket
+    from s3bulk._objects import bucket_name, remove_bucket, remove_versions
 
     settings = settings or AwsSettings.from_env()
     bucket = bucket_name(url)
@@ -208,7 +209,22 @@ async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSet
             raise UsageError(
                 f"s3://{bucket} still holds {report.objects_failed} objects that could not be deleted"
             )
+        kept = [version async for version, why in remove_versions(settings, f"s3://{bucket}/") if why]
+        if kept:
+            raise UsageError(f"s3://{bucket} still holds {len(kept)} versions that could not be deleted")
     return await remove_bucket(settings, bucket)
+
+
+async def remove_versions_async(
+    url: str, *, dry_run: bool = False, settings: AwsSettings | None = None
+) -> list[tuple[VersionInfo, str]]:
+    """Delete every version and delete marker under s3://bucket/prefix/ (`s3bulk rm
+    --all-versions`): what a versioned bucket keeps of objects deleted or written over. Returns
+    each (version, "" or why it was not deleted)."""
+    from s3bulk._objects import remove_versions
+
+    settings = settings or AwsSettings.from_env()
+    return [pair async for pair in remove_versions(settings, url, dry_run)]
 
 
 get = sync_twin(get_async)
@@ -230,3 +246,6 @@ make_bucket = sync_twin(make_bucket_async)
 
 
 remove_bucket = sync_twin(remove_bucket_async)
+
+
+remove_versions = sync_twin(remove_versions_async)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import inspect
 import os
 import pkgutil
 import sys
+from typing import NamedTuple
 
 import typer
 
@@ -50,14 +52,98 @@ def _register_module(name: str) -> None:
     _REGISTERED.add(name)
     module = importlib.import_module(f"{__name__}.{name}")
     for command_name, command in getattr(module, "COMMANDS", {}).items():
-        app.command(name=command_name)(guarded(command))
+        entry = MENU[command_name]
+        app.command(
+            name=command_name,
+            help=_help(command_name, command.__doc__),
+            short_help=entry.summary,
+            rich_help_panel=entry.panel,
+            hidden=command_name in ALIASES,
+        )(guarded(command))
         COMMANDS.append(command_name)
     for group_name, group in getattr(module, "GROUPS", {}).items():
-        app.add_typer(group, name=group_name)
+        entry = MENU[group_name]
+        app.add_typer(group, name=group_name, short_help=entry.summary, rich_help_panel=entry.panel)
         GROUPS[group_name] = [each.name or "" for each in group.registered_commands]
+    _in_order()
 
 
 _REGISTERED: set[str] = set()
+
+
+class Entry(NamedTuple):
+    """A command as `s3bulk --help` lists it, and the line its own help starts with."""
+
+    panel: str
+    summary: str  # one line of `s3bulk --help`
+    example: str  # what a person most often types
+
+
+TRANSFERS, SINGLE, BUCKETS, JOBS, BEYOND, MEASURE = (
+    "Transfers",
+    "One object, or a look at many",
+    "Buckets",
+    "Jobs",
+    "Your function, vectors and arrays",
+    "Measure",
+)
+# the listing's order: panels as people look for them, the everyday command first in each
+MENU = {
+    "cp": Entry(
+        TRANSFERS, "Copy files and objects: up, down, S3 to S3", "s3bulk cp ./dir/ s3://bucket/prefix/"
+    ),
+    "sync": Entry(
+        TRANSFERS, "Make DST hold what SRC holds, moving what differs", "s3bulk sync ./dir/ s3://bucket/p/"
+    ),
+    "mv": Entry(
+        TRANSFERS, "Copy, then delete each source that was copied", "s3bulk mv s3://b/in/ s3://b/done/"
+    ),
+    "rm": Entry(TRANSFERS, "Delete a key, a prefix/ or a glob", "s3bulk rm s3://bucket/logs/2024/"),
+    "check": Entry(
+        TRANSFERS, "List what differs between two trees; copy nothing", "s3bulk check ./dir/ s3://b/p/"
+    ),
+    "run": Entry(TRANSFERS, "Run a file of cp/mv/rm lines as one job", "s3bulk run commands.txt"),
+    "ls": Entry(SINGLE, "List buckets, a level, or every key (-r)", "s3bulk ls s3://bucket/prefix/"),
+    "cat": Entry(SINGLE, "Write an object to stdout", "s3bulk cat s3://bucket/key | head"),
+    "pipe": Entry(SINGLE, "Upload stdin to an object", "tar c dir | s3bulk pipe s3://bucket/dir.tar"),
+    "head": Entry(SINGLE, "Every attribute of an object (alias: stat)", "s3bulk head s3://bucket/key"),
+    "stat": Entry(SINGLE, "Every attribute of an object (alias of head)", "s3bulk stat s3://bucket/key"),
+    "presign": Entry(SINGLE, "Print a presigned URL for an object", "s3bulk presign s3://bucket/key"),
+    "du": Entry(SINGLE, "Count objects and bytes under a prefix", "s3bulk du s3://bucket/prefix/"),
+    "mb": Entry(BUCKETS, "Make a bucket", "s3bulk mb s3://bucket"),
+    "rb": Entry(BUCKETS, "Remove a bucket (--force: empty it first)", "s3bulk rb --force s3://bucket"),
+    "multipart": Entry(
+        BUCKETS, "Unfinished multipart uploads: list, abort", "s3bulk multipart ls s3://bucket/"
+    ),
+    "jobs": Entry(JOBS, "Journaled jobs: state, done, failed (resume them)", "s3bulk jobs"),
+    "map": Entry(BEYOND, "Run your Python function over every object", "s3bulk map mymodule:fn s3://b/in/"),
+    "vectors": Entry(
+        BEYOND,
+        "Load, verify and count embeddings in S3 Vectors",
+        "s3bulk vectors put emb/ --bucket v --index i",
+    ),
+    "gather": Entry(
+        BEYOND,
+        "Read one selection out of many HDF5 files",
+        "s3bulk gather 's3://b/wtk/*.h5' -d ws -s ':,42' -o x.npy",
+    ),
+    "bench": Entry(MEASURE, "Time a workload per engine and peer tool", "s3bulk bench download"),
+    "doctor": Entry(MEASURE, "Measure a location; recommend settings", "s3bulk doctor s3://bucket/prefix/"),
+}
+ALIASES = {"stat"}  # listed under the command they alias, not on a line of their own
+
+
+def _help(name: str, docstring: str | None) -> str:
+    """A command's help: its summary and example first, then what its docstring says."""
+    entry = MENU[name]
+    return f"{entry.summary}.\n\nExample: {entry.example}\n\n{inspect.cleandoc(docstring or '')}"
+
+
+def _in_order() -> None:
+    """The registered commands in MENU's order (typer lists them as registered)."""
+    rank = {name: index for index, name in enumerate(MENU)}
+    app.registered_commands.sort(key=lambda info: rank.get(info.name or "", len(rank)))
+    app.registered_groups.sort(key=lambda info: rank.get(info.name or "", len(rank)))
 
 
 def _print_version(value: bool) -> None:
@@ -113,6 +199,30 @@ def take_global_options(arguments: list[str]) -> tuple[list[str], dict[str, str]
     return rest, found
 
 
+# The account's options, which each command declares: written before the command (`s3bulk
+# --profile p ls`, as aws takes them), they are moved to the end of its line.
+ACCOUNT_OPTIONS = {"--profile": True, "--endpoint-url": True, "--region": True, "--no-verify-ssl": False}
+
+
+def account_options_last(arguments: list[str]) -> list[str]:
+    """The arguments with the account options that come before the command moved after it (to
+    its end, or before a bare `--`), where the command's own parser reads them."""
+    moved: list[str] = []
+    index = 0
+    while index < len(arguments):
+        name, equals, _ = arguments[index].partition("=")
+        if name not in ACCOUNT_OPTIONS:
+            break
+        taken = 2 if ACCOUNT_OPTIONS[name] and not equals else 1
+        moved.extend(arguments[index : index + taken])
+        index += taken
+    rest = arguments[index:]
+    if not moved or not rest:
+        return arguments
+    end = rest.index("--") if "--" in rest else len(rest)
+    return [*rest[:end], *moved, *rest[end:]]
+
+
 def apply_global_options(found: dict[str, str]) -> None:
     """--log-level/--log-file configure the standard `logging` of the "s3bulk" logger (retries,
     waits, give-ups; URLs, never credentials); --no-progress turns off progress output."""
@@ -145,6 +255,7 @@ def run(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     try:
         arguments, found = take_global_options(arguments)
+        arguments = account_options_last(arguments)
         apply_global_options(found)
         _register(arguments)
         result = app(args=arguments, prog_name="s3bulk", standalone_mode=False)

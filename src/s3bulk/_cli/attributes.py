@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._cli.options import option_group
+from s3bulk._cli.options import ATTRIBUTES, ENCRYPTION, in_panel, option_group
 from s3bulk._stores.attributes import CANNED_ACLS, ENCRYPTIONS, STORAGE_CLASSES, Attributes
 
 _OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -54,6 +54,12 @@ _OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
+in_panel(
+    ATTRIBUTES, *(option for name, (_, option) in _OPTIONS.items() if name not in ("sse", "sse_kms_key_id"))
+)
+in_panel(ENCRYPTION, _OPTIONS["sse"][1], _OPTIONS["sse_kms_key_id"][1])
+
+
 def _attributes(given: dict[str, Any]) -> dict[str, Any]:
     given["metadata"], given["tags"] = tuple(given["metadata"]), tuple(given["tags"])
     return {"attributes": Attributes(**given)}
@@ -62,3 +68,9 @@ def _attributes(given: dict[str, Any]) -> dict[str, Any]:
 # `command` with the attribute options added; it is called with `attributes=Attributes(...)`
 # (checked first: a bad value is one line and exit 2, before anything starts)
 with_attribute_options = option_group(_OPTIONS, ("attributes",), _attributes)
+# an upload's (pipe): a metadata directive only means something to a copy
+with_upload_attribute_options = option_group(
+    {name: option for name, option in _OPTIONS.items() if name != "metadata_directive"},
+    ("attributes",),
+    _attributes,
+)

@@ -34,9 +34,10 @@ def bench_command(
     strategies: str = typer.Option(
         "",
         "--strategies",
-        help="Comma-separated engines and peers: serial, threads, async, processes, hybrid, auto, "
+        help="Comma-separated engines and peers: serial, threads, async, processes, hybrid, auto, ray, "
         "s5cmd, rclone, boto3-threads, boto3-processes, aioboto3; for list: paginator, sequential, "
-        "partitioned. Default: every engine and s5cmd (list: paginator, sequential, partitioned, s5cmd).",
+        "partitioned. Default: every engine but ray, and s5cmd (list: paginator, sequential, "
+        "partitioned, s5cmd).",
     ),
     runs: int = typer.Option(3, "--runs", help="Rounds; each strategy runs once per round, interleaved."),
     rtt: str = typer.Option("0", "--rtt", help="Added round-trip time, e.g. 20ms; '0,20ms' runs both."),

@@ -80,7 +80,10 @@ def make_copy_command(command: str) -> Callable[..., int]:
         include: list[str] = IncludeOption,
         exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
-        max_delete: int | None = MaxDeleteOption,
+        # mv deletes, cp does not: its help does not offer the cap (a cp given it is told so)
+        max_delete: int | None = MaxDeleteOption
+        if command == "mv"
+        else typer.Option(None, "--max-delete", hidden=True),
         ignore_checksum: bool = typer.Option(
             False, "--ignore-checksum", help="Do not check downloads against their ETag (MD5)."
         ),

@@ -76,7 +76,8 @@ def du_command(
         if as_json:
             json_line({"group" if group else "url": where, "objects": objects[name], "bytes": sizes[name]})
         else:
-            sys.stdout.write(f"{size:>12} {objects[name]:>10} objects  {printable(where)}\n")
+            noun = "object " if objects[name] == 1 else "objects"
+            sys.stdout.write(f"{size:>12} {objects[name]:>10} {noun}  {printable(where)}\n")
     return 0
 
 

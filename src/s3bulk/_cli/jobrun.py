@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from s3bulk._cli.options import JOB, SPEED, in_panel
 from s3bulk._cli.progress import SHOWN_OBJECTS, LiveProgress, json_line, object_line, print_summary
 from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.loop import run_loop
@@ -37,6 +38,8 @@ QuietOption = typer.Option(False, "--quiet", "-q", help="Print errors only.")
 StatsOption = typer.Option(
     False, "--stats", help="Also print requests, the engine and where the time went (long jobs do)."
 )
+in_panel(JOB, ResumeOption, RetryFailedOption, JsonOption, DryRunOption, QuietOption, StatsOption)
+in_panel(SPEED, MaxMemoryOption)
 
 Start = Callable[
     [Callable[[Report], None], Callable[[list[dict[str, Any]]], None] | None], Coroutine[Any, Any, Report]
@@ -107,10 +110,8 @@ def run_job(
         for record in records:
             if as_json:
                 json_line({"status": "ok", "dry_run": dry_run, **record}, out)
-            elif dry_run:
-                target = f" {record['destination']}" if record.get("destination") else ""
-                command = verb if target else "rm"
-                out.write(printable(f"(dryrun) {command} {record['source']}{target}") + "\n")
+            elif dry_run:  # every line, as aws s3 prints them: "(dryrun) upload: ./a to s3://b/a"
+                out.write(printable(f"(dryrun) {object_line(verb, record)}") + "\n")
             elif shown < SHOWN_OBJECTS:
                 shown += 1
                 out.write(printable(object_line(verb, record)) + "\n")

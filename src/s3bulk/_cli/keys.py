@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._cli.options import option_group
+from s3bulk._cli.options import ENCRYPTION, in_panel, option_group
 from s3bulk._config import CustomerKeys
 from s3bulk._errors import UsageError
 
@@ -23,6 +23,8 @@ _ALGORITHM = typer.Option(
 _SOURCE_KEY = typer.Option(
     None, "--sse-c-copy-source-key", help="SSE-C: a server-side copy's source objects use this key."
 )
+_ALGORITHM.hidden = True  # aws-cli's spelling, taken and implied: one option to read, --sse-c-key
+in_panel(ENCRYPTION, _KEY, _SOURCE_KEY)
 
 
 def _keys(

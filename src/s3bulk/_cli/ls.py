@@ -27,7 +27,7 @@ from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._engine.loop import run_loop
 from s3bulk._ls import ls_pages
 from s3bulk._plan.filters import Filters, check_window
-from s3bulk._report import Report
+from s3bulk._report import Report, human_bytes
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, split_iso
 from s3bulk._text import printable, printable_all
 from s3bulk._urls import relative_key
@@ -48,15 +48,16 @@ def _local_second(iso: str) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _text_lines(prefixes: list[str], objects: list[ObjectInfo], below: str) -> str:
-    """A page as `aws s3 ls` prints it: names relative to `below` ("" with -r: whole keys)."""
+def _text_lines(prefixes: list[str], objects: list[ObjectInfo], below: str, human: bool = False) -> str:
+    """A page as `aws s3 ls` prints it: names relative to `below` ("" with -r: whole keys),
+    sizes in bytes or, `human`, as 1.5 MiB."""
     names = printable_all([relative_key(key, below) for key in prefixes])
     lines = [f"{'PRE':>30} {name}" for name in names]
     keys = (
         [info.key for info in objects] if not below else [relative_key(info.key, below) for info in objects]
     )
     lines += [
-        f"{_local_time(info.modified)} {info.size:>10} {name}"
+        f"{_local_time(info.modified)} {human_bytes(info.size) if human else info.size:>10} {name}"
         for info, name in zip(objects, printable_all(keys), strict=True)
     ]
     return "\n".join(lines) + "\n"
@@ -74,6 +75,7 @@ def ls_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
+    human: bool = typer.Option(False, "--human-readable", "-H", help="Sizes as 1.5 MiB (as aws s3 ls)."),
     with_attributes: bool = typer.Option(
         False, "--attributes", help="Every attribute of each object (a HEAD each, in parallel; implies -r)."
     ),
@@ -134,14 +136,15 @@ def ls_command(
                 for info in objects:
                     json_line(info.to_json(), out)
             elif prefixes or objects:
-                out.write(_text_lines(prefixes, objects, "" if recursive else prefix))
+                out.write(_text_lines(prefixes, objects, "" if recursive else prefix, human))
 
     run_loop(run())
     if summarize:
         if as_json:
             json_line({"summary": {"objects": shown[0], "bytes": shown[1]}}, out)
         else:
-            out.write(f"\nTotal Objects: {shown[0]}\n   Total Size: {shown[1]}\n")
+            size = human_bytes(shown[1]) if human else shown[1]
+            out.write(f"\nTotal Objects: {shown[0]}\n   Total Size: {size}\n")
     return 0
 
 

@@ -51,7 +51,11 @@ def map_command(
     to: str | None = typer.Option(
         None, "--to", help="Upload what the function returns (bytes; None skips) here."
     ),
-    output: str | None = typer.Option(None, "--output", help="Write the results as JSON lines to this file."),
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        help="Write the results as rows: x.jsonl (JSON lines) or x.parquet (a dict's fields as columns).",
+    ),
     on_error: str = typer.Option(
         "collect", "--on-error", help="collect: an exception fails its object; abort: the job."
     ),

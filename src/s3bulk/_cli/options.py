@@ -120,7 +120,8 @@ ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching thi
 EngineOption = typer.Option(
     None,
     "--engine",
-    help="serial, threads, async, processes, hybrid (the default: processes x asyncio), auto "
+    help="serial, threads, async, processes, hybrid (the default: a process per core, each one event "
+    "loop with many requests in flight), auto "
     "(hybrid with an adaptive in-flight limit) or ray (hybrid workers across a Ray cluster).",
     show_default=False,
 )
@@ -205,3 +206,38 @@ def option_group(
         return wrapper
 
     return decorate
+
+
+def in_panel(panel: str, *options: Any) -> None:
+    """Put options in a panel of their command's help: a person scans panels (what to copy, the
+    endpoint, speed and memory, the job), not one list of sixty."""
+    for option in options:
+        option.rich_help_panel = panel
+
+
+ACCOUNT, SELECTION, SPEED, JOB, ATTRIBUTES, ENCRYPTION = (
+    "Endpoints and accounts",
+    "What to copy",
+    "Speed and memory",
+    "The job",
+    "Attributes",
+    "Encryption",
+)
+in_panel(
+    ACCOUNT, EndpointOption, ProfileOption, RegionOption, NoVerifyOption, NoSignOption, RequestPayerOption
+)
+in_panel(SELECTION, IncludeOption, ExcludeOption, FilesFromOption, FollowSymlinksOption, RecursiveOption)
+in_panel(
+    SPEED,
+    EngineOption,
+    RayAddressOption,
+    WorkersOption,
+    ConcurrencyOption,
+    MaxInFlightOption,
+    BwLimitOption,
+    TpsLimitOption,
+    PartSizeOption,
+    MultipartThresholdOption,
+    ListRangesOption,
+)
+in_panel(JOB, JournalUrlOption, MaxDeleteOption)

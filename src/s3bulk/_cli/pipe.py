@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._cli.attributes import with_attribute_options
+from s3bulk._cli.attributes import with_upload_attribute_options
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
@@ -40,7 +40,7 @@ def upload_stdin(url: str, attributes: Attributes, part_size: int, in_flight: in
 
 
 @guarded
-@with_attribute_options
+@with_upload_attribute_options
 @with_key_options
 def pipe_command(
     url: str = typer.Argument(..., help="s3://bucket/key"),

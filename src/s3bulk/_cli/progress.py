@@ -107,7 +107,7 @@ def object_line(command: str, record: dict[str, Any]) -> str:
         return f"map: {source}" + (f" to {destination}" if destination else "")
     if not destination:
         return f"delete: {source}"
-    if command == "mv":
+    if command == "mv" or record.get("verb") == "mv":  # run's lines say their own verb
         verb = "move"
     elif source.startswith("s3://"):
         verb = "copy" if destination.startswith("s3://") else "download"
@@ -129,7 +129,12 @@ def summary_line(report: Report) -> str:
         counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, "failed batches")]
     else:
         noun = "range read" if report.command == "gather" else "object"
-        done = report.objects_done
+        # what was moved: a sync's deletes are items of its own, counted apart ("N deleted")
+        done = (
+            report.objects_done - report.objects_deleted
+            if report.command.startswith("sync")
+            else report.objects_done
+        )
         head = (
             f"{report.command} {verb}: {done:,} {noun}{'' if done == 1 else 's'}, "
             f"{human_bytes(report.bytes_done)} in {seconds:.2f}s"
@@ -140,7 +145,7 @@ def summary_line(report: Report) -> str:
     counts = [
         (report.objects_unchanged, "unchanged"),
         (report.objects_already_done, "already done earlier"),
-        (report.objects_deleted, "deleted"),
+        (0 if report.command == "rm" else report.objects_deleted, "deleted"),  # rm's are what it did
         *counts,
         (report.objects_unverified, "not verified (no MD5 ETag, no checksum)"),
         (report.retries, f"retries ({report.throttles:,} throttled)" if report.throttles else "retries"),

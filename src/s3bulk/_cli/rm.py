@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -44,6 +45,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.window import with_window_options
 from s3bulk._engine.strategies import DEFAULT_ENGINE
+from s3bulk._urls import parse_s3
 
 
 @with_window_options
@@ -68,6 +70,9 @@ def rm_command(
     concurrency: int = typer.Option(16, "--concurrency", help="DeleteObjects requests in flight per worker."),
     list_ranges: str = ListRangesOption,
     recursive: bool = RecursiveOption,
+    all_versions: bool = typer.Option(
+        False, "--all-versions", help="Every version and delete marker under the prefix (a versioned bucket)."
+    ),
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
     endpoint_url: str | None = EndpointOption,
@@ -83,6 +88,10 @@ def rm_command(
 ) -> int:
     """Delete objects, 1,000 keys per request, several requests in flight."""
     target = as_prefix(target) if recursive else target
+    if all_versions:
+        assert target is not None
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
+        return _remove_versions(target, dry_run, quiet, settings)
     start = continuation(
         "rm",
         resume,
@@ -122,6 +131,30 @@ def rm_command(
             )
 
     return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+
+
+def _remove_versions(target: str, dry_run: bool, quiet: bool, settings: Any) -> int:
+    """rm --all-versions: each version and delete marker listed under the prefix, deleted page by
+    page (not journaled: a second run finds what is left)."""
+    from s3bulk._api.objects import remove_versions
+    from s3bulk._text import printable
+
+    deleted = failed = 0
+    for version, why in remove_versions(target, dry_run=dry_run, settings=settings):
+        url = printable(f"s3://{parse_s3(target).bucket}/{version.key}")
+        what = "delete marker" if version.delete_marker else "version"
+        if why:
+            failed += 1
+            sys.stderr.write(f"failed: {url} ({what} {version.version_id}): {printable(why)}\n")
+            continue
+        deleted += 1
+        if not quiet:
+            sys.stdout.write(f"{'(dryrun) ' if dry_run else ''}delete: {url} ({what} {version.version_id})\n")
+    verb = "would delete" if dry_run else "deleted"
+    sys.stdout.write(
+        f"rm --all-versions: {deleted:,} {verb}" + (f", {failed:,} failed\n" if failed else "\n")
+    )
+    return 1 if failed else 0
 
 
 COMMANDS = {"rm": rm_command}  # found by s3bulk._cli: the commands this module adds

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import typer
 
-from s3bulk._cli.options import option_group
+from s3bulk._cli.options import ACCOUNT, in_panel, option_group
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ _OPTIONS = {
         typer.Option(False, "--source-no-sign-request", help="Read the source anonymously (public data)."),
     ),
 }
+
+in_panel(ACCOUNT, *(option for _, option in _OPTIONS.values()))
 
 # cp, mv and sync with these options; called with `source_side`
 with_source_options = option_group(

@@ -8,7 +8,7 @@ import typer
 
 from s3bulk._api.sync import sync_async
 from s3bulk._cli.attributes import with_attribute_options
-from s3bulk._cli.cp import DestinationArgument, SourceArgument
+from s3bulk._cli.cp import DestinationArgument
 from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
@@ -63,7 +63,11 @@ from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 @with_attribute_options
 @with_window_options
 def sync_command(
-    source: str | None = SourceArgument,
+    source: str | None = typer.Argument(
+        None,
+        help="s3://bucket/prefix/ or a directory: what the destination is made to match.",
+        show_default=False,
+    ),
     destination: str | None = DestinationArgument,
     size_only: bool = typer.Option(False, "--size-only", help="Compare sizes only."),
     checksum: bool = typer.Option(

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._cli.options import option_group
+from s3bulk._cli.options import SELECTION, in_panel, option_group
 from s3bulk._config import parse_size
 from s3bulk._errors import UsageError
 
@@ -24,6 +24,7 @@ _OPTIONS: dict[str, Any] = {
     "min_age_text": typer.Option(None, "--min-age", help="Only those at least this old (e.g. 7d, 12h, 30m)."),
     "max_age_text": typer.Option(None, "--max-age", help="Only those at most this old (e.g. 1d)."),
 }
+in_panel(SELECTION, *_OPTIONS.values())
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 

@@ -352,7 +352,9 @@ class RemoveJob:
 
     async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
         assert self._storage is not None
-        return await run_delete_batch(self._storage, item, self.options.dry_run, self._cap, ctx)
+        outcome = await run_delete_batch(self._storage, item, self.options.dry_run, self._cap, ctx)
+        ctx.stats.objects_deleted += len(outcome.done)
+        return outcome
 
     def cost(self, item: DeleteBatch) -> int:
         return 0

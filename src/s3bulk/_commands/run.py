@@ -224,18 +224,15 @@ class RunJob:
         return moved
 
     async def _copy(self, line: Line) -> int:
-        source, destination = line.source, line.destination
+        source, destination = line.source, landing(line)
         if not destination.startswith("s3://"):  # a download
             where = parse_s3(source)
-            target = destination
-            if destination.endswith(("/", os.sep)) or os.path.isdir(destination):
-                target = local_target_path(destination, os.path.basename(where.key))
             got = await self.storage.download(
-                where.bucket, where.key, target, line.size, 0.0, self.parts, line.etag
+                where.bucket, where.key, destination, line.size, 0.0, self.parts, line.etag
             )
             return got.written
         there = parse_s3(destination)
-        key = there.key if there.key and not there.key.endswith("/") else there.key + os.path.basename(source)
+        key = there.key
         if not source.startswith("s3://"):  # an upload
             attributes = NO_ATTRIBUTES.with_content_type(content_type(source))
             return await self.storage.upload(source, there.bucket, key, attributes, self.parts)
@@ -272,6 +269,26 @@ class RunJob:
 
     def describe(self, item: Line) -> tuple[str, str, int]:
         return item.source, item.destination, item.size
+
+    def record(self, item: Line) -> dict[str, Any]:
+        """The line as done: its verb, and where the object landed (a prefix or a directory
+        given as the destination gets the source's name)."""
+        landed = "" if item.verb == "rm" else landing(item)
+        return {"source": item.source, "destination": landed, "size": item.size, "verb": item.verb}
+
+
+def landing(line: Line) -> str:
+    """Where a cp or mv line puts its object: the destination, or the source's name under it
+    when it is a prefix (ends in /) or a directory."""
+    destination = line.destination
+    if not destination.startswith("s3://"):
+        if destination.endswith(("/", os.sep)) or os.path.isdir(destination):
+            return local_target_path(destination, os.path.basename(parse_s3(line.source).key))
+        return destination
+    there = parse_s3(destination)
+    if there.key and not there.key.endswith("/"):
+        return destination
+    return f"s3://{there.bucket}/{there.key}{os.path.basename(line.source)}"
 
 
 COMMANDS = (RunCommand(),)  # found by the registry (s3bulk._commands)

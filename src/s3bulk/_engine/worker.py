@@ -62,7 +62,7 @@ from s3bulk._stores.retry import Gate, RetryPolicy, requests_done
 
 if TYPE_CHECKING:
     from s3bulk._journal.store import PartWriter
-from s3bulk._report import Failure, listed
+from s3bulk._report import Failure, WorkerStats, listed, timed
 
 T = TypeVar("T")
 PROGRESS_INTERVAL = 0.1
@@ -450,21 +450,30 @@ def _hold_less() -> None:
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1024**2)
 
 
-def _caps(options: EngineOptions) -> tuple[Gate | None, Gate | None]:
+def _caps(options: EngineOptions, stats: WorkerStats) -> tuple[Gate | None, Gate | None]:
     """This worker's share of the job's caps, as token buckets (requests, bytes); a second's
-    worth may go at once, so one body larger than that still goes, then the rest wait."""
+    worth may go at once, so one body larger than that still goes, then the rest wait. Time
+    spent waiting is the "rate" stage, so the verdict names the cap, not the service."""
     share = max(1, options.workers)
     gates: list[Gate | None] = []
     for rate in (options.requests_per_second, options.bytes_per_second):
-        gates.append(TokenBucket(rate / share).acquire if rate else None)
+        gates.append(_timed(TokenBucket(rate / share).acquire, stats) if rate else None)
     return gates[0], gates[1]
+
+
+def _timed(gate: Gate, stats: WorkerStats) -> Gate:
+    async def waiting(amount: float) -> None:
+        with timed(stats.stage_seconds, "rate"):
+            await gate(amount)
+
+    return waiting
 
 
 async def _run_worker(
     inbox: asyncio.Queue[Any], send: Callable[[Any], None], job: Job, options: EngineOptions, worker_id: int
 ) -> None:
     ctx = WorkerContext(worker_id, retry=options.retry)
-    ctx.requests_gate, ctx.bytes_gate = _caps(options)
+    ctx.requests_gate, ctx.bytes_gate = _caps(options, ctx.stats)
     if options.memory_capped:
         _hold_less()
     ctx.resumable = {(bucket, key): upload_id for bucket, key, upload_id in options.resumable_uploads}

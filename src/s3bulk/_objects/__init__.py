@@ -191,6 +191,23 @@ async def make_bucket(settings: AwsSettings, url: str, region: str | None = None
     return bucket
 
 
+async def remove_versions(
+    settings: AwsSettings, url: str, dry_run: bool = False
+) -> AsyncIterator[tuple[VersionInfo, str]]:
+    """Delete every version and delete marker under s3://bucket/prefix (a versioned bucket keeps
+    each object's old bytes after the object is deleted): (version, "" or why it was not
+    deleted), 1,000 per DeleteObjects, a page of the listing at a time: each page checked
+    (`_marker_pages`) before its versions are deleted, so a listing that breaks stops there,
+    having touched nothing it did not list."""
+    location = uploads_location(url)
+    async with _storage(settings) as storage:
+        async for page in storage.list_versions(location.bucket, location.key):
+            entries = [(version.key, version.version_id) for version in page]
+            failed = {} if dry_run else await storage.delete_versions(location.bucket, entries)
+            for version in page:
+                yield version, failed.get((version.key, version.version_id), "")
+
+
 async def remove_bucket(settings: AwsSettings, url: str) -> str:
     """Remove an empty bucket (`rb --force` empties it first with the batched deleter)."""
     bucket = bucket_name(url)
@@ -200,7 +217,9 @@ async def remove_bucket(settings: AwsSettings, url: str) -> str:
         except S3Error as error:
             if error.code != "BucketNotEmpty":
                 raise
-            raise UsageError(f"s3://{bucket} is not empty: rb --force deletes its objects first") from None
+            raise UsageError(
+                f"s3://{bucket} is not empty: rb --force deletes its objects (and their old versions) first"
+            ) from None
     return bucket
 
 

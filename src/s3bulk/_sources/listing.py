@@ -153,10 +153,13 @@ async def find_object(client: Lister, bucket: str, key: str) -> ObjectInfo:
     page = await client.list_objects_v2(bucket, key, max_keys=1)
     if page.objects and page.objects[0].key == key:
         return page.objects[0]
-    raise ItemError(
-        f"no such object: s3://{bucket}/{key} (for everything under a prefix, end the URL with '/')",
-        retryable=False,
-    )
+    directory, _, name = key.rpartition("/")
+    if any(mark in name for mark in "*?["):  # a glob, as `rm` takes and aws s3 does not
+        prefix = f"s3://{bucket}/{directory}/" if directory else f"s3://{bucket}/"
+        hint = f"cp and sync take no globs: {prefix} --include '{name}'"
+    else:
+        hint = "for everything under a prefix, end the URL with '/'"
+    raise ItemError(f"no such object: s3://{bucket}/{key} ({hint})", retryable=False)
 
 
 # called with the ranges handed on and, as `narrowed`, what is left of the range being listed

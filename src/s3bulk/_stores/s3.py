@@ -239,12 +239,16 @@ class S3Client(SignedHttp):
             "PUT", "PUT", bucket, key, body=body, headers=headers, what=f"put s3://{bucket}/{key}"
         )
 
-    async def delete_object(self, bucket: str, key: str) -> None:
-        await self.request("DELETE", "DELETE", bucket, key, what=f"delete s3://{bucket}/{key}")
+    async def delete_object(self, bucket: str, key: str, version_id: str = "") -> None:
+        params = {"versionId": version_id} if version_id else None
+        await self.request("DELETE", "DELETE", bucket, key, params=params, what=f"delete s3://{bucket}/{key}")
 
-    async def delete_objects(self, bucket: str, keys: list[str]) -> list[tuple[str, str, str]]:
-        """Delete up to 1,000 keys in one request; returns (key, code, message) of those that failed."""
-        body = s3xml.delete_objects_body(keys)
+    async def delete_objects(
+        self, bucket: str, entries: list[tuple[str, str]]
+    ) -> list[tuple[tuple[str, str], str, str]]:
+        """Delete up to 1,000 (key, version id) in one request; returns ((key, version id), code,
+        message) of those that failed."""
+        body = s3xml.delete_objects_body(entries)
         headers = {
             "Content-Type": "application/xml",
             "Content-MD5": await content_md5(body),
@@ -256,9 +260,9 @@ class S3Client(SignedHttp):
             params={"delete": ""},
             headers=headers,
             body=body,
-            what=f"delete {len(keys)} keys in s3://{bucket}",
+            what=f"delete {len(entries)} keys in s3://{bucket}",
         )
-        s3xml.expect(reply, "DeleteResult", f"delete {len(keys)} keys in s3://{bucket}")
+        s3xml.expect(reply, "DeleteResult", f"delete {len(entries)} keys in s3://{bucket}")
         return s3xml.parse_delete_errors(reply)
 
     async def copy_object(

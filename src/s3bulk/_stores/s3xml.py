@@ -328,21 +328,28 @@ def xml_safe(key: str) -> bool:
     return _NOT_XML.search(key) is None
 
 
-def delete_objects_body(keys: list[str]) -> bytes:
-    """A quiet DeleteObjects request: the answer lists only the keys that failed."""
-    objects = "".join(f"<Object><Key>{html.escape(key, quote=False)}</Key></Object>" for key in keys)
+def delete_objects_body(entries: list[tuple[str, str]]) -> bytes:
+    """A quiet DeleteObjects request of (key, version id; "" for the current object): the
+    answer lists only the entries that failed."""
+    objects = "".join(
+        f"<Object><Key>{html.escape(key, quote=False)}</Key>"
+        + (f"<VersionId>{html.escape(version, quote=False)}</VersionId>" if version else "")
+        + "</Object>"
+        for key, version in entries
+    )
     return f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>{objects}</Delete>'.encode()
 
 
-def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
-    """(key, code, message) for each key a DeleteObjects answer reports as not deleted."""
+def parse_delete_errors(body: bytes) -> list[tuple[tuple[str, str], str, str]]:
+    """((key, version id), code, message) for each entry a DeleteObjects answer reports as not
+    deleted."""
     if not body.strip():
         return []
     root = ET.fromstring(body)
     ns = _ns(root)
     return [
         (
-            error.findtext(f"{ns}Key") or "",
+            (error.findtext(f"{ns}Key") or "", error.findtext(f"{ns}VersionId") or ""),
             error.findtext(f"{ns}Code") or "",
             error.findtext(f"{ns}Message") or "",
         )

@@ -898,43 +898,54 @@ class Storage:
         """Delete `keys` (any number, 1,000 per DeleteObjects); returns {key: reason} for those
         that could not be deleted. A DeleteObjects answer can be "200 OK" and still refuse keys
         (AccessDenied, SlowDown, InternalError): the retryable ones are sent again."""
-        failed: dict[str, str] = {}
-        for key in (key for key in keys if not xml_safe(key)):  # no XML body can name them
+        failed = await self.delete_versions(bucket, [(key, "") for key in keys])
+        return {key: reason for (key, _), reason in failed.items()}
+
+    async def delete_versions(
+        self, bucket: str, entries: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """`delete_many` of (key, version id) entries: that version of the key, or with "" the
+        key itself (a delete marker, where the bucket keeps versions)."""
+        failed: dict[tuple[str, str], str] = {}
+        for key, version in (
+            entry for entry in entries if not xml_safe(entry[0])
+        ):  # no XML body can name them
             try:
                 await self._retrying(
-                    partial(self.client.delete_object, bucket, key), f"delete s3://{bucket}/{key}"
+                    partial(self.client.delete_object, bucket, key, version_id=version),
+                    f"delete s3://{bucket}/{key}",
                 )
             except ItemError as exc:
-                failed[key] = str(exc)
-        batched = [key for key in keys if xml_safe(key)]
+                failed[key, version] = str(exc)
+        batched = [entry for entry in entries if xml_safe(entry[0])]
         for start in range(0, len(batched), MAX_KEYS_PER_DELETE):
             failed.update(await self._delete_batch(bucket, batched[start : start + MAX_KEYS_PER_DELETE]))
         return failed
 
-    async def _delete_batch(self, bucket: str, keys: list[str]) -> dict[str, str]:
-        failed: dict[str, str] = {}
+    async def _delete_batch(self, bucket: str, entries: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        failed: dict[tuple[str, str], str] = {}
         policy = self.retry.policy
         attempt = 0
-        while keys:
+        while entries:
             try:
                 errors = await self._retrying(
-                    partial(self.client.delete_objects, bucket, keys),
-                    f"delete {len(keys)} keys in s3://{bucket}",
+                    partial(self.client.delete_objects, bucket, entries),
+                    f"delete {len(entries)} keys in s3://{bucket}",
                 )
             except ItemError as exc:  # the request as a whole failed, after its own retries
-                return failed | dict.fromkeys(keys, str(exc))
+                return failed | dict.fromkeys(entries, str(exc))
             attempt += 1
             again = []
-            for key, code, message in errors:
+            for entry, code, message in errors:
                 status = 500 if code in S3Error.RETRYABLE_CODES else 400
-                error = S3Error(status, code, message, f"delete s3://{bucket}/{key}")
+                error = S3Error(status, code, message, f"delete s3://{bucket}/{entry[0]}")
                 if error.retryable and attempt < policy.max_attempts:
-                    again.append(key)
+                    again.append(entry)
                     self.meter.retried(error)
                 else:
-                    failed[key] = str(error)
-            keys = again
-            if keys:
+                    failed[entry] = str(error)
+            entries = again
+            if entries:
                 await asyncio.sleep(policy.delay(attempt))
         return failed
 
