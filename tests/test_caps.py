@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
-from s3bulk._engine.worker import EngineOptions, _caps
+from s3bulk._engine.worker import EngineOptions, TimedGate, _caps
+from s3bulk._report import WorkerStats
 
 MiB = 1024 * 1024
 
@@ -51,10 +52,11 @@ def test_tpslimit_holds_requests_to_the_rate(minio: Endpoint, tmp_path: Path) ->
 
 
 def test_each_worker_keeps_its_share() -> None:
-    requests, transfer = _caps(EngineOptions(workers=4, requests_per_second=100, bytes_per_second=40 * MiB))
-    assert requests is not None and transfer is not None
-    assert requests.__self__.rate == 25 and transfer.__self__.rate == 10 * MiB  # type: ignore[attr-defined]
-    assert _caps(EngineOptions()) == (None, None)
+    options = EngineOptions(workers=4, requests_per_second=100, bytes_per_second=40 * MiB)
+    requests, transfer = _caps(options, WorkerStats())
+    assert isinstance(requests, TimedGate) and isinstance(transfer, TimedGate)
+    assert requests.bucket.rate == 25 and transfer.bucket.rate == 10 * MiB
+    assert _caps(EngineOptions(), WorkerStats()) == (None, None)
 
 
 @pytest.mark.parametrize(

@@ -457,16 +457,20 @@ def _caps(options: EngineOptions, stats: WorkerStats) -> tuple[Gate | None, Gate
     share = max(1, options.workers)
     gates: list[Gate | None] = []
     for rate in (options.requests_per_second, options.bytes_per_second):
-        gates.append(_timed(TokenBucket(rate / share).acquire, stats) if rate else None)
+        gates.append(TimedGate(TokenBucket(rate / share), stats) if rate else None)
     return gates[0], gates[1]
 
 
-def _timed(gate: Gate, stats: WorkerStats) -> Gate:
-    async def waiting(amount: float) -> None:
-        with timed(stats.stage_seconds, "rate"):
-            await gate(amount)
+@dataclass(frozen=True)
+class TimedGate:
+    """A token bucket's acquire whose waits are the worker's "rate" stage."""
 
-    return waiting
+    bucket: TokenBucket
+    stats: WorkerStats
+
+    async def __call__(self, amount: float) -> None:
+        with timed(self.stats.stage_seconds, "rate"):
+            await self.bucket.acquire(amount)
 
 
 async def _run_worker(
