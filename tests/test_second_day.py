@@ -543,3 +543,43 @@ def test_cp_help_has_panels_and_only_cp_s_options(person_env: dict[str, str]) ->
     assert "--max-delete" in in_a_terminal(person_env, "mv", "--help")
     refused = run_cli(person_env, "cp", "--max-delete", "3", "a", "s3://b/a")
     assert refused.returncode == 2 and "cp deletes nothing" in refused.stderr
+
+
+# 9. one output vocabulary
+
+
+def test_every_json_output_speaks_one_vocabulary(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    import re
+
+    iso = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z$")
+    url = f"s3://{logs}/in/k001.log"
+
+    def lines(*words: str) -> list[dict[str, object]]:
+        done = run_cli(person_env, *words)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+    (listed,) = lines("ls", "--json", url)
+    (headed,) = lines("head", "--json", url)
+    attributes = [row for row in lines("ls", "--attributes", "--json", f"s3://{logs}/in/") if "key" in row]
+    for row in (listed, headed, attributes[0]):
+        assert row["key"].startswith("in/k")  # type: ignore[union-attr]
+        assert iso.match(str(row["last_modified"])), row
+        assert not str(row["etag"]).startswith('"'), row
+    assert headed["url"] == url and headed["etag"] == listed["etag"] and headed["size"] == listed["size"]
+
+    versions = lines("ls", "--all-versions", "--json", url)
+    assert "modified" not in versions[0] and iso.match(str(versions[0]["last_modified"]))
+    assert run_cli(person_env, "cp", url, f"{tmp_path}/one.log").returncode == 0  # a job to list
+    (job,) = lines("jobs", "--json")
+    assert iso.match(str(job["created"])), job
+
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "k.txt").write_text("local only")
+    compared = [row for row in lines("check", "--json", f"s3://{logs}/in/", f"{tree}/") if "status" in row]
+    extra = next(row for row in compared if row["status"] == "extra")
+    missing = next(row for row in compared if row["status"] == "missing")
+    assert extra["name"] == "sub/k.txt" and extra["destination"] == f"{tree}/sub/k.txt"
+    assert missing["name"] == "k000.log" and missing["source"] == f"s3://{logs}/in/k000.log"

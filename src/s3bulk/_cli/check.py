@@ -62,7 +62,9 @@ def check_command(
         kind = kind if kind in ("missing", "extra", "differs", "cannot tell") else "failed"
         counts[kind] = counts.get(kind, 0) + 1
         if as_json:
-            json_line({"status": kind, "name": failure.source, "why": why or failure.reason}, out)
+            name = _relative(failure.source, source, destination)
+            places = {"source": _under(source, name), "destination": _under(destination, name)}
+            json_line({"status": kind, "name": name, **places, "why": why or failure.reason}, out)
         else:
             out.write(f"{kind}: {printable(failure.source)}" + (f" ({printable(why)})" if why else "") + "\n")
     same = report.objects_unchanged
@@ -72,6 +74,18 @@ def check_command(
     else:
         say(f"check: {same:,} the same" + (f", {summary}" if summary else ""), err=True)
     return 1 if counts or report.aborted else 0
+
+
+def _under(root: str, name: str) -> str:
+    return root.rstrip("/") + "/" + name
+
+
+def _relative(place: str, *roots: str) -> str:
+    """A name as both sides share it (`sub/a.txt`), from the URL or path of one side."""
+    for root in roots:
+        if place.startswith(stem := root.rstrip("/") + "/"):
+            return place[len(stem) :]
+    return place
 
 
 COMMANDS = {"check": check_command}  # found by s3bulk._cli: the commands this module adds

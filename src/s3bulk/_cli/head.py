@@ -25,6 +25,7 @@ from s3bulk._cli.progress import json_line, print_summary
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
 from s3bulk._report import RecordSink
 from s3bulk._text import printable
+from s3bulk._urls import parse_s3
 
 
 @with_key_options
@@ -59,7 +60,7 @@ def _show_version(url: str, version_id: str, as_json: bool, settings: AwsSetting
 
     found = described(asyncio.run(head(settings, url, version_id)))
     if as_json:
-        json_line({"url": url, "version_id": version_id, **found})
+        json_line({"key": parse_s3(url).key, "url": url, "version_id": version_id, **found})
     else:
         sys.stdout.write(_block(f"{url} ({version_id})", found))
     return 0
@@ -76,7 +77,9 @@ def show_attributes(url: str, as_json: bool, concurrency: int, stats: bool, sett
     def show(records: list[dict[str, Any]]) -> None:
         for record in records:
             if as_json:
-                json_line({"url": record["source"], **record["attributes"]})
+                json_line(
+                    {"key": parse_s3(record["source"]).key, "url": record["source"], **record["attributes"]}
+                )
             else:
                 sys.stdout.write(_block(record["source"], record["attributes"]))
 

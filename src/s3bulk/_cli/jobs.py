@@ -31,7 +31,7 @@ def jobs_command(
                     "job_id": job.job_id,
                     "command": job.command,
                     "status": job.status,
-                    "created": job.created,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(job.created)),
                     "runs": job.runs,
                     "done": job.done,
                     "failed": job.failed,

@@ -224,6 +224,15 @@ def _pairs(value: Any, flag: str) -> Pairs:
     return tuple(pairs)
 
 
+def iso_time(http_date: str) -> str:
+    """An HTTP date as a listing gives times: 2026-11-27T03:36:14.000Z (kept as is if it is not one)."""
+    try:
+        moment = parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return http_date
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
 def _http_date(text: str) -> str:
     """An HTTP date (RFC 7231) from one, or from ISO 8601 ('2030-01-01', '2030-01-01T00:00:00Z')."""
     try:
@@ -274,6 +283,11 @@ def described(headers: dict[str, str]) -> dict[str, Any]:
     checksums, and the user's metadata (`x-amz-meta-*`, under `metadata`)."""
     found: dict[str, Any] = {"size": int(headers.get("content-length") or 0)}
     found |= {name: headers[header] for header, name in _NAMED.items() if header in headers}
+    # the words and formats of a listing (`ls --json`): an ETag without its quotes, ISO 8601 times
+    if "etag" in found:
+        found["etag"] = found["etag"].strip('"')
+    if "last_modified" in found:
+        found["last_modified"] = iso_time(found["last_modified"])
     found.setdefault("storage_class", "STANDARD")
     checksums = {
         header.removeprefix("x-amz-checksum-"): value

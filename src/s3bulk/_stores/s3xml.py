@@ -442,7 +442,10 @@ class VersionInfo(NamedTuple):
     delete_marker: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return self._asdict()
+        """As `ls --all-versions --json` prints it, in `ls --json`'s words (last_modified)."""
+        found: dict[str, object] = self._asdict()
+        found["last_modified"] = found.pop("modified")
+        return found
 
 
 class VersionsPage(NamedTuple):
