@@ -77,7 +77,9 @@ def ls_command(
     summarize: bool = typer.Option(False, "--summarize", help="Print total objects and size."),
     human: bool = typer.Option(False, "--human-readable", "-H", help="Sizes as 1.5 MiB (as aws s3 ls)."),
     with_attributes: bool = typer.Option(
-        False, "--attributes", help="Every attribute of each object (a HEAD each, in parallel, printed as they answer; implies -r)."
+        False,
+        "--attributes",
+        help="Every attribute of each object (a HEAD each, in parallel, printed as they answer; implies -r).",
     ),
     all_versions: bool = typer.Option(
         False, "--all-versions", help="Every version and delete marker (a versioned bucket; implies -r)."
