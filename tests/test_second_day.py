@@ -583,3 +583,27 @@ def test_every_json_output_speaks_one_vocabulary(
     missing = next(row for row in compared if row["status"] == "missing")
     assert extra["name"] == "sub/k.txt" and extra["destination"] == f"{tree}/sub/k.txt"
     assert missing["name"] == "k000.log" and missing["source"] == f"s3://{logs}/in/k000.log"
+
+
+# 8. what it uploads it can download
+
+
+def test_a_name_with_a_control_character_comes_back_when_asked(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio, "esc")
+    name = "a\x1b[31mred.txt"
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / name).write_bytes(b"red")
+    assert run_cli(person_env, "cp", f"{tmp_path}/up/", f"s3://{bucket}/esc/").returncode == 0
+
+    refused = run_cli(person_env, "cp", f"s3://{bucket}/esc/", f"{tmp_path}/down/")
+    assert refused.returncode == 1
+    assert "--allow-control-chars writes it under that name" in refused.stderr
+    assert "\x1b" not in refused.stderr + refused.stdout  # printed escaped, never raw
+
+    asked = run_cli(person_env, "cp", "--allow-control-chars", f"s3://{bucket}/esc/", f"{tmp_path}/down/")
+    assert asked.returncode == 0, asked.stderr
+    assert (tmp_path / "down" / name).read_bytes() == b"red"
+    again = run_cli(person_env, "sync", "--allow-control-chars", f"s3://{bucket}/esc/", f"{tmp_path}/down/")
+    assert again.returncode == 0 and "1 unchanged" in again.stdout

@@ -92,7 +92,7 @@ def parse_s3(text: str) -> S3Location:
     return location
 
 
-def check_key(relative_key: str) -> None:
+def check_key(relative_key: str, control_chars: bool = False) -> None:
     """ValueError when the key cannot name a local file below a destination.
 
     Refused: absolute keys, ``..`` and ``.`` segments, empty segments (``a//b`` would silently merge
@@ -103,10 +103,11 @@ def check_key(relative_key: str) -> None:
         raise ValueError("empty key")
     if "\x00" in relative_key:
         raise ValueError("key contains a NUL byte")
-    control = _CONTROL.search(relative_key)
+    control = None if control_chars else _CONTROL.search(relative_key)
     if control:
         raise ValueError(
-            f"key has a control character ({control.group()!r}), unsafe in a file name and on a terminal"
+            f"key has a control character ({control.group()!r}), unsafe in a file name and on a terminal "
+            "(--allow-control-chars writes it under that name)"
         )
     if relative_key.startswith("/"):
         raise ValueError("key is an absolute path")
@@ -124,12 +125,14 @@ def local_target(root: Path, relative_key: str) -> Path:
     return Path(local_target_path(str(root), relative_key))
 
 
-def local_target_path(root: str, relative_key: str) -> str:
+def local_target_path(root: str, relative_key: str, control_chars: bool = False) -> str:
     """`local_target` as a string: the per-object step of every download, so no pathlib on it.
     A symlinked directory below the root that points outside it is refused. Each directory is
     resolved once per job (a cache): a download never follows a link in its file's own name
-    (landing replaces the name), so directories are what could lead outside."""
-    check_key(relative_key)
+    (landing replaces the name), so directories are what could lead outside. `control_chars`:
+    a name holding ESC or another control character (one s3bulk or another tool uploaded) lands
+    as it is, what the user asked for with --allow-control-chars."""
+    check_key(relative_key, control_chars)
     directory = relative_key.rpartition("/")[0]
     if directory and not _inside(root, directory):
         raise ValueError("key resolves outside the destination directory")

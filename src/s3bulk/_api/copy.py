@@ -41,6 +41,7 @@ async def copy_async(
     newer_than: datetime.datetime | float | None = None,
     older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
+    allow_control_chars: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
@@ -62,7 +63,9 @@ async def copy_async(
     threads, async, processes, hybrid, auto, ray). With engine="ray", `ray_address` names the
     cluster (default: a local Ray instance) and `journal_url` where the object-store journal
     goes (default: beside the data). Symbolic links in an uploaded tree are skipped unless
-    `follow_symlinks`. `min_size`/`max_size` (bytes, inclusive) and `newer_than`/`older_than`
+    `follow_symlinks`. A key holding ESC or another control character is not downloaded (its
+    name would rewrite a terminal that lists the directory) unless `allow_control_chars`.
+    `min_size`/`max_size` (bytes, inclusive) and `newer_than`/`older_than`
     (datetimes or seconds since the epoch) select by size and modification time (listings'
     LastModified, files' mtime). Uploads get a Content-Type guessed from the file name unless
     `guess_mime_type` is False or `attributes` names one; `attributes` (s3bulk.Attributes: the
@@ -104,6 +107,7 @@ async def move_async(
     newer_than: datetime.datetime | float | None = None,
     older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
+    allow_control_chars: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,

@@ -46,6 +46,7 @@ async def sync_async(
     newer_than: datetime.datetime | float | None = None,
     older_than: datetime.datetime | float | None = None,
     follow_symlinks: bool = False,
+    allow_control_chars: bool = False,
     guess_mime_type: bool = True,
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,

@@ -26,6 +26,7 @@ from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     BwLimitOption,
     ConcurrencyOption,
+    ControlCharsOption,
     EndpointOption,
     EngineOption,
     ExcludeOption,
@@ -125,6 +126,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         ),
         list_ranges: str = ListRangesOption,
         follow_symlinks: bool = FollowSymlinksOption,
+        allow_control_chars: bool = ControlCharsOption,
         no_guess_mime_type: bool = NoGuessMimeTypeOption,
         recursive: bool = RecursiveOption,
         resume: str | None = ResumeOption,
@@ -219,6 +221,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     ),
                     partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                     follow_symlinks=follow_symlinks,
+                    allow_control_chars=allow_control_chars,
                     settings=settings,
                     on_progress=on_progress,
                     on_records=on_records,

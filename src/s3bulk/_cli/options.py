@@ -154,6 +154,12 @@ NoGuessMimeTypeOption = typer.Option(
     help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
 )
 PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
+ControlCharsOption = typer.Option(
+    False,
+    "--allow-control-chars",
+    help="Downloads: write keys that hold ESC or another control character under those names "
+    "(refused by default: such a name rewrites the terminal that lists it).",
+)
 RecursiveOption = typer.Option(
     False, "--recursive", "-r", help="SRC is a prefix or a directory's contents (as if it ended in '/')."
 )
@@ -226,7 +232,15 @@ ACCOUNT, SELECTION, SPEED, JOB, ATTRIBUTES, ENCRYPTION = (
 in_panel(
     ACCOUNT, EndpointOption, ProfileOption, RegionOption, NoVerifyOption, NoSignOption, RequestPayerOption
 )
-in_panel(SELECTION, IncludeOption, ExcludeOption, FilesFromOption, FollowSymlinksOption, RecursiveOption)
+in_panel(
+    SELECTION,
+    IncludeOption,
+    ExcludeOption,
+    FilesFromOption,
+    FollowSymlinksOption,
+    RecursiveOption,
+    ControlCharsOption,
+)
 in_panel(
     SPEED,
     EngineOption,

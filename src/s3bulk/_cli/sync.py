@@ -24,6 +24,7 @@ from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     BwLimitOption,
     ConcurrencyOption,
+    ControlCharsOption,
     EndpointOption,
     EngineOption,
     ExcludeOption,
@@ -104,6 +105,7 @@ def sync_command(
     multipart_threshold: str = MultipartThresholdOption,
     list_ranges: str = ListRangesOption,
     follow_symlinks: bool = FollowSymlinksOption,
+    allow_control_chars: bool = ControlCharsOption,
     no_guess_mime_type: bool = NoGuessMimeTypeOption,
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
@@ -175,6 +177,7 @@ def sync_command(
                 multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                 follow_symlinks=follow_symlinks,
+                allow_control_chars=allow_control_chars,
                 guess_mime_type=not no_guess_mime_type,
                 attributes=attributes,
                 show_attributes=show_attributes,

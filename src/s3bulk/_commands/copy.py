@@ -73,6 +73,7 @@ class CopySpec(Spec):
     show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
     files_from: str | None = None  # a manifest: the names to copy, relative to the source
     verify: bool = True  # downloads are checked against their ETag (--ignore-checksum: off)
+    allow_control_chars: bool = False  # downloads: a key with ESC or another control character lands as named
     no_clobber: bool = False  # never write over an existing destination
     if_size_differ: bool = False  # ... only when its size differs from the source's
     if_newer: bool = False  # ... only when the source is newer
@@ -233,6 +234,7 @@ class CopyOptions:
     if_size_differ: bool = False
     if_newer: bool = False
     keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
+    allow_control_chars: bool = False  # downloads: names with control characters land as they are
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
 
 
@@ -252,6 +254,7 @@ def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOp
         delete_source=spec.command == "mv",
         max_delete=getattr(spec, "max_delete", None),
         follow_symlinks=spec.follow_symlinks,
+        allow_control_chars=spec.allow_control_chars,
         guess_mime_type=spec.guess_mime_type,
         attributes=spec.attributes,
         show_attributes=spec.show_attributes,
@@ -673,7 +676,7 @@ class CopyJob:
                     target = root_text
                 else:
                     try:
-                        target = local_target_path(root_text, relative)
+                        target = local_target_path(root_text, relative, self.options.allow_control_chars)
                     except ValueError as exc:
                         stats.objects_failed += 1
                         stats.failures.append(

@@ -354,7 +354,7 @@ class SyncJob(CopyJob):
         if isinstance(destination, S3Location):
             target = destination.key + relative
         else:
-            target = local_target_path(str(destination.path), relative)
+            target = local_target_path(str(destination.path), relative, self.options.allow_control_chars)
         return TransferItem(name, target, size, mtime, etag)
 
     def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
