@@ -607,3 +607,19 @@ def test_a_name_with_a_control_character_comes_back_when_asked(
     assert (tmp_path / "down" / name).read_bytes() == b"red"
     again = run_cli(person_env, "sync", "--allow-control-chars", f"s3://{bucket}/esc/", f"{tmp_path}/down/")
     assert again.returncode == 0 and "1 unchanged" in again.stdout
+
+
+def test_doctor_quotes_the_rate_at_the_knee_it_names_and_says_why_it_recommends_more() -> None:
+    """Job logic on numbers (no server): the knee at 4 in flight, a few percent more at 8 and 16."""
+    from s3bulk._doctor import Diagnosis, Level, _recommend
+
+    found = Diagnosis("s3://b/p/", "http://127.0.0.1:9000")
+    found.cpu_ms_per_request, found.knee = 0.2, 4
+    found.levels = [
+        Level(n, rate, rate * 0.064, 5.0) for n, rate in [(1, 100), (2, 190), (4, 350), (8, 370), (16, 380)]
+    ]
+    _recommend(found)
+    assert found.recommendation.startswith(
+        "throughput stops growing at about 4 requests in flight (350 requests/s there)"
+    )
+    assert "--concurrency 8 (twice the knee per worker" in found.recommendation

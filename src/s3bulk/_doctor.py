@@ -145,7 +145,12 @@ async def _ramp(result: Diagnosis, get: Any, size: int, max_concurrency: int) ->
 
 
 def _recommend(result: Diagnosis) -> None:
-    knee_rate = max((level.requests_per_second for level in result.levels), default=0.0)
+    """Engine, workers and concurrency from the knee: the rate quoted is the one measured there
+    (a later level's few percent more is not growth), the concurrency twice it, said so."""
+    knee_rate = next(
+        (level.requests_per_second for level in result.levels if level.concurrency == result.knee),
+        max((level.requests_per_second for level in result.levels), default=0.0),
+    )
     core_share = knee_rate * result.cpu_ms_per_request / 1000
     available = cores()
     if core_share >= BUSY_CORE and available > 1:
@@ -166,9 +171,10 @@ def _recommend(result: Diagnosis) -> None:
     result.engine, result.workers, result.concurrency = engine, workers, per_worker
     flags = f"--engine {engine}" + ("" if engine == "async" else f" --workers {workers}")
     flags += f" --concurrency {per_worker}"
+    headroom = "twice the knee per worker, headroom for larger objects"
     result.recommendation = (
-        f"throughput stops growing at about {result.knee} requests in flight ({knee_rate:,.0f} requests/s); "
-        f"{why}: use {flags}"
+        f"throughput stops growing at about {result.knee} requests in flight "
+        f"({knee_rate:,.0f} requests/s there); {why}: use {flags} ({headroom})"
     )
 
 
