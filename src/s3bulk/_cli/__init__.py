@@ -63,6 +63,12 @@ def _register_module(name: str) -> None:
         COMMANDS.append(command_name)
     for group_name, group in getattr(module, "GROUPS", {}).items():
         entry = MENU[group_name]
+        for each in group.registered_commands:
+            words = f"{group_name} {each.name}"
+            each.help, each.short_help = (
+                _help(words, each.callback.__doc__ if each.callback else ""),
+                SUBMENU[words].summary,
+            )
         app.add_typer(group, name=group_name, short_help=entry.summary, rich_help_panel=entry.panel)
         GROUPS[group_name] = [each.name or "" for each in group.registered_commands]
     _in_order()
@@ -130,12 +136,36 @@ MENU = {
     "bench": Entry(MEASURE, "Time a workload per engine and peer tool", "s3bulk bench download"),
     "doctor": Entry(MEASURE, "Measure a location; recommend settings", "s3bulk doctor s3://bucket/prefix/"),
 }
+# a group's commands (`s3bulk vectors put`): their line in the group's help, and an example
+SUBMENU = {
+    "vectors put": Entry(
+        BEYOND, "Load embeddings at the per-index write limit", "s3bulk vectors put emb/ --bucket v --index i"
+    ),
+    "vectors verify": Entry(
+        BEYOND,
+        "Fetch a sample back and compare it with the source",
+        "s3bulk vectors verify emb/ --bucket v --index i",
+    ),
+    "vectors count": Entry(
+        BEYOND, "Count the vectors in each index", "s3bulk vectors count --bucket v --index i"
+    ),
+    "vectors create-bucket": Entry(BEYOND, "Create a vector bucket", "s3bulk vectors create-bucket v"),
+    "vectors create-index": Entry(
+        BEYOND,
+        "Create an index in a vector bucket",
+        "s3bulk vectors create-index --bucket v --index i --dimension 1024",
+    ),
+    "multipart ls": Entry(BUCKETS, "List unfinished multipart uploads", "s3bulk multipart ls s3://bucket/"),
+    "multipart abort": Entry(
+        BUCKETS, "Abort unfinished multipart uploads", "s3bulk multipart abort --older-than 7d s3://bucket/"
+    ),
+}
 ALIASES = {"stat"}  # listed under the command they alias, not on a line of their own
 
 
 def _help(name: str, docstring: str | None) -> str:
     """A command's help: its summary and example first, then what its docstring says."""
-    entry = MENU[name]
+    entry = MENU.get(name) or SUBMENU[name]
     return f"{entry.summary}.\n\nExample: {entry.example}\n\n{inspect.cleandoc(docstring or '')}"
 
 
