@@ -514,18 +514,34 @@ def test_the_command_list_is_grouped_one_line_each_aliases_as_aliases(person_env
     assert "(alias: stat)" in shown
 
 
-@pytest.mark.parametrize("command", ["cp", "sync", "rm", "ls", "cat", "map", "jobs", "doctor", "mb"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cp",
+        "sync",
+        "rm",
+        "ls",
+        "cat",
+        "map",
+        "jobs",
+        "doctor",
+        "mb",
+        "vectors put",
+        "vectors count",
+        "multipart abort",
+    ],
+)
 def test_a_command_s_help_starts_with_one_line_and_an_example(
     person_env: dict[str, str], command: str
 ) -> None:
-    from s3bulk._cli import MENU
+    from s3bulk._cli import MENU, SUBMENU
 
-    lines = [
-        line.strip() for line in in_a_terminal(person_env, command, "--help").splitlines() if line.strip()
-    ]
+    entry = MENU.get(command) or SUBMENU[command]
+    shown = in_a_terminal(person_env, *command.split(), "--help")
+    lines = [line.strip() for line in shown.splitlines() if line.strip()]
     assert lines[0].startswith(f"Usage: s3bulk {command} ")
-    assert lines[1] == MENU[command].summary + "." and len(lines[1]) <= 78
-    assert lines[2] == f"Example: {MENU[command].example}"
+    assert lines[1] == entry.summary + "." and len(lines[1]) <= 78
+    assert lines[2] == f"Example: {entry.example}"
 
 
 def test_cp_help_has_panels_and_only_cp_s_options(person_env: dict[str, str]) -> None:
