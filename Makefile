@@ -16,25 +16,29 @@ NATIVE := native/pyproject.toml native/s3bulk_native.pyi native/Cargo.toml nativ
 
 # Bytecode as `pip install` leaves it: without it (PYTHONDONTWRITEBYTECODE is set on some
 # machines) every start compiles ~200 modules again, 0.3 s per command.
-setup: .venv/.synced tools
+setup: .venv/.synced
 	$(PY) -m compileall -q src >/dev/null
 
+# Each target builds the servers it runs against, no more (each at most once per machine): the
+# demo MinIO alone, the tests MinIO and toxiproxy, the matrix versitygw and Garage too.
 tools:
-	scripts/build-tools.sh
+	scripts/build-tools.sh minio toxiproxy
 
 demo: setup
+	scripts/build-tools.sh minio
 	$(PY) scripts/demo.py
 
-test: setup
+test: setup tools
 	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers"
 
 # The compatibility matrix: the end-to-end checks of tests/test_servers.py against each S3 server
 # (docs/compatibility.md is its table).
 test-servers: setup
+	scripts/build-tools.sh minio versitygw garage
 	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/test_servers.py
 
-bench: setup
-	scripts/build-tools.sh --bench
+bench: setup tools
+	scripts/build-tools.sh versitygw garage rclone awscli
 	$(PY) bench/engine_cost.py  # fails when the engine's CPU per item grows
 	$(PY) bench/bench_transfers.py --runs 3
 	$(PY) bench/bench_sync.py --runs 3
@@ -50,7 +54,7 @@ bench: setup
 	$(PY) bench/bench_map.py --runs 3 --memory-at 10000,100000
 	$(PY) bench/bench_list_servers.py --runs 3 --servers minio,versitygw,garage --rtt 0,20,50
 
-reliability: setup
+reliability: setup tools
 	$(PY) scripts/reliability.py --rounds 3 --trials 10
 
 lint: .venv/.synced

@@ -538,7 +538,8 @@ def test_hostile_keys_are_escaped_for_people_and_exact_in_json(
     assert "\x1b" not in down.stdout + down.stderr
     assert (
         f"failed: s3://{bucket}/evil\\x1b[31mred\\x1b]0;owned\\x07.txt: refused key: key has a control "
-        "character ('\\x1b'), unsafe in a file name and on a terminal"
+        "character ('\\x1b'), unsafe in a file name and on a terminal "
+        "(--allow-control-chars writes it under that name)"
     ) in down.stderr.splitlines()
     assert f"skipped: s3://{bucket}/holds-data/: its key ends in '/'" in down.stderr
     assert f"s3://{bucket}/folder/" not in down.stderr  # an empty marker is a directory: nothing to say
