@@ -639,3 +639,55 @@ def test_doctor_quotes_the_rate_at_the_knee_it_names_and_says_why_it_recommends_
         "throughput stops growing at about 4 requests in flight (350 requests/s there)"
     )
     assert "--concurrency 8 (twice the knee per worker" in found.recommendation
+
+
+# issue 48, item 2: extras (numpy, pyarrow, h5py and the decoders are not needed to move objects)
+
+
+def test_a_core_install_moves_objects_and_names_the_extra_a_feature_needs(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A Python where the extras' modules cannot be imported (every process of the job: a
+    sitecustomize that makes them absent, as a core install has them)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "for name in ('numpy', 'pyarrow', 'h5py', 'numcodecs', 'isal', 'ray'):\n"
+        "    sys.modules[name] = None\n"
+    )
+    core = person_env | {"PYTHONPATH": str(site)}
+    bucket = new_bucket(minio, "core")
+    (tmp_path / "up").mkdir()
+    for n in range(20):
+        (tmp_path / "up" / f"f{n}.txt").write_text(f"file {n}")
+    assert run_cli(core, "cp", f"{tmp_path}/up/", f"s3://{bucket}/up/").returncode == 0
+    down = run_cli(core, "sync", f"s3://{bucket}/up/", f"{tmp_path}/down/")
+    assert down.returncode == 0, down.stderr
+    assert len(list((tmp_path / "down").iterdir())) == 20
+
+    gather = run_cli(core, "gather", f"s3://{bucket}/x.h5", "-d", "ws", "-s", ":,1", "-o", "x.npy")
+    assert gather.returncode == 2
+    assert gather.stderr.strip() == (
+        "error: s3bulk gather needs the arrays extra (numpy, h5py, numcodecs, isal not installed): "
+        "pip install 's3bulk[arrays]'"
+    )
+    vectors = run_cli(core, "vectors", "put", str(tmp_path / "up"), "--bucket", "v", "--index", "i")
+    assert vectors.returncode == 2 and "pip install 's3bulk[vectors]'" in vectors.stderr
+    api = run_script(
+        core,
+        tmp_path,
+        f"""
+        import s3bulk
+        try:
+            s3bulk.put_vectors("{tmp_path}/up", bucket="v", index="i")
+        except s3bulk.UsageError as exc:
+            print(exc)
+        print(s3bulk.copy("s3://{bucket}/up/", "again/").objects_done)
+        """,
+    )
+    assert api.stdout.splitlines() == [
+        "s3bulk vectors put needs the vectors extra (numpy, pyarrow not installed): "
+        "pip install 's3bulk[vectors]'",
+        "20",
+    ], api.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import html
+import importlib.util
 import re
 
 _SECRETS: set[str] = set()
@@ -40,6 +41,26 @@ class UsageError(S3BulkError):
     """Bad input: a malformed URL, a conflicting option, a missing file. Nothing was done."""
 
     exit_code = 2
+
+
+# What each optional part of s3bulk needs beyond the core (pyproject's optional-dependencies)
+EXTRAS = {
+    "vectors": ("numpy", "pyarrow"),
+    "arrays": ("numpy", "h5py", "numcodecs", "isal"),
+    "ray": ("ray",),
+    "bench": ("psutil", "matplotlib"),
+}
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Refuse, in one line that says what to install, a feature whose extra is not installed:
+    `import s3bulk` and the core commands never need one."""
+    missing = [module for module in EXTRAS[extra] if importlib.util.find_spec(module) is None]
+    if missing:
+        absent = ", ".join(missing)
+        raise UsageError(
+            f"{what} needs the {extra} extra ({absent} not installed): pip install 's3bulk[{extra}]'"
+        )
 
 
 class JobAborted(S3BulkError):

@@ -21,7 +21,7 @@ from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, cores
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.strategies import DEFAULT_ENGINE, Strategy, choose, in_the_driver, within_open_files
 from s3bulk._engine.worker import EngineOptions
-from s3bulk._errors import ItemError, JobInterrupted, UsageError
+from s3bulk._errors import ItemError, JobInterrupted, UsageError, require_extra
 from s3bulk._journal.local import Journal, new_job_id
 from s3bulk._journal.store import JOBS_PREFIX, StoreJournal, default_url
 from s3bulk._report import RecordSink, Report, human_bytes
@@ -345,6 +345,7 @@ def _strategy(spec: Spec, command: Command) -> tuple[Strategy, int]:
             raise UsageError(f"{reason}, so the job runs as one worker: drop --engine and --workers")
         strategy = in_the_driver(strategy)
     if strategy.name == "ray":
+        require_extra("ray", "--engine ray")
         from s3bulk._engine.ray_launch import cluster_cpus, connect
 
         connect(asked.ray_address)  # first: a cluster out of reach leaves nothing behind

@@ -11,6 +11,7 @@ from s3bulk._commands.base import location, locations, patterns
 from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.put_vectors import PutVectorsSpec
 from s3bulk._config import AwsSettings
+from s3bulk._errors import require_extra
 from s3bulk._report import Report
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ async def verify_vectors_async(
 ) -> VerifyReport:
     """Fetch `sample` random rows of the source back from the indexes (every row if None) and
     compare data bit for bit and metadata; the source is named as for `put_vectors_async`."""
+    require_extra("vectors", "s3bulk vectors verify")
     from s3bulk._sources.embeddings import EmbeddingSpec, resolve_columns
     from s3bulk._vectors.verify import verify_vectors as verify
 
@@ -107,6 +109,7 @@ async def count_vectors_async(
     bucket: str, index: str | Iterable[str], *, segments: int = 16, settings: AwsSettings | None = None
 ) -> dict[str, int]:
     """Vectors per index, by ListVectors in `segments` parallel segments (1 to 16)."""
+    require_extra("vectors", "s3bulk vectors count")
     from s3bulk._vectors.verify import count_vectors as count
 
     return await count(settings or AwsSettings.from_env(), bucket, patterns(index, "index"), segments)

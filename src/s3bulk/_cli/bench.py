@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from s3bulk._config import parse_size
-from s3bulk._errors import UsageError
+from s3bulk._errors import UsageError, require_extra
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
 
@@ -48,11 +48,7 @@ def bench_command(
 ) -> int:
     """Run a workload against a throwaway local MinIO once per engine and peer tool, and print
     wall time, objects/s, Gb/s, CPU and peak memory (medians), like the seed articles' tables."""
-    try:
-        import matplotlib  # noqa: F401
-        import psutil  # noqa: F401
-    except ImportError:
-        raise UsageError("s3bulk bench needs psutil and matplotlib: pip install 's3bulk[bench]'") from None
+    require_extra("bench", "s3bulk bench")
     from s3bulk._benchmark.suite import Bench, BenchSpec, default_strategies, format_table
 
     chosen = [name.strip() for name in strategies.split(",") if name.strip()] or default_strategies(workload)

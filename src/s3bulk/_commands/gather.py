@@ -15,7 +15,7 @@ from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, lo
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
-from s3bulk._errors import UsageError
+from s3bulk._errors import UsageError, require_extra
 from s3bulk._report import Report
 
 MiB = 1024**2
@@ -37,6 +37,7 @@ class GatherSpec(Spec):
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
+        require_extra("arrays", "s3bulk gather")
         from s3bulk._arrays.output import output_format
 
         object.__setattr__(self, "sources", locations(self.sources, "sources"))

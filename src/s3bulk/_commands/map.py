@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Self
 from s3bulk._commands.base import Command, JobPlan, Spec, patterns
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job, Skipped, WorkerContext
-from s3bulk._errors import ItemError, JobAborted, UsageError
+from s3bulk._errors import ItemError, JobAborted, UsageError, require_extra
 from s3bulk._plan.filters import Filters
 from s3bulk._report import WorkerStats
 from s3bulk._sources.listing import KeyRange, iter_range
@@ -131,6 +131,8 @@ class MapSpec(Spec):
             raise UsageError("to= uploads what the function returns, output= writes it as rows: pick one")
         if self.output is not None and not self.output.endswith((".jsonl", ".parquet")):
             raise UsageError(f"output {self.output!r}: results are written as .jsonl or .parquet: name it so")
+        if self.output is not None and self.output.endswith(".parquet"):
+            require_extra("vectors", "map's Parquet output")
 
     def places(self) -> tuple[str, str]:
         return self.source, self.to or self.output or ""

@@ -17,7 +17,7 @@ from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, p
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
-from s3bulk._errors import UsageError
+from s3bulk._errors import UsageError, require_extra
 from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._vectors.limits import (
     MAX_VECTORS_PER_REQUEST,
@@ -62,6 +62,7 @@ class PutVectorsSpec(Spec):
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
+        require_extra("vectors", "s3bulk vectors put")
         object.__setattr__(self, "sources", locations(self.sources, "sources"))
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
         object.__setattr__(self, "metadata_columns", patterns(self.metadata_columns, "metadata_columns"))
