@@ -203,12 +203,16 @@ def test_the_api_takes_what_the_cli_takes_and_names_what_it_refuses(
         person_env,
         tmp_path,
         f"""
-        import asyncio, os, warnings
+        import asyncio, datetime, os, warnings
         import s3bulk
 
         warnings.simplefilter("error")  # a coroutine never awaited is a failure here
         report = s3bulk.copy("s3://{logs}/in/", "got/", part_size="8MiB", concurrency="10", max_memory="1GB")
         print("copied", report.objects_done)
+        since = s3bulk.copy("s3://{logs}/in/", "since/", newer_than="2020-01-01T00:00:00Z").objects_done
+        future = datetime.datetime(2999, 1, 1, tzinfo=datetime.UTC)
+        after = s3bulk.copy("s3://{logs}/in/", "after/", newer_than=future)
+        print("since", since, after.objects_done)
 
         def refused(call):
             try:
@@ -234,7 +238,8 @@ def test_the_api_takes_what_the_cli_takes_and_names_what_it_refuses(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"copied {OBJECTS}"
-    assert lines[1:] == [
+    assert lines[1] == f"since {OBJECTS} 0"
+    assert lines[2:] == [
         "TypeError s3bulk.copy() got an unexpected keyword argument 'concurency' "
         "(did you mean 'concurrency'?)",
         "TypeError concurrency must be a number (or a str such as '8MiB'), not list",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import difflib
 import functools
 import inspect
@@ -118,6 +119,11 @@ def _number(name: str, value: Any, annotation: str) -> Any:
     counted = {"int", "float"} & set(annotation.replace("|", " ").split())
     if not counted or value is None or "str" in annotation:
         return value
+    if isinstance(value, str) and name in ("newer_than", "older_than"):  # "2026-11-01T00:00:00Z"
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"{name}={value!r}: give a time, e.g. 2026-11-01T00:00:00Z") from None
     if isinstance(value, str):
         if "int" in counted and _SIZED.search(name):
             return parse_size(value, name)
@@ -125,7 +131,7 @@ def _number(name: str, value: Any, annotation: str) -> Any:
             return int(value) if "int" in counted else float(value)
         except ValueError:
             raise UsageError(f"{name}={value!r}: expected a number") from None
-    if not isinstance(value, int | float) and "datetime" not in annotation:
+    if not isinstance(value, int | float | datetime.datetime):
         raise TypeError(f"{name} must be a number (or a str such as '8MiB'), not {type(value).__name__}")
     return value
 
