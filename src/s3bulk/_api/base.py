@@ -13,6 +13,7 @@ import datetime
 import difflib
 import functools
 import inspect
+import numbers
 import os
 import re
 from collections.abc import Callable, Coroutine, Iterable
@@ -108,7 +109,7 @@ async def run_async(
 run = sync_twin(run_async)
 
 
-def numbers(arguments: dict[str, Any], *kinds: type[Any]) -> dict[str, Any]:
+def as_numbers(arguments: dict[str, Any], *kinds: type[Any]) -> dict[str, Any]:
     """Numbers given as the CLI takes them (part_size="8MiB", concurrency="10") read as numbers,
     and a value of the wrong type named, before a spec compares it with anything."""
     fields = {name: f.type for kind in kinds for name, f in kind.__dataclass_fields__.items()}
@@ -131,7 +132,7 @@ def _number(name: str, value: Any, annotation: str) -> Any:
             return int(value) if "int" in counted else float(value)
         except ValueError:
             raise UsageError(f"{name}={value!r}: expected a number") from None
-    if not isinstance(value, int | float | datetime.datetime):
+    if not isinstance(value, numbers.Real | datetime.datetime):  # numpy's integers are Real too
         raise TypeError(f"{name} must be a number (or a str such as '8MiB'), not {type(value).__name__}")
     return value
 
@@ -139,7 +140,7 @@ def _number(name: str, value: Any, annotation: str) -> Any:
 def spec_of(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> tuple[Spec, dict[str, Any]]:
     """A function's arguments as its command's spec (engine settings into an EngineSpec) and the
     options of the run itself (settings, journal, callbacks)."""
-    options = numbers(arguments, kind, EngineSpec)
+    options = as_numbers(arguments, kind, EngineSpec)
     run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
     knobs = {name: options.pop(name) for name in EngineSpec.__dataclass_fields__ if name in options}
     return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options
