@@ -5,7 +5,7 @@ UV := python3 -m uv
 PY := .venv/bin/python
 # native/ is built by cargo (rustup puts it here) when the environment is synced
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-NATIVE := native/pyproject.toml native/s3bulk_native.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
+NATIVE := src/s3bulk_native/__init__.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
 
 .PHONY: setup tools demo test test-servers bench reliability lint clean
 

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -631,7 +632,11 @@ def test_version_and_the_help_a_mistake_points_to(person: Person, here: Path) ->
     from s3bulk import __version__
 
     version = person.run("--version", cwd=here)
-    assert (version.returncode, version.stdout) == (0, f"s3bulk {__version__}\n")
+    assert (version.returncode, version.stdout) == (0, f"s3bulk {__version__} (native part {__version__})\n")
+    assert (
+        __version__
+        == tomllib.loads((Path(__file__).parents[1] / "native/Cargo.toml").read_text())["package"]["version"]
+    )  # written once, there
     unknown = person.run("frobnicate", "s3://bucket/key", cwd=here)
     assert unknown.returncode == 2 and unknown.stderr.strip().endswith("(see: s3bulk --help)"), unknown.stderr
     flag = person.run("cp", "--no-such-flag", ".", "s3://bucket/", cwd=here)

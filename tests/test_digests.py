@@ -12,10 +12,10 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from s3bulk_native import md5_file_parts, md5_many
 
 from s3bulk._stores import digests
 from s3bulk._stores.digests import INLINE_MAX, LANES, Md5Lanes
+from s3bulk_native import md5_file_parts, md5_many
 
 
 def md5(data: bytes) -> bytes:

@@ -25,5 +25,8 @@ fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
     module.add_class::<gets::Gets>()?;
-    module.add_class::<http::Http>()
+    module.add_class::<http::Http>()?;
+    // the package's version, written once (native/Cargo.toml): the wheel's metadata takes it
+    // from there too, and `s3bulk --version` prints both, which must agree
+    module.add("__version__", env!("CARGO_PKG_VERSION"))
 }

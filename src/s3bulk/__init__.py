@@ -14,9 +14,10 @@ tests. Names load on first use (PEP 562), so `import s3bulk` and the CLI start f
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("s3bulk")
 
 _EXPORTS = {
     "copy": "s3bulk._api.copy",

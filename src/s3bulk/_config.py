@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
 import os
 import re
 from dataclasses import dataclass, field
@@ -36,6 +37,17 @@ def parse_size(text: str, option: str) -> int:
     number, unit, binary = match.groups()
     base = 1024 if binary or unit == "" else 1000
     return int(float(number) * base ** _POWERS[unit.lower()])
+
+
+def version_line() -> str:
+    """The package's version and its native part's (native/Cargo.toml is where both are written;
+    two that differ are a broken install)."""
+    import s3bulk_native
+
+    __version__ = importlib.metadata.version("s3bulk")
+    native = s3bulk_native.__version__
+    mismatch = "" if native == __version__ else " (they differ: reinstall s3bulk)"
+    return f"s3bulk {__version__} (native part {native}){mismatch}"
 
 
 class _Frozen(NamedTuple):

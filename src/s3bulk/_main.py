@@ -8,9 +8,9 @@ import sys
 
 def main() -> None:
     if sys.argv[1:] == ["--version"]:
-        from s3bulk import __version__
+        from s3bulk._config import version_line
 
-        sys.stdout.write(f"s3bulk {__version__}\n")
+        sys.stdout.write(version_line() + "\n")
         return
     from s3bulk._cli import main as run_cli
 

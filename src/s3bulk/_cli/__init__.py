@@ -178,9 +178,9 @@ def _in_order() -> None:
 
 def _print_version(value: bool) -> None:
     if value:
-        from s3bulk import __version__
+        from s3bulk._config import version_line
 
-        sys.stdout.write(f"s3bulk {__version__}\n")
+        sys.stdout.write(version_line() + "\n")
         raise typer.Exit(0)
 
 

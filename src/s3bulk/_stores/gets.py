@@ -26,7 +26,6 @@ import os
 from typing import Any, NamedTuple
 
 import s3bulk_native
-
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover

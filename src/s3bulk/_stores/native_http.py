@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import s3bulk_native
-
 from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 

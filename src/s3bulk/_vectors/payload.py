@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import orjson
-import s3bulk_native
 
+import s3bulk_native
 from s3bulk._vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
 
 __all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed_body", "put_vectors_body"]

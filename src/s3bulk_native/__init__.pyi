@@ -3,6 +3,8 @@
 from collections.abc import Sequence
 from typing import Any
 
+__version__: str  # native/Cargo.toml's, the package's
+
 def put_vectors_body(
     head: bytes, before: Sequence[bytes], rows: Any, after: Sequence[bytes], tail: bytes
 ) -> bytearray:

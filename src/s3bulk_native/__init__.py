@@ -1,0 +1,13 @@
+"""s3bulk's Rust part (native/, pyo3), built by maturin into this package of the same wheel:
+PutVectors bodies written, and downloads hashed and landed, without the GIL."""
+
+from s3bulk_native.s3bulk_native import (
+    Gets,
+    Http,
+    __version__,  # native/Cargo.toml's, the package's
+    md5_file_parts,
+    md5_many,
+    put_vectors_body,
+)
+
+__all__ = ["Gets", "Http", "__version__", "md5_file_parts", "md5_many", "put_vectors_body"]
