@@ -696,3 +696,30 @@ def test_a_core_install_moves_objects_and_names_the_extra_a_feature_needs(
         "pip install 's3bulk[vectors]'",
         "20",
     ], api.stderr
+
+
+def test_rm_all_versions_deletes_only_what_it_names(minio: Endpoint, person_env: dict[str, str]) -> None:
+    """A key without '/' is that key, not a prefix (logs/a must not take logs/ab with it); a
+    filter --all-versions does not apply is refused, not ignored; a name matching nothing fails."""
+    bucket = new_bucket(minio, "only")
+    client = minio.client()
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for key in ("logs/a", "logs/a", "logs/ab", "logs/x.log"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"bytes")
+
+    def versions() -> list[str]:
+        return sorted(v["Key"] for v in client.list_object_versions(Bucket=bucket).get("Versions", []))
+
+    named = run_cli(person_env, "rm", "--all-versions", f"s3://{bucket}/logs/a")
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.splitlines()[-1] == "rm --all-versions: 2 deleted"
+    assert versions() == ["logs/ab", "logs/x.log"]
+
+    filtered = run_cli(person_env, "rm", "--all-versions", "--include", "*.log", f"s3://{bucket}/logs/")
+    assert filtered.returncode == 2
+    assert "error: --all-versions takes no --include: it deletes every version under" in filtered.stderr
+    assert versions() == ["logs/ab", "logs/x.log"]
+
+    nothing = run_cli(person_env, "rm", "--all-versions", f"s3://{bucket}/logs/*.log")
+    assert nothing.returncode == 1 and "no version or delete marker of" in nothing.stderr
+    assert versions() == ["logs/ab", "logs/x.log"]

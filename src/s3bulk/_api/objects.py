@@ -197,9 +197,11 @@ async def make_bucket_async(
 
 async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
     """Remove a bucket; with `force`, delete every object in it first (the batched deleter),
-    then every old version and delete marker a versioned bucket keeps."""
+    then, if it is still not empty (a versioned bucket), every old version and delete marker it
+    keeps: a bucket that never kept versions, or a server without ListObjectVersions, costs no
+    listing more."""
     from s3bulk._api.remove import remove_async
-    from s3bulk._objects import bucket_name, remove_bucket, remove_versions
+    from s3bulk._objects import BucketNotEmpty, bucket_name, remove_bucket, remove_versions
 
     settings = settings or AwsSettings.from_env()
     bucket = bucket_name(url)
@@ -209,18 +211,23 @@ async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSet
             raise UsageError(
                 f"s3://{bucket} still holds {report.objects_failed} objects that could not be deleted"
             )
-        kept = [version async for version, why in remove_versions(settings, f"s3://{bucket}/") if why]
-        if kept:
-            raise UsageError(f"s3://{bucket} still holds {len(kept)} versions that could not be deleted")
+    try:
+        return await remove_bucket(settings, bucket)
+    except BucketNotEmpty:
+        if not force:
+            raise
+    kept = [version async for version, why in remove_versions(settings, f"s3://{bucket}/") if why]
+    if kept:
+        raise UsageError(f"s3://{bucket} still holds {len(kept)} versions that could not be deleted")
     return await remove_bucket(settings, bucket)
 
 
 async def remove_versions_async(
     url: str, *, dry_run: bool = False, settings: AwsSettings | None = None
 ) -> list[tuple[VersionInfo, str]]:
-    """Delete every version and delete marker under s3://bucket/prefix/ (`s3bulk rm
-    --all-versions`): what a versioned bucket keeps of objects deleted or written over. Returns
-    each (version, "" or why it was not deleted)."""
+    """Delete every version and delete marker under s3://bucket/prefix/, or of s3://bucket/key
+    alone (`s3bulk rm --all-versions`): what a versioned bucket keeps of objects deleted or
+    written over. Returns each (version, "" or why it was not deleted)."""
     from s3bulk._objects import remove_versions
 
     settings = settings or AwsSettings.from_env()

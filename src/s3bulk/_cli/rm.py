@@ -45,6 +45,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.window import with_window_options
 from s3bulk._engine.strategies import DEFAULT_ENGINE
+from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._urls import parse_s3
 
 
@@ -90,6 +91,21 @@ def rm_command(
     target = as_prefix(target) if recursive else target
     if all_versions:
         assert target is not None
+        given = {
+            "--include": include,
+            "--exclude": exclude,
+            "--files-from": files_from,
+            "--max-delete": max_delete,
+            "--resume": resume,
+            "--retry-failed": retry_failed,
+            "--min-size/--max-size": min_size is not None or max_size is not None,
+            "--newer-than/--older-than": newer_than is not None or older_than is not None,
+        }
+        if any(given.values()):
+            names = ", ".join(name for name, value in given.items() if value)
+            raise UsageError(
+                f"--all-versions takes no {names}: it deletes every version under a prefix/ or of one key"
+            )
         settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request)
         return _remove_versions(target, dry_run, quiet, settings)
     start = continuation(
@@ -150,6 +166,8 @@ def _remove_versions(target: str, dry_run: bool, quiet: bool, settings: Any) -> 
         deleted += 1
         if not quiet:
             sys.stdout.write(f"{'(dryrun) ' if dry_run else ''}delete: {url} ({what} {version.version_id})\n")
+    if not deleted and not failed:
+        raise S3BulkError(f"no version or delete marker of {printable(target)} (a prefix ends with '/')")
     verb = "would delete" if dry_run else "deleted"
     sys.stdout.write(
         f"rm --all-versions: {deleted:,} {verb}" + (f", {failed:,} failed\n" if failed else "\n")

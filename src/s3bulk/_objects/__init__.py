@@ -194,18 +194,27 @@ async def make_bucket(settings: AwsSettings, url: str, region: str | None = None
 async def remove_versions(
     settings: AwsSettings, url: str, dry_run: bool = False
 ) -> AsyncIterator[tuple[VersionInfo, str]]:
-    """Delete every version and delete marker under s3://bucket/prefix (a versioned bucket keeps
-    each object's old bytes after the object is deleted): (version, "" or why it was not
-    deleted), 1,000 per DeleteObjects, a page of the listing at a time: each page checked
-    (`_marker_pages`) before its versions are deleted, so a listing that breaks stops there,
-    having touched nothing it did not list."""
+    """Delete every version and delete marker under s3://bucket/prefix/, or of s3://bucket/key
+    (that key alone, not every key it begins: a versioned bucket keeps each object's old bytes
+    after the object is deleted): (version, "" or why it was not deleted), 1,000 per
+    DeleteObjects, a page of the listing at a time: each page checked (`_marker_pages`) before
+    its versions are deleted, so a listing that breaks stops there, having touched nothing it
+    did not list."""
     location = uploads_location(url)
+    key = location.key if location.key and not location.key.endswith("/") else None
     async with _storage(settings) as storage:
-        async for page in storage.list_versions(location.bucket, location.key):
+        async for listed in storage.list_versions(location.bucket, location.key):
+            page = [version for version in listed if key is None or version.key == key]
             entries = [(version.key, version.version_id) for version in page]
+            if not entries:
+                continue
             failed = {} if dry_run else await storage.delete_versions(location.bucket, entries)
             for version in page:
                 yield version, failed.get((version.key, version.version_id), "")
+
+
+class BucketNotEmpty(UsageError):
+    """A bucket that still holds objects, or (versioned) their old versions and delete markers."""
 
 
 async def remove_bucket(settings: AwsSettings, url: str) -> str:
@@ -217,7 +226,7 @@ async def remove_bucket(settings: AwsSettings, url: str) -> str:
         except S3Error as error:
             if error.code != "BucketNotEmpty":
                 raise
-            raise UsageError(
+            raise BucketNotEmpty(
                 f"s3://{bucket} is not empty: rb --force deletes its objects (and their old versions) first"
             ) from None
     return bucket
