@@ -1,5 +1,5 @@
-"""s3bulk against s5cmd and a bare obstore loop on the same local MinIO, in the same run,
-interleaved, medians of N runs.
+"""s3bulk against s5cmd, the AWS CRT and a bare obstore loop on the same local MinIO, in the same
+run, interleaved, medians of N runs.
 
     uv run python bench/bench_transfers.py [--runs 3] [--quick] [--rtt 10] [--also async]
 
@@ -7,7 +7,9 @@ Workloads: 2,000 x 1 MiB download and upload, 10,000 x 4 KiB download, 10,000 x 
 server-side copy, listing 100,000 keys. Client and MinIO share this machine's cores, so the
 client's CPU per object decides throughput, exactly the cost s3bulk exists to cut. The obstore
 loop (bench/obstore_loop.py: same transport, no journal, progress or atomic landing) is the
-yardstick of what s3bulk's engine costs on top of the work. Each tool is measured from outside:
+yardstick of what s3bulk's engine costs on top of the work; the CRT loop (bench/crt_loop.py, the
+seeds' crt-python: the names given, no listing) moves the 1 MiB and 100 MiB files with a
+CRC64NVME checked both ways, as s3bulk does. Each tool is measured from outside:
 wall time of the whole process, CPU of its process tree, peak summed RSS of the tree.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,8 +35,9 @@ BIN = Path(sys.executable).parent
 S5CMD = s5cmd_binary()
 S3BULK = str(BIN / "s3bulk")
 LOOP = [sys.executable, str(ROOT / "obstore_loop.py")]
+CRT = [sys.executable, str(ROOT / "crt_loop.py")]
 HUGE = 3  # files of 100 MiB: a multipart upload each
-PEERS = ("s5cmd", "obstore")
+PEERS = ("s5cmd", "obstore", "awscrt")
 
 
 def make_files(directory: Path, count: int, size: int) -> None:
@@ -66,6 +70,13 @@ def main() -> None:
         metavar="NAME=EXECUTABLE",
         help="another s3bulk to measure beside this one (an earlier commit's, say); repeatable",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=OPTIONS",
+        help="this s3bulk again with options added, e.g. 'unsigned=--unsigned-payload'; repeatable",
+    )
     parser.add_argument("--output", default=str(ROOT / "out" / "transfers.json"))
     args = parser.parse_args()
     scale = 10 if args.quick else 1
@@ -83,7 +94,11 @@ def main() -> None:
         others = dict(each.split("=", 1) for each in args.compare)
         assert minio.minio.process is not None
         server_pid = minio.minio.process.pid
-        workloads = workloads_for(env, work, [e for e in args.also.split(",") if e], others)
+        variants = {
+            f"s3bulk {name}": shlex.split(options)
+            for name, options in (v.split("=", 1) for v in args.variant)
+        }
+        workloads = workloads_for(env, work, [e for e in args.also.split(",") if e], others, variants)
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             workloads = {name: tools for name, tools in workloads.items() if name in wanted}
@@ -152,7 +167,11 @@ def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tu
 
 
 def workloads_for(
-    env: dict[str, str], work: Path, engines: list[str], others: dict[str, str]
+    env: dict[str, str],
+    work: Path,
+    engines: list[str],
+    others: dict[str, str],
+    variants: dict[str, list[str]],
 ) -> dict[str, dict[str, Any]]:
     """For each workload, a command per tool (made when run: a target directory starts empty)."""
 
@@ -167,22 +186,41 @@ def workloads_for(
     tool_s5 = s5cmd(env)
     ours = {name: [executable] for name, executable in others.items()} | {"s3bulk": [S3BULK]}
     ours |= {f"s3bulk {e}": [S3BULK, "--engine", e] for e in engines}
+    ours |= {name: [S3BULK, *options] for name, options in variants.items()}
     workloads: dict[str, dict[str, Any]] = {
         "download 1MiB": {
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/large/*", target("dl")],
             "obstore": lambda: [*LOOP, "download", "s3://bench/large/", target("dl")],
+            "awscrt": lambda: [
+                *CRT,
+                "download",
+                "s3://bench/large/",
+                target("dl"),
+                "--names-from",
+                f"{work}/large",
+            ],
         },
         "upload 1MiB": {
             "s5cmd": lambda: [*tool_s5, "cp", f"{work}/large/*", "s3://bench/up-s5/"],
             "obstore": lambda: [*LOOP, "upload", f"{work}/large", "s3://bench/up-loop/"],
+            "awscrt": lambda: [*CRT, "upload", f"{work}/large", "s3://bench/up-crt/"],
         },
         "upload 100MiB": {  # multipart: s5cmd's parts are 50 MiB, s3bulk's 8 MiB
             "s5cmd": lambda: [*tool_s5, "cp", f"{work}/huge/*", "s3://bench/up-huge-s5/"],
             "obstore": lambda: [*LOOP, "upload", f"{work}/huge", "s3://bench/up-huge-loop/"],
+            "awscrt": lambda: [*CRT, "upload", f"{work}/huge", "s3://bench/up-huge-crt/"],
         },
         "download 100MiB": {  # in ranges: s5cmd's of 50 MiB, s3bulk's of 8 MiB
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/huge/*", target("dlh")],
             "obstore": lambda: [*LOOP, "download", "s3://bench/huge/", target("dlh")],
+            "awscrt": lambda: [
+                *CRT,
+                "download",
+                "s3://bench/huge/",
+                target("dlh"),
+                "--names-from",
+                f"{work}/huge",
+            ],
         },
         "download 4KiB": {
             "s5cmd": lambda: [*tool_s5, "cp", "s3://bench/small/*", target("dls")],
@@ -240,20 +278,30 @@ def summarise(results: Results, workloads: dict[str, Any], counts: dict[str, int
 
 def print_table(summary: list[dict[str, Any]]) -> None:
     """Throughput, client CPU and peak summed RSS per tool; s3bulk's as ratios to each peer."""
-    tools = [tool for tool in summary[0] if tool not in ("workload", "objects")]
+    tools = list(
+        dict.fromkeys(tool for row in summary for tool in row if tool not in ("workload", "objects"))
+    )
     ours = [tool for tool in tools if tool not in PEERS]
     header = ["workload", *(f"{t} obj/s" for t in tools), *(f"{t} CPU s" for t in tools)]
     header += [*(f"{t} RSS MiB" for t in tools), *(f"{t} MinIO CPU s" for t in tools)]
-    header += [f"{t} / {peer}" for t in ours for peer in PEERS]
+    header += [f"{t} / {peer}" for t in ours for peer in PEERS]  # "-" where a peer did not run
     print("| " + " | ".join(header) + " |")
     print("|---" * len(header) + "|")
     for row in summary:
         cells = [row["workload"]]
-        cells += [f"{row[t]['per_second']:,.{2 if row['objects'] < 100 else 0}f}" for t in tools]
-        cells += [f"{row[t]['cpu_seconds']:.2f}" for t in tools]
-        cells += [f"{row[t]['peak_rss_mib']:.0f}" for t in tools]
-        cells += [f"{row[t]['server_cpu_seconds']:.2f}" for t in tools]
-        cells += [f"{row[peer]['seconds'] / row[t]['seconds']:.2f}x" for t in ours for peer in PEERS]
+        ran = [tool for tool in tools if tool in row]
+        cells += [
+            f"{row[t]['per_second']:,.{2 if row['objects'] < 100 else 0}f}" if t in ran else "-"
+            for t in tools
+        ]
+        cells += [f"{row[t]['cpu_seconds']:.2f}" if t in ran else "-" for t in tools]
+        cells += [f"{row[t]['peak_rss_mib']:.0f}" if t in ran else "-" for t in tools]
+        cells += [f"{row[t]['server_cpu_seconds']:.2f}" if t in ran else "-" for t in tools]
+        cells += [
+            f"{row[peer]['seconds'] / row[t]['seconds']:.2f}x" if peer in ran and t in ran else "-"
+            for t in ours
+            for peer in PEERS
+        ]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -250,3 +250,26 @@ def test_directory_markers_and_keys_a_file_system_cannot_hold(
     )
     normalised = sorted(where for where in stored.values() if where is not None and where not in odd)
     assert landed == sorted(["dir/file", *normalised])
+
+
+@pytest.mark.parametrize("payload", ["--signed-payload", "--unsigned-payload"])
+def test_uploads_carry_the_checksum_the_server_keeps(server: Endpoint, tmp_path: Path, payload: str) -> None:
+    """Every algorithm of --checksum-algorithm, whole and in parts (a CRC's full-object, a SHA's
+    per part), signed and unsigned over HTTP: what HEAD shows in checksum mode is the value of
+    the file's bytes (docs/compatibility.md, "Checksums")."""
+    from test_checksums import composite, expected
+
+    bucket = new_bucket(server)
+    small, large = os.urandom(100_000), os.urandom(11 * MiB)
+    make_tree(tmp_path, {"small": small, "large": large})
+    client = server.client()
+    for algorithm in ("CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1"):
+        options = ["--multipart-threshold", "8MiB", "--part-size", "5MiB", "--checksum-algorithm", algorithm]
+        up = run_cli(server.env, "cp", "-r", payload, *options, f"{tmp_path}/", f"s3://{bucket}/{algorithm}/")
+        assert up.returncode == 0, up.stderr
+        for name, data in (("small", small), ("large", large)):
+            head = client.head_object(Bucket=bucket, Key=f"{algorithm}/{name}", ChecksumMode="ENABLED")
+            crc = algorithm.startswith("CRC") or name == "small"
+            value = expected(algorithm, data) if crc else composite(algorithm, data, 5 * MiB)
+            assert head.get(f"Checksum{algorithm}") == value, (algorithm, name)
+            assert head.get("ChecksumType") == ("FULL_OBJECT" if crc else "COMPOSITE")

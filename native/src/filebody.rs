@@ -3,9 +3,10 @@
 //! A part read whole into memory before it went (Python's `os.pread`, then held by the request)
 //! cost its size in memory for as long as it was in flight: 3 x 100 MiB uploaded in 8 MiB parts
 //! peaked at 78 MiB against s5cmd's 20 MiB, which streams its parts from the file. Here a part is
-//! read twice, both times from the page cache a chunk at a time: once to hash it (the SHA-256
-//! that SigV4 signs, which the service checks against what it receives; the MD5 of Content-MD5
-//! when nothing is signed), then again as its chunks are written to the socket.
+//! read twice, both times from the page cache a chunk at a time: once to hash it (its checksum,
+//! `x-amz-checksum-*`, and the SHA-256 when SigV4 signs the payload, both of which the service
+//! checks against what it receives; the MD5 of Content-MD5 when neither is sent), then again as
+//! its chunks are written to the socket.
 
 use std::fs::File;
 use std::io;
@@ -18,6 +19,8 @@ use aws_lc_rs::digest::{Context, SHA256};
 use bytes::Bytes;
 use futures_util::stream::{self, Stream};
 
+use crate::checksums::{Algorithm, Hasher};
+
 /// How much of the file is read at a time, to hash it and to send it.
 const CHUNK: usize = 256 * 1024;
 
@@ -29,10 +32,13 @@ pub struct FileRange {
     pub length: u64,
 }
 
-/// What a body is checked by: the SHA-256 that is signed, or the MD5 sent as Content-MD5.
-pub enum Digest {
-    Sha256(Vec<u8>),
-    Md5([u8; 16]),
+/// What a body is checked by: its checksum (`x-amz-checksum-*`) and the SHA-256 that is signed,
+/// either or both; the MD5 sent as Content-MD5 when neither is.
+#[derive(Default)]
+pub struct Digests {
+    pub checksum: Option<Vec<u8>>,
+    pub sha256: Option<Vec<u8>>,
+    pub md5: Option<[u8; 16]>,
 }
 
 impl FileRange {
@@ -43,25 +49,31 @@ impl FileRange {
         vec![0u8; CHUNK]
     }
 
-    /// The range hashed (SHA-256 when `signed`, else MD5), read a chunk at a time into
-    /// `buffer`, and the file it was read from, to send it from; blocking.
-    pub fn digest(&self, signed: bool, mut buffer: Vec<u8>) -> io::Result<(Digest, File)> {
+    /// The range hashed, read a chunk at a time into `buffer`: with `checksum`, with SHA-256
+    /// when `signed`, with MD5 when `md5` is asked for or neither checks it; and the file it was
+    /// read from, to send it from; blocking.
+    pub fn digest(&self, signed: bool, checksum: Option<Algorithm>, md5: bool, mut buffer: Vec<u8>) -> io::Result<(Digests, File)> {
         let file = File::open(&self.path)?;
-        let (mut sha256, mut md5) = (Context::new(&SHA256), Md5State::new());
+        let mut crc = checksum.map(Hasher::new);
+        let mut sha256 = signed.then(|| Context::new(&SHA256));
+        let mut md5 = (md5 || (crc.is_none() && sha256.is_none())).then(Md5State::new);
         let end = self.offset + self.length;
         let mut offset = self.offset;
         while offset < end {
             let wanted = CHUNK.min((end - offset) as usize);
-            read_exact_at(&file, &mut buffer[..wanted], offset, &self.path)?;
-            if signed {
-                sha256.update(&buffer[..wanted]);
-            } else {
-                md5.update(&buffer[..wanted]);
-            }
+            let chunk = &mut buffer[..wanted];
+            read_exact_at(&file, chunk, offset, &self.path)?;
+            crc.iter_mut().for_each(|hasher| hasher.update(chunk));
+            sha256.iter_mut().for_each(|context| context.update(chunk));
+            md5.iter_mut().for_each(|state| state.update(chunk));
             offset += wanted as u64;
         }
-        let digest = if signed { Digest::Sha256(sha256.finish().as_ref().to_vec()) } else { Digest::Md5(md5.finalize()) };
-        Ok((digest, file))
+        let digests = Digests {
+            checksum: crc.map(Hasher::finish),
+            sha256: sha256.map(|context| context.finish().as_ref().to_vec()),
+            md5: md5.map(|state| state.finalize()),
+        };
+        Ok((digests, file))
     }
 
     /// The range of `file` as a stream of chunks, each read (by a blocking-pool thread) only

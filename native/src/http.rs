@@ -26,7 +26,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use crate::filebody::{Digest, FileRange};
+use crate::checksums::Algorithm;
+use crate::filebody::{Digests, FileRange};
 use crate::pace::{whole, Pace};
 use crate::wake::{Outbox, Runner};
 
@@ -44,34 +45,65 @@ struct Request {
 enum Body {
     /// Python's bytes object itself, held (not copied) until the request is done.
     Bytes(Bytes),
-    /// A range of a file, read as it is sent (`filebody`).
-    File(FileRange),
+    /// A range of a file, read as it is sent (`filebody`), with what checks it.
+    File(FileRange, Check),
 }
 
-/// What SigV4 needs besides the request: who signs, for which service and region, and the
-/// body's SHA-256 when the caller hashed it already (else it is hashed here).
+/// What a file's range is sent with, besides the SHA-256 of a signed payload: its checksum
+/// (x-amz-checksum-*), its Content-MD5 (always, or only when nothing else checks it).
+#[derive(Clone, Copy)]
+enum Check {
+    Checksum(Algorithm),
+    Md5,
+    Unnamed,
+}
+
+impl Check {
+    /// The algorithm Python names: one of S3's checksums, "MD5", or None.
+    fn named(name: Option<&str>) -> PyResult<Self> {
+        match name {
+            None => Ok(Self::Unnamed),
+            Some(name) if name.eq_ignore_ascii_case("MD5") => Ok(Self::Md5),
+            Some(name) => Algorithm::named(name).map(Self::Checksum),
+        }
+    }
+
+    fn algorithm(self) -> Option<Algorithm> {
+        match self {
+            Self::Checksum(algorithm) => Some(algorithm),
+            Self::Md5 | Self::Unnamed => None,
+        }
+    }
+}
+
+/// What SigV4 needs besides the request: who signs, for which service and region, the body's
+/// SHA-256 when the caller hashed it already (else it is hashed here), and whether the payload
+/// is signed at all (else it goes as UNSIGNED-PAYLOAD, protected by its checksum).
 struct Signing {
     credential: AwsCredential,
     service: String,
     region: String,
     body_sha256: Option<Vec<u8>>,
+    sign_payload: bool,
 }
 
-/// A body as Python gives it: bytes, or (path, offset, length) of a file.
+/// A body as Python gives it: bytes, or (path, offset, length, checksum algorithm, "MD5" or
+/// None) of a file.
 #[derive(FromPyObject)]
 enum BodyArg {
     Bytes(PyBackedBytes),
-    File((PathBuf, u64, u64)),
+    File((PathBuf, u64, u64, Option<String>)),
 }
 
 /// `Signing` as Python gives it: ((key id, secret, token or None), service, region, body's
-/// SHA-256 or None).
-type SigningFields = ((String, String, Option<String>), String, String, Option<Vec<u8>>);
+/// SHA-256 or None, payload signed).
+type SigningFields = ((String, String, Option<String>), String, String, Option<Vec<u8>>, bool);
 
-/// An answer (status, headers with names in lower case, body), or why none came: whether no
-/// connection was made, and the client's words.
+/// An answer (status, headers with names in lower case, body, the checksum this side computed of
+/// a file's range and sent), or why none came: whether no connection was made, and the client's
+/// words.
 enum Answer {
-    Reply { status: u16, headers: Vec<(String, String)>, body: Vec<Bytes> },
+    Reply { status: u16, headers: Vec<(String, String)>, body: Vec<Bytes>, checksum: Option<(String, String)> },
     Failed { unreachable: bool, message: String },
 }
 
@@ -99,7 +131,7 @@ impl Http {
             async move {
                 let ticket = request.ticket;
                 let answer = match &request.body {
-                    Body::File(range) => send_file(&reqwest, &request, range.clone(), window).await,
+                    Body::File(range, check) => send_file(&reqwest, &request, range.clone(), *check, window).await,
                     Body::Bytes(body) => send(&client, &request, body.clone(), window).await,
                 };
                 Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
@@ -114,34 +146,36 @@ impl Http {
     }
 
     /// Send requests: (ticket, method, url, headers, body, signing or None) each, body as bytes
-    /// or as (path, offset, length): a range of a file, read as it is sent (its SHA-256 found
-    /// here; unsigned, its MD5 goes as Content-MD5), signing as ((key id, secret, token or
-    /// None), service, region, body's SHA-256 or None).
+    /// or as (path, offset, length, checksum algorithm, "MD5" or None): a range of a file, read
+    /// as it is sent (its checksum found here and sent as x-amz-checksum-*, its SHA-256 when the
+    /// payload is signed; its MD5 goes as Content-MD5 when asked for or neither checks it), signing as ((key id,
+    /// secret, token or None), service, region, body's SHA-256 or None, payload signed).
     #[allow(clippy::type_complexity)]
     fn submit(&self, requests: Vec<(u64, String, String, Vec<(String, String)>, BodyArg, Option<SigningFields>)>) -> PyResult<()> {
-        let sent = requests
-            .into_iter()
-            .map(|(ticket, method, url, headers, body, signing)| {
-                let body = match body {
-                    BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
-                    BodyArg::File((path, offset, length)) => Body::File(FileRange { path, offset, length }),
-                };
-                Request { ticket, method, url, headers, body, signing: signing.map(signing_from) }
-            })
-            .collect();
+        let mut sent = Vec::with_capacity(requests.len());
+        for (ticket, method, url, headers, body, signing) in requests {
+            let body = match body {
+                BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
+                BodyArg::File((path, offset, length, checksum)) => {
+                    Body::File(FileRange { path, offset, length }, Check::named(checksum.as_deref())?)
+                }
+            };
+            sent.push(Request { ticket, method, url, headers, body, signing: signing.map(signing_from) });
+        }
         self.runner.send(sent)
     }
 
-    /// The answers finished since the last call: (ticket, status, headers, body, failure or None),
-    /// failure as (no connection was made, message).
+    /// The answers finished since the last call: (ticket, status, headers, body, failure or
+    /// None, (header, value) of the checksum sent, or None), failure as (no connection was
+    /// made, message).
     #[allow(clippy::type_complexity)]
-    fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u16, Vec<(String, String)>, Bound<'py, PyBytes>, Option<(bool, String)>)> {
+    fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u16, Vec<(String, String)>, Bound<'py, PyBytes>, Option<(bool, String)>, Option<(String, String)>)> {
         self.outbox
             .take()
             .into_iter()
             .map(|(ticket, answer)| match answer {
-                Answer::Reply { status, headers, body } => (ticket, status, headers, python_bytes(py, &body), None),
-                Answer::Failed { unreachable, message } => (ticket, 0, Vec::new(), PyBytes::new(py, b""), Some((unreachable, message))),
+                Answer::Reply { status, headers, body, checksum } => (ticket, status, headers, python_bytes(py, &body), None, checksum),
+                Answer::Failed { unreachable, message } => (ticket, 0, Vec::new(), PyBytes::new(py, b""), Some((unreachable, message)), None),
             })
             .collect()
     }
@@ -152,8 +186,8 @@ impl Http {
     }
 }
 
-fn signing_from(((key_id, secret_key, token), service, region, body_sha256): SigningFields) -> Signing {
-    Signing { credential: AwsCredential { key_id, secret_key, token }, service, region, body_sha256 }
+fn signing_from(((key_id, secret_key, token), service, region, body_sha256, sign_payload): SigningFields) -> Signing {
+    Signing { credential: AwsCredential { key_id, secret_key, token }, service, region, body_sha256, sign_payload }
 }
 
 /// The request as object_store's client and signer take it, headers added and signed (with
@@ -168,6 +202,7 @@ fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], 
     }
     if let Some(signing) = &request.signing {
         AwsAuthorizer::new(&signing.credential, &signing.service, &signing.region)
+            .with_sign_payload(signing.sign_payload)
             .try_authorize(&mut built, digest.or(signing.body_sha256.as_deref()))
             .map_err(|err| err.to_string())?;
     }
@@ -183,7 +218,7 @@ async fn send(client: &HttpClient, request: &Request, body: Bytes, window: Durat
     };
     let status = response.status().as_u16();
     let headers = header_pairs(response.headers());
-    Ok(answered(status, headers, whole(response.into_body().bytes_stream(), window, |err| message_of(false, &err)).await))
+    Ok(answered(status, headers, whole(response.into_body().bytes_stream(), window, |err| message_of(false, &err)).await, None))
 }
 
 /// A body's chunks copied into one Python bytes object: the only copy made of it.
@@ -201,9 +236,9 @@ fn python_bytes<'py>(py: Python<'py>, chunks: &[Bytes]) -> Bound<'py, PyBytes> {
 }
 
 /// The answer, or why its body did not come.
-fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Vec<Bytes>, String>) -> Answer {
+fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Vec<Bytes>, String>, checksum: Option<(String, String)>) -> Answer {
     match body {
-        Ok(body) => Answer::Reply { status, headers, body },
+        Ok(body) => Answer::Reply { status, headers, body, checksum },
         Err(message) => Answer::Failed { unreachable: false, message },
     }
 }
@@ -213,30 +248,25 @@ fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
     headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect()
 }
 
-/// A request whose body is a range of a file: hashed first (by a blocking-pool thread), then
-/// signed with that hash and sent as the file is read, by reqwest itself (object_store's client
-/// takes bodies only whole in memory).
-async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange, window: Duration) -> Result<Answer, String> {
-    let signed_payload = request.signing.is_some();
+/// A request whose body is a range of a file: hashed first (by a blocking-pool thread: its
+/// `checksum`, and its SHA-256 when the payload is signed), then signed and sent as the file is
+/// read, by reqwest itself (object_store's client takes bodies only whole in memory).
+async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange, check: Check, window: Duration) -> Result<Answer, String> {
+    let checksum = check.algorithm();
+    let signed_payload = request.signing.as_ref().is_some_and(|signing| signing.sign_payload);
     let hashed = tokio::task::spawn_blocking({
         let (range, buffer) = (range.clone(), FileRange::buffer());
-        move || range.digest(signed_payload, buffer)
+        move || range.digest(signed_payload, checksum, matches!(check, Check::Md5), buffer)
     })
     .await
     .map_err(|err| err.to_string())?;
-    let (digest, file) = match hashed {
+    let (digests, file) = match hashed {
         Ok(hashed) => hashed,
         Err(err) => return Ok(Answer::Failed { unreachable: false, message: format!("cannot read {}: {err}", range.path.display()) }),
     };
-    let mut extra = vec![("content-length".to_owned(), range.length.to_string())];
-    let sha256 = match &digest {
-        Digest::Sha256(sha256) => Some(sha256.as_slice()),
-        Digest::Md5(md5) => {
-            extra.push(("content-md5".to_owned(), BASE64_STANDARD.encode(md5)));
-            None
-        }
-    };
-    let built = signed(request, HttpRequestBody::empty(), &extra, sha256)?;
+    let headers = digest_headers(&range, checksum, &digests);
+    let sent = checksum.and_then(|algorithm| headers.iter().find(|(name, _)| name == algorithm.header()).cloned());
+    let built = signed(request, HttpRequestBody::empty(), &headers, digests.sha256.as_deref())?;
     let (parts, _) = built.into_parts();
     let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).map_err(|err| err.to_string())?;
     let body = reqwest::Body::wrap_stream(range.chunks(file));
@@ -246,7 +276,21 @@ async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange
     };
     let status = response.status().as_u16();
     let headers = header_pairs(response.headers());
-    Ok(answered(status, headers, whole(response.bytes_stream(), window, |err| message_of(false, &err)).await))
+    let body = whole(response.bytes_stream(), window, |err| message_of(false, &err)).await;
+    Ok(answered(status, headers, body, sent))
+}
+
+/// The headers a file's range goes with: its length, and what checks it (its checksum, else its
+/// Content-MD5 when the payload is not signed either).
+fn digest_headers(range: &FileRange, checksum: Option<Algorithm>, digests: &Digests) -> Vec<(String, String)> {
+    let mut headers = vec![("content-length".to_owned(), range.length.to_string())];
+    if let (Some(algorithm), Some(value)) = (checksum, &digests.checksum) {
+        headers.push((algorithm.header().to_owned(), BASE64_STANDARD.encode(value)));
+    }
+    if let Some(md5) = &digests.md5 {
+        headers.push(("content-md5".to_owned(), BASE64_STANDARD.encode(md5)));
+    }
+    headers
 }
 
 /// reqwest's client as object_store's `ClientOptions::client` would build it from the options

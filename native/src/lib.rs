@@ -1,6 +1,7 @@
 //! s3bulk's native part: the work per byte that Python would do under the GIL, done without it.
 //!
 //! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
+//! - `checksums`: the CRC64NVME, CRC32C, CRC32, SHA-256 and SHA-1 S3 keeps with an object.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 //! - `gets`: GETs into files, handed over in batches rather than one by one; `parthash`: a
 //!   large download's parts hashed as its ranges come.
@@ -10,6 +11,7 @@
 
 use pyo3::prelude::*;
 
+mod checksums;
 mod filebody;
 mod gets;
 mod http;
@@ -24,6 +26,8 @@ fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
+    module.add_function(wrap_pyfunction!(checksums::checksum, module)?)?;
+    module.add_function(wrap_pyfunction!(checksums::crc_combine, module)?)?;
     module.add_class::<gets::Gets>()?;
     module.add_class::<http::Http>()?;
     // the package's version, written once (native/Cargo.toml): the wheel's metadata takes it

@@ -205,6 +205,31 @@ def read_timeout_seconds() -> float:
 
 DEFAULT_MAX_ATTEMPTS = 6
 
+# What an upload sends to have its bytes checked by the service (`_stores/checksums.py`)
+CHECKSUM_ALGORITHMS = ("CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1", "MD5", "none")
+DEFAULT_CHECKSUM_ALGORITHM = "CRC64NVME"  # what S3 and the AWS SDKs use since December 2024
+
+
+class UploadChecks(NamedTuple):
+    """What uploads send for the service to check (`AwsSettings.checksum_algorithm` and
+    `unsigned_payload`), as a command's options give it."""
+
+    algorithm: str | None = None
+    unsigned_payload: bool | None = None
+
+
+DEFAULT_CHECKS = UploadChecks()
+
+
+def parse_checksum_algorithm(value: str | None, option: str = "--checksum-algorithm") -> str | None:
+    """One of CHECKSUM_ALGORITHMS as written there, whatever its case (None: the default)."""
+    if value is None:
+        return None
+    found = next((name for name in CHECKSUM_ALGORITHMS if name.lower() == value.strip().lower()), None)
+    if found is None:
+        raise UsageError(f"{option} {value!r}: one of {', '.join(CHECKSUM_ALGORITHMS[:-1])} or none")
+    return found
+
 
 @dataclass(frozen=True)
 class AwsSettings:
@@ -220,6 +245,12 @@ class AwsSettings:
     # account or region): cp, mv and sync read with these and write with the rest
     source: AwsSettings | None = field(default=None, compare=False)
     request_payer: bool = False  # requester-pays buckets: this account pays for what it asks
+    # what uploads send for the service to check (CHECKSUM_ALGORITHMS); None: CRC64NVME, and a
+    # server-side copy keeps its source's
+    checksum_algorithm: str | None = None
+    # an upload's body unsigned (UNSIGNED-PAYLOAD), checked by its checksum: None decides by
+    # the endpoint, unsigned over HTTPS, signed over HTTP, where TLS does not stop tampering
+    unsigned_payload: bool | None = None
     # bucket -> the region the service said it is in (a job's workers inherit what was learned)
     bucket_regions: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -238,9 +269,13 @@ class AwsSettings:
         sse_c_source: CustomerKey | str | bytes | None = None,
         source: AwsSettings | None = None,
         request_payer: bool = False,
+        checksum_algorithm: str | None = None,
+        unsigned_payload: bool | None = None,
     ) -> AwsSettings:
         """Settings as the AWS SDKs resolve them (and the SSE-C keys a job uses: 32 bytes, or
-        32 characters, "fileb://PATH", "base64:…"). Endpoints: the explicit one, then the service's
+        32 characters, "fileb://PATH", "base64:…"), and what uploads send for the service to
+        check their bytes by (`checksum_algorithm`, CRC64NVME by default; `unsigned_payload`).
+        Endpoints: the explicit one, then the service's
         own variable (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_S3VECTORS), then AWS_ENDPOINT_URL;
         without any, the profile's `services` section and its `endpoint_url` (`resolved_endpoint`)."""
         env = os.environ
@@ -261,7 +296,19 @@ class AwsSettings:
             sse_c_source=customer_key(sse_c_source, "sse_c_source"),
             source=source,
             request_payer=request_payer,
+            checksum_algorithm=parse_checksum_algorithm(checksum_algorithm, "checksum_algorithm"),
+            unsigned_payload=unsigned_payload,
         )
+
+    @property
+    def upload_checksum(self) -> str:
+        """What an upload sends: CHECKSUM_ALGORITHMS' name, the default's when none was chosen."""
+        return self.checksum_algorithm or DEFAULT_CHECKSUM_ALGORITHM
+
+    def payload_unsigned(self, url: str) -> bool:
+        """Whether a body sent to `url` with its checksum goes unsigned: chosen, or over HTTPS."""
+        chosen = self.unsigned_payload
+        return chosen if chosen is not None else url.startswith("https://")
 
     def region_of(self, bucket: str) -> str:
         return self.bucket_regions.get(bucket) or self.resolved_region

@@ -113,9 +113,10 @@ class S3Error(ItemError):
             "TooManyRequestsException",
             "XMinioServerNotInitialized",
             # the body the service received is not the one sent (Content-MD5, the signed payload
-            # hash): changed on the way, so sending it again is the cure
+            # hash, the x-amz-checksum-*): changed on the way, so sending it again is the cure
             "BadDigest",
             "XAmzContentSHA256Mismatch",
+            "XAmzContentChecksumMismatch",
         }
     )
 

@@ -89,6 +89,8 @@ def settings_spec(settings: AwsSettings) -> dict[str, Any]:
         "verify_ssl": settings.verify_ssl,
         "anonymous": settings.anonymous,
         "request_payer": settings.request_payer,
+        "checksum_algorithm": settings.checksum_algorithm,
+        "unsigned_payload": settings.unsigned_payload,
         # an SSE-C key is not kept, only what tells it again (S3's own check: its MD5)
         "sse_c_md5": settings.sse_c.md5 if settings.sse_c else None,
         "sse_c_source_md5": settings.sse_c_source.md5 if settings.sse_c_source else None,

@@ -5,9 +5,20 @@ from s3bulk_native.s3bulk_native import (
     Gets,
     Http,
     __version__,  # native/Cargo.toml's, the package's
+    checksum,
+    crc_combine,
     md5_file_parts,
     md5_many,
     put_vectors_body,
 )
 
-__all__ = ["Gets", "Http", "__version__", "md5_file_parts", "md5_many", "put_vectors_body"]
+__all__ = [
+    "Gets",
+    "Http",
+    "__version__",
+    "checksum",
+    "crc_combine",
+    "md5_file_parts",
+    "md5_many",
+    "put_vectors_body",
+]

@@ -16,6 +16,16 @@ def md5_many(buffers: Sequence[Any]) -> list[bytes]:
     """The MD5 digest (16 raw bytes) of each buffer (any C-contiguous buffer of bytes), in order,
     hashed side by side in SIMD lanes with the GIL released."""
 
+def checksum(algorithm: str, data: Any) -> bytes:
+    """The checksum `algorithm` (CRC64NVME, CRC32C, CRC32, SHA256, SHA1, in any case) of `data`
+    (any C-contiguous buffer of bytes) as S3 keeps it (a CRC's bytes big-endian), computed with
+    the GIL released. ValueError for another algorithm."""
+
+def crc_combine(algorithm: str, first: bytes, second: bytes, second_length: int) -> bytes:
+    """The CRC of two byte strings one after the other, from each one's CRC and the second's
+    length (a multipart object's full-object checksum from its parts'). ValueError for a SHA,
+    which does not combine, or a value of the wrong width."""
+
 def md5_file_parts(path: str, part_size: int) -> list[bytes]:
     """The MD5 digest of each `part_size` part of the file at `path` (the last one shorter; one
     digest for a file no larger than a part, an empty file's included), parts hashed side by side

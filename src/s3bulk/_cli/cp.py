@@ -11,6 +11,7 @@ import typer
 
 from s3bulk._api.copy import copy_async, move_async
 from s3bulk._cli.attributes import with_attribute_options
+from s3bulk._cli.checks import with_upload_check_options
 from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
@@ -59,7 +60,7 @@ from s3bulk._cli.options import (
 from s3bulk._cli.output import say
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
+from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, AwsSettings, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
@@ -71,6 +72,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 
 def make_copy_command(command: str) -> Callable[..., int]:
+    @with_upload_check_options
     @with_copy_key_options
     @with_source_options
     @with_attribute_options
@@ -138,6 +140,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         no_sign_request: bool = NoSignOption,
         request_payer: str | None = RequestPayerOption,
         keys: CustomerKeys = NO_KEYS,
+        checks: UploadChecks = DEFAULT_CHECKS,
         source_side: SourceSide = SAME_SIDE,
         attributes: Attributes = NO_ATTRIBUTES,
         min_size: int | None = None,
@@ -162,6 +165,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                 keys,
                 source_side,
                 request_payer,
+                checks,
             )
             size = parse_size(part_size, "--part-size")
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
@@ -194,6 +198,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                 keys,
                 source_side,
                 request_payer,
+                checks,
             )
             assert source is not None and destination is not None
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
+from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, AwsSettings, CustomerKeys, UploadChecks, parse_size
 from s3bulk._errors import UsageError
 
 
@@ -44,6 +44,7 @@ def settings_from(
     keys: CustomerKeys = NO_KEYS,
     source_side: Any = None,
     request_payer: str | None = None,
+    checks: UploadChecks = DEFAULT_CHECKS,
 ) -> AwsSettings:
     if no_verify_ssl:
         import sys
@@ -59,6 +60,8 @@ def settings_from(
         sse_c_source=keys.source,
         source=_source_settings(source_side, not no_verify_ssl, keys, payer(request_payer)),
         request_payer=payer(request_payer),
+        checksum_algorithm=checks.algorithm,
+        unsigned_payload=checks.unsigned_payload,
     )
     settings.check_profile()
     return settings

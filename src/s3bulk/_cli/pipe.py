@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from s3bulk._cli.attributes import with_upload_attribute_options
+from s3bulk._cli.checks import with_upload_check_options
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
@@ -20,7 +21,7 @@ from s3bulk._cli.options import (
     settings_from,
 )
 from s3bulk._cli.output import guarded, say
-from s3bulk._config import NO_KEYS, CustomerKeys, parse_size
+from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.loop import run_loop
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
@@ -40,6 +41,7 @@ def upload_stdin(url: str, attributes: Attributes, part_size: int, in_flight: in
 
 
 @guarded
+@with_upload_check_options
 @with_upload_attribute_options
 @with_key_options
 def pipe_command(
@@ -53,10 +55,13 @@ def pipe_command(
     no_verify_ssl: bool = NoVerifyOption,
     no_sign_request: bool = NoSignOption,
     keys: CustomerKeys = NO_KEYS,
+    checks: UploadChecks = DEFAULT_CHECKS,
     attributes: Attributes = NO_ATTRIBUTES,
 ) -> int:
     """Upload stdin to an object (tar c dir | s3bulk pipe s3://b/dir.tar)."""
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys)
+    settings = settings_from(
+        endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, checks=checks
+    )
     size = upload_stdin(url, attributes, parse_size(part_size, "--part-size"), max(1, in_flight), settings)
     if not quiet:
         say(f"upload: - to {url} ({size:,} bytes)", err=True)

@@ -8,6 +8,7 @@ import typer
 
 from s3bulk._api.sync import sync_async
 from s3bulk._cli.attributes import with_attribute_options
+from s3bulk._cli.checks import with_upload_check_options
 from s3bulk._cli.cp import DestinationArgument
 from s3bulk._cli.jobrun import (
     DryRunOption,
@@ -53,12 +54,13 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import NO_KEYS, CustomerKeys, parse_size
+from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
+@with_upload_check_options
 @with_copy_key_options
 @with_source_options
 @with_attribute_options
@@ -116,6 +118,7 @@ def sync_command(
     no_sign_request: bool = NoSignOption,
     request_payer: str | None = RequestPayerOption,
     keys: CustomerKeys = NO_KEYS,
+    checks: UploadChecks = DEFAULT_CHECKS,
     source_side: SourceSide = SAME_SIDE,
     attributes: Attributes = NO_ATTRIBUTES,
     min_size: int | None = None,
@@ -153,6 +156,7 @@ def sync_command(
             keys=keys,
             source_side=source_side,
             request_payer=request_payer,
+            checks=checks,
         )
         assert source is not None and destination is not None
 

@@ -103,7 +103,7 @@ class HeadJob:
     async def run(self, item: ObjectInfo, ctx: WorkerContext) -> BatchOutcome:
         assert self._storage is not None
         url = f"s3://{self.location.bucket}/{item.key}"
-        headers = await self._storage.head(self.location.bucket, item.key)
+        headers = await self._storage.head(self.location.bucket, item.key, checksums=True)
         found = described(headers)
         record = {"source": url, "size": found["size"], "attributes": found}
         return BatchOutcome([(item.key, found["size"], url)], [], (record,))

@@ -109,7 +109,10 @@ async def head(settings: AwsSettings, url: str, version_id: str = "") -> dict[st
     location = object_location(url)
     async with _storage(settings) as storage:
         return await _one_object(
-            storage, "head", url, storage.head(location.bucket, location.key, version_id=version_id)
+            storage,
+            "head",
+            url,
+            storage.head(location.bucket, location.key, version_id=version_id, checksums=True),
         )
 
 

@@ -296,6 +296,8 @@ def described(headers: dict[str, str]) -> dict[str, Any]:
     }
     if checksums:
         found["checksums"] = checksums
+        if "x-amz-checksum-type" in headers:  # FULL_OBJECT, or COMPOSITE: a SHA per part
+            found["checksum_type"] = headers["x-amz-checksum-type"]
     metadata = {
         header.removeprefix("x-amz-meta-"): value
         for header, value in headers.items()

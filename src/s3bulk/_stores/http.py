@@ -122,12 +122,15 @@ class SignedHttp:
         what: str = "",
         region: str | None = None,
         body_sha256: str | None = None,
+        sign_payload: bool = True,
     ) -> tuple[int, dict[str, str], bytes]:
         """One signed request (for `region`, else the settings'), counted as `kind`; an error
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
         unreachable when no connection was made). A `FileRange` body is read as it is sent by
-        the native part, which checks it by its signed SHA-256 (or its Content-MD5, unsigned);
-        elsewhere it is read first and sent with its Content-MD5."""
+        the native part, which checks it by its checksum, its signed SHA-256, or else its
+        Content-MD5; elsewhere it is read first and sent with its Content-MD5.
+        Without `sign_payload` the native part signs UNSIGNED-PAYLOAD: for a body that carries
+        its checksum, which the service checks."""
         self.meter.requests[kind] += 1
         native = self.native and native_http.sendable(url)
         if isinstance(body, FileRange) and not native:
@@ -136,7 +139,7 @@ class SignedHttp:
         if native:
             try:
                 status, reply_headers, payload = await self._native().send(
-                    method, url, headers or {}, body, self._signing(region, body_sha256)
+                    method, url, headers or {}, body, self._signing(region, body_sha256, sign_payload)
                 )
             except native_http.NativeFailure as exc:
                 said = f"cannot connect to {url.split('/')[2]}: {exc}" if exc.unreachable else str(exc)
@@ -152,13 +155,6 @@ class SignedHttp:
             raise self.error(status, reply_headers, payload, what or kind)
         return status, reply_headers, payload
 
-    def signs_payload(self, url: str) -> bool:
-        """Whether a request to `url` goes out with its body's SHA-256 signed (the native part
-        signs every body it sends so), which lets the service refuse a body changed on the way
-        without a Content-MD5; botocore's signer leaves HTTPS payloads unsigned, and anonymous
-        requests are not signed at all."""
-        return self.native and native_http.sendable(url) and not self.settings.anonymous
-
     def _native(self) -> native_http.NativeHttp:
         if self._native_http is None:
             options = client_options(self.settings, self.max_connections, allow_http=True)
@@ -166,15 +162,15 @@ class SignedHttp:
         return self._native_http
 
     def _signing(
-        self, region: str | None, body_sha256: str | None
-    ) -> tuple[tuple[str, str, str | None], str, str, bytes | None] | None:
+        self, region: str | None, body_sha256: str | None, sign_payload: bool = True
+    ) -> native_http.Signing | None:
         """What the native signer needs (None: anonymous, sent unsigned)."""
         credentials = self.settings.credentials()
         if credentials is None:
             return None
         keys = (credentials.access_key, credentials.secret_key, credentials.token)
         digest = bytes.fromhex(body_sha256) if body_sha256 is not None else None
-        return keys, self.service, region or self._region, digest
+        return keys, self.service, region or self._region, digest, sign_payload
 
     async def _send_aiohttp(
         self,

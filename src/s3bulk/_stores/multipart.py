@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores import checksums
 from s3bulk._stores.etags import completed_etag
 from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
@@ -96,11 +97,14 @@ async def _upload(
     hooks: UploadHooks,
     retry: Retry,
     resumed: str = "",
+    checksum: str | None = None,
 ) -> AsyncIterator[str]:
-    """An upload id for the block (`resumed`: an earlier run's, gone on with); aborted if the
-    block fails or is cancelled, and reported as ended only once it is completed or surely
-    aborted (else the journal keeps it for later)."""
-    upload_id: str = resumed or await retry(lambda: client.create_multipart_upload(bucket, key, headers))
+    """An upload id for the block (`resumed`: an earlier run's, gone on with; `checksum`: the
+    algorithm its parts carry); aborted if the block fails or is cancelled, and reported as
+    ended only once it is completed or surely aborted (else the journal keeps it for later)."""
+    upload_id: str = resumed or await retry(
+        lambda: client.create_multipart_upload(bucket, key, headers, checksum)
+    )
     hooks.started(bucket, key, upload_id)  # a resumed one is this run's now
     try:
         yield upload_id
@@ -127,8 +131,9 @@ async def parts_group() -> AsyncIterator[asyncio.TaskGroup]:
         raise failed.exceptions[0] from None
 
 
-# Sends part `number` (bytes first..last, inclusive) of the upload `upload_id`; returns its ETag.
-SendPart = Callable[[str, int, int, int], Awaitable[str]]
+# Sends part `number` (bytes first..last, inclusive) of the upload `upload_id`; returns its ETag
+# and its checksum ("" for none).
+SendPart = Callable[[str, int, int, int], Awaitable[tuple[str, str]]]
 
 
 async def _in_parts(
@@ -144,42 +149,55 @@ async def _in_parts(
     retry: Retry,
     send: SendPart,
     resumed: str = "",
-    kept: dict[int, str] | None = None,
+    kept: dict[int, tuple[str, str]] | None = None,
     still_whole: Callable[[], None] = lambda: None,
+    checksum: str | None = None,
 ) -> None:
     """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
     most `concurrency` at once, the first failure cancelling the rest), then completed, unless
     `still_whole` raises (the parts are not one version of the source: the upload is aborted).
-    Going on with the upload `resumed`, the parts in `kept` (number: ETag) are not sent again."""
+    Going on with the upload `resumed`, the parts in `kept` (number: ETag, checksum) are not
+    sent again. With `checksum`, the parts carry that algorithm's values (`S3Client.checksum`)."""
     part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     kept = kept or {}
-    async with _upload(client, bucket, key, headers, hooks, retry, resumed) as upload_id:
+    async with _upload(client, bucket, key, headers, hooks, retry, resumed, checksum) as upload_id:
 
-        async def part(number: int, first: int) -> str:
+        async def part(number: int, first: int) -> tuple[str, str]:
             if number in kept:
                 return kept[number]
             last = min(first + part_size, size) - 1
             async with semaphore:
-                etag: str = await retry(lambda: send(upload_id, number, first, last))
-                return etag
+                sent: tuple[str, str] = await retry(lambda: send(upload_id, number, first, last))
+                return sent
 
         starts = range(0, size, part_size) if size else range(1)
         async with parts_group() as group:
             tasks = [group.create_task(part(number, first)) for number, first in enumerate(starts, 1)]
-        etags = [task.result() for task in tasks]
+        sent = [task.result() for task in tasks]
         still_whole()
-        await _complete(client, bucket, key, upload_id, etags, retry)
+        lengths = [min(part_size, size - first) for first in starts]
+        await _complete(client, bucket, key, upload_id, sent, lengths, retry, checksum)
 
 
 async def _complete(
-    client: S3Client, bucket: str, key: str, upload_id: str, etags: list[str], retry: Retry
+    client: S3Client,
+    bucket: str,
+    key: str,
+    upload_id: str,
+    sent: list[tuple[str, str]],
+    lengths: list[int],
+    retry: Retry,
+    checksum: str | None,
 ) -> None:
-    """Complete the upload. A completion whose answer was lost (the connection reset after the
-    service had completed it) is sent again and answered NoSuchUpload, although the upload is
-    now the object: a HEAD tells so by its ETag, the MD5 of the parts' MD5s with their count."""
+    """Complete the upload of the parts `sent` (ETag, checksum) of `lengths`. A completion
+    whose answer was lost (the connection reset after the service had completed it) is sent
+    again and answered NoSuchUpload, although the upload is now the object: a HEAD tells so by
+    its ETag, the MD5 of the parts' MD5s with their count."""
+    etags = [etag for etag, _ in sent]
+    parts = [(value, length) for (_, value), length in zip(sent, lengths, strict=True)]
     try:
-        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags))
+        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags, checksum, parts))
     except S3Error as error:
         expected = completed_etag(etags)
         if error.code != "NoSuchUpload" or expected is None:
@@ -223,7 +241,7 @@ async def upload_file(
         if found is not None:
             resumed, kept = earlier, found
 
-    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+    async def send(upload_id: str, number: int, first: int, last: int) -> tuple[str, str]:
         if pace_bytes is not None:
             await pace_bytes(last - first + 1)
         if os.fstat(descriptor).st_size <= last:  # else retried, and failing the same way
@@ -253,6 +271,7 @@ async def upload_file(
             resumed=resumed,
             kept=kept,
             still_whole=still_whole,
+            checksum=client.checksum,
         )
     finally:
         os.close(descriptor)
@@ -267,10 +286,11 @@ async def _parts_holding(
     size: int,
     part_size: int,
     retry: Retry,
-) -> dict[int, str] | None:
+) -> dict[int, tuple[str, str]] | None:
     """The parts of an earlier run's upload that hold the file's bytes where this run would put
     them: the right size, and an ETag that is the MD5 of those bytes (the file may have changed;
-    an encrypted part's ETag is no MD5, so it is sent again). None: the upload is gone."""
+    an encrypted part's ETag is no MD5, so it is sent again), with the checksum the part was
+    sent with (a CRC's found again here; a SHA's part is sent again). None: the upload is gone."""
     try:
         parts = await retry(lambda: client.list_parts(bucket, key, upload_id))
     except S3Error as error:
@@ -278,19 +298,30 @@ async def _parts_holding(
             return None
         raise
 
-    def holding(number: int, etag: str, length: int) -> bool:
+    algorithm = client.checksum
+    if algorithm is not None and checksums.multipart_type(algorithm) != "FULL_OBJECT":
+        return {}
+
+    def holding(number: int, etag: str, length: int) -> str | None:
+        """The part's checksum ("" for none) if it holds the file's bytes, else None."""
         first = (number - 1) * part_size
         if first >= size or length != min(part_size, size - first):
-            return False
-        digest = hashlib.md5(usedforsecurity=False)
+            return None
+        digest, chunks = hashlib.md5(usedforsecurity=False), []
         for offset in range(first, first + length, 8 * 1024 * 1024):
-            digest.update(os.pread(descriptor, min(8 * 1024 * 1024, first + length - offset), offset))
-        return digest.hexdigest() == etag.strip('"').lower()
+            chunk = os.pread(descriptor, min(8 * 1024 * 1024, first + length - offset), offset)
+            digest.update(chunk)
+            if algorithm is not None:
+                chunks.append((checksums.of_bytes(algorithm, chunk), len(chunk)))
+        if digest.hexdigest() != etag.strip('"').lower():
+            return None
+        return (checksums.whole_object(algorithm, chunks) or "") if algorithm is not None else ""
 
     kept = {}
     for number, etag, length in parts:
-        if await asyncio.to_thread(holding, number, etag, length):
-            kept[number] = etag
+        value = await asyncio.to_thread(holding, number, etag, length)
+        if value is not None:
+            kept[number] = (etag, value)
     return kept
 
 
@@ -337,8 +368,8 @@ async def copy_in_parts(
     """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here)."""
     source = f"/{source_bucket}/{quote_key(source_key)}"
 
-    async def send(upload_id: str, number: int, first: int, last: int) -> str:
-        return await client.upload_part_copy(bucket, key, upload_id, number, source, first, last)
+    async def send(upload_id: str, number: int, first: int, last: int) -> tuple[str, str]:
+        return await client.upload_part_copy(bucket, key, upload_id, number, source, first, last), ""
 
     await _in_parts(
         client,
@@ -370,7 +401,7 @@ async def relay_in_parts(
     """A multipart upload whose parts are fetched from elsewhere (`fetch(first, end)`: another
     endpoint or account), `concurrency` parts in memory at once."""
 
-    async def send(upload_id: str, number: int, first: int, last: int) -> str:
+    async def send(upload_id: str, number: int, first: int, last: int) -> tuple[str, str]:
         body = await fetch(first, last + 1)
         if len(body) != last - first + 1:
             raise ItemError(
@@ -389,6 +420,7 @@ async def relay_in_parts(
         hooks=hooks,
         retry=retry,
         send=send,
+        checksum=client.checksum,
     )
 
 
@@ -412,13 +444,16 @@ async def upload_stream(
         await retry(lambda: client.put_object(bucket, key, body, headers))
         return len(body)
     slots = asyncio.Semaphore(max(1, concurrency))
-    etags: dict[int, str] = {}
+    sent: dict[int, tuple[str, str]] = {}
+    lengths: dict[int, int] = {}
     size = 0
-    async with _upload(client, bucket, key, headers, hooks, retry) as upload_id:
+    checksum = client.checksum
+    async with _upload(client, bucket, key, headers, hooks, retry, checksum=checksum) as upload_id:
 
         async def send(number: int, part: bytes) -> None:
             try:
-                etags[number] = await retry(lambda: client.upload_part(bucket, key, upload_id, number, part))
+                sent[number] = await retry(lambda: client.upload_part(bucket, key, upload_id, number, part))
+                lengths[number] = len(part)
             finally:
                 slots.release()
 
@@ -436,7 +471,17 @@ async def upload_stream(
                 size += len(body)
                 group.create_task(send(number, body))
                 body = await _read_full(read, part_size)
-        await _complete(client, bucket, key, upload_id, [etags[number] for number in sorted(etags)], retry)
+        numbers = sorted(sent)
+        await _complete(
+            client,
+            bucket,
+            key,
+            upload_id,
+            [sent[number] for number in numbers],
+            [lengths[number] for number in numbers],
+            retry,
+            checksum,
+        )
     return size
 
 

@@ -28,17 +28,21 @@ from s3bulk._stores.handover import Handover
 _DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?=/|\?|$)", re.IGNORECASE)
 
 Answer = tuple[int, dict[str, str], bytes]
+# ((key id, secret, token), service, region, body's SHA-256 or None, payload signed)
+Signing = tuple[tuple[str, str, str | None], str, str, bytes | None, bool]
 
 
 @dataclass(frozen=True)
 class FileRange:
     """A request body that is `length` bytes of the file at `path` from `offset` (a multipart
     upload's part): the native part reads it as it sends it, so a part in flight holds a chunk
-    or two of itself, not its whole size (native/src/filebody.rs)."""
+    or two of itself, not its whole size (native/src/filebody.rs). With `checksum` (an
+    algorithm of `checksums.SENT`), it computes that too as it reads, and sends it."""
 
     path: str
     offset: int
     length: int
+    checksum: str | None = None
 
     def read(self) -> bytes:
         """The bytes, for a request the native part cannot send."""
@@ -77,19 +81,28 @@ class NativeHttp(Handover[Answer]):
         url: str,
         headers: dict[str, str],
         body: Body,
-        signing: tuple[tuple[str, str, str | None], str, str, bytes | None] | None,
+        signing: Signing | None,
     ) -> Answer:
         """The answer (status, headers with names in lower case, body); NativeFailure when none
-        came. `signing`: ((key id, secret, token), service, region, body's SHA-256 or None). A
-        bytes body is sent as it is, without a copy; a file's range is read as it is sent."""
-        sent = (body.path, body.offset, body.length) if isinstance(body, FileRange) else bytes(body)
+        came. `signing`: ((key id, secret, token), service, region, body's SHA-256 or None,
+        payload signed). A bytes body is sent as it is, without a copy; a file's range is read as
+        it is sent, and the checksum it was sent with is among the answer's headers, as the
+        service echoes it (put there when the service did not)."""
+        sent = (
+            (body.path, body.offset, body.length, body.checksum)
+            if isinstance(body, FileRange)
+            else bytes(body)
+        )
         fields = (method, url, list(headers.items()), sent, signing)
         return await self._handed(self._ticket(), fields)
 
     def _settle(self, future: asyncio.Future[Answer], outcome: tuple[Any, ...]) -> None:
-        _, status, headers, body, failure = outcome
+        _, status, headers, body, failure, checksum = outcome
         if failure is None:
-            future.set_result((status, dict(headers), body))
+            answer = dict(headers)
+            if checksum is not None:  # (header, value) of what a file's range was sent with
+                answer.setdefault(*checksum)
+            future.set_result((status, answer, body))
         else:
             unreachable, message = failure
             future.set_exception(NativeFailure(message, unreachable))

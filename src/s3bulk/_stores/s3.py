@@ -11,12 +11,13 @@ obstore, and retries.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error
-from s3bulk._stores import s3xml
+from s3bulk._stores import checksums, native_http, s3xml
 from s3bulk._stores.http import SignedHttp, content_md5
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.retry import Meter
@@ -74,9 +75,11 @@ class S3Client(SignedHttp):
         body: Body = b"",
         what: str = "",
         of_source: bool = False,
+        sign_payload: bool = True,
     ) -> tuple[int, dict[str, str], bytes]:
         """Send one signed request; S3 error answers raise S3Error (retryable or final).
-        `of_source`: the object is a copy's source (read with the source's SSE-C key)."""
+        `of_source`: the object is a copy's source (read with the source's SSE-C key).
+        `sign_payload`: False for a body that carries its checksum (`_body_checks`)."""
         if self.settings.request_payer:  # a requester-pays bucket answers 403 without it
             headers = {**(headers or {}), "x-amz-request-payer": "requester"}
         if key and (self.settings.sse_c or self.settings.sse_c_source):
@@ -87,14 +90,28 @@ class S3Client(SignedHttp):
                 region = self.settings.region_of(bucket) if bucket else None
                 url = self.url(bucket, key) + query
                 return await self.send(
-                    kind, method, url, headers=headers, body=body, what=what, region=region
+                    kind,
+                    method,
+                    url,
+                    headers=headers,
+                    body=body,
+                    what=what,
+                    region=region,
+                    sign_payload=sign_payload,
                 )
             except S3Error as error:
                 if not await self._learned_region(bucket, error):
                     raise
                 url, region = self.url(bucket, key) + query, self.settings.region_of(bucket)
                 return await self.send(
-                    kind, method, url, headers=headers, body=body, what=what, region=region
+                    kind,
+                    method,
+                    url,
+                    headers=headers,
+                    body=body,
+                    what=what,
+                    region=region,
+                    sign_payload=sign_payload,
                 )
         except S3Error as error:
             if error.code or method != "HEAD" or 300 <= error.status < 400:
@@ -131,10 +148,11 @@ class S3Client(SignedHttp):
         self, kind: str, method: str, params: dict[str, str], of_source: bool
     ) -> dict[str, str]:
         """The SSE-C headers an object request needs: reads and writes of an object's bytes carry
-        its key (GET, HEAD, PutObject, starting a multipart upload and each part); a copy carries
-        the new object's key and its source's. Tagging, deletes and completing an upload do not."""
+        its key (GET, HEAD, PutObject, starting a multipart upload, each part, and completing an
+        upload that carries a checksum, which S3 then asks for); a copy carries the new object's
+        key and its source's. Tagging, deletes and listing an upload's parts do not."""
         settings, headers = self.settings, dict[str, str]()
-        if "tagging" in params or method == "DELETE" or (method in ("POST", "GET") and "uploadId" in params):
+        if "tagging" in params or method == "DELETE" or (method == "GET" and "uploadId" in params):
             return headers
         if of_source:
             return settings.sse_c_source.headers() if settings.sse_c_source else headers
@@ -231,13 +249,47 @@ class S3Client(SignedHttp):
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
     ) -> None:
-        """A whole object from memory, checked by the service: by its signed SHA-256, else by
-        its Content-MD5 (hashing it both ways cost ~1.2 ms of CPU per MiB more)."""
-        if not self.signs_payload(self.url(bucket, key)):
-            headers = {**(headers or {}), "Content-MD5": await content_md5(body)}
+        """A whole object from memory, checked by the service (`_body_checks`)."""
+        checks, signed = await self._body_checks(self.url(bucket, key), body)
         await self.request(
-            "PUT", "PUT", bucket, key, body=body, headers=headers, what=f"put s3://{bucket}/{key}"
+            "PUT",
+            "PUT",
+            bucket,
+            key,
+            body=body,
+            headers={**(headers or {}), **checks},
+            what=f"put s3://{bucket}/{key}",
+            sign_payload=signed,
         )
+
+    @property
+    def checksum(self) -> str | None:
+        """The algorithm an upload's bodies carry in x-amz-checksum-* (None: MD5 or none)."""
+        algorithm = self.settings.upload_checksum
+        return algorithm if algorithm in checksums.SENT else None
+
+    def _payload_signed(self, url: str, checked: bool) -> bool:
+        """Whether a body goes with its SHA-256 signed, which the service checks: always by the
+        native part, but for a body that carries its checksum when unsigned payloads are chosen
+        (by default over HTTPS, as the AWS SDKs do: the checksum catches a corrupted byte, TLS a
+        changed one). botocore's signer leaves HTTPS payloads unsigned, and anonymous requests
+        are not signed at all: False for those."""
+        if self.settings.anonymous or not native_http.sendable(url):
+            return False
+        return not (checked and self.settings.payload_unsigned(url))
+
+    async def _body_checks(
+        self, url: str, body: bytes | bytearray | memoryview
+    ) -> tuple[dict[str, str], bool]:
+        """The headers that let the service check a body before it stores it (its checksum;
+        Content-MD5 when chosen, or when nothing else would check it), and whether its payload
+        is signed too (`_payload_signed`)."""
+        algorithm = self.checksum
+        checks = {checksums.header(algorithm): await checksums.of_body(algorithm, body)} if algorithm else {}
+        signed = self._payload_signed(url, bool(checks))
+        if self.settings.upload_checksum == "MD5" or not (checks or signed):
+            checks["Content-MD5"] = await content_md5(body)
+        return checks, signed
 
     async def delete_object(self, bucket: str, key: str, version_id: str = "") -> None:
         params = {"versionId": version_id} if version_id else None
@@ -273,8 +325,11 @@ class S3Client(SignedHttp):
         dst_key: str,
         headers: dict[str, str] | None = None,
     ) -> None:
+        """A server-side copy: with the source's checksum, unless one was chosen."""
         what = f"copy s3://{src_bucket}/{src_key}"
         headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}", **(headers or {})}
+        if self.settings.checksum_algorithm in checksums.SENT:
+            headers["x-amz-checksum-algorithm"] = self.settings.checksum_algorithm
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
         s3xml.expect(body, "CopyObjectResult", what)  # CopyObject can fail with 200 OK and an <Error>
 
@@ -306,8 +361,18 @@ class S3Client(SignedHttp):
         )
         return s3xml.parse_tags(body)
 
-    async def create_multipart_upload(self, bucket: str, key: str, headers: dict[str, str]) -> str:
+    async def create_multipart_upload(
+        self, bucket: str, key: str, headers: dict[str, str], checksum: str | None = None
+    ) -> str:
+        """A new upload's id; with `checksum`, its parts carry that algorithm's values, and a
+        CRC's make one for the whole object (`checksums.multipart_type`)."""
         what = f"start multipart upload of s3://{bucket}/{key}"
+        if checksum:
+            headers = {
+                **headers,
+                "x-amz-checksum-algorithm": checksum,
+                "x-amz-checksum-type": checksums.multipart_type(checksum),
+            }
         _, _, body = await self.request(
             "PUT", "POST", bucket, key, params={"uploads": ""}, headers=headers, what=what
         )
@@ -319,18 +384,36 @@ class S3Client(SignedHttp):
 
     async def upload_part(
         self, bucket: str, key: str, upload_id: str, number: int, body: bytes | FileRange
-    ) -> str:
+    ) -> tuple[str, str]:
         """Part `number`, from memory or read from a file as it is sent (`FileRange`, which the
-        sending checks itself); returns its ETag."""
+        native part hashes as it reads it), checked by the service as `_body_checks` says;
+        returns its ETag and its checksum ("" when none is sent)."""
         params = {"partNumber": str(number), "uploadId": upload_id}
         what = f"upload part {number} of s3://{bucket}/{key}"
-        checked = {}  # a FileRange checks itself as it is sent; a signed body by its SHA-256
-        if not isinstance(body, FileRange) and not self.signs_payload(self.url(bucket, key)):
-            checked = {"Content-MD5": await content_md5(body)}
+        url, algorithm = self.url(bucket, key), self.checksum
+        if isinstance(body, FileRange) and not native_http.sendable(url):  # aiohttp's: from memory
+            body = await asyncio.to_thread(body.read)
+        if isinstance(body, FileRange):
+            signed = self._payload_signed(url, algorithm is not None)
+            md5 = self.settings.upload_checksum == "MD5"
+            body = FileRange(body.path, body.offset, body.length, algorithm or ("MD5" if md5 else None))
+            checked: dict[str, str] = {}
+        else:
+            checked, signed = await self._body_checks(url, body)
         _, headers, _ = await self.request(
-            "PUT", "PUT", bucket, key, params=params, body=body, headers=checked, what=what
+            "PUT",
+            "PUT",
+            bucket,
+            key,
+            params=params,
+            body=body,
+            headers=checked,
+            what=what,
+            sign_payload=signed,
         )
-        return next((value for name, value in headers.items() if name.lower() == "etag"), "")
+        etag = _header(headers, "etag")
+        sent = _header(headers, checksums.header(algorithm)) if algorithm else ""
+        return etag, checked.get(checksums.header(algorithm), sent) if algorithm else ""
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, str, int]]:
         """(number, ETag, size) of every part an upload holds."""
@@ -367,16 +450,33 @@ class S3Client(SignedHttp):
         return etag
 
     async def complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, etags: list[str]
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        etags: list[str],
+        checksum: str | None = None,
+        parts: list[tuple[str, int]] | None = None,
     ) -> None:
+        """Complete the upload of the parts whose ETags are `etags`; an upload started with
+        `checksum` lists each part's (`parts`: value, length), and for a CRC says the whole
+        object's, which the service checks against what it stored."""
         what = f"complete multipart upload of s3://{bucket}/{key}"
+        headers: dict[str, str] = {}
+        values = [value for value, _ in parts or []] if checksum else []
+        whole = checksums.whole_object(checksum, parts or []) if checksum else None
+        if checksum and whole:
+            headers = {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
         _, _, reply = await self.request(
             "PUT",
             "POST",
             bucket,
             key,
             params={"uploadId": upload_id},
-            body=s3xml.complete_multipart_body(etags),
+            body=s3xml.complete_multipart_body(
+                etags, checksums.element(checksum) if checksum else "", values
+            ),
+            headers=headers,
             what=what,
         )
         s3xml.expect(reply, "CompleteMultipartUploadResult", what)  # can fail with 200 OK and an <Error>

@@ -316,10 +316,14 @@ def find_text(body: bytes, tag: str) -> str:
     return root.findtext(f".//{ns}{tag}") or ""
 
 
-def complete_multipart_body(etags: list[str]) -> bytes:
+def complete_multipart_body(etags: list[str], element: str = "", checksums: list[str] | None = None) -> bytes:
+    """The parts, by ETag, and with `element` (ChecksumCRC64NVME, ...) each one's checksum."""
+    values = checksums if element and checksums else [""] * len(etags)
     parts = "".join(
-        f"<Part><PartNumber>{number}</PartNumber><ETag>{etag}</ETag></Part>"
-        for number, etag in enumerate(etags, start=1)
+        f"<Part><PartNumber>{number}</PartNumber><ETag>{etag}</ETag>"
+        + (f"<{element}>{value}</{element}>" if value else "")
+        + "</Part>"
+        for number, (etag, value) in enumerate(zip(etags, values, strict=True), start=1)
     )
     return f'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{parts}</CompleteMultipartUpload>'.encode()
 

@@ -45,7 +45,8 @@ class Exchange:
     operation: str
     bucket: str
     key: str
-    forward: Callable[[], Awaitable[tuple[int, dict[str, str], bytes]]]
+    # the request sent on (with another body, if given), and the server's answer
+    forward: Callable[..., Awaitable[tuple[int, dict[str, str], bytes]]]
 
 
 Answer = web.StreamResponse
@@ -194,6 +195,16 @@ class FlipByte(Fault):
             return body
         middle = len(body) // 2
         return body[:middle] + bytes([body[middle] ^ 1]) + body[middle + 1 :]
+
+
+class FlipRequestByte(Fault):
+    """The request's body passed on with one byte changed, its size right: a broken middlebox on
+    the way up, which only a checksum the service checks can catch."""
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        body = FlipByte().rewrite(exchange, exchange.body)
+        status, headers, reply = await exchange.forward(body)
+        return self.reply(exchange, status, headers, reply)
 
 
 @dataclass
@@ -353,8 +364,8 @@ class HostileS3(LoopbackProxy):
         bucket, key = _bucket_and_key(request.path)
         operation = operation_of(request.method, bucket, key, request.query, request.headers)
 
-        async def forward() -> tuple[int, dict[str, str], bytes]:
-            return await self._forward(request, body)
+        async def forward(sent: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+            return await self._forward(request, body if sent is None else sent)
 
         exchange = Exchange(request, body, operation, bucket, key, forward)
         with self._lock:

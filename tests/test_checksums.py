@@ -1,0 +1,167 @@
+"""Uploads carry the checksum S3 keeps (issue 49): CRC64NVME by default, full-object for multipart
+uploads, the algorithm a user chooses otherwise; the service checks it, so a byte changed on the
+way up is refused and sent again, also when the payload goes unsigned.
+
+The expected values are computed here by other implementations than s3bulk's: the AWS CRT's
+(CRC64NVME, CRC32C), zlib's and hashlib's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import zlib
+from pathlib import Path
+
+import awscrt.checksums
+import pytest
+from conftest import S3BULK, Endpoint, Hostile, run_cli
+
+import s3bulk
+from s3bulk.testing.hostile import FlipRequestByte
+
+MiB = 1024 * 1024
+ALGORITHMS = ["CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1"]
+
+
+def expected(algorithm: str, data: bytes) -> str:
+    """The value S3 keeps for `data` (base64), as other implementations compute it."""
+    if algorithm == "CRC64NVME":
+        raw = awscrt.checksums.crc64nvme(data).to_bytes(8, "big")
+    elif algorithm == "CRC32C":
+        raw = awscrt.checksums.crc32c(data).to_bytes(4, "big")
+    elif algorithm == "CRC32":
+        raw = zlib.crc32(data).to_bytes(4, "big")
+    else:
+        raw = hashlib.new(algorithm.lower(), data).digest()
+    return base64.b64encode(raw).decode()
+
+
+def composite(algorithm: str, data: bytes, part_size: int) -> str:
+    """A SHA multipart upload's value: the SHA of its parts' SHAs, and their count."""
+    parts = [
+        hashlib.new(algorithm.lower(), data[at : at + part_size]).digest()
+        for at in range(0, len(data), part_size)
+    ]
+    whole = hashlib.new(algorithm.lower(), b"".join(parts)).digest()
+    return f"{base64.b64encode(whole).decode()}-{len(parts)}"
+
+
+def kept(endpoint: Endpoint, bucket: str, key: str) -> dict[str, str]:
+    """The checksum fields a HEAD in checksum mode shows (ChecksumCRC64NVME, ChecksumType, ...)."""
+    head = endpoint.client().head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+    return {name: value for name, value in head.items() if name.startswith("Checksum")}
+
+
+def upload(env: dict[str, str], path: Path, url: str, *options: str) -> None:
+    result = run_cli(
+        env, "cp", "--part-size", "5MiB", "--multipart-threshold", "8MiB", *options, str(path), url
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("algorithm", [None, *ALGORITHMS])
+def test_each_algorithm_is_sent_and_kept_for_whole_and_multipart_uploads(
+    minio: Endpoint, bucket: str, tmp_path: Path, algorithm: str | None
+) -> None:
+    small, large = os.urandom(100_000), os.urandom(13 * MiB + 7)  # 3 parts of 5 MiB
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "small").write_bytes(small)
+    (tmp_path / "up" / "large").write_bytes(large)
+    chosen = algorithm or "CRC64NVME"  # the default, as AWS's since December 2024
+    options = ["--checksum-algorithm", algorithm.lower()] if algorithm else []
+    upload(minio.env, tmp_path / "up", f"s3://{bucket}/", "--recursive", *options)
+
+    assert kept(minio, bucket, "small") == {
+        f"Checksum{chosen}": expected(chosen, small),
+        "ChecksumType": "FULL_OBJECT",
+    }
+    if chosen.startswith("CRC"):  # a CRC's parts combine into the whole object's
+        whole = {f"Checksum{chosen}": expected(chosen, large), "ChecksumType": "FULL_OBJECT"}
+    else:
+        whole = {f"Checksum{chosen}": composite(chosen, large, 5 * MiB), "ChecksumType": "COMPOSITE"}
+    assert kept(minio, bucket, "large") == whole
+
+
+@pytest.mark.parametrize("algorithm", ["MD5", "none"])
+def test_md5_or_none_sends_no_checksum(minio: Endpoint, bucket: str, tmp_path: Path, algorithm: str) -> None:
+    (tmp_path / "f").write_bytes(os.urandom(13 * MiB))
+    upload(minio.env, tmp_path / "f", f"s3://{bucket}/f", "--checksum-algorithm", algorithm)
+    assert kept(minio, bucket, "f") == {}
+
+
+@pytest.mark.parametrize("payload", ["--unsigned-payload", "--signed-payload"])
+@pytest.mark.parametrize("size", [100_000, 13 * MiB], ids=["whole", "multipart"])
+def test_a_byte_changed_on_the_way_up_is_refused_and_sent_again(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, payload: str, size: int
+) -> None:
+    """Every PutObject and UploadPart reaches the service with a byte flipped once: with the
+    payload unsigned (over HTTP by choice) only the checksum tells; the service refuses it, the
+    request is sent again, and what is stored is the file."""
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    unsigned = payload == "--unsigned-payload"
+
+    def as_chosen(exchange: object) -> bool:
+        sha256 = exchange.request.headers.get("x-amz-content-sha256", "")  # type: ignore[attr-defined]
+        return (sha256 == "UNSIGNED-PAYLOAD") == unsigned
+
+    for operation in ("PutObject", "UploadPart"):
+        hostile.misbehave(FlipRequestByte(), operation=operation, bucket=bucket, times=1, when=as_chosen)
+    upload(hostile.env, tmp_path / "f", f"s3://{bucket}/f", payload)
+
+    flipped = sum(hostile.server.log.count(op, faulted=True) for op in ("PutObject", "UploadPart"))
+    assert flipped == 1  # the rule saw the payload signed or not, as chosen
+    stored = minio.client().get_object(Bucket=bucket, Key="f")["Body"].read()
+    assert stored == data
+    assert kept(minio, bucket, "f")["ChecksumCRC64NVME"] == expected("CRC64NVME", data)
+
+
+def test_a_stream_carries_the_checksum_and_a_server_side_copy_keeps_its_source_s(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    data = os.urandom(11 * MiB)
+    piped = subprocess.run(
+        [*S3BULK, "pipe", "--part-size", "5MiB", f"s3://{bucket}/piped"],
+        env=minio.env,
+        input=data,
+        capture_output=True,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert kept(minio, bucket, "piped") == {
+        "ChecksumCRC64NVME": expected("CRC64NVME", data),
+        "ChecksumType": "FULL_OBJECT",
+    }
+
+    (tmp_path / "f").write_bytes(data[:100_000])
+    upload(minio.env, tmp_path / "f", f"s3://{bucket}/crc32c", "--checksum-algorithm", "CRC32C")
+    copied = run_cli(minio.env, "cp", f"s3://{bucket}/crc32c", f"s3://{bucket}/copied")
+    assert copied.returncode == 0, copied.stderr
+    assert kept(minio, bucket, "copied") == kept(minio, bucket, "crc32c")
+    chosen = run_cli(
+        minio.env, "cp", "--checksum-algorithm", "SHA1", f"s3://{bucket}/crc32c", f"s3://{bucket}/sha1"
+    )
+    assert chosen.returncode == 0, chosen.stderr
+    assert kept(minio, bucket, "sha1")["ChecksumSHA1"] == expected("SHA1", data[:100_000])
+
+
+def test_a_choice_that_is_no_algorithm_is_one_line(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    result = run_cli(minio.env, "cp", "--checksum-algorithm", "md6", str(tmp_path / "f"), f"s3://{bucket}/f")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --checksum-algorithm 'md6': one of CRC64NVME, CRC32C, CRC32, SHA256, SHA1, MD5 or none"
+    )
+    with pytest.raises(s3bulk.UsageError, match="checksum_algorithm 'md6'"):
+        s3bulk.AwsSettings.from_env(checksum_algorithm="md6")
+
+
+def test_the_api_chooses_by_its_settings(minio: Endpoint, bucket: str, tmp_path: Path, aws_env: dict) -> None:
+    data = os.urandom(50_000)
+    (tmp_path / "f").write_bytes(data)
+    settings = s3bulk.AwsSettings.from_env(checksum_algorithm="crc32c")
+    report = s3bulk.copy(str(tmp_path / "f"), f"s3://{bucket}/f", settings=settings)
+    assert (report.objects_done, report.objects_failed) == (1, 0)
+    assert kept(minio, bucket, "f")["ChecksumCRC32C"] == expected("CRC32C", data)
