@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import zlib
@@ -20,7 +21,7 @@ import pytest
 from conftest import S3BULK, Endpoint, Hostile, run_cli
 
 import s3bulk
-from s3bulk.testing.hostile import FlipRequestByte
+from s3bulk.testing.hostile import FlipByte, FlipRequestByte, Listed
 
 MiB = 1024 * 1024
 ALGORITHMS = ["CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1"]
@@ -165,3 +166,26 @@ def test_the_api_chooses_by_its_settings(minio: Endpoint, bucket: str, tmp_path:
     report = s3bulk.copy(str(tmp_path / "f"), f"s3://{bucket}/f", settings=settings)
     assert (report.objects_done, report.objects_failed) == (1, 0)
     assert kept(minio, bucket, "f")["ChecksumCRC32C"] == expected("CRC32C", data)
+
+
+def test_a_download_whose_etag_is_no_md5_is_checked_by_the_crc64nvme_kept(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """An SSE-C or SSE-KMS object's ETag looks like an MD5 and is none: the bytes disagree with
+    it, and the checksum the service keeps (sent by s3bulk's upload) decides, also for a
+    multipart object; a byte flipped on the way down fails that check and is fetched again."""
+    files = {"whole": os.urandom(300_000), "parts": os.urandom(13 * MiB)}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        upload(minio.env, tmp_path / name, f"s3://{bucket}/p/{name}")
+    looks_like_md5 = "&quot;0123456789abcdef0123456789abcdef&quot;"
+    hostile.misbehave(Listed("ETag", looks_like_md5), operation="ListObjectsV2", bucket=bucket)
+    hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, key="p/whole", times=1)
+    result = run_cli(hostile.env, "cp", "--json", f"s3://{bucket}/p/", f"{tmp_path}/down/")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records[-1]["summary"]["objects_unverified"] == 0
+    assert all(record.get("verified", True) for record in records[:-1])
+    assert records[-1]["summary"]["retries"] >= 1  # the flipped body was fetched again
+    for name, data in files.items():
+        assert (tmp_path / "down" / name).read_bytes() == data

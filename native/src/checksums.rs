@@ -10,6 +10,10 @@
 //!
 //! Values travel as S3 writes them: the digest's bytes, big-endian for a CRC, in base64.
 
+use std::fs::File;
+use std::io::Read;
+use std::path::PathBuf;
+
 use aws_lc_rs::digest::{Context, SHA1_FOR_LEGACY_USE_ONLY, SHA256};
 use crc_fast::CrcAlgorithm;
 use pyo3::buffer::PyBuffer;
@@ -138,6 +142,25 @@ pub fn checksum<'py>(py: Python<'py>, algorithm: &str, data: Bound<'py, PyAny>) 
         hasher.finish()
     });
     drop(buffer);
+    Ok(PyBytes::new(py, &value))
+}
+
+/// The checksum `algorithm` of the file at `path`, read a MiB at a time with the GIL released
+/// (a download checked against the full-object checksum the service keeps). OSError when the
+/// file cannot be read.
+#[pyfunction]
+pub fn checksum_file<'py>(py: Python<'py>, algorithm: &str, path: PathBuf) -> PyResult<Bound<'py, PyBytes>> {
+    let algorithm = Algorithm::named(algorithm)?;
+    let value = py.detach(move || -> std::io::Result<Vec<u8>> {
+        let mut file = File::open(&path)?;
+        let (mut hasher, mut buffer) = (Hasher::new(algorithm), vec![0u8; 1 << 20]);
+        loop {
+            match file.read(&mut buffer)? {
+                0 => return Ok(hasher.finish()),
+                read => hasher.update(&buffer[..read]),
+            }
+        }
+    })?;
     Ok(PyBytes::new(py, &value))
 }
 

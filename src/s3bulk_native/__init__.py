@@ -6,6 +6,7 @@ from s3bulk_native.s3bulk_native import (
     Http,
     __version__,  # native/Cargo.toml's, the package's
     checksum,
+    checksum_file,
     crc_combine,
     md5_file_parts,
     md5_many,
@@ -17,6 +18,7 @@ __all__ = [
     "Http",
     "__version__",
     "checksum",
+    "checksum_file",
     "crc_combine",
     "md5_file_parts",
     "md5_many",

@@ -21,6 +21,10 @@ def checksum(algorithm: str, data: Any) -> bytes:
     (any C-contiguous buffer of bytes) as S3 keeps it (a CRC's bytes big-endian), computed with
     the GIL released. ValueError for another algorithm."""
 
+def checksum_file(algorithm: str, path: str) -> bytes:
+    """`checksum` of the file at `path`, read a MiB at a time with the GIL released. OSError
+    when it cannot be read."""
+
 def crc_combine(algorithm: str, first: bytes, second: bytes, second_length: int) -> bytes:
     """The CRC of two byte strings one after the other, from each one's CRC and the second's
     length (a multipart object's full-object checksum from its parts'). ValueError for a SHA,

@@ -54,6 +54,22 @@ async def of_body(algorithm: str, body: bytes | bytearray | memoryview) -> str:
     return of_bytes(algorithm, body)
 
 
+def file_matches(path: str, headers: dict[str, str]) -> bool | None:
+    """Whether the file holds the bytes a full-object checksum in `headers` (a HEAD's or a GET's
+    in checksum mode, names in lower case) describes; None when there is none (no checksum, or a
+    SHA of parts, `COMPOSITE`, whose value is no SHA of the object's bytes)."""
+    for algorithm in SENT:
+        expected = headers.get(header(algorithm), "")
+        if (
+            expected
+            and "-" not in expected
+            and headers.get("x-amz-checksum-type", "FULL_OBJECT") == "FULL_OBJECT"
+        ):
+            found = s3bulk_native.checksum_file(algorithm, path)
+            return base64.b64encode(found).decode() == expected
+    return None
+
+
 def whole_object(algorithm: str, parts: list[tuple[str, int]]) -> str | None:
     """The full-object value of parts (value, length) one after the other: None for a SHA,
     whose values do not combine."""

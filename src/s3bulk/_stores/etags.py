@@ -8,11 +8,9 @@ SSE-C objects) proves nothing: `None`, "cannot tell", as opposed to False, "thes
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 import os
-import zlib
 from collections.abc import Callable, Iterable
 
 from s3bulk_native import md5_file_parts, md5_many
@@ -182,25 +180,3 @@ class StreamCheck:
             return self._current.hexdigest() == self._expected
         digests = self._digests + ([self._current.digest()] if self._filled else [])
         return len(digests) == self._parts and _md5_of_parts(digests) == self._expected
-
-
-def checksum_matches_file(path: str, headers: dict[str, str]) -> bool | None:
-    """Whether the file holds the bytes a full-object checksum the service keeps describes
-    (x-amz-checksum-sha256, -sha1, -crc32, base64); None when there is none this can compute (a
-    composite of parts, CRC32C, CRC64NVME)."""
-    for name, make in (("sha256", hashlib.sha256), ("sha1", hashlib.sha1)):
-        expected = headers.get(f"x-amz-checksum-{name}", "")
-        if expected and "-" not in expected:
-            digest = make()
-            with open(path, "rb") as handle:
-                while block := handle.read(MiB):
-                    digest.update(block)
-            return base64.b64encode(digest.digest()).decode() == expected
-    expected = headers.get("x-amz-checksum-crc32", "")
-    if expected and "-" not in expected:
-        crc = 0
-        with open(path, "rb") as handle:
-            while block := handle.read(MiB):
-                crc = zlib.crc32(block, crc)
-        return base64.b64encode(crc.to_bytes(4, "big")).decode() == expected
-    return None

@@ -32,12 +32,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._lazy import lazy_module
-from s3bulk._stores import native_http
+from s3bulk._stores import checksums, native_http
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.digests import Md5Lanes
 from s3bulk._stores.etags import (
     StreamCheck,
-    checksum_matches_file,
     etag_matches_bytes,
     etag_matches_file,
     etag_matches_layout,
@@ -388,11 +387,12 @@ class Storage:
     ) -> bool | None:
         """Bytes and ETag disagree, which is rare but for objects whose ETag is no MD5 though it
         looks like one (SSE-KMS, SSE-C), or whose parts no guessed part size gives: a HEAD says.
-        A full-object checksum the service keeps (x-amz-checksum-sha256, -sha1, -crc32) then
-        decides; an encrypted object without one is taken as it came, unverified (None); a
-        multipart one is hashed again by the sizes of its parts, as the service tells them."""
+        A full-object checksum the service keeps (x-amz-checksum-crc64nvme, -crc32c, -crc32,
+        -sha256, -sha1: `checksums.file_matches`) then decides; an encrypted object without one
+        is taken as it came, unverified (None); a multipart one is hashed again by the sizes of
+        its parts, as the service tells them."""
         head = await self.head(bucket, key, checksums=True)
-        found = await asyncio.to_thread(checksum_matches_file, temporary, head)
+        found = await asyncio.to_thread(checksums.file_matches, temporary, head)
         if found is not None:
             return found
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
