@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -225,3 +226,54 @@ def test_bad_keys_are_one_line_and_nothing_is_sent(
     lines = [line for line in done.stderr.splitlines() if not line.startswith("warning: TLS")]
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert minio_tls.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_sync_checksum_and_check_tell_an_unchanged_encrypted_tree_by_its_checksums(
+    minio_tls: Endpoint, tree: Path, keys: tuple, tmp_path: Path
+) -> None:
+    """An SSE-C object's ETag is no MD5, so it cannot prove a file equal: the CRC64NVME the
+    service keeps (s3bulk's uploads send one) can. A second sync --checksum of an unchanged tree
+    sends nothing, both ways, check agrees, and a changed file is still sent."""
+    _, _, k1, _ = keys
+    bucket = new_bucket(minio_tls)
+    key = ["--sse-c-key", f"fileb://{k1}"]
+    for _ in range(2):
+        up = run_cli(
+            minio_tls.env,
+            "sync",
+            "--json",
+            "--checksum",
+            *INSECURE,
+            *SMALL[:4],
+            *key,
+            f"{tree}/",
+            f"s3://{bucket}/t/",
+        )
+        assert up.returncode == 0, up.stderr
+    summary = json.loads(up.stdout.splitlines()[-1])["summary"]
+    assert (summary["objects_done"], summary["objects_unchanged"]) == (0, 2)
+    down = tmp_path / "down"
+    for _ in range(2):
+        got = run_cli(
+            minio_tls.env, "sync", "--json", "--checksum", *INSECURE, *key, f"s3://{bucket}/t/", f"{down}/"
+        )
+        assert got.returncode == 0, got.stderr
+    summary = json.loads(got.stdout.splitlines()[-1])["summary"]
+    assert (summary["objects_done"], summary["objects_unchanged"]) == (0, 2)
+    checked = run_cli(minio_tls.env, "check", *INSECURE, *key, f"{tree}/", f"s3://{bucket}/t/")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    (tree / "small.txt").write_bytes(b"small object, changed\n")
+    again = run_cli(
+        minio_tls.env,
+        "sync",
+        "--json",
+        "--checksum",
+        *INSECURE,
+        *SMALL[:4],
+        *key,
+        f"{tree}/",
+        f"s3://{bucket}/t/",
+    )
+    summary = json.loads(again.stdout.splitlines()[-1])["summary"]
+    assert (summary["objects_done"], summary["objects_unchanged"]) == (1, 1)

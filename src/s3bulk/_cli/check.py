@@ -7,6 +7,7 @@ import sys
 import typer
 
 from s3bulk._cli.jobrun import JsonOption
+from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     ExcludeOption,
@@ -21,11 +22,13 @@ from s3bulk._cli.options import (
 from s3bulk._cli.output import guarded, say
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
+from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.loop import run_loop
 from s3bulk._text import printable
 
 
 @guarded
+@with_key_options
 @with_source_options
 def check_command(
     source: str = typer.Argument(..., help="s3://bucket/prefix/ or a directory."),
@@ -40,9 +43,11 @@ def check_command(
     no_sign_request: bool = NoSignOption,
     request_payer: str | None = RequestPayerOption,
     source_side: SourceSide = SAME_SIDE,
+    keys: CustomerKeys = NO_KEYS,
 ) -> int:
-    """Compare two trees (sizes, then ETags or the files' MD5) and list what differs, is
-    missing at DST or is extra there; copies nothing; exit 1 if anything differs."""
+    """Compare two trees (sizes, then ETags or the files' MD5, or the checksums the service
+    keeps) and list what differs, is missing at DST or is extra there; copies nothing; exit 1
+    if anything differs."""
     from s3bulk._api.check import check_async
 
     settings = settings_from(
@@ -51,6 +56,7 @@ def check_command(
         region,
         no_verify_ssl,
         no_sign_request,
+        keys=keys,
         source_side=source_side,
         request_payer=request_payer,
     )

@@ -115,14 +115,17 @@ class CheckJob(SyncJob):
         if isinstance(item, Difference):
             raise ItemError(f"{item.kind}: {item.why}", retryable=False)
         assert isinstance(item, CheckItem)
-        transfer = item.transfer
-        local = transfer.source if self.direction == "upload" else transfer.destination
-        same = await self.storage.file_matches(local, item.etag, transfer.size, self.options.part_size)
+        same = await self.local_matches(item)
         if same is None:
-            raise ItemError("cannot tell: the ETag is not an MD5 (SSE-KMS, SSE-C)", retryable=False)
+            raise ItemError(
+                "cannot tell: the ETag is not an MD5 (SSE-KMS, SSE-C) and the object keeps no checksum",
+                retryable=False,
+            )
         if not same:
-            raise ItemError("differs: contents (the file's MD5 is not the ETag)", retryable=False)
-        return unchanged(ctx, transfer.size)
+            raise ItemError(
+                "differs: contents (the file's MD5 or checksum is not the object's)", retryable=False
+            )
+        return unchanged(ctx, item.transfer.size)
 
 
 def _url(location: Location, name: str) -> str:

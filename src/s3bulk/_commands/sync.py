@@ -416,12 +416,26 @@ class SyncJob(CopyJob):
             return 0
         if isinstance(item, CheckItem):
             transfer = item.transfer
-            local = transfer.source if self.direction == "upload" else transfer.destination
-            same = await self.storage.file_matches(local, item.etag, transfer.size, self.options.part_size)
+            same = await self.local_matches(item)
             if same:  # nothing to do after all
                 return unchanged(ctx, transfer.size)
             item = transfer
         return await super().run(item, ctx)
+
+    async def local_matches(self, item: CheckItem) -> bool | None:
+        """Whether the local side of `item` holds the object's bytes (`Storage.file_matches`)."""
+        transfer = item.transfer
+        upload = self.direction == "upload"
+        remote = self.destination if upload else self.source
+        assert isinstance(remote, S3Location)
+        local, key = (
+            (transfer.source, transfer.destination) if upload else (transfer.destination, transfer.source)
+        )
+        storage = self.storage if upload else self.source_storage
+        part_size = self.options.part_size
+        return await storage.file_matches(
+            local, item.etag, transfer.size, part_size, bucket=remote.bucket, key=key
+        )
 
     def cost(self, item: Any) -> int:
         if isinstance(item, DeleteBatch | LocalDelete):

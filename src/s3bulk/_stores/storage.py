@@ -493,10 +493,27 @@ class Storage:
             return written, None
         return written, md5 == expected
 
-    async def file_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
-        """Whether the local file holds the `size` bytes `etag` describes (None: the ETag cannot
-        tell), for sync --checksum and check. A file from `LANES_MIN` to `WHOLE_BODY_MAX` under
-        a single-part ETag is read whole by a thread and hashed in SIMD lanes with others."""
+    async def file_matches(
+        self, path: str, etag: str, size: int, part_size: int, *, bucket: str = "", key: str = ""
+    ) -> bool | None:
+        """Whether the local file holds the `size` bytes of the object s3://bucket/key whose
+        ETag is `etag` (None: nothing can tell), for sync --checksum and check. The ETag says
+        first; where it cannot prove the file equal (it is no MD5, as an SSE-C or SSE-KMS
+        object's, or no part size gives it), a HEAD asks for the full-object checksum the service
+        keeps, and the file's own (computed here, `checksums.file_matches`) decides."""
+        said = await self._etag_matches(path, etag, size, part_size)
+        if said is True or not key:
+            return said
+        head = await self.head(bucket, key, checksums=True)
+        if int(head.get("content-length") or -1) != size:
+            return False
+        found = await asyncio.to_thread(checksums.file_matches, path, head)
+        return said if found is None else found
+
+    async def _etag_matches(self, path: str, etag: str, size: int, part_size: int) -> bool | None:
+        """Whether the file holds the bytes `etag` describes (None: it cannot tell). A file from
+        `LANES_MIN` to `WHOLE_BODY_MAX` under a single-part ETag is read whole by a thread and
+        hashed in SIMD lanes with others."""
         expected = single_part_md5(etag) if LANES_MIN <= size <= WHOLE_BODY_MAX else None
         if not expected:
             return await asyncio.to_thread(etag_matches_file, path, etag, size, part_size)
