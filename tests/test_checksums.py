@@ -189,3 +189,26 @@ def test_a_download_whose_etag_is_no_md5_is_checked_by_the_crc64nvme_kept(
     assert records[-1]["summary"]["retries"] >= 1  # the flipped body was fetched again
     for name, data in files.items():
         assert (tmp_path / "down" / name).read_bytes() == data
+
+
+@pytest.mark.parametrize(
+    ("chosen", "endpoint", "signed"),
+    [
+        (None, "https://s3.us-east-1.amazonaws.com", False),  # as the AWS SDKs: TLS guards the bytes
+        (None, "http://127.0.0.1:9000", True),  # a CRC catches corruption, not a rewrite
+        (True, "http://127.0.0.1:9000", False),
+        (False, "https://s3.us-east-1.amazonaws.com", True),
+    ],
+)
+def test_a_body_with_its_checksum_goes_unsigned_over_https_and_signed_over_http(
+    chosen: bool | None, endpoint: str, signed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3bulk._stores.s3 import S3Client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    settings = s3bulk.AwsSettings.from_env(endpoint_url=endpoint, region="us-east-1", unsigned_payload=chosen)
+    client = S3Client(settings)
+    url = client.url("b", "k")
+    assert client._payload_signed(url, checked=True) is signed
+    assert client._payload_signed(url, checked=False) is True  # nothing else would check it
