@@ -57,11 +57,16 @@ bench: setup tools
 reliability: setup tools
 	$(PY) scripts/reliability.py --rounds 3 --trials 10
 
+# The Rust part kept like the Python: formatted, clippy-clean, its unit tests run (linked
+# against the interpreter, as cargo test needs; maturin builds the extension module itself).
 lint: .venv/.synced
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/lint-imports
 	.venv/bin/mypy
+	cd native && cargo fmt --check
+	cd native && cargo clippy --release --all-targets -- -D warnings
+	cd native && PYO3_PYTHON=$(abspath $(PY)) cargo test --release
 
 clean:
 	rm -rf .venv .tools bench/out native/target

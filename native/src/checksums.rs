@@ -77,14 +77,14 @@ impl Algorithm {
 
 /// A checksum being computed, a chunk at a time.
 pub enum Hasher {
-    Crc(Algorithm, crc_fast::Digest),
+    Crc(Algorithm, Box<crc_fast::Digest>),
     Sha(Context),
 }
 
 impl Hasher {
     pub fn new(algorithm: Algorithm) -> Self {
         match (algorithm.crc(), algorithm) {
-            (Some(crc), _) => Self::Crc(algorithm, crc_fast::Digest::new(crc)),
+            (Some(crc), _) => Self::Crc(algorithm, Box::new(crc_fast::Digest::new(crc))),
             (None, Algorithm::Sha256) => Self::Sha(Context::new(&SHA256)),
             (None, _) => Self::Sha(Context::new(&SHA1_FOR_LEGACY_USE_ONLY)),
         }

@@ -105,9 +105,7 @@ impl FileRange {
 /// Fills `buffer` from `offset`; a file that ends first has shrunk since its size was taken.
 fn read_exact_at(file: &File, buffer: &mut [u8], offset: u64, path: &std::path::Path) -> io::Result<()> {
     file.read_exact_at(buffer, offset).map_err(|error| match error.kind() {
-        io::ErrorKind::UnexpectedEof => {
-            io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while it was being uploaded", path.display()))
-        }
+        io::ErrorKind::UnexpectedEof => io::Error::new(io::ErrorKind::UnexpectedEof, format!("{} shrank while it was being uploaded", path.display())),
         _ => error,
     })
 }

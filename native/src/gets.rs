@@ -43,17 +43,17 @@ use memmap2::{Mmap, MmapOptions};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::path::Path as ObjectPath;
 use object_store::{CredentialProvider, GetOptions, GetRange, GetResult, ObjectStore, RetryConfig};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::md5::{engine, update_in_lockstep};
-use crate::parthash::{Hasher, HasherThread};
-use ::md5_many::Md5State;
-use crate::wake::{Outbox, Runner};
 use crate::http::{options_from, NoRedirects};
+use crate::md5::{engine, update_in_lockstep};
 use crate::pace::{joined, whole, Pace};
+use crate::parthash::{Hasher, HasherThread};
+use crate::wake::{Outbox, Runner};
+use ::md5_many::Md5State;
 
 /// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
 /// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
@@ -85,11 +85,20 @@ struct Landing {
 
 /// What became of a job: bytes written, their MD5 and whether the file landed, or why not.
 enum Outcome {
-    Written { written: u64, md5: Option<[u8; 16]>, landed: bool },
+    Written {
+        written: u64,
+        md5: Option<[u8; 16]>,
+        landed: bool,
+    },
     /// The local file failed: its errno and message (a full disk stops the job, python side).
-    Disk { errno: i32, message: String },
+    Disk {
+        errno: i32,
+        message: String,
+    },
     /// The store failed, in obstore's words, so the same classification reads it.
-    Store { message: String },
+    Store {
+        message: String,
+    },
 }
 
 /// Bodies from this size are streamed to the writer thread, hashed side by side with others
@@ -459,7 +468,8 @@ fn write_all_at(file: &File, chunks: &[Bytes], mut offset: u64) -> std::io::Resu
     let mut slices: Vec<&[u8]> = chunks.iter().map(|chunk| &chunk[..]).filter(|chunk| !chunk.is_empty()).collect();
     let mut first = 0;
     while first < slices.len() {
-        let iovecs: Vec<libc::iovec> = slices[first..].iter().take(IOV_MAX).map(|slice| libc::iovec { iov_base: slice.as_ptr() as *mut libc::c_void, iov_len: slice.len() }).collect();
+        let iovecs: Vec<libc::iovec> =
+            slices[first..].iter().take(IOV_MAX).map(|slice| libc::iovec { iov_base: slice.as_ptr() as *mut libc::c_void, iov_len: slice.len() }).collect();
         // Safety: the iovecs point into `chunks`, alive and unchanged for the call.
         let wrote = unsafe { libc::pwritev(file.as_raw_fd(), iovecs.as_ptr(), iovecs.len() as libc::c_int, offset as libc::off_t) };
         if wrote < 0 {
@@ -512,7 +522,9 @@ fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>
             .iter()
             .zip(failed.iter_mut())
             .map(|((file, size), failed)| match file {
-                Some(file) if failed.is_none() && offset < *size => window(file, offset, HASH_WINDOW.min(size - offset)).map_err(|err| *failed = Some(err)).ok(),
+                Some(file) if failed.is_none() && offset < *size => {
+                    window(file, offset, HASH_WINDOW.min(size - offset)).map_err(|err| *failed = Some(err)).ok()
+                }
                 _ => None,
             })
             .collect();
@@ -602,10 +614,10 @@ impl Gets {
             .with_client_options(options_from(client_options.clone())?)
             .with_http_connector(NoRedirects(client_options.clone()))
             .with_retry(RetryConfig {
-            max_retries: 0, // the engine retries whole items, with its one policy
-            retry_timeout: Duration::from_secs(120),
-            ..Default::default()
-        });
+                max_retries: 0, // the engine retries whole items, with its one policy
+                retry_timeout: Duration::from_secs(120),
+                ..Default::default()
+            });
         for (name, value) in config {
             let key = AmazonS3ConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
             builder = builder.with_config(key, value);

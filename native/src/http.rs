@@ -17,6 +17,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::checksums::Algorithm;
+use crate::filebody::{Digests, FileRange};
+use crate::pace::{whole, Pace};
+use crate::wake::{Outbox, Runner};
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
@@ -26,10 +30,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use crate::checksums::Algorithm;
-use crate::filebody::{Digests, FileRange};
-use crate::pace::{whole, Pace};
-use crate::wake::{Outbox, Runner};
 
 /// One request: sent as it is, signed first when `credentials` are given.
 struct Request {
@@ -156,9 +156,7 @@ impl Http {
         for (ticket, method, url, headers, body, signing) in requests {
             let body = match body {
                 BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
-                BodyArg::File((path, offset, length, checksum)) => {
-                    Body::File(FileRange { path, offset, length }, Check::named(checksum.as_deref())?)
-                }
+                BodyArg::File((path, offset, length, checksum)) => Body::File(FileRange { path, offset, length }, Check::named(checksum.as_deref())?),
             };
             sent.push(Request { ticket, method, url, headers, body, signing: signing.map(signing_from) });
         }
@@ -302,10 +300,8 @@ fn digest_headers(range: &FileRange, checksum: Option<Algorithm>, digests: &Dige
 pub fn reqwest_client(options: &HashMap<String, String>) -> Result<reqwest::Client, String> {
     let duration = |name: &str| options.get(name).map(|text| humantime::parse_duration(text).map_err(|err| format!("{name}: {err}"))).transpose();
     let flag = |name: &str| options.get(name).is_some_and(|text| text == "true");
-    let mut builder = reqwest::Client::builder()
-        .user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION")))
-        .redirect(reqwest::redirect::Policy::none())
-        .referer(false);
+    let mut builder =
+        reqwest::Client::builder().user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION"))).redirect(reqwest::redirect::Policy::none()).referer(false);
     if let Some(timeout) = duration("timeout")? {
         builder = builder.timeout(timeout);
     }

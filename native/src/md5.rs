@@ -78,8 +78,7 @@ fn file_parts(path: &Path, part_size: u64) -> std::io::Result<Vec<[u8; 16]>> {
     let mut buffers = vec![vec![0u8; CHUNK]; lanes.min(parts) as usize];
     let mut digests = Vec::with_capacity(parts as usize);
     for first in (0..parts).step_by(lanes as usize) {
-        let spans: Vec<(u64, u64)> =
-            (first..parts.min(first + lanes)).map(|part| (part * part_size, size.min((part + 1) * part_size))).collect();
+        let spans: Vec<(u64, u64)> = (first..parts.min(first + lanes)).map(|part| (part * part_size, size.min((part + 1) * part_size))).collect();
         let mut states = vec![Md5State::new(); spans.len()];
         for offset in (0..part_size).step_by(CHUNK) {
             let mut lengths = vec![0; spans.len()];

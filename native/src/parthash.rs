@@ -135,7 +135,8 @@ impl Hasher {
     pub(crate) fn add(&self, path: &str, size: u64, part_size: u64) -> std::io::Result<u64> {
         let file = Arc::new(File::open(path)?);
         let parts = size.div_ceil(part_size).max(1) as usize;
-        let hash = PartHash { file, size, part_size, states: vec![Md5State::new(); parts], hashed: vec![0; parts], ranges: Vec::new(), failed: None, flush: false };
+        let hash =
+            PartHash { file, size, part_size, states: vec![Md5State::new(); parts], hashed: vec![0; parts], ranges: Vec::new(), failed: None, flush: false };
         let mut files = self.files.lock().unwrap();
         files.1 += 1;
         let id = files.1;
@@ -268,7 +269,14 @@ fn hash_round(files: &[Arc<Mutex<PartHash>>]) -> bool {
     let mut ready: Vec<Window> = Vec::new();
     for (index, hash) in files.iter().enumerate() {
         let hash = hash.lock().unwrap();
-        ready.extend(hash.ready().into_iter().map(|(part, from, length)| Window { file: index, handle: hash.file.clone(), part, from, length, state: hash.states[part] }));
+        ready.extend(hash.ready().into_iter().map(|(part, from, length)| Window {
+            file: index,
+            handle: hash.file.clone(),
+            part,
+            from,
+            length,
+            state: hash.states[part],
+        }));
     }
     if ready.is_empty() {
         return false;

@@ -111,15 +111,7 @@ impl Cursor<'_> {
 
 /// Writes the body into `target` (room for `WORST_BYTES_PER_VALUE` per value and `ZMIJ_BYTES`)
 /// and returns its length.
-fn write_body(
-    target: &mut [u8],
-    head: &[u8],
-    before: &[&[u8]],
-    values: &[f32],
-    dimension: usize,
-    after: &[&[u8]],
-    tail: &[u8],
-) -> usize {
+fn write_body(target: &mut [u8], head: &[u8], before: &[&[u8]], values: &[f32], dimension: usize, after: &[&[u8]], tail: &[u8]) -> usize {
     let mut body = Cursor { target, at: 0 };
     body.put(head);
     for (row, values) in values.chunks_exact(dimension).enumerate() {
@@ -138,4 +130,3 @@ fn write_body(
     body.put(tail);
     body.at
 }
-
