@@ -39,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use memmap2::{Mmap, MmapOptions};
+use memmap2::Mmap;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::path::Path as ObjectPath;
 use object_store::{CredentialProvider, GetOptions, GetRange, GetResult, ObjectStore, RetryConfig};
@@ -49,7 +49,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::http::{options_from, NoRedirects};
-use crate::md5::{engine, update_in_lockstep};
+use crate::md5::{engine, update_in_lockstep, window};
 use crate::pace::{joined, whole, Pace};
 use crate::parthash::{Hasher, HasherThread};
 use crate::wake::{Outbox, Runner};
@@ -533,13 +533,6 @@ fn md5_of_files(files: &[(Option<&File>, u64)]) -> Vec<std::io::Result<[u8; 16]>
     let mut digests = vec![[0u8; 16]; files.len()];
     engine().finalize_many(&states, &mut digests);
     failed.into_iter().zip(digests).map(|(failed, digest)| failed.map_or(Ok(digest), Err)).collect()
-}
-
-/// `length` bytes of the file from `offset` (a multiple of the page size), mapped and read in
-/// ahead.
-pub(crate) fn window(file: &File, offset: u64, length: u64) -> std::io::Result<Mmap> {
-    // Safety: the file is this thread's own, written and not landed yet; nothing else writes it.
-    unsafe { MmapOptions::new().offset(offset).len(length as usize).populate().map(file) }
 }
 
 /// The writer thread, stopped and joined when dropped.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ::md5_many::{Md5Many, Md5State};
+use memmap2::{Mmap, MmapOptions};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -28,6 +29,14 @@ pub(crate) fn engine() -> Md5Many {
 /// How much of each part is read per round: 16 lanes hold 4 MiB (at 1 MiB, checking three large
 /// downloads at once held 39 MiB of buffers).
 const CHUNK: usize = 256 * 1024;
+
+/// `length` bytes of `file` from `offset` (a multiple of the page size), mapped and read in
+/// ahead: a written download read back from the page cache a window at a time, to be hashed
+/// with others in lanes (gets.rs's writer, parthash.rs's hasher).
+pub(crate) fn window(file: &File, offset: u64, length: u64) -> std::io::Result<Mmap> {
+    // Safety: the file is its writer's own, written and not landed yet; nothing else writes it.
+    unsafe { MmapOptions::new().offset(offset).len(length as usize).populate().map(file) }
+}
 
 /// Where a buffer's bytes are, handed to the thread that hashes them without the GIL.
 struct Span(*const u8, usize);

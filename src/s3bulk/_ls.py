@@ -109,11 +109,13 @@ def ls(
     concurrency: int = 16,
     partitioned: bool | None = None,
     settings: AwsSettings | None = None,
+    report: Report | None = None,
 ) -> Listing:
     """Every object under an s3:// prefix, into memory: recursive by default, as a program most
     often wants (`s3bulk ls` lists one level unless -r, as `aws s3 ls` does); `recursive=False`
-    lists one level, its sub-prefixes in `.prefixes`. `ls_async` streams very large listings."""
-    listing = Listing(report=Report("ls", source=url))
+    lists one level, its sub-prefixes in `.prefixes`. `ls_async` streams very large listings.
+    What the listing cost (requests, time) is in `.report`, the `report` given if one is."""
+    listing = Listing(report=report or Report("ls", source=url))
 
     async def collect() -> None:
         async for entry in ls_async(
