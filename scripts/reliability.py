@@ -215,6 +215,10 @@ ONCE = [
     "tests/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
     "tests/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
     "tests/test_faults.py::test_throttling_backs_off_and_loses_nothing",
+    # kept out of make test for its ten minutes (marked campaign), run here
+    "tests/test_engine.py::test_fifty_back_to_back_cli_runs_all_exit_zero",
+    "tests/test_ray.py::test_cp_sync_rm_on_ray_match_hybrid",
+    "tests/test_map.py::test_results_equal_a_serial_loop",
     *sorted({node for _, node in CHECKS}),
 ]
 

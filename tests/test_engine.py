@@ -74,6 +74,7 @@ def test_work_spreads_over_worker_processes(
     assert len(bucket_digests(minio, bucket)) == 3000
 
 
+@pytest.mark.campaign  # make reliability: the engine fifty times in a row, for a once-seen race
 def test_fifty_back_to_back_cli_runs_all_exit_zero(minio: Endpoint, bucket: str, tmp_path: Path) -> None:
     """obstore's runtime can abort at interpreter shutdown; the exit code must not show it."""
     (tmp_path / "one.txt").write_bytes(b"1")

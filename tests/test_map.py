@@ -76,7 +76,15 @@ def api(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> object:
     return s3bulk
 
 
-@pytest.mark.parametrize("engine", ["hybrid", "async", "threads", "processes", "serial"])
+@pytest.mark.parametrize(
+    "engine",
+    # the default and the event loop's in make test; the others (10 s each) in make reliability
+    [
+        "hybrid",
+        "async",
+        *(pytest.param(e, marks=pytest.mark.campaign) for e in ("threads", "processes", "serial")),
+    ],
+)
 def test_results_equal_a_serial_loop(api, many_objects, engine: str) -> None:
     import mapfns
 

@@ -52,6 +52,7 @@ def summary(stdout: str) -> dict[str, object]:
     return dict(json.loads(stdout.splitlines()[-1])["summary"])
 
 
+@pytest.mark.campaign  # make reliability (35 s); make test runs ray in test_engines' every-engine check
 def test_cp_sync_rm_on_ray_match_hybrid(
     minio: Endpoint, cluster: RayCluster, tmp_path: Path, files: dict[str, bytes]
 ) -> None:

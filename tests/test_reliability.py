@@ -69,6 +69,7 @@ def _record_restart(
     )
 
 
+@pytest.mark.campaign  # make reliability: a server restarted under a job, 23 s
 def test_minio_restart_mid_upload_and_download_loses_nothing(
     tmp_path: Path, reliability: Callable[..., None]
 ) -> None:
