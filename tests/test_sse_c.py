@@ -237,43 +237,21 @@ def test_sync_checksum_and_check_tell_an_unchanged_encrypted_tree_by_its_checksu
     _, _, k1, _ = keys
     bucket = new_bucket(minio_tls)
     key = ["--sse-c-key", f"fileb://{k1}"]
-    for _ in range(2):
-        up = run_cli(
-            minio_tls.env,
-            "sync",
-            "--json",
-            "--checksum",
-            *INSECURE,
-            *SMALL[:4],
-            *key,
-            f"{tree}/",
-            f"s3://{bucket}/t/",
+
+    def sync(source: str, destination: str) -> tuple[int, int]:
+        """(objects sent, objects found unchanged) of one sync --checksum."""
+        done = run_cli(
+            minio_tls.env, "sync", "--json", "--checksum", *INSECURE, *SMALL[:4], *key, source, destination
         )
-        assert up.returncode == 0, up.stderr
-    summary = json.loads(up.stdout.splitlines()[-1])["summary"]
-    assert (summary["objects_done"], summary["objects_unchanged"]) == (0, 2)
-    down = tmp_path / "down"
-    for _ in range(2):
-        got = run_cli(
-            minio_tls.env, "sync", "--json", "--checksum", *INSECURE, *key, f"s3://{bucket}/t/", f"{down}/"
-        )
-        assert got.returncode == 0, got.stderr
-    summary = json.loads(got.stdout.splitlines()[-1])["summary"]
-    assert (summary["objects_done"], summary["objects_unchanged"]) == (0, 2)
-    checked = run_cli(minio_tls.env, "check", *INSECURE, *key, f"{tree}/", f"s3://{bucket}/t/")
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout.splitlines()[-1])["summary"]
+        return summary["objects_done"], summary["objects_unchanged"]
+
+    up, down = (f"{tree}/", f"s3://{bucket}/t/"), (f"s3://{bucket}/t/", f"{tmp_path / 'down'}/")
+    assert [sync(*up), sync(*up)] == [(2, 0), (0, 2)]
+    assert [sync(*down), sync(*down)] == [(2, 0), (0, 2)]
+    checked = run_cli(minio_tls.env, "check", *INSECURE, *key, *up)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     (tree / "small.txt").write_bytes(b"small object, changed\n")
-    again = run_cli(
-        minio_tls.env,
-        "sync",
-        "--json",
-        "--checksum",
-        *INSECURE,
-        *SMALL[:4],
-        *key,
-        f"{tree}/",
-        f"s3://{bucket}/t/",
-    )
-    summary = json.loads(again.stdout.splitlines()[-1])["summary"]
-    assert (summary["objects_done"], summary["objects_unchanged"]) == (1, 1)
+    assert sync(*up) == (1, 1)

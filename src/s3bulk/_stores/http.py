@@ -128,14 +128,12 @@ class SignedHttp:
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
         unreachable when no connection was made). A `FileRange` body is read as it is sent by
         the native part, which checks it by its checksum, its signed SHA-256, or else its
-        Content-MD5; elsewhere it is read first and sent with its Content-MD5.
+        Content-MD5 (a caller whose URL the native part cannot send reads it first:
+        `S3Client.upload_part`).
         Without `sign_payload` the native part signs UNSIGNED-PAYLOAD: for a body that carries
         its checksum, which the service checks."""
         self.meter.requests[kind] += 1
         native = self.native and native_http.sendable(url)
-        if isinstance(body, FileRange) and not native:
-            body = await asyncio.to_thread(body.read)
-            headers = {**(headers or {}), "Content-MD5": await content_md5(body)}
         if native:
             try:
                 status, reply_headers, payload = await self._native().send(
@@ -145,7 +143,7 @@ class SignedHttp:
                 said = f"cannot connect to {url.split('/')[2]}: {exc}" if exc.unreachable else str(exc)
                 raise transient(f"{what or kind}: {said}", str(exc), exc.unreachable) from None
         else:
-            assert not isinstance(body, FileRange)  # read above
+            assert not isinstance(body, FileRange)  # the native part's alone
             status, reply_headers, payload = await self._send_aiohttp(
                 kind, method, url, headers or {}, body, what, region, body_sha256
             )

@@ -85,34 +85,29 @@ class S3Client(SignedHttp):
         if key and (self.settings.sse_c or self.settings.sse_c_source):
             headers = {**(headers or {}), **self._customer_keys(kind, method, params or {}, of_source)}
         query = "?" + _query(params) if params else ""
+
+        async def sent() -> tuple[int, dict[str, str], bytes]:
+            """To the bucket's endpoint and region as known now."""
+            region = self.settings.region_of(bucket) if bucket else None
+            url = self.url(bucket, key) + query
+            return await self.send(
+                kind,
+                method,
+                url,
+                headers=headers,
+                body=body,
+                what=what,
+                region=region,
+                sign_payload=sign_payload,
+            )
+
         try:
             try:
-                region = self.settings.region_of(bucket) if bucket else None
-                url = self.url(bucket, key) + query
-                return await self.send(
-                    kind,
-                    method,
-                    url,
-                    headers=headers,
-                    body=body,
-                    what=what,
-                    region=region,
-                    sign_payload=sign_payload,
-                )
+                return await sent()
             except S3Error as error:
                 if not await self._learned_region(bucket, error):
                     raise
-                url, region = self.url(bucket, key) + query, self.settings.region_of(bucket)
-                return await self.send(
-                    kind,
-                    method,
-                    url,
-                    headers=headers,
-                    body=body,
-                    what=what,
-                    region=region,
-                    sign_payload=sign_payload,
-                )
+                return await sent()
         except S3Error as error:
             if error.code or method != "HEAD" or 300 <= error.status < 400:
                 raise
@@ -412,8 +407,10 @@ class S3Client(SignedHttp):
             sign_payload=signed,
         )
         etag = _header(headers, "etag")
-        sent = _header(headers, checksums.header(algorithm)) if algorithm else ""
-        return etag, checked.get(checksums.header(algorithm), sent) if algorithm else ""
+        if algorithm is None:
+            return etag, ""
+        name = checksums.header(algorithm)  # the value sent from memory, else as echoed (native_http)
+        return etag, checked.get(name) or _header(headers, name)
 
     async def list_parts(self, bucket: str, key: str, upload_id: str) -> list[tuple[int, str, int]]:
         """(number, ETag, size) of every part an upload holds."""
