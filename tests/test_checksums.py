@@ -171,9 +171,10 @@ def test_the_api_chooses_by_its_settings(minio: Endpoint, bucket: str, tmp_path:
 def test_a_download_whose_etag_is_no_md5_is_checked_by_the_crc64nvme_kept(
     hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
 ) -> None:
-    """An SSE-C or SSE-KMS object's ETag looks like an MD5 and is none: the bytes disagree with
-    it, and the checksum the service keeps (sent by s3bulk's upload) decides, also for a
-    multipart object; a byte flipped on the way down fails that check and is fetched again."""
+    """An SSE-C or SSE-KMS object's ETag looks like an MD5 and is none: the checksum the
+    service keeps (sent by s3bulk's upload) decides, also for a multipart object, read from the
+    GET itself (checksum mode), with no HEAD; a byte flipped on the way down fails that check and
+    is fetched again."""
     files = {"whole": os.urandom(300_000), "parts": os.urandom(13 * MiB)}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -187,6 +188,8 @@ def test_a_download_whose_etag_is_no_md5_is_checked_by_the_crc64nvme_kept(
     assert records[-1]["summary"]["objects_unverified"] == 0
     assert all(record.get("verified", True) for record in records[:-1])
     assert records[-1]["summary"]["retries"] >= 1  # the flipped body was fetched again
+    assert hostile.server.log.count("HeadObject") == 0
+    assert hostile.server.log.count("GetObject") == 3
     for name, data in files.items():
         assert (tmp_path / "down" / name).read_bytes() == data
 

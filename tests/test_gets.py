@@ -1,6 +1,7 @@
 """The native batch GETs (`_stores/gets.py`, native/src/gets.rs), against a real MinIO: each
 caller gets its own object's bytes, file, time and MD5 whatever the key; a failed GET reads as
-obstore's does; a right file lands without waiting for the event loop, a wrong one or one that
+the signed client's does; a whole object is checked by the checksum its answer carries; a right
+file lands without waiting for the event loop, a wrong one or one that
 would replace someone else's does not; credentials botocore refreshed reach the next requests;
 and a cancelled GET leaves no file behind, even when its body lands after the cancel."""
 
@@ -14,14 +15,23 @@ import subprocess
 import time
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.credentials import ReadOnlyCredentials
-from conftest import S3BULK, Endpoint
+from conftest import S3BULK, Endpoint, Hostile
 
 from s3bulk._benchmark.network import ToxiproxyServer
 from s3bulk._config import AwsSettings
-from s3bulk._errors import S3Error, classify
-from s3bulk._stores.gets import GetError, Gets, Landing
+from s3bulk._errors import ItemError, S3Error, classify
+from s3bulk._stores.gets import Gets, Landing, Outcome
+from s3bulk._stores.s3 import S3Client
+from s3bulk.testing.hostile import FlipByte
+
+
+def native_gets(bucket: str, max_connections: int, settings: AwsSettings | None = None) -> Gets:
+    return Gets(S3Client(settings or AwsSettings.from_env()), bucket, max_connections=max_connections)
+
 
 ODD_KEYS = ["a b", "a%20b", "a+b", "q?x=1&y=2", "hash#tag", "[br]{ce}", "tilde~'quote'", "ünï/cödé", "x/y/z"]
 
@@ -63,28 +73,30 @@ def test_each_caller_gets_its_own_outcome(
     for key, body in bodies.items():
         client.put_object(Bucket=bucket, Key=key, Body=body)
 
-    async def main() -> tuple[list[tuple[int, bytes | None, bool]], BaseException]:
-        gets = Gets(AwsSettings.from_env(), bucket, max_connections=8)
+    async def main() -> tuple[list[Outcome], BaseException]:
+        gets = native_gets(bucket, 8)
         try:
             results = await asyncio.gather(
                 *(
-                    gets.get_into(key, len(body) + 1, str(tmp_path / key), 1_000_000 + n, n % 3 > 0)
+                    gets.get_into(
+                        key, len(body) + 1, str(tmp_path / key), 1_000_000 + n, hash=n % 3 > 0, check=False
+                    )
                     for n, (key, body) in enumerate(bodies.items())
                 )
             )
-            with pytest.raises(GetError) as missing:
-                await gets.get_into("absent", 10, str(tmp_path / "absent"), 0, True)
+            with pytest.raises(S3Error) as missing:
+                await gets.get_into("absent", 10, str(tmp_path / "absent"), 0, hash=True, check=True)
             return results, missing.value
         finally:
             gets.close()
 
     results, missing = asyncio.run(main())
-    for n, ((key, body), (written, md5, landed)) in enumerate(zip(bodies.items(), results, strict=True)):
+    for n, ((key, body), (written, md5, _, landed)) in enumerate(zip(bodies.items(), results, strict=True)):
         assert written == len(body) and not landed  # no landing asked for
         assert md5 == (hashlib.md5(body).digest() if n % 3 else None)
         assert (tmp_path / key).read_bytes() == body
         assert os.stat(tmp_path / key).st_mtime == 1_000_000 + n
-    error = classify(missing)  # as obstore's FileNotFoundError for the same GET reads
+    error = classify(missing)
     assert (
         isinstance(error, S3Error)
         and (error.status, error.code) == (404, "NoSuchKey")
@@ -116,11 +128,19 @@ def test_a_right_file_lands_without_waiting_for_the_event_loop(
     }
 
     async def main() -> dict[str, bool]:
-        gets = Gets(AwsSettings.from_env(), bucket, max_connections=4)
+        gets = native_gets(bucket, 4)
         try:
             calls = {
                 name: asyncio.ensure_future(
-                    gets.get_into("k", len(body) + 1, str(tmp_path / f"{name}.part"), 0, True, landing)
+                    gets.get_into(
+                        "k",
+                        len(body) + 1,
+                        str(tmp_path / f"{name}.part"),
+                        0,
+                        hash=True,
+                        check=False,
+                        landing=landing,
+                    )
                 )
                 for name, landing in asked.items()
             }
@@ -131,7 +151,7 @@ def test_a_right_file_lands_without_waiting_for_the_event_loop(
                     break
                 time.sleep(0.005)
             assert (tmp_path / "new").read_bytes() == body and not (tmp_path / "new.part").exists()
-            return {name: (await call)[2] for name, call in calls.items()}
+            return {name: (await call).landed for name, call in calls.items()}
         finally:
             gets.close()
 
@@ -166,10 +186,12 @@ def test_a_body_cut_short_fails_and_leaves_no_file(
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
 
         async def main() -> BaseException:
-            gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+            gets = native_gets(bucket, 2)
             try:
-                with pytest.raises(GetError) as cut:
-                    await gets.get_into("k", len(body) + 1, str(tmp_path / "k.part"), 0, True)
+                with pytest.raises(ItemError) as cut:
+                    await gets.get_into(
+                        "k", len(body) + 1, str(tmp_path / "k.part"), 0, hash=True, check=True
+                    )
                 return cut.value
             finally:
                 gets.close()
@@ -193,7 +215,7 @@ def test_ranges_are_written_at_their_offsets_into_the_callers_file(
     step = 1024**2
 
     async def main() -> tuple[list[int], OSError]:
-        gets = Gets(AwsSettings.from_env(), bucket, max_connections=8)
+        gets = native_gets(bucket, 8)
         try:
             ranges = [(start, min(start + step, len(body))) for start in range(0, len(body), step)]
             written = await asyncio.gather(
@@ -226,20 +248,22 @@ def test_refreshed_credentials_reach_the_next_requests(
 
     settings = Refreshing.from_env()
 
-    async def main() -> tuple[BaseException, tuple[int, bytes | None, bool]]:
-        gets = Gets(settings, bucket, max_connections=2)
+    async def main() -> tuple[BaseException, Outcome]:
+        gets = native_gets(bucket, 2, settings)
         try:
-            with pytest.raises(GetError) as refused:
-                await gets.get_into("k", 5, str(tmp_path / "first"), 0, False)
+            with pytest.raises(S3Error) as refused:
+                await gets.get_into("k", 5, str(tmp_path / "first"), 0, hash=False, check=False)
             answers.append(right)
-            return refused.value, await gets.get_into("k", 5, str(tmp_path / "second"), 0, False)
+            return refused.value, await gets.get_into(
+                "k", 5, str(tmp_path / "second"), 0, hash=False, check=False
+            )
         finally:
             gets.close()
 
     refused, outcome = asyncio.run(main())
     error = classify(refused)
     assert isinstance(error, S3Error) and error.status == 403
-    assert outcome == (4, None, False)
+    assert outcome == (4, None, None, False)
     assert (tmp_path / "second").read_bytes() == b"body"
 
 
@@ -253,9 +277,11 @@ def test_a_cancelled_get_leaves_no_file(
     minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * size)
 
     async def main() -> None:
-        gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+        gets = native_gets(bucket, 2)
         try:
-            late = asyncio.ensure_future(gets.get_into("k", size + 1, str(tmp_path / "late"), 0, False))
+            late = asyncio.ensure_future(
+                gets.get_into("k", size + 1, str(tmp_path / "late"), 0, hash=False, check=False)
+            )
             await asyncio.sleep(0)  # the caller's turn: queued
             await asyncio.sleep(0)  # the next turn: handed over
             # Outcomes are this test's to see from here: the loop's reader would take one that
@@ -267,7 +293,9 @@ def test_a_cancelled_get_leaves_no_file(
             readable, _, _ = select.select([gets._native.fileno()], [], [], 30)
             assert readable
             assert not (tmp_path / "late").exists()
-            never = asyncio.ensure_future(gets.get_into("k", size + 1, str(tmp_path / "never"), 0, False))
+            never = asyncio.ensure_future(
+                gets.get_into("k", size + 1, str(tmp_path / "never"), 0, hash=False, check=False)
+            )
             await asyncio.sleep(0)
             await asyncio.sleep(0)
             never.cancel()
@@ -293,9 +321,11 @@ def test_a_get_cancelled_after_its_outcome_came_is_cancelled(
     minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 5000)
 
     async def main() -> None:
-        gets = Gets(AwsSettings.from_env(), bucket, max_connections=2)
+        gets = native_gets(bucket, 2)
         try:
-            caller = asyncio.ensure_future(gets.get_into("k", 5001, str(tmp_path / "k"), 0, False))
+            caller = asyncio.ensure_future(
+                gets.get_into("k", 5001, str(tmp_path / "k"), 0, hash=False, check=False)
+            )
             await asyncio.sleep(0)  # queued
             await asyncio.sleep(0)  # handed over
             readable, _, _ = select.select([gets._native.fileno()], [], [], 30)  # the outcome waits
@@ -308,3 +338,105 @@ def test_a_get_cancelled_after_its_outcome_came_is_cancelled(
             gets.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("size", [3000, 1024**2 + 7], ids=["small", "writer-thread"])
+def test_a_whole_object_is_checked_by_the_checksum_its_answer_carries(
+    aws_env: dict[str, str], hostile: Hostile, bucket: str, tmp_path: Path, size: int
+) -> None:
+    """Asked for in checksum mode, an object that carries a full-object checksum is checked by
+    it, and not hashed with MD5 as well: it lands when its bytes match, and not when a byte was
+    flipped on the way, though its size is right. An object that carries none (put without one)
+    is hashed with MD5 for its ETag, as before; nor does a composite checksum (of the parts'
+    values) check a multipart object's bytes."""
+    body = os.urandom(size)
+    md5 = hashlib.md5(body).digest()
+    plain = boto3.client(
+        "s3",
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        config=Config(request_checksum_calculation="when_required"),
+    )
+    plain.put_object(Bucket=bucket, Key="crc64", Body=body, ChecksumAlgorithm="CRC64NVME")
+    plain.put_object(Bucket=bucket, Key="sha1", Body=body, ChecksumAlgorithm="SHA1")
+    plain.put_object(Bucket=bucket, Key="none", Body=body)
+    assert "ChecksumCRC32" not in plain.head_object(Bucket=bucket, Key="none", ChecksumMode="ENABLED")
+    hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, key="flipped")
+    plain.put_object(Bucket=bucket, Key="flipped", Body=body, ChecksumAlgorithm="CRC64NVME")
+    settings = AwsSettings.from_env(endpoint_url=hostile.server.endpoint)
+
+    async def main() -> dict[str, Outcome]:
+        gets = native_gets(bucket, 4, settings)
+        try:
+            asked = {
+                name: gets.get_into(
+                    name,
+                    size + 1,
+                    str(tmp_path / f"{name}.part"),
+                    0,
+                    hash=True,
+                    check=True,
+                    landing=Landing(str(tmp_path / name), False, size, md5),
+                )
+                for name in ("crc64", "sha1", "none", "flipped")
+            }
+            return dict(zip(asked, await asyncio.gather(*asked.values()), strict=True))
+        finally:
+            gets.close()
+
+    got = asyncio.run(main())
+    assert got == {
+        "crc64": Outcome(size, None, True, True),
+        "sha1": Outcome(size, None, True, True),
+        "none": Outcome(size, md5, None, True),
+        "flipped": Outcome(size, None, False, False),
+    }
+    for name in ("crc64", "sha1", "none"):
+        assert (tmp_path / name).read_bytes() == body
+    assert not (tmp_path / "flipped").exists()
+
+
+def test_a_composite_checksum_leaves_the_check_to_the_etag(
+    aws_env: dict[str, str], minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """A multipart object uploaded with SHA-256 carries the SHA of its parts' SHAs ("…-2"),
+    which its bytes cannot be checked by: no verdict, and the file is hashed in its parts as it
+    is written, for the ETag."""
+    client = minio.client()
+    parts = [os.urandom(5 * 1024**2), os.urandom(1000)]
+    upload = client.create_multipart_upload(Bucket=bucket, Key="k", ChecksumAlgorithm="SHA256")
+    done = [
+        {"PartNumber": n, **{k: v for k, v in answer.items() if k in ("ETag", "ChecksumSHA256")}}
+        for n, part in enumerate(parts, 1)
+        for answer in [
+            client.upload_part(
+                Bucket=bucket,
+                Key="k",
+                UploadId=upload["UploadId"],
+                PartNumber=n,
+                Body=part,
+                ChecksumAlgorithm="SHA256",
+            )
+        ]
+    ]
+    client.complete_multipart_upload(
+        Bucket=bucket, Key="k", UploadId=upload["UploadId"], MultipartUpload={"Parts": done}
+    )
+    assert client.head_object(Bucket=bucket, Key="k", ChecksumMode="ENABLED")["ChecksumSHA256"].endswith("-2")
+    size = sum(map(len, parts))
+    path = tmp_path / "k.part"
+    path.write_bytes(b"")
+
+    async def main() -> tuple[Outcome, list[bytes] | None]:
+        gets = native_gets(bucket, 2)
+        try:
+            hashed = gets.hash_parts(str(path), size, len(parts[0]))
+            got = await gets.get_into("k", size + 1, str(path), 0, hash=False, check=True, hashed=hashed)
+            return got, await gets.part_digests(hashed)
+        finally:
+            gets.close()
+
+    got, digests = asyncio.run(main())
+    assert (got.written, got.checked) == (size, None)
+    assert digests == [hashlib.md5(part).digest() for part in parts]
+    assert path.read_bytes() == b"".join(parts)

@@ -32,6 +32,9 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every one, in the order a reader looks for their headers.
+    pub const ALL: [Algorithm; 5] = [Self::Crc64Nvme, Self::Crc32c, Self::Crc32, Self::Sha256, Self::Sha1];
+
     /// The algorithm S3 calls `name` (CRC64NVME, CRC32C, CRC32, SHA256, SHA1), in any case.
     pub fn named(name: &str) -> PyResult<Self> {
         match name.to_ascii_uppercase().as_str() {
@@ -41,6 +44,17 @@ impl Algorithm {
             "SHA256" => Ok(Self::Sha256),
             "SHA1" => Ok(Self::Sha1),
             _ => Err(PyValueError::new_err(format!("no such checksum algorithm: {name}"))),
+        }
+    }
+
+    /// What S3 calls it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Crc64Nvme => "CRC64NVME",
+            Self::Crc32c => "CRC32C",
+            Self::Crc32 => "CRC32",
+            Self::Sha256 => "SHA256",
+            Self::Sha1 => "SHA1",
         }
     }
 
@@ -65,7 +79,7 @@ impl Algorithm {
     }
 
     /// How many bytes a value has.
-    fn width(self) -> usize {
+    pub fn width(self) -> usize {
         match self {
             Self::Crc64Nvme => 8,
             Self::Crc32c | Self::Crc32 => 4,

@@ -4,9 +4,9 @@
 //! blocking-pool thread, which then takes the GIL from the event loop. For a 4 KiB download that
 //! hand-off is most of the client's system time (13 futex calls per object, against s5cmd's 0.2).
 //! Here the event loop hands over a batch of GETs in one call, a runtime on one thread of its
-//! own fetches them with object_store (the crate under obstore: the same HTTP client, signing
-//! and configuration), writes each body into its file, gives it its time and hashes it, and
-//! when its size and MD5 are right, lands it (a process killed between writing and landing
+//! own sends them (object_store's HTTP client and SigV4 signer, the crate under obstore, as
+//! http.rs sends the signed client's requests), writes each body into its file, gives it its
+//! time and checks it, and when its size and checksum are right, lands it (a process killed between writing and landing
 //! leaves its temporary file behind, so that step is not left to wait for the event loop); one
 //! wake-up of the event loop hands over every outcome finished meanwhile (`wake::Outbox`).
 //!
@@ -23,6 +23,11 @@
 //! caller made, without a hash of its own: the file's parts are hashed as they are written, by
 //! the hasher thread (parthash.rs). Through obstore, each chunk went to the event loop, which
 //! wrote it (0.1 s of a 3 x 100 MiB download's wall, the loop busy meanwhile).
+//! A whole object is asked for in checksum mode (`x-amz-checksum-mode: ENABLED`): where the
+//! service keeps a full-object checksum (CRC64NVME, CRC32C, CRC32, SHA-256, SHA-1), the answer
+//! carries it, and the body is checked by it as it is written (a CRC64NVME costs ~0.05 ms of a
+//! core per MiB, an MD5 in lanes ~0.15); only a body that comes without one is hashed with MD5
+//! for its ETag. A range carries none (no service sends the object's checksum for a part of it).
 //! s3bulk/_stores/gets.py is the Python side.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -31,38 +36,41 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
-use std::str::FromStr;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use async_trait::async_trait;
+use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
+use futures_util::Stream as BodyStream;
 use futures_util::StreamExt;
 use memmap2::Mmap;
-use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
-use object_store::path::Path as ObjectPath;
-use object_store::{CredentialProvider, GetOptions, GetRange, GetResult, ObjectStore, RetryConfig};
+use object_store::aws::{AwsAuthorizer, AwsCredential};
+use object_store::client::{HttpClient, HttpErrorKind, HttpRequestBody, HttpResponse};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::http::{options_from, NoRedirects};
+use crate::checksums::{self, Algorithm};
+use crate::http::{built, header_pairs, message_of, options_from, reqwest_client};
 use crate::md5::{engine, update_in_lockstep, window};
-use crate::pace::{joined, whole, Pace};
+use crate::pace::{at_most, joined, whole, Pace};
 use crate::parthash::{Hasher, HasherThread};
 use crate::wake::{Outbox, Runner};
 use ::md5_many::Md5State;
 
-/// One GET: the object `key`'s bytes `0..end` into a new file at `path`, given the time `mtime`
-/// (seconds since the epoch; 0: left as it is), hashed when `hash` says so, and landed as
-/// `landing` says. With `start`, one range of a large object instead: its bytes `start..end`
-/// written at that offset into the file at `path`, which the caller made (a range never makes it
-/// again: once the caller removed it, a range still to come fails rather than leave it behind).
+/// One GET of the object at `url` (signed for `region`): its bytes, up to `end` of them, into a
+/// new file at `path`, given the time `mtime` (seconds since the epoch; 0: left as it is),
+/// asked for in checksum mode and checked by the checksum that comes when `check` says so, else
+/// hashed with MD5 when `hash` says so, and landed as `landing` says. With `start`, one range of
+/// a large object instead: its bytes `start..end` written at that offset into the file at
+/// `path`, which the caller made (a range never makes it again: once the caller removed it, a
+/// range still to come fails rather than leave it behind).
 struct Job {
     ticket: u64,
-    key: String,
+    url: String,
+    region: String,
     start: Option<u64>,
     end: u64,
     /// The range's file is hashed part by part as it is written (parthash.rs): its id there.
@@ -70,12 +78,44 @@ struct Job {
     path: String,
     mtime: f64,
     hash: bool,
+    check: bool,
     landing: Option<Landing>,
 }
 
+/// A whole object's full-object checksum as its answer gave it, and the one being computed of
+/// its bytes as they come.
+struct Checksumming {
+    algorithm: Algorithm,
+    expected: Vec<u8>,
+    computed: checksums::Hasher,
+}
+
+impl Checksumming {
+    /// The full-object checksum a whole object's answer carries (checksum mode), if any: not a
+    /// composite one ("value-N", of the parts' values), which only the part layout could check.
+    fn from_answer(headers: &http::HeaderMap) -> Option<Self> {
+        if headers.get("x-amz-checksum-type").is_some_and(|kind| kind.as_bytes().eq_ignore_ascii_case(b"COMPOSITE")) {
+            return None;
+        }
+        let (algorithm, value) = Algorithm::ALL.into_iter().find_map(|algorithm| Some((algorithm, headers.get(algorithm.header())?)))?;
+        let expected = BASE64_STANDARD.decode(value.as_bytes()).ok().filter(|value| value.len() == algorithm.width())?;
+        Some(Checksumming { algorithm, expected, computed: checksums::Hasher::new(algorithm) })
+    }
+
+    fn update(&mut self, chunks: &[Bytes]) {
+        chunks.iter().for_each(|chunk| self.computed.update(chunk));
+    }
+
+    /// (the algorithm, whether the bytes match it)
+    fn verdict(self) -> (Algorithm, bool) {
+        (self.algorithm, self.computed.finish() == self.expected)
+    }
+}
+
 /// Where the written file goes once it is known to be right: to `target` (replacing a file there
-/// when `replace`, else only if none appeared meanwhile), if `size` bytes came and their MD5 is
-/// `md5` (None: not checked). Anything else leaves the file where it was written, to the caller.
+/// when `replace`, else only if none appeared meanwhile), if `size` bytes came and they match the
+/// checksum their answer carried, or where none came, their MD5 is `md5` (None: not checked).
+/// Anything else leaves the file where it was written, to the caller.
 struct Landing {
     target: String,
     replace: bool,
@@ -83,11 +123,13 @@ struct Landing {
     md5: Option<Vec<u8>>,
 }
 
-/// What became of a job: bytes written, their MD5 and whether the file landed, or why not.
+/// What became of a job: bytes written, their MD5 (when hashed), whether they matched the
+/// checksum their answer carried (when one came), and whether the file landed; or why not.
 enum Outcome {
     Written {
         written: u64,
         md5: Option<[u8; 16]>,
+        checked: Option<(Algorithm, bool)>,
         landed: bool,
     },
     /// The local file failed: its errno and message (a full disk stops the job, python side).
@@ -95,10 +137,24 @@ enum Outcome {
         errno: i32,
         message: String,
     },
-    /// The store failed, in obstore's words, so the same classification reads it.
-    Store {
+    /// The service answered with an error: its status, headers and body, read as the signed
+    /// client reads one (`S3Client.error`).
+    Refused {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Bytes,
+    },
+    /// No answer, or a body cut short: whether no connection was made, and the client's words.
+    Failed {
+        unreachable: bool,
         message: String,
     },
+}
+
+impl Outcome {
+    fn failed(message: impl Into<String>) -> Self {
+        Outcome::Failed { unreachable: false, message: message.into() }
+    }
 }
 
 /// Bodies from this size are streamed to the writer thread, hashed side by side with others
@@ -207,11 +263,11 @@ impl Tickets {
 
 /// A piece of a streamed body on its way to the writer thread, in the order it came.
 enum Piece {
-    /// The GET's answer came: the body's chunks follow.
-    Start(Job),
+    /// The GET's answer came, with the checksum its body is checked by: the body's chunks follow.
+    Start(Box<(Job, Option<Checksumming>)>),
     /// The next bytes of the ticket's body, holding their room in the queue until written.
     Chunk(u64, Bytes, OwnedSemaphorePermit),
-    /// The ticket's body ended: whole (None), or cut, in obstore's words.
+    /// The ticket's body ended: whole (None), or cut, in the client's words.
     End(u64, Option<String>),
 }
 
@@ -306,8 +362,9 @@ impl Writer {
             let mut unwritten: HashMap<u64, Unwritten> = HashMap::new();
             for piece in pieces {
                 match piece {
-                    Piece::Start(job) => {
-                        streams.insert(job.ticket, Stream::new(job, hasher));
+                    Piece::Start(started) => {
+                        let (job, checksum) = *started;
+                        streams.insert(job.ticket, Stream::new(job, checksum, hasher));
                     }
                     Piece::Chunk(ticket, chunk, room) => unwritten.entry(ticket).or_default().add(chunk, room),
                     Piece::End(ticket, failure) => {
@@ -372,17 +429,19 @@ struct Stream {
     job: Job,
     file: Option<File>,
     written: u64,
-    /// (file id, range index) in the hasher, for a range whose file is hashed as it is written.
+    /// (file id, range index) in the hasher, for a range whose file is hashed as it is written
+    /// (not when a checksum checks it).
     hashed: Option<(u64, usize)>,
+    checksum: Option<Checksumming>,
     /// The file failed: nothing more is written, and the outcome says why.
     failed: Option<std::io::Error>,
     cancelled: bool,
 }
 
 impl Stream {
-    fn new(job: Job, hasher: &Hasher) -> Self {
-        let hashed = job.hashed.and_then(|id| Some((id, hasher.range(id, job.start.unwrap_or(0))?)));
-        Stream { job, file: None, written: 0, hashed, failed: None, cancelled: false }
+    fn new(job: Job, checksum: Option<Checksumming>, hasher: &Hasher) -> Self {
+        let hashed = job.hashed.filter(|_| checksum.is_none()).and_then(|id| Some((id, hasher.range(id, job.start.unwrap_or(0))?)));
+        Stream { job, file: None, written: 0, hashed, checksum, failed: None, cancelled: false }
     }
 
     /// The chunks into the file (made at the first one), one after the other, unless the GET was
@@ -401,6 +460,9 @@ impl Stream {
         match self.file().and_then(|file| write_all_at(file, chunks, offset)) {
             Ok(()) => {
                 self.written += length;
+                if let Some(checksum) = &mut self.checksum {
+                    checksum.update(chunks);
+                }
                 if let Some((id, index)) = self.hashed {
                     hasher.wrote(id, index, offset + length);
                 }
@@ -426,9 +488,9 @@ impl Stream {
         (self.file.as_ref(), self.written)
     }
 
-    /// Whether the body came whole into its file and its MD5 is asked for.
+    /// Whether the body came whole into its file and its MD5 is asked for (no checksum came).
     fn to_hash(&self, failure: &Option<String>) -> bool {
-        self.job.hash && failure.is_none() && self.failed.is_none() && !self.cancelled
+        self.job.hash && self.checksum.is_none() && failure.is_none() && self.failed.is_none() && !self.cancelled
     }
 
     /// The body ended: the file given its time and landed if right (`md5`: its bytes' MD5, when
@@ -437,7 +499,7 @@ impl Stream {
     fn finish(mut self, tickets: &Tickets, failure: Option<String>, md5: Option<std::io::Result<[u8; 16]>>) -> Outcome {
         let ticket = self.job.ticket;
         if self.cancelled || !tickets.claim(ticket) {
-            return Outcome::Store { message: "cancelled".into() };
+            return Outcome::failed("cancelled");
         }
         let outcome = if let Some(err) = self.failed.take() {
             disk(&err)
@@ -445,14 +507,15 @@ impl Stream {
             if self.file.take().is_some() && self.job.start.is_none() {
                 let _ = std::fs::remove_file(&self.job.path);
             }
-            Outcome::Store { message }
+            Outcome::failed(message)
         } else {
             let mtime = self.job.mtime;
             match (self.file().and_then(|file| set_time(file, mtime)), md5.transpose()) {
                 (Ok(()), Ok(md5)) => {
                     self.file = None; // closed before it lands
-                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.path, landing, self.written, md5.as_ref()));
-                    Outcome::Written { written: self.written, md5, landed }
+                    let checked = self.checksum.take().map(Checksumming::verdict);
+                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.path, landing, self.written, md5.as_ref(), checked));
+                    Outcome::Written { written: self.written, md5, checked, landed }
                 }
                 (Err(err), _) | (_, Err(err)) => disk(&err),
             }
@@ -563,20 +626,36 @@ impl Drop for WriterThread {
     }
 }
 
-/// Credentials handed over by Python (botocore's chain, refreshed there), read at each request.
-#[derive(Debug)]
-struct Handed(RwLock<Arc<AwsCredential>>);
+/// What sends a GET: the HTTP client, the credentials Python handed over (botocore's chain,
+/// refreshed there; None: unsigned), and the headers every GET of this bucket carries (SSE-C's
+/// key, requester pays).
+struct Getter {
+    client: HttpClient,
+    credentials: Option<RwLock<Arc<AwsCredential>>>,
+    headers: Vec<(String, String)>,
+}
 
-#[async_trait]
-impl CredentialProvider for Handed {
-    type Credential = AwsCredential;
-
-    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
-        Ok(self.0.read().unwrap().clone())
+impl Getter {
+    /// The answer to the job's GET (its body still to come), or the outcome of a GET that got
+    /// none.
+    async fn get(&self, job: &Job) -> Result<HttpResponse, Outcome> {
+        let mut headers = self.headers.clone();
+        match job.start {
+            Some(start) => headers.push(("range".into(), format!("bytes={start}-{}", job.end - 1))),
+            None if job.check => headers.push(("x-amz-checksum-mode".into(), "ENABLED".into())),
+            None => {}
+        }
+        let credential = self.credentials.as_ref().map(|credentials| credentials.read().unwrap().clone());
+        let signer = credential.as_ref().map(|credential| (AwsAuthorizer::new(credential, "s3", &job.region), None));
+        let request = built("GET", &job.url, headers.iter(), HttpRequestBody::empty(), signer).map_err(Outcome::failed)?;
+        self.client
+            .execute(request)
+            .await
+            .map_err(|err| Outcome::Failed { unreachable: matches!(err.kind(), HttpErrorKind::Connect), message: message_of(false, &err) })
     }
 }
 
-/// A batch-fed GET client for one bucket, with its own runtime thread.
+/// A batch-fed GET client, with its own runtime thread.
 #[pyclass(module = "s3bulk_native")]
 pub struct Gets {
     runner: Runner<Job>,
@@ -586,40 +665,20 @@ pub struct Gets {
     hasher: Arc<Hasher>,
     hasher_thread: HasherThread,
     watched: UnixStream,
-    credentials: Option<Arc<Handed>>,
+    getter: Arc<Getter>,
 }
 
 #[pymethods]
 impl Gets {
-    /// `config` and `client_options`: obstore's S3Store settings as text (`region`,
-    /// `endpoint`, `virtual_hosted_style_request`, `allow_http`, `timeout`, ...). `credentials`:
-    /// (key id, secret, token or None), or None for unsigned requests.
+    /// `client_options`: obstore's client options as text (`allow_http`, `timeout`, ...).
+    /// `credentials`: (key id, secret, token or None), or None for unsigned requests; `headers`:
+    /// what every GET carries besides.
     #[new]
-    #[pyo3(signature = (bucket, config, client_options, credentials))]
-    fn new(
-        bucket: String,
-        config: HashMap<String, String>,
-        client_options: HashMap<String, String>,
-        credentials: Option<(String, String, Option<String>)>,
-    ) -> PyResult<Self> {
-        let mut builder = AmazonS3Builder::new()
-            .with_bucket_name(bucket)
-            .with_client_options(options_from(client_options.clone())?)
-            .with_http_connector(NoRedirects(client_options.clone()))
-            .with_retry(RetryConfig {
-                max_retries: 0, // the engine retries whole items, with its one policy
-                retry_timeout: Duration::from_secs(120),
-                ..Default::default()
-            });
-        for (name, value) in config {
-            let key = AmazonS3ConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
-            builder = builder.with_config(key, value);
-        }
-        let handed = credentials.map(|(key_id, secret_key, token)| Arc::new(Handed(RwLock::new(Arc::new(AwsCredential { key_id, secret_key, token })))));
-        if let Some(handed) = &handed {
-            builder = builder.with_credentials(handed.clone());
-        }
-        let store = Arc::new(builder.build().map_err(|err| PyValueError::new_err(err.to_string()))?);
+    fn new(client_options: HashMap<String, String>, credentials: Option<(String, String, Option<String>)>, headers: Vec<(String, String)>) -> PyResult<Self> {
+        options_from(client_options.clone())?; // a bad option is refused here, as object_store would
+        let client = HttpClient::new(reqwest_client(&client_options).map_err(PyValueError::new_err)?);
+        let credentials = credentials.map(|(key_id, secret_key, token)| RwLock::new(Arc::new(AwsCredential { key_id, secret_key, token })));
+        let getter = Arc::new(Getter { client, credentials, headers });
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let tickets = Arc::new(Tickets::default());
@@ -627,13 +686,13 @@ impl Gets {
         let writer = WriterThread::start(tickets.clone(), outbox.clone(), hasher.clone())?;
         let window = Pace::from_options(&client_options);
         let runner = Runner::start("s3bulk-gets", outbox.clone(), {
-            let (tickets, hand) = (tickets.clone(), writer.writer.clone());
+            let (tickets, hand, getter) = (tickets.clone(), writer.writer.clone(), getter.clone());
             move |job: Job| {
-                let (store, tickets, hand) = (store.clone(), tickets.clone(), hand.clone());
-                async move { fetch(&store, job, &tickets, &hand, window).await }
+                let (getter, tickets, hand) = (getter.clone(), tickets.clone(), hand.clone());
+                async move { fetch(&getter, job, &tickets, &hand, window).await }
             }
         })?;
-        Ok(Gets { runner, outbox, tickets, writer, hasher, hasher_thread, watched, credentials: handed })
+        Ok(Gets { runner, outbox, tickets, writer, hasher, hasher_thread, watched, getter })
     }
 
     /// The socket to watch: readable when outcomes wait (`take` them, after reading it empty).
@@ -641,16 +700,19 @@ impl Gets {
         self.watched.as_raw_fd()
     }
 
-    /// Start GETs: (ticket, key, start or None, end, hashed or None, path, mtime, hash, landing
-    /// or None) each, landing as (target, replace, size, md5 or None). One wake-up of the
-    /// runtime for the whole batch.
+    /// Start GETs: (ticket, url, region, start or None, end, hashed or None, path, mtime, hash,
+    /// check, landing or None) each, landing as (target, replace, size, md5 or None). One wake-up
+    /// of the runtime for the whole batch.
     #[allow(clippy::type_complexity)]
-    fn submit(&self, jobs: Vec<(u64, String, Option<u64>, u64, Option<u64>, String, f64, bool, Option<(String, bool, u64, Option<Vec<u8>>)>)>) -> PyResult<()> {
+    fn submit(
+        &self,
+        jobs: Vec<(u64, String, String, Option<u64>, u64, Option<u64>, String, f64, bool, bool, Option<(String, bool, u64, Option<Vec<u8>>)>)>,
+    ) -> PyResult<()> {
         let jobs = jobs
             .into_iter()
-            .map(|(ticket, key, start, end, hashed, path, mtime, hash, landing)| {
+            .map(|(ticket, url, region, start, end, hashed, path, mtime, hash, check, landing)| {
                 let landing = landing.map(|(target, replace, size, md5)| Landing { target, replace, size, md5 });
-                Job { ticket, key, start, end, hashed, path, mtime, hash, landing }
+                Job { ticket, url, region, start, end, hashed, path, mtime, hash, check, landing }
             })
             .collect::<Vec<Job>>();
         self.tickets.add(jobs.iter().map(|job| job.ticket));
@@ -663,19 +725,27 @@ impl Gets {
         py.detach(|| self.tickets.cancel(ticket));
     }
 
-    /// The outcomes finished since the last call: (ticket, bytes written, MD5 or None, landed,
-    /// errno, message). A message means it failed: errno 0 for the store, else the local file's.
-    #[allow(clippy::type_complexity)]
-    fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u64, Option<Bound<'py, PyBytes>>, bool, i32, Option<String>)> {
-        self.outbox
-            .take()
-            .into_iter()
-            .map(|(ticket, outcome)| match outcome {
-                Outcome::Written { written, md5, landed } => (ticket, written, md5.map(|digest| PyBytes::new(py, &digest)), landed, 0, None),
-                Outcome::Disk { errno, message } => (ticket, 0, None, false, errno, Some(message)),
-                Outcome::Store { message } => (ticket, 0, None, false, 0, Some(message)),
-            })
-            .collect()
+    /// The outcomes finished since the last call: (ticket, what, details), what and details as
+    /// - "written": (bytes written, MD5 or None, (checksum algorithm, matched) or None, landed)
+    /// - "disk": (errno, message), the local file's failure
+    /// - "refused": (status, headers, body), the service's error answer
+    /// - "failed": (no connection was made, message).
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u64, &'static str, Bound<'py, PyAny>)>> {
+        let mut taken = Vec::new();
+        for (ticket, outcome) in self.outbox.take() {
+            let (what, details) = match outcome {
+                Outcome::Written { written, md5, checked, landed } => {
+                    let md5 = md5.map(|digest| PyBytes::new(py, &digest));
+                    let checked = checked.map(|(algorithm, matched)| (algorithm.name(), matched));
+                    ("written", (written, md5, checked, landed).into_pyobject(py)?.into_any())
+                }
+                Outcome::Disk { errno, message } => ("disk", (errno, message).into_pyobject(py)?.into_any()),
+                Outcome::Refused { status, headers, body } => ("refused", (status, headers, PyBytes::new(py, &body)).into_pyobject(py)?.into_any()),
+                Outcome::Failed { unreachable, message } => ("failed", (unreachable, message).into_pyobject(py)?.into_any()),
+            };
+            taken.push((ticket, what, details));
+        }
+        Ok(taken)
     }
 
     /// The file at `path` (made by the caller), of `size` bytes, is to be hashed part by part
@@ -702,8 +772,8 @@ impl Gets {
 
     /// New credentials for the requests from now on.
     fn set_credentials(&self, key_id: String, secret_key: String, token: Option<String>) -> PyResult<()> {
-        let handed = self.credentials.as_ref().ok_or_else(|| PyValueError::new_err("unsigned client"))?;
-        *handed.0.write().unwrap() = Arc::new(AwsCredential { key_id, secret_key, token });
+        let handed = self.getter.credentials.as_ref().ok_or_else(|| PyValueError::new_err("unsigned client"))?;
+        *handed.write().unwrap() = Arc::new(AwsCredential { key_id, secret_key, token });
         Ok(())
     }
 
@@ -719,66 +789,97 @@ impl Gets {
     }
 }
 
-/// The job's body fetched: a small one written, hashed and landed here (its outcome), a larger
+/// The job's body fetched: a small one written, checked and landed here (its outcome), a larger
 /// one streamed to the writer thread as it comes (None: the writer gives its outcome).
-async fn fetch(store: &AmazonS3, job: Job, tickets: &Tickets, writer: &Writer, window: Duration) -> Option<(u64, Outcome)> {
+async fn fetch(getter: &Getter, job: Job, tickets: &Tickets, writer: &Writer, window: Duration) -> Option<(u64, Outcome)> {
     let ticket = job.ticket;
-    let answer = match get(store, &job.key, job.start.unwrap_or(0)..job.end).await {
-        Ok(answer) => answer,
-        Err(message) => {
-            tickets.done(ticket);
-            return Some((ticket, Outcome::Store { message }));
-        }
+    let answer = match getter.get(&job).await {
+        Ok(answer) if answer.status().as_u16() < 300 => answer,
+        Ok(refused) => return Some((ticket, done(tickets, ticket, refusal(refused, window).await))),
+        Err(outcome) => return Some((ticket, done(tickets, ticket, outcome))),
     };
+    let whole_object = job.start.is_none() && answer.status().as_u16() == 200;
+    let checksum = if job.check && whole_object { Checksumming::from_answer(answer.headers()) } else { None };
+    let body = answer.into_body().bytes_stream();
     if job.end > STREAM_MIN || job.start.is_some() {
-        stream_to(writer, job, answer, window).await;
+        stream_to(writer, job, checksum, body, window).await;
         return None;
     }
-    let body = match whole(answer.into_stream(), window, described).await {
-        Ok(chunks) => joined(chunks),
-        Err(message) => {
-            tickets.done(ticket);
-            return Some((ticket, Outcome::Store { message }));
-        }
+    let chunks = match at_most(body, job.end, window, |err| message_of(false, &err)).await {
+        Ok(chunks) => chunks,
+        Err(message) => return Some((ticket, done(tickets, ticket, Outcome::failed(message)))),
     };
-    let md5 = job.hash.then(|| md5_of(&[&body[..]])[0]);
-    Some((ticket, write_and_land(tickets, &job, &body, md5)))
+    let checked = checksum.map(|mut checksum| {
+        checksum.update(&chunks);
+        checksum.verdict()
+    });
+    let body = joined(chunks);
+    let md5 = (job.hash && checked.is_none()).then(|| md5_of(&[&body[..]])[0]);
+    Some((ticket, write_and_land(tickets, &job, &body, md5, checked)))
+}
+
+/// The job is over with this outcome: nothing more is written for it.
+fn done(tickets: &Tickets, ticket: u64, outcome: Outcome) -> Outcome {
+    tickets.done(ticket);
+    outcome
+}
+
+/// The service's error answer, its body read whole (a short XML document).
+async fn refusal(answer: HttpResponse, window: Duration) -> Outcome {
+    let (status, headers) = (answer.status().as_u16(), header_pairs(answer.headers()));
+    match whole(answer.into_body().bytes_stream(), window, |err| message_of(false, &err)).await {
+        Ok(body) => Outcome::Refused { status, headers, body: joined(body) },
+        Err(message) => Outcome::failed(message),
+    }
 }
 
 /// The body's chunks to the writer thread as they come, each once there is room for it, as long
-/// as they come no slower than `Pace` allows.
-async fn stream_to(writer: &Writer, job: Job, answer: GetResult, window: Duration) {
+/// as they come no slower than `Pace` allows, up to the job's `end` (a whole object that grew
+/// since it was listed is read no further than the byte that tells it).
+async fn stream_to<E: std::error::Error>(
+    writer: &Writer,
+    job: Job,
+    checksum: Option<Checksumming>,
+    mut body: impl BodyStream<Item = Result<Bytes, E>> + Unpin,
+    window: Duration,
+) {
     let ticket = job.ticket;
-    writer.send(Piece::Start(job));
-    let mut body = answer.into_stream();
+    let mut left = job.end - job.start.unwrap_or(0);
+    writer.send(Piece::Start(Box::new((job, checksum))));
     let mut pace = Pace::new(window);
     let failure = loop {
+        if left == 0 {
+            break None;
+        }
         match body.next().await {
             None => break None,
-            Some(Ok(chunk)) => {
+            Some(Ok(mut chunk)) => {
                 if let Err(message) = pace.took(chunk.len()) {
                     break Some(message);
                 }
+                chunk.truncate(usize::try_from(left).unwrap_or(usize::MAX));
+                left -= chunk.len() as u64;
                 match writer.room(chunk.len()).await {
                     Some(room) => writer.send(Piece::Chunk(ticket, chunk, room)),
                     None => break Some("closed".to_string()),
                 }
             }
-            Some(Err(err)) => break Some(described(err)),
+            Some(Err(err)) => break Some(message_of(false, &err)),
         }
     };
     writer.send(Piece::End(ticket, failure));
 }
 
 /// The body into the job's file, landed if right; nothing if the job was cancelled.
-fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16]>) -> Outcome {
+fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16]>, checked: Option<(Algorithm, bool)>) -> Outcome {
     if !tickets.claim(job.ticket) {
-        return Outcome::Store { message: "cancelled".into() };
+        return Outcome::failed("cancelled");
     }
     let outcome = match write_file(&job.path, body, job.mtime) {
         Ok(()) => {
-            let landed = job.landing.as_ref().is_some_and(|landing| land(&job.path, landing, body.len() as u64, md5.as_ref()));
-            Outcome::Written { written: body.len() as u64, md5, landed }
+            let written = body.len() as u64;
+            let landed = job.landing.as_ref().is_some_and(|landing| land(&job.path, landing, written, md5.as_ref(), checked));
+            Outcome::Written { written, md5, checked, landed }
         }
         Err(err) => disk(&err),
     };
@@ -797,13 +898,16 @@ fn md5_of(inputs: &[&[u8]]) -> Vec<[u8; 16]> {
     digests
 }
 
-/// The file at `path` moved to its target if its size and MD5 are the ones `landing` expects, as
+/// The file at `path` moved to its target if its size is the one `landing` expects and its bytes
+/// matched the checksum their answer carried (`checked`), or where none came, their MD5 is the
+/// one `landing` expects, as
 /// s3bulk/_stores/landing.py would: rename() over a file that was there before, link() (which
 /// fails rather than replace) where none was. false: left where it is, for the caller's
 /// `land`, which says why it cannot (a directory in the way, a file that appeared, a filesystem
 /// without hard links).
-fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>) -> bool {
-    let right = written == landing.size && landing.md5.as_deref().is_none_or(|expected| md5.is_some_and(|md5| md5[..] == *expected));
+fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<(Algorithm, bool)>) -> bool {
+    let by_md5 = || landing.md5.as_deref().is_none_or(|expected| md5.is_some_and(|md5| md5[..] == *expected));
+    let right = written == landing.size && checked.map_or_else(by_md5, |(_, matched)| matched);
     if !right {
         return false;
     }
@@ -815,18 +919,6 @@ fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>) -> 
     }
     let _ = std::fs::remove_file(path); // landed: the target holds it now
     true
-}
-
-/// The answer to a GET of the bytes `range` of `key` (its body still to come), or the error in
-/// obstore's words (errors.classify reads them).
-async fn get(store: &AmazonS3, key: &str, range: std::ops::Range<u64>) -> Result<GetResult, String> {
-    let path = ObjectPath::parse(key).map_err(|err| format!("Could not parse path: {err}"))?;
-    let options = GetOptions { range: Some(GetRange::Bounded(range)), ..Default::default() };
-    store.get_opts(&path, options).await.map_err(described)
-}
-
-fn described(err: object_store::Error) -> String {
-    format!("{err}\n\nDebug source:\n{err:#?}")
 }
 
 /// A new file at `path`, empty.
@@ -848,4 +940,34 @@ fn write_file(path: &str, data: &[u8], mtime: f64) -> std::io::Result<()> {
     let mut file = new_file(path)?;
     file.write_all(data)?;
     set_time(&file, mtime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(headers: &[(&'static str, &str)]) -> http::HeaderMap {
+        headers.iter().map(|(name, value)| (http::HeaderName::from_static(name), http::HeaderValue::from_str(value).unwrap())).collect()
+    }
+
+    #[test]
+    fn a_full_object_checksum_checks_the_body() {
+        // CRC64NVME of "123456789", the catalogue's check value, in base64
+        let value = BASE64_STANDARD.encode(0xae8b14860a799888u64.to_be_bytes());
+        let headers = answer(&[("x-amz-checksum-crc64nvme", &value), ("x-amz-checksum-type", "FULL_OBJECT")]);
+        let mut right = Checksumming::from_answer(&headers).expect("a full-object checksum");
+        right.update(&[Bytes::from_static(b"1234"), Bytes::from_static(b"56789")]);
+        assert_eq!(right.verdict(), (Algorithm::Crc64Nvme, true));
+        let mut wrong = Checksumming::from_answer(&headers).unwrap();
+        wrong.update(&[Bytes::from_static(b"123456788")]);
+        assert_eq!(wrong.verdict(), (Algorithm::Crc64Nvme, false));
+    }
+
+    #[test]
+    fn no_check_by_a_composite_value_or_one_of_the_wrong_width() {
+        let composite = [("x-amz-checksum-sha256", "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=-2"), ("x-amz-checksum-type", "COMPOSITE")];
+        assert!(Checksumming::from_answer(&answer(&composite)).is_none());
+        assert!(Checksumming::from_answer(&answer(&[("x-amz-checksum-crc32", "AAAAAAAA")])).is_none()); // 6 bytes, not 4
+        assert!(Checksumming::from_answer(&answer(&[("etag", "\"abc\"")])).is_none());
+    }
 }

@@ -24,7 +24,7 @@ use crate::wake::{Outbox, Runner};
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
-use object_store::client::{HttpClient, HttpConnector, HttpErrorKind, HttpRequest, HttpRequestBody};
+use object_store::client::{HttpClient, HttpErrorKind, HttpRequest, HttpRequestBody};
 use object_store::{ClientConfigKey, ClientOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -191,18 +191,31 @@ fn signing_from(((key_id, secret_key, token), service, region, body_sha256, sign
 /// The request as object_store's client and signer take it, headers added and signed (with
 /// `digest`, the body's SHA-256, when the caller has it); Err: a header that is not valid.
 fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], digest: Option<&[u8]>) -> Result<HttpRequest, String> {
-    let mut built: HttpRequest =
-        http::Request::builder().method(request.method.as_str()).uri(request.url.as_str()).body(body).map_err(|err| err.to_string())?;
-    for (name, value) in request.headers.iter().chain(extra) {
+    let signer = request.signing.as_ref().map(|signing| {
+        let authorizer = AwsAuthorizer::new(&signing.credential, &signing.service, &signing.region).with_sign_payload(signing.sign_payload);
+        (authorizer, digest.or(signing.body_sha256.as_deref()))
+    });
+    built(&request.method, &request.url, request.headers.iter().chain(extra), body, signer)
+}
+
+/// A request as object_store's client takes it, with `headers`, signed by `signer` (with the
+/// body's SHA-256 when known, else the body is hashed) when given; Err: a header or URL that is
+/// not valid. The batch GETs (gets.rs) build theirs here too.
+pub fn built<'a>(
+    method: &str,
+    url: &str,
+    headers: impl Iterator<Item = &'a (String, String)>,
+    body: HttpRequestBody,
+    signer: Option<(AwsAuthorizer<'_>, Option<&[u8]>)>,
+) -> Result<HttpRequest, String> {
+    let mut built: HttpRequest = http::Request::builder().method(method).uri(url).body(body).map_err(|err| err.to_string())?;
+    for (name, value) in headers {
         let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|err| err.to_string())?;
         let value = http::HeaderValue::from_str(value).map_err(|err| err.to_string())?;
         built.headers_mut().insert(name, value);
     }
-    if let Some(signing) = &request.signing {
-        AwsAuthorizer::new(&signing.credential, &signing.service, &signing.region)
-            .with_sign_payload(signing.sign_payload)
-            .try_authorize(&mut built, digest.or(signing.body_sha256.as_deref()))
-            .map_err(|err| err.to_string())?;
+    if let Some((authorizer, digest)) = signer {
+        authorizer.try_authorize(&mut built, digest).map_err(|err| err.to_string())?;
     }
     Ok(built)
 }
@@ -242,7 +255,7 @@ fn answered(status: u16, headers: Vec<(String, String)>, body: Result<Vec<Bytes>
 }
 
 /// An answer's headers, names in lower case (as `http` keeps them), values as text.
-fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
+pub fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
     headers.iter().map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())).collect()
 }
 
@@ -327,7 +340,7 @@ fn failed(unreachable: bool, err: &dyn std::error::Error) -> Answer {
     Answer::Failed { unreachable, message: message_of(unreachable, err) }
 }
 
-fn message_of(unreachable: bool, err: &dyn std::error::Error) -> String {
+pub fn message_of(unreachable: bool, err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -340,17 +353,6 @@ fn message_of(unreachable: bool, err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     message
-}
-
-/// object_store's connector for the batch GETs: `reqwest_client`, never following a redirect.
-#[derive(Debug)]
-pub struct NoRedirects(pub HashMap<String, String>);
-
-impl HttpConnector for NoRedirects {
-    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        let client = reqwest_client(&self.0).map_err(|message| object_store::Error::Generic { store: "S3", source: message.into() })?;
-        Ok(HttpClient::new(client))
-    }
 }
 
 /// obstore's client options (text, as `_stores/objects.client_options` writes them) as

@@ -57,11 +57,25 @@ impl Pace {
 /// A body's chunks, all of them, as long as they come no slower than `Pace` allows; `said`
 /// words a failure of the stream itself. Kept as they came: joined, a body is copied once more
 /// (a range of 8 MiB, eight in flight, held 64 MiB twice over).
-pub async fn whole<E>(mut stream: impl Stream<Item = Result<Bytes, E>> + Unpin, window: Duration, said: impl Fn(E) -> String) -> Result<Vec<Bytes>, String> {
-    let (mut pace, mut chunks) = (Pace::new(window), Vec::new());
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(&said)?;
+pub async fn whole<E>(stream: impl Stream<Item = Result<Bytes, E>> + Unpin, window: Duration, said: impl Fn(E) -> String) -> Result<Vec<Bytes>, String> {
+    at_most(stream, u64::MAX, window, said).await
+}
+
+/// `whole`, but no more than `most` bytes: the rest is not read (a whole object's GET that
+/// asks for one byte past its listed size, to tell that it grew, reads no further).
+pub async fn at_most<E>(
+    mut stream: impl Stream<Item = Result<Bytes, E>> + Unpin,
+    most: u64,
+    window: Duration,
+    said: impl Fn(E) -> String,
+) -> Result<Vec<Bytes>, String> {
+    let (mut pace, mut chunks, mut left) = (Pace::new(window), Vec::new(), most);
+    while left > 0 {
+        let Some(chunk) = stream.next().await else { break };
+        let mut chunk = chunk.map_err(&said)?;
         pace.took(chunk.len())?;
+        chunk.truncate(usize::try_from(left).unwrap_or(usize::MAX));
+        left -= chunk.len() as u64;
         chunks.push(chunk);
     }
     Ok(chunks)

@@ -36,17 +36,17 @@ def md5_file_parts(path: str, part_size: int) -> list[bytes]:
     with the GIL released. OSError when the file cannot be read."""
 
 class Gets:
-    """GETs of small objects into files for one bucket, handed over in batches to a runtime
-    thread of their own (object_store, configured as obstore's S3Store)."""
+    """GETs of objects into files, handed over in batches to a runtime thread of their own,
+    signed and sent as `Http`'s requests are."""
 
     def __init__(
         self,
-        bucket: str,
-        config: dict[str, str],
         client_options: dict[str, str],
         credentials: tuple[str, str, str | None] | None,
+        headers: list[tuple[str, str]],
     ) -> None:
-        """ValueError for a configuration object_store does not take."""
+        """`headers`: what every GET carries besides (the SSE-C key, requester pays). ValueError
+        for an option object_store does not take."""
 
     def fileno(self) -> int:
         """The socket to watch: readable when outcomes wait (read it empty, then `take`)."""
@@ -57,22 +57,27 @@ class Gets:
             tuple[
                 int,
                 str,
+                str,
                 int | None,
                 int,
                 int | None,
                 str,
                 float,
                 bool,
+                bool,
                 tuple[str, bool, int, bytes | None] | None,
             ]
         ],
     ) -> None:
-        """Start GETs: (ticket, key, start, end, hashed, path, mtime, hash, landing) each. With
-        start None, the bytes [0, end) of `key` into a new file at `path` with the time `mtime`
-        (0: left alone), MD5 when `hash`, then moved to `target` of landing (target, replace,
-        size, md5 or None) when `size` bytes came with that MD5: rename() when `replace`, else
-        link() + unlink(). With a start, the bytes [start, end) written at that offset into the
-        existing file at `path`, and hashed as they are written when `hashed` (`hash_parts`)."""
+        """Start GETs: (ticket, url, region, start, end, hashed, path, mtime, hash, check,
+        landing) each, signed for `region` (unsigned without credentials). With start None, the
+        object's bytes, up to `end` of them, into a new file at `path` with the time `mtime` (0:
+        left alone), asked for in checksum mode when `check` and checked by the full-object
+        checksum the answer carries; where none came, their MD5 when `hash`; then moved to
+        `target` of landing (target, replace, size, md5 or None) when `size` bytes came, matching
+        that checksum, or that MD5: rename() when `replace`, else link() + unlink(). With a start,
+        the bytes [start, end) written at that offset into the existing file at `path`; hashed
+        as they are written when `hashed` (`hash_parts`) and no checksum checks them."""
 
     def hash_parts(self, path: str, size: int, part_size: int) -> int:
         """The file at `path` (`size` bytes) is to be hashed in parts of `part_size` as the
@@ -85,9 +90,11 @@ class Gets:
     def forget_parts(self, hashed: int) -> None:
         """The file `hashed` will not be asked for."""
 
-    def take(self) -> list[tuple[int, int, bytes | None, bool, int, str | None]]:
-        """Outcomes finished since the last call: (ticket, bytes written, MD5 or None, landed,
-        errno, message). A message means it failed: errno 0 for the GET, else the local file's."""
+    def take(self) -> list[tuple[int, str, tuple[Any, ...]]]:
+        """Outcomes finished since the last call: (ticket, what, details), as
+        "written": (bytes written, MD5 or None, (checksum algorithm, matched) or None, landed);
+        "disk": (errno, message), the local file's failure; "refused": (status, headers, body),
+        the service's error answer; "failed": (no connection was made, message)."""
 
     def cancel(self, ticket: int) -> None:
         """The caller of `ticket` has gone: once this returns, its file is either written (and

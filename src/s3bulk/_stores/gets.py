@@ -4,13 +4,15 @@
 Through obstore, each finished GET is handed from its runtime to the event loop on its own, and
 that hand-off (a thread woken, the GIL taken from the loop) was most of a 4 KiB download's system
 time: 13 futex calls per object. Here the GETs an event-loop turn asks for go over in one call,
-a runtime thread of the native part fetches them (object_store, the crate under obstore,
-configured by the same `store_options`), writes each body into its temporary file with the
-object's time and hashes it (from 16 KiB streamed to a writer thread chunk by chunk, and hashed
-in SIMD lanes with the bodies that ended with it; the ranges of a large object are written the
-same way at their offsets, `get_range_into`), lands it when its size and MD5 are the ones
-expected (a body cut short leaves no file), and one
-wake-up of the loop hands back every outcome finished meanwhile. The landing is done there
+a runtime thread of the native part sends them (signed as the signed client's requests are, to
+the URL `S3Client.url` gives, with the headers its GETs carry), writes each body into its
+temporary file with the object's time and checks it (from 16 KiB streamed to a writer thread
+chunk by chunk; the ranges of a large object are written the same way at their offsets,
+`get_range_into`): a whole object is asked for in checksum mode, and checked by the full-object
+checksum its answer carries (CRC64NVME, CRC32C, CRC32, SHA-256, SHA-1), else hashed with MD5 (in
+SIMD lanes with the bodies that ended with it) for its ETag. It lands the file when its size and
+checksum or MD5 are right (a body cut short leaves no file), and one wake-up of the loop hands
+back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
 killed outright leaves behind (tests/test_journal.py); a file that cannot land there (a
 mismatch, a clash) is left to the storage seam, which also keeps the retries and the second
@@ -23,14 +25,16 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import s3bulk_native
-from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
-from s3bulk._stores.objects import as_text, store_options
+from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import log
+
+if TYPE_CHECKING:
+    from s3bulk._stores.s3 import S3Client
 
 
 class Landing(NamedTuple):
@@ -44,42 +48,56 @@ class Landing(NamedTuple):
     md5: bytes | None
 
 
-class GetError(Exception):
-    """A GET that failed, in object_store's words (errors.classify reads them as obstore's)."""
+class Outcome(NamedTuple):
+    """What a GET wrote: its bytes, their MD5 (when hashed), whether they match the full-object
+    checksum the answer carried (None: none came, or not asked), and whether the file landed."""
 
-
-Outcome = tuple[int, bytes | None, bool]  # bytes written, their MD5 (when asked), landed
+    written: int
+    md5: bytes | None
+    checked: bool | None
+    landed: bool
 
 
 class Gets(Handover[Outcome]):
-    """One bucket's batch-fed GETs, for one event loop."""
+    """One bucket's batch-fed GETs, for one event loop, sent as `client` sends its requests."""
 
-    def __init__(self, settings: AwsSettings, bucket: str, *, max_connections: int) -> None:
-        self.settings = settings
-        config, client_options = store_options(settings, bucket, max_connections=max_connections)
+    def __init__(self, client: S3Client, bucket: str, *, max_connections: int) -> None:
+        self.settings = settings = client.settings
+        self._client, self._bucket = client, bucket
+        options = client_options(settings, max_connections, allow_http=True)
         self._credentials = settings.credentials()
         try:
             native = s3bulk_native.Gets(
-                bucket, as_text(config), as_text(client_options), _handed(self._credentials)
+                as_text(options), _handed(self._credentials), list(client.object_headers().items())
             )
         except ValueError as exc:  # no other GET would fare better: the job stops, once
             error = ItemError(f"cannot set up GETs from s3://{bucket}: {exc}", retryable=False)
             error.job_wide = True
             raise error from None
         super().__init__(native)
-        self._bucket = bucket
-        self._paths: dict[int, str] = {}  # ticket -> the file it writes, until its outcome comes
+        self._asked: dict[
+            int, tuple[str, str]
+        ] = {}  # ticket -> (the file it writes, the key), until its outcome comes
 
     async def get_into(
-        self, key: str, end: int, path: str, mtime: float, hash: bool, landing: Landing | None = None
+        self,
+        key: str,
+        end: int,
+        path: str,
+        mtime: float,
+        *,
+        hash: bool,
+        check: bool,
+        landing: Landing | None = None,
+        hashed: int | None = None,
     ) -> Outcome:
-        """The object's bytes [0, end) into a new file at `path` with the time `mtime` (0: now),
-        landed as `landing` says, as (bytes written, their MD5 when `hash`, whether it landed).
-        OSError for the file; GetError for the GET."""
-        ticket = self._ticket()
-        self._paths[ticket] = path
-        outcome = await self._handed(ticket, (key, None, end, None, path, mtime, hash, landing))
-        self._logged(key, 0, end, outcome[0])
+        """The object's bytes, up to `end` of them (one more than expected tells that it grew),
+        into a new file at `path` with the time `mtime` (0: now), landed as `landing` says. With
+        `check`, asked for in checksum mode and checked by the checksum that comes; else (none
+        came), hashed with MD5 when `hash`, or in parts as it is written when `hashed`
+        (`hash_parts`). OSError for the file; S3Error or a retryable ItemError for the GET."""
+        outcome = await self._get(key, None, end, hashed, path, mtime, hash, check, landing)
+        self._logged(key, 0, end, outcome.written)
         return outcome
 
     async def get_range_into(
@@ -89,12 +107,28 @@ class Gets(Handover[Outcome]):
         which the caller made; returns the bytes written (fewer: the object ended sooner). The
         caller checks the whole file, hashed as it is written when `hashed` (`hash_parts`).
         OSError for the file (gone: a range still to come after the caller removed it);
-        GetError for the GET."""
+        S3Error or a retryable ItemError for the GET."""
+        outcome = await self._get(key, start, end, hashed, path, 0.0, False, False, None)
+        self._logged(key, start, end, outcome.written)
+        return outcome.written
+
+    async def _get(
+        self,
+        key: str,
+        start: int | None,
+        end: int,
+        hashed: int | None,
+        path: str,
+        mtime: float,
+        hash: bool,
+        check: bool,
+        landing: Landing | None,
+    ) -> Outcome:
         ticket = self._ticket()
-        self._paths[ticket] = path
-        written, _, _ = await self._handed(ticket, (key, start, end, hashed, path, 0.0, False, None))
-        self._logged(key, start, end, written)
-        return written
+        self._asked[ticket] = (path, key)
+        url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
+        fields = (url, region, start, end, hashed, path, mtime, hash, check, landing)
+        return await self._handed(ticket, fields)
 
     def _logged(self, key: str, start: int, end: int, written: int) -> None:
         if log.isEnabledFor(logging.DEBUG):
@@ -123,7 +157,7 @@ class Gets(Handover[Outcome]):
         left behind. The ticket has been handed over by now: a caller cancelled in the turn it
         asked resumes after `_submit`, which that turn scheduled first."""
         self._native.cancel(ticket)
-        _remove(self._paths.pop(ticket))
+        _remove(self._asked.pop(ticket)[0])
 
     def _before_submit(self) -> None:
         """Fresh credentials, if botocore refreshed them."""
@@ -133,22 +167,35 @@ class Gets(Handover[Outcome]):
             self._credentials = credentials
 
     def _settle(self, future: asyncio.Future[Outcome], outcome: tuple[Any, ...]) -> None:
-        ticket, written, md5, landed, errno, message = outcome
-        path = self._paths.pop(ticket)
-        if message is None:
-            future.set_result((written, md5, landed))
-        elif errno:
+        ticket, what, details = outcome
+        path, key = self._asked.pop(ticket)
+        if what == "written":
+            written, md5, checked, landed = details
+            future.set_result(Outcome(written, md5, None if checked is None else checked[1], landed))
+        elif what == "disk":
+            errno, _ = details
             future.set_exception(OSError(errno, os.strerror(errno), path))
+        elif what == "refused":
+            status, headers, body = details
+            future.set_exception(self._client.error(status, dict(headers), body, self._what(key)))
         else:
-            future.set_exception(GetError(message))
+            unreachable, message = details
+            future.set_exception(
+                self._client.failure(
+                    self._client.url(self._bucket, key), self._what(key), message, unreachable
+                )
+            )
+
+    def _what(self, key: str) -> str:
+        return f"get s3://{self._bucket}/{key}"
 
     def close(self) -> None:
         """Stop the GETs still running; once this returns, none writes a file any more, and the
         files of those whose callers were not told yet are gone."""
         super().close()
-        for path in self._paths.values():  # none of these files will land
+        for path, _ in self._asked.values():  # none of these files will land
             _remove(path)
-        self._paths.clear()
+        self._asked.clear()
 
 
 def _handed(credentials: Any) -> tuple[str, str, str | None] | None:

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
-from s3bulk._errors import S3Error, transient
+from s3bulk._errors import ItemError, S3Error, transient
 from s3bulk._stores import native_http
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.objects import as_text, client_options
@@ -140,8 +140,7 @@ class SignedHttp:
                     method, url, headers or {}, body, self._signing(region, body_sha256, sign_payload)
                 )
             except native_http.NativeFailure as exc:
-                said = f"cannot connect to {url.split('/')[2]}: {exc}" if exc.unreachable else str(exc)
-                raise transient(f"{what or kind}: {said}", str(exc), exc.unreachable) from None
+                raise self.failure(url, what or kind, str(exc), exc.unreachable) from None
         else:
             assert not isinstance(body, FileRange)  # the native part's alone
             status, reply_headers, payload = await self._send_aiohttp(
@@ -152,6 +151,12 @@ class SignedHttp:
         if status >= 300:
             raise self.error(status, reply_headers, payload, what or kind)
         return status, reply_headers, payload
+
+    def failure(self, url: str, what: str, message: str, unreachable: bool) -> ItemError:
+        """A request to `url` the native part got no answer to (or a body cut short), in its
+        words: retryable, marked unreachable when no connection was made."""
+        said = f"cannot connect to {url.split('/')[2]}: {message}" if unreachable else message
+        return transient(f"{what}: {said}", message, unreachable)
 
     def _native(self) -> native_http.NativeHttp:
         if self._native_http is None:

@@ -60,8 +60,7 @@ def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -
 def store_options(
     settings: AwsSettings, bucket: str, *, max_connections: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(config, client options) of object_store's S3 client for `bucket`: obstore's stores and
-    the native batch GETs (`stores.gets`) are configured by this one function."""
+    """(config, client options) of obstore's S3Store for `bucket`."""
     endpoint = settings.endpoint_of(bucket)
     config: dict[str, Any] = {
         "region": settings.region_of(bucket),

@@ -80,10 +80,9 @@ class S3Client(SignedHttp):
         """Send one signed request; S3 error answers raise S3Error (retryable or final).
         `of_source`: the object is a copy's source (read with the source's SSE-C key).
         `sign_payload`: False for a body that carries its checksum (`_body_checks`)."""
-        if self.settings.request_payer:  # a requester-pays bucket answers 403 without it
-            headers = {**(headers or {}), "x-amz-request-payer": "requester"}
-        if key and (self.settings.sse_c or self.settings.sse_c_source):
-            headers = {**(headers or {}), **self._customer_keys(kind, method, params or {}, of_source)}
+        added = self._added_headers(kind, method, bool(key), params or {}, of_source)
+        if added:
+            headers = {**(headers or {}), **added}
         query = "?" + _query(params) if params else ""
 
         async def sent() -> tuple[int, dict[str, str], bytes]:
@@ -138,6 +137,21 @@ class S3Client(SignedHttp):
             return error.region
         found = _header(headers, "x-amz-bucket-region") or s3xml.find_text(body, "LocationConstraint")
         return found or "us-east-1"
+
+    def object_headers(self) -> dict[str, str]:
+        """What a GET of an object's bytes carries besides its own headers (the native batch GETs
+        send them too, `gets.py`)."""
+        return self._added_headers("GET", "GET", True, {}, False)
+
+    def _added_headers(
+        self, kind: str, method: str, of_object: bool, params: dict[str, str], of_source: bool
+    ) -> dict[str, str]:
+        """The headers the settings add to a request: requester pays, the SSE-C keys."""
+        added = {"x-amz-request-payer": "requester"} if self.settings.request_payer else {}
+        # a requester-pays bucket answers 403 without it
+        if of_object and (self.settings.sse_c or self.settings.sse_c_source):
+            added |= self._customer_keys(kind, method, params, of_source)
+        return added
 
     def _customer_keys(
         self, kind: str, method: str, params: dict[str, str], of_source: bool

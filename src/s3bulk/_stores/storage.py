@@ -375,11 +375,7 @@ class Storage:
         if matches is False:
             matches = await self._second_opinion(bucket, key, place.temporary, etag, size)
             if matches is False:
-                raise ItemError(
-                    f"the bytes received do not match s3://{bucket}/{key} (its ETag or checksum): "
-                    "changed on the way",
-                    retryable=True,
-                )
+                raise changed_on_the_way(bucket, key, "its ETag or checksum")
         return Downloaded(written, (matches is True) if self.verify else None)
 
     async def _second_opinion(
@@ -435,9 +431,13 @@ class Storage:
             _, _, data = await self.client.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
             written, matches = await write_in_thread(_write_checked, temporary, data, mtime, etag, parts.size)
         elif streamed:
-            written, known = await self._fetch_streamed(bucket, key, temporary, size, parts, etag)
+            written, known, matches = await self._fetch_streamed(bucket, key, temporary, size, parts, etag)
+            if matches is False and written == size:
+                raise changed_on_the_way(bucket, key, "the checksum it came with")
             _set_time(temporary, mtime)
-            if etag:  # hashed as it came (`known`); other part sizes read back by a thread
+            if (
+                etag and matches is None
+            ):  # hashed as it came (`known`); other part sizes read back by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
         elif size:
             written, matches = await self._fetch_whole(bucket, key, place, size, parts, mtime, etag)
@@ -486,12 +486,23 @@ class Storage:
         self.meter.requests["GET"] += 1
         expected = single_part_md5(etag)
         landing = Landing(place.target, place.existed, size, expected)
-        written, md5, place.landed = await gets.get_into(
-            key, size + 1, place.temporary, mtime, hash=expected is not None, landing=landing
+        got = await gets.get_into(
+            key,
+            size + 1,
+            place.temporary,
+            mtime,
+            hash=expected is not None,
+            check=self.verify,
+            landing=landing,
         )
-        if written != size or expected is None:  # the wrong size fails on its own (_fetch_into)
-            return written, None
-        return written, md5 == expected
+        place.landed = got.landed
+        if got.written != size:  # the wrong size fails on its own (_fetch_into)
+            return got.written, None
+        if got.checked is False:  # the full-object checksum its answer carried: no second opinion
+            raise changed_on_the_way(bucket, key, "the checksum it came with")
+        if got.checked:
+            return got.written, True
+        return got.written, None if expected is None else got.md5 == expected
 
     async def file_matches(
         self, path: str, etag: str, size: int, part_size: int, *, bucket: str = "", key: str = ""
@@ -525,19 +536,21 @@ class Storage:
     def _native_gets(self, bucket: str) -> Gets:
         gets = self._gets.get(bucket)
         if gets is None:
-            gets = self._gets[bucket] = Gets(self.settings, bucket, max_connections=self.connections * 2)
+            gets = self._gets[bucket] = Gets(self.client, bucket, max_connections=self.connections * 2)
         return gets
 
     async def _fetch_streamed(
         self, bucket: str, key: str, temporary: str, size: int, parts: Parts, etag: str
-    ) -> tuple[int, tuple[int, list[bytes]] | None]:
+    ) -> tuple[int, tuple[int, list[bytes]] | None, bool | None]:
         """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
         part's writer thread (`gets.py`): above the threshold in ranges of `parts.size`,
         `parts.in_flight` at once, each at its offset, the first that fails stopping the others;
-        below, in one GET that asks for one byte past the listed size (an object that grew since
-        comes back longer and fails the size check, as a whole GET would). With an `etag`, the
-        file is hashed in the parts it likely has as it is written (native/src/parthash.rs):
-        returns the bytes written and (that part size, the MD5 of each part), when all came."""
+        below, in one GET of the whole object, read up to one byte past the listed size (an
+        object that grew since fails the size check), in checksum mode: its bytes are checked by
+        the full-object checksum its answer carries. Without one, and with an `etag`, the file is
+        hashed in the parts it likely has as it is written (native/src/parthash.rs). Returns the
+        bytes written, (that part size, the MD5 of each part) when all came, and whether the
+        bytes match the checksum (None: none came)."""
         gets = self._native_gets(bucket)
         part_size = likeliest_part_size(etag, size, parts.size) if etag else None
         with open(temporary, "wb"):  # made here; the GETs write into it
@@ -545,13 +558,21 @@ class Storage:
         hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
         spans = _spans(size, parts, part_size)
         written = 0
+        checked: bool | None = None
         what = f"get s3://{bucket}/{key}"
 
         async def fetch(start: int, end: int) -> int:
+            nonlocal checked
             await self.retry.pace_request()  # each range is a request of its own
             self.meter.requests["GET"] += 1
             try:
-                return await gets.get_range_into(key, start, end, temporary, hashed)
+                if size > parts.threshold:
+                    return await gets.get_range_into(key, start, end, temporary, hashed)
+                got = await gets.get_into(
+                    key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed
+                )
+                checked = got.checked
+                return got.written
             except OSError as exc:  # this machine's (a full disk): not the request's to retry
                 raise _Local(exc) from None
 
@@ -574,11 +595,11 @@ class Storage:
             async with parts_group() as group:
                 for _ in range(max(1, parts.in_flight)):
                     group.create_task(lane())
-            if hashed is None or written != size:
-                return written, None
+            if hashed is None or written != size or checked is not None:
+                return written, None, checked
             digests = await gets.part_digests(hashed)
             hashed = None  # forgotten by the native part
-            return written, (part_size, digests) if part_size and digests else None
+            return written, (part_size, digests) if part_size and digests else None, None
         finally:
             if hashed is not None:
                 gets.forget_parts(hashed)
@@ -1005,6 +1026,14 @@ class Storage:
             lambda: self.client.abort_multipart_upload(bucket, key, upload_id),
             f"abort an upload of s3://{bucket}/{key}",
         )
+
+
+def changed_on_the_way(bucket: str, key: str, checked_by: str) -> ItemError:
+    """The bytes received are not the object's: fetched again."""
+    return ItemError(
+        f"the bytes received do not match s3://{bucket}/{key} ({checked_by}): changed on the way",
+        retryable=True,
+    )
 
 
 async def write_in_thread(function: Callable[..., T], *args: Any) -> T:
