@@ -215,3 +215,37 @@ def test_a_body_with_its_checksum_goes_unsigned_over_https_and_signed_over_http(
     url = client.url("b", "k")
     assert client._payload_signed(url, checked=True) is signed
     assert client._payload_signed(url, checked=False) is True  # nothing else would check it
+
+
+def test_a_download_in_ranges_is_checked_by_their_crcs_combined(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """Above the multipart threshold an object comes in ranges: a HEAD asks for its full-object
+    CRC once, each range's CRC is found as it is written, and together they must make it. A byte
+    flipped in one range fails that check, and the object is fetched again; a multipart object
+    whose ETag no part size explains (as an SSE-KMS one's) is checked all the same, with no HEAD
+    of its parts."""
+    data = os.urandom(21 * MiB + 3)
+    (tmp_path / "big").write_bytes(data)
+    upload(minio.env, tmp_path / "big", f"s3://{bucket}/r/big")  # parts of 5 MiB
+    odd_etag = "&quot;0123456789abcdef0123456789abcdef-5&quot;"
+    hostile.misbehave(Listed("ETag", odd_etag), operation="ListObjectsV2", bucket=bucket)
+    hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, key="r/big", times=1)
+    result = run_cli(
+        hostile.env,
+        "cp",
+        "--json",
+        "--part-size",
+        "6MiB",
+        "--multipart-threshold",
+        "8MiB",
+        f"s3://{bucket}/r/",
+        f"{tmp_path}/down/",
+    )
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records[-1]["summary"]["objects_unverified"] == 0
+    assert records[-1]["summary"]["retries"] == 1  # the flipped range: the object fetched again
+    assert (tmp_path / "down" / "big").read_bytes() == data
+    assert hostile.server.log.count("HeadObject") == 2  # once per attempt, none per part
+    assert hostile.server.log.count("GetObject") == 2 * 4  # 4 ranges of up to 6 MiB, twice

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import awscrt.checksums
 import boto3
 import pytest
 from botocore.config import Config
@@ -91,7 +92,7 @@ def test_each_caller_gets_its_own_outcome(
             gets.close()
 
     results, missing = asyncio.run(main())
-    for n, ((key, body), (written, md5, _, landed)) in enumerate(zip(bodies.items(), results, strict=True)):
+    for n, ((key, body), (written, md5, _, landed, _)) in enumerate(zip(bodies.items(), results, strict=True)):
         assert written == len(body) and not landed  # no landing asked for
         assert md5 == (hashlib.md5(body).digest() if n % 3 else None)
         assert (tmp_path / key).read_bytes() == body
@@ -214,7 +215,7 @@ def test_ranges_are_written_at_their_offsets_into_the_callers_file(
     path.write_bytes(b"")
     step = 1024**2
 
-    async def main() -> tuple[list[int], OSError]:
+    async def main() -> tuple[list[Outcome], OSError]:
         gets = native_gets(bucket, 8)
         try:
             ranges = [(start, min(start + step, len(body))) for start in range(0, len(body), step)]
@@ -228,7 +229,7 @@ def test_ranges_are_written_at_their_offsets_into_the_callers_file(
             gets.close()
 
     written, gone = asyncio.run(main())
-    assert sum(written) == len(body) and path.read_bytes() == body
+    assert sum(got.written for got in written) == len(body) and path.read_bytes() == body
     assert gone.filename == str(tmp_path / "removed.part") and not (tmp_path / "removed.part").exists()
 
 
@@ -263,7 +264,7 @@ def test_refreshed_credentials_reach_the_next_requests(
     refused, outcome = asyncio.run(main())
     error = classify(refused)
     assert isinstance(error, S3Error) and error.status == 403
-    assert outcome == (4, None, None, False)
+    assert outcome == (4, None, None, False, None)
     assert (tmp_path / "second").read_bytes() == b"body"
 
 
@@ -385,12 +386,13 @@ def test_a_whole_object_is_checked_by_the_checksum_its_answer_carries(
             gets.close()
 
     got = asyncio.run(main())
-    assert got == {
-        "crc64": Outcome(size, None, True, True),
-        "sha1": Outcome(size, None, True, True),
-        "none": Outcome(size, md5, None, True),
-        "flipped": Outcome(size, None, False, False),
+    assert {name: outcome[:4] for name, outcome in got.items()} == {
+        "crc64": (size, None, True, True),
+        "sha1": (size, None, True, True),
+        "none": (size, md5, None, True),
+        "flipped": (size, None, False, False),
     }
+    assert got["crc64"].checksum == awscrt.checksums.crc64nvme(body).to_bytes(8, "big")
     for name in ("crc64", "sha1", "none"):
         assert (tmp_path / name).read_bytes() == body
     assert not (tmp_path / "flipped").exists()
@@ -440,3 +442,35 @@ def test_a_composite_checksum_leaves_the_check_to_the_etag(
     assert (got.written, got.checked) == (size, None)
     assert digests == [hashlib.md5(part).digest() for part in parts]
     assert path.read_bytes() == b"".join(parts)
+
+
+def test_each_range_gives_the_crc_of_its_bytes(
+    aws_env: dict[str, str], minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """A range asked for with a checksum algorithm gives the CRC of its own bytes (as the AWS
+    CRT computes it), which the storage seam combines into the whole object's."""
+    body = os.urandom(3 * 1024**2 + 5)
+    minio.client().put_object(Bucket=bucket, Key="big", Body=body)
+    path = tmp_path / "big.part"
+    path.write_bytes(b"")
+    step = 1024**2
+    ranges = [(start, min(start + step, len(body))) for start in range(0, len(body), step)]
+
+    async def main() -> list[Outcome]:
+        gets = native_gets(bucket, 4)
+        try:
+            return await asyncio.gather(
+                *(
+                    gets.get_range_into("big", start, end, str(path), checksum="CRC64NVME")
+                    for start, end in ranges
+                )
+            )
+        finally:
+            gets.close()
+
+    got = asyncio.run(main())
+    assert [outcome.checksum for outcome in got] == [
+        awscrt.checksums.crc64nvme(body[start:end]).to_bytes(8, "big") for start, end in ranges
+    ]
+    assert [outcome.checked for outcome in got] == [None] * len(ranges)  # nothing to compare with
+    assert path.read_bytes() == body

@@ -66,7 +66,8 @@ use ::md5_many::Md5State;
 /// hashed with MD5 when `hash` says so, and landed as `landing` says. With `start`, one range of
 /// a large object instead: its bytes `start..end` written at that offset into the file at
 /// `path`, which the caller made (a range never makes it again: once the caller removed it, a
-/// range still to come fails rather than leave it behind).
+/// range still to come fails rather than leave it behind), their checksum `compute` found (the
+/// caller combines the ranges' CRCs into the object's).
 struct Job {
     ticket: u64,
     url: String,
@@ -79,15 +80,48 @@ struct Job {
     mtime: f64,
     hash: bool,
     check: bool,
+    compute: Option<Algorithm>,
     landing: Option<Landing>,
 }
 
-/// A whole object's full-object checksum as its answer gave it, and the one being computed of
-/// its bytes as they come.
+/// A job as Python's `gets.GetJob` names its fields.
+#[derive(FromPyObject)]
+struct JobArg {
+    url: String,
+    region: String,
+    start: Option<u64>,
+    end: u64,
+    hashed: Option<u64>,
+    path: String,
+    mtime: f64,
+    hash: bool,
+    check: bool,
+    compute: Option<String>,
+    landing: Option<Landing>,
+}
+
+impl JobArg {
+    fn job(self, ticket: u64) -> PyResult<Job> {
+        let JobArg { url, region, start, end, hashed, path, mtime, hash, check, compute, landing } = self;
+        let compute = compute.as_deref().map(Algorithm::named).transpose()?;
+        Ok(Job { ticket, url, region, start, end, hashed, path, mtime, hash, check, compute, landing })
+    }
+}
+
+/// The checksum being computed of a body's bytes as they come, and for a whole object, the
+/// full-object one its answer gave.
 struct Checksumming {
     algorithm: Algorithm,
-    expected: Vec<u8>,
+    expected: Option<Vec<u8>>,
     computed: checksums::Hasher,
+}
+
+/// A body's checksum: its algorithm, its value, and whether it is the one its answer gave (None:
+/// none was given, as for a range).
+struct Summed {
+    algorithm: Algorithm,
+    value: Vec<u8>,
+    matched: Option<bool>,
 }
 
 impl Checksumming {
@@ -99,23 +133,30 @@ impl Checksumming {
         }
         let (algorithm, value) = Algorithm::ALL.into_iter().find_map(|algorithm| Some((algorithm, headers.get(algorithm.header())?)))?;
         let expected = BASE64_STANDARD.decode(value.as_bytes()).ok().filter(|value| value.len() == algorithm.width())?;
-        Some(Checksumming { algorithm, expected, computed: checksums::Hasher::new(algorithm) })
+        Some(Checksumming { algorithm, expected: Some(expected), computed: checksums::Hasher::new(algorithm) })
+    }
+
+    /// For a range: its checksum, with nothing to compare it with.
+    fn of_range(algorithm: Algorithm) -> Self {
+        Checksumming { algorithm, expected: None, computed: checksums::Hasher::new(algorithm) }
     }
 
     fn update(&mut self, chunks: &[Bytes]) {
         chunks.iter().for_each(|chunk| self.computed.update(chunk));
     }
 
-    /// (the algorithm, whether the bytes match it)
-    fn verdict(self) -> (Algorithm, bool) {
-        (self.algorithm, self.computed.finish() == self.expected)
+    fn summed(self) -> Summed {
+        let value = self.computed.finish();
+        let matched = self.expected.map(|expected| expected == value);
+        Summed { algorithm: self.algorithm, value, matched }
     }
 }
 
 /// Where the written file goes once it is known to be right: to `target` (replacing a file there
 /// when `replace`, else only if none appeared meanwhile), if `size` bytes came and they match the
 /// checksum their answer carried, or where none came, their MD5 is `md5` (None: not checked).
-/// Anything else leaves the file where it was written, to the caller.
+/// Anything else leaves the file where it was written, to the caller. Python's `gets.Landing`.
+#[derive(FromPyObject)]
 struct Landing {
     target: String,
     replace: bool,
@@ -129,7 +170,7 @@ enum Outcome {
     Written {
         written: u64,
         md5: Option<[u8; 16]>,
-        checked: Option<(Algorithm, bool)>,
+        checksum: Option<Summed>,
         landed: bool,
     },
     /// The local file failed: its errno and message (a full disk stops the job, python side).
@@ -513,9 +554,10 @@ impl Stream {
             match (self.file().and_then(|file| set_time(file, mtime)), md5.transpose()) {
                 (Ok(()), Ok(md5)) => {
                     self.file = None; // closed before it lands
-                    let checked = self.checksum.take().map(Checksumming::verdict);
+                    let checksum = self.checksum.take().map(Checksumming::summed);
+                    let checked = checksum.as_ref().and_then(|summed| summed.matched);
                     let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.path, landing, self.written, md5.as_ref(), checked));
-                    Outcome::Written { written: self.written, md5, checked, landed }
+                    Outcome::Written { written: self.written, md5, checksum, landed }
                 }
                 (Err(err), _) | (_, Err(err)) => disk(&err),
             }
@@ -700,21 +742,10 @@ impl Gets {
         self.watched.as_raw_fd()
     }
 
-    /// Start GETs: (ticket, url, region, start or None, end, hashed or None, path, mtime, hash,
-    /// check, landing or None) each, landing as (target, replace, size, md5 or None). One wake-up
-    /// of the runtime for the whole batch.
-    #[allow(clippy::type_complexity)]
-    fn submit(
-        &self,
-        jobs: Vec<(u64, String, String, Option<u64>, u64, Option<u64>, String, f64, bool, bool, Option<(String, bool, u64, Option<Vec<u8>>)>)>,
-    ) -> PyResult<()> {
-        let jobs = jobs
-            .into_iter()
-            .map(|(ticket, url, region, start, end, hashed, path, mtime, hash, check, landing)| {
-                let landing = landing.map(|(target, replace, size, md5)| Landing { target, replace, size, md5 });
-                Job { ticket, url, region, start, end, hashed, path, mtime, hash, check, landing }
-            })
-            .collect::<Vec<Job>>();
+    /// Start GETs: (ticket, job) each, the job as Python's `gets.GetJob`. One wake-up of the
+    /// runtime for the whole batch.
+    fn submit(&self, jobs: Vec<(u64, JobArg)>) -> PyResult<()> {
+        let jobs = jobs.into_iter().map(|(ticket, job)| job.job(ticket)).collect::<PyResult<Vec<Job>>>()?;
         self.tickets.add(jobs.iter().map(|job| job.ticket));
         self.runner.send(jobs)
     }
@@ -726,7 +757,8 @@ impl Gets {
     }
 
     /// The outcomes finished since the last call: (ticket, what, details), what and details as
-    /// - "written": (bytes written, MD5 or None, (checksum algorithm, matched) or None, landed)
+    /// - "written": (bytes written, MD5 or None, (checksum algorithm, value, whether it is the
+    ///   one the answer gave, or None) or None, landed)
     /// - "disk": (errno, message), the local file's failure
     /// - "refused": (status, headers, body), the service's error answer
     /// - "failed": (no connection was made, message).
@@ -734,10 +766,10 @@ impl Gets {
         let mut taken = Vec::new();
         for (ticket, outcome) in self.outbox.take() {
             let (what, details) = match outcome {
-                Outcome::Written { written, md5, checked, landed } => {
+                Outcome::Written { written, md5, checksum, landed } => {
                     let md5 = md5.map(|digest| PyBytes::new(py, &digest));
-                    let checked = checked.map(|(algorithm, matched)| (algorithm.name(), matched));
-                    ("written", (written, md5, checked, landed).into_pyobject(py)?.into_any())
+                    let checksum = checksum.map(|summed| (summed.algorithm.name(), PyBytes::new(py, &summed.value), summed.matched));
+                    ("written", (written, md5, checksum, landed).into_pyobject(py)?.into_any())
                 }
                 Outcome::Disk { errno, message } => ("disk", (errno, message).into_pyobject(py)?.into_any()),
                 Outcome::Refused { status, headers, body } => ("refused", (status, headers, PyBytes::new(py, &body)).into_pyobject(py)?.into_any()),
@@ -799,7 +831,11 @@ async fn fetch(getter: &Getter, job: Job, tickets: &Tickets, writer: &Writer, wi
         Err(outcome) => return Some((ticket, done(tickets, ticket, outcome))),
     };
     let whole_object = job.start.is_none() && answer.status().as_u16() == 200;
-    let checksum = if job.check && whole_object { Checksumming::from_answer(answer.headers()) } else { None };
+    let checksum = match job.compute {
+        Some(algorithm) if job.start.is_some() => Some(Checksumming::of_range(algorithm)),
+        _ if job.check && whole_object => Checksumming::from_answer(answer.headers()),
+        _ => None,
+    };
     let body = answer.into_body().bytes_stream();
     if job.end > STREAM_MIN || job.start.is_some() {
         stream_to(writer, job, checksum, body, window).await;
@@ -809,13 +845,13 @@ async fn fetch(getter: &Getter, job: Job, tickets: &Tickets, writer: &Writer, wi
         Ok(chunks) => chunks,
         Err(message) => return Some((ticket, done(tickets, ticket, Outcome::failed(message)))),
     };
-    let checked = checksum.map(|mut checksum| {
+    let checksum = checksum.map(|mut checksum| {
         checksum.update(&chunks);
-        checksum.verdict()
+        checksum.summed()
     });
     let body = joined(chunks);
-    let md5 = (job.hash && checked.is_none()).then(|| md5_of(&[&body[..]])[0]);
-    Some((ticket, write_and_land(tickets, &job, &body, md5, checked)))
+    let md5 = (job.hash && checksum.is_none()).then(|| md5_of(&[&body[..]])[0]);
+    Some((ticket, write_and_land(tickets, &job, &body, md5, checksum)))
 }
 
 /// The job is over with this outcome: nothing more is written for it.
@@ -871,15 +907,16 @@ async fn stream_to<E: std::error::Error>(
 }
 
 /// The body into the job's file, landed if right; nothing if the job was cancelled.
-fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16]>, checked: Option<(Algorithm, bool)>) -> Outcome {
+fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16]>, checksum: Option<Summed>) -> Outcome {
     if !tickets.claim(job.ticket) {
         return Outcome::failed("cancelled");
     }
     let outcome = match write_file(&job.path, body, job.mtime) {
         Ok(()) => {
             let written = body.len() as u64;
+            let checked = checksum.as_ref().and_then(|summed| summed.matched);
             let landed = job.landing.as_ref().is_some_and(|landing| land(&job.path, landing, written, md5.as_ref(), checked));
-            Outcome::Written { written, md5, checked, landed }
+            Outcome::Written { written, md5, checksum, landed }
         }
         Err(err) => disk(&err),
     };
@@ -905,9 +942,9 @@ fn md5_of(inputs: &[&[u8]]) -> Vec<[u8; 16]> {
 /// fails rather than replace) where none was. false: left where it is, for the caller's
 /// `land`, which says why it cannot (a directory in the way, a file that appeared, a filesystem
 /// without hard links).
-fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<(Algorithm, bool)>) -> bool {
+fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<bool>) -> bool {
     let by_md5 = || landing.md5.as_deref().is_none_or(|expected| md5.is_some_and(|md5| md5[..] == *expected));
-    let right = written == landing.size && checked.map_or_else(by_md5, |(_, matched)| matched);
+    let right = written == landing.size && checked.unwrap_or_else(by_md5);
     if !right {
         return false;
     }
@@ -957,10 +994,10 @@ mod tests {
         let headers = answer(&[("x-amz-checksum-crc64nvme", &value), ("x-amz-checksum-type", "FULL_OBJECT")]);
         let mut right = Checksumming::from_answer(&headers).expect("a full-object checksum");
         right.update(&[Bytes::from_static(b"1234"), Bytes::from_static(b"56789")]);
-        assert_eq!(right.verdict(), (Algorithm::Crc64Nvme, true));
+        assert_eq!(right.summed().matched, Some(true));
         let mut wrong = Checksumming::from_answer(&headers).unwrap();
         wrong.update(&[Bytes::from_static(b"123456788")]);
-        assert_eq!(wrong.verdict(), (Algorithm::Crc64Nvme, false));
+        assert_eq!(wrong.summed().matched, Some(false));
     }
 
     #[test]

@@ -51,33 +51,18 @@ class Gets:
     def fileno(self) -> int:
         """The socket to watch: readable when outcomes wait (read it empty, then `take`)."""
 
-    def submit(
-        self,
-        jobs: Sequence[
-            tuple[
-                int,
-                str,
-                str,
-                int | None,
-                int,
-                int | None,
-                str,
-                float,
-                bool,
-                bool,
-                tuple[str, bool, int, bytes | None] | None,
-            ]
-        ],
-    ) -> None:
-        """Start GETs: (ticket, url, region, start, end, hashed, path, mtime, hash, check,
-        landing) each, signed for `region` (unsigned without credentials). With start None, the
-        object's bytes, up to `end` of them, into a new file at `path` with the time `mtime` (0:
-        left alone), asked for in checksum mode when `check` and checked by the full-object
-        checksum the answer carries; where none came, their MD5 when `hash`; then moved to
-        `target` of landing (target, replace, size, md5 or None) when `size` bytes came, matching
-        that checksum, or that MD5: rename() when `replace`, else link() + unlink(). With a start,
-        the bytes [start, end) written at that offset into the existing file at `path`; hashed
-        as they are written when `hashed` (`hash_parts`) and no checksum checks them."""
+    def submit(self, jobs: Sequence[tuple[int, Any]]) -> None:
+        """Start GETs: (ticket, job) each, the job with the attributes of `gets.GetJob`: url,
+        region (signed for it; unsigned without credentials), start, end, hashed, path, mtime,
+        hash, check, compute, landing. With start None, the object's bytes, up to `end` of them,
+        into a new file at `path` with the time `mtime` (0: left alone), asked for in checksum
+        mode when `check` and checked by the full-object checksum the answer carries; where none
+        came, their MD5 when `hash`; then moved to `landing.target` (landing: target, replace,
+        size, md5 or None) when `size` bytes came, matching that checksum, or that MD5: rename()
+        when `replace`, else link() + unlink(). With a start, the bytes [start, end) written at
+        that offset into the existing file at `path`, their checksum `compute` (an algorithm)
+        found; hashed as they are written when `hashed` (`hash_parts`) and no checksum checks
+        them."""
 
     def hash_parts(self, path: str, size: int, part_size: int) -> int:
         """The file at `path` (`size` bytes) is to be hashed in parts of `part_size` as the
@@ -92,7 +77,8 @@ class Gets:
 
     def take(self) -> list[tuple[int, str, tuple[Any, ...]]]:
         """Outcomes finished since the last call: (ticket, what, details), as
-        "written": (bytes written, MD5 or None, (checksum algorithm, matched) or None, landed);
+        "written": (bytes written, MD5 or None, (checksum algorithm, value, matched the one the
+        answer gave, or None) or None, landed);
         "disk": (errno, message), the local file's failure; "refused": (status, headers, body),
         the service's error answer; "failed": (no connection was made, message)."""
 

@@ -54,20 +54,32 @@ async def of_body(algorithm: str, body: bytes | bytearray | memoryview) -> str:
     return of_bytes(algorithm, body)
 
 
-def file_matches(path: str, headers: dict[str, str]) -> bool | None:
-    """Whether the file holds the bytes a full-object checksum in `headers` (a HEAD's or a GET's
-    in checksum mode, names in lower case) describes; None when there is none (no checksum, or a
-    SHA of parts, `COMPOSITE`, whose value is no SHA of the object's bytes)."""
+def full_object(headers: dict[str, str]) -> tuple[str, str] | None:
+    """(algorithm, value) of the full-object checksum in `headers` (a HEAD's or a GET's in
+    checksum mode, names in lower case); None when there is none (no checksum, or a SHA of
+    parts, `COMPOSITE`, whose value is no SHA of the object's bytes)."""
+    if headers.get("x-amz-checksum-type", "FULL_OBJECT") != "FULL_OBJECT":
+        return None
     for algorithm in SENT:
-        expected = headers.get(header(algorithm), "")
-        if (
-            expected
-            and "-" not in expected
-            and headers.get("x-amz-checksum-type", "FULL_OBJECT") == "FULL_OBJECT"
-        ):
-            found = s3bulk_native.checksum_file(algorithm, path)
-            return base64.b64encode(found).decode() == expected
+        value = headers.get(header(algorithm), "")
+        if value:
+            return None if "-" in value else (algorithm, value)
     return None
+
+
+def is_crc(algorithm: str) -> bool:
+    """Whether values of `algorithm` combine (`whole_object`)."""
+    return algorithm in _CRCS
+
+
+def file_matches(path: str, headers: dict[str, str]) -> bool | None:
+    """Whether the file holds the bytes the full-object checksum in `headers` describes
+    (`full_object`); None when there is none."""
+    found = full_object(headers)
+    if found is None:
+        return None
+    algorithm, expected = found
+    return base64.b64encode(s3bulk_native.checksum_file(algorithm, path)).decode() == expected
 
 
 def whole_object(algorithm: str, parts: list[tuple[str, int]]) -> str | None:

@@ -48,14 +48,32 @@ class Landing(NamedTuple):
     md5: bytes | None
 
 
+class GetJob(NamedTuple):
+    """One GET as the native part takes it (native/src/gets.rs, `JobArg`: the same names)."""
+
+    url: str
+    region: str
+    start: int | None  # None: the whole object
+    end: int
+    hashed: int | None
+    path: str
+    mtime: float
+    hash: bool
+    check: bool
+    compute: str | None
+    landing: Landing | None
+
+
 class Outcome(NamedTuple):
     """What a GET wrote: its bytes, their MD5 (when hashed), whether they match the full-object
-    checksum the answer carried (None: none came, or not asked), and whether the file landed."""
+    checksum the answer carried (None: none came, or not asked), whether the file landed, and
+    the checksum found of them (a range's, when asked; a whole object's, when one came)."""
 
     written: int
     md5: bytes | None
     checked: bool | None
     landed: bool
+    checksum: bytes | None = None
 
 
 class Gets(Handover[Outcome]):
@@ -96,39 +114,41 @@ class Gets(Handover[Outcome]):
         `check`, asked for in checksum mode and checked by the checksum that comes; else (none
         came), hashed with MD5 when `hash`, or in parts as it is written when `hashed`
         (`hash_parts`). OSError for the file; S3Error or a retryable ItemError for the GET."""
-        outcome = await self._get(key, None, end, hashed, path, mtime, hash, check, landing)
+        url, region = self._where(key)
+        job = GetJob(url, region, None, end, hashed, path, mtime, hash, check, None, landing)
+        outcome = await self._get(key, job)
         self._logged(key, 0, end, outcome.written)
         return outcome
 
     async def get_range_into(
-        self, key: str, start: int, end: int, path: str, hashed: int | None = None
-    ) -> int:
-        """The object's bytes [start, end) written at offset `start` into the file at `path`,
-        which the caller made; returns the bytes written (fewer: the object ended sooner). The
-        caller checks the whole file, hashed as it is written when `hashed` (`hash_parts`).
-        OSError for the file (gone: a range still to come after the caller removed it);
-        S3Error or a retryable ItemError for the GET."""
-        outcome = await self._get(key, start, end, hashed, path, 0.0, False, False, None)
-        self._logged(key, start, end, outcome.written)
-        return outcome.written
-
-    async def _get(
         self,
         key: str,
-        start: int | None,
+        start: int,
         end: int,
-        hashed: int | None,
         path: str,
-        mtime: float,
-        hash: bool,
-        check: bool,
-        landing: Landing | None,
+        hashed: int | None = None,
+        checksum: str | None = None,
     ) -> Outcome:
+        """The object's bytes [start, end) written at offset `start` into the file at `path`,
+        which the caller made; `written` says how many (fewer: the object ended sooner). The
+        caller checks the whole file: hashed as it is written when `hashed` (`hash_parts`), or
+        by the CRCs of its ranges combined, each range's found when a `checksum` algorithm is
+        named. OSError for the file (gone: a range still to come after the caller removed it);
+        S3Error or a retryable ItemError for the GET."""
+        url, region = self._where(key)
+        job = GetJob(url, region, start, end, hashed, path, 0.0, False, False, checksum, None)
+        outcome = await self._get(key, job)
+        self._logged(key, start, end, outcome.written)
+        return outcome
+
+    def _where(self, key: str) -> tuple[str, str]:
+        """The object's URL and the region its requests are signed for, as the signed client's."""
+        return self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
+
+    async def _get(self, key: str, job: GetJob) -> Outcome:
         ticket = self._ticket()
-        self._asked[ticket] = (path, key)
-        url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
-        fields = (url, region, start, end, hashed, path, mtime, hash, check, landing)
-        return await self._handed(ticket, fields)
+        self._asked[ticket] = (job.path, key)
+        return await self._handed(ticket, (job,))
 
     def _logged(self, key: str, start: int, end: int, written: int) -> None:
         if log.isEnabledFor(logging.DEBUG):
@@ -170,8 +190,9 @@ class Gets(Handover[Outcome]):
         ticket, what, details = outcome
         path, key = self._asked.pop(ticket)
         if what == "written":
-            written, md5, checked, landed = details
-            future.set_result(Outcome(written, md5, None if checked is None else checked[1], landed))
+            written, md5, checksum, landed = details
+            checked, value = (None, None) if checksum is None else (checksum[2], checksum[1])
+            future.set_result(Outcome(written, md5, checked, landed, value))
         elif what == "disk":
             errno, _ = details
             future.set_exception(OSError(errno, os.strerror(errno), path))

@@ -17,6 +17,7 @@ says, through obstore when it can carry them, else through the signed client.
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import dataclasses
@@ -397,6 +398,12 @@ class Storage:
         sizes = await self._told_part_sizes(bucket, key, etag_parts(etag), size)
         return bool(sizes) and await asyncio.to_thread(etag_matches_layout, temporary, etag, sizes) is True
 
+    async def _full_object_crc(self, bucket: str, key: str) -> tuple[str, str] | None:
+        """(algorithm, value) of the object's full-object CRC, as a HEAD in checksum mode says
+        (None: it carries none, or a SHA, whose ranges' values do not combine)."""
+        found = checksums.full_object(await self.head(bucket, key, checksums=True))
+        return found if found and checksums.is_crc(found[0]) else None
+
     async def _told_part_sizes(self, bucket: str, key: str, count: int, size: int) -> list[int]:
         """The sizes of a multipart object's `count` parts, a HEAD of each (?partNumber=); none
         when the service does not tell them (one that ignores partNumber sends the whole size,
@@ -547,18 +554,21 @@ class Storage:
         `parts.in_flight` at once, each at its offset, the first that fails stopping the others;
         below, in one GET of the whole object, read up to one byte past the listed size (an
         object that grew since fails the size check), in checksum mode: its bytes are checked by
-        the full-object checksum its answer carries. Without one, and with an `etag`, the file is
-        hashed in the parts it likely has as it is written (native/src/parthash.rs). Returns the
-        bytes written, (that part size, the MD5 of each part) when all came, and whether the
-        bytes match the checksum (None: none came)."""
+        the full-object checksum its answer carries. Above, a HEAD asks for that checksum, and
+        where it is a CRC, those of the ranges combine into the one the file is checked by.
+        Without one, and with an `etag`, the file is hashed in the parts it likely has as it is
+        written (native/src/parthash.rs). Returns the bytes written, (that part size, the MD5 of
+        each part) when all came, and whether the bytes match the checksum (None: none came)."""
         gets = self._native_gets(bucket)
-        part_size = likeliest_part_size(etag, size, parts.size) if etag else None
+        crc = await self._full_object_crc(bucket, key) if self.verify and size > parts.threshold else None
+        part_size = likeliest_part_size(etag, size, parts.size) if etag and not crc else None
         with open(temporary, "wb"):  # made here; the GETs write into it
             pass
         hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
         spans = _spans(size, parts, part_size)
         written = 0
         checked: bool | None = None
+        ranges: dict[int, tuple[str, int]] = {}  # start -> (the range's CRC, its length)
         what = f"get s3://{bucket}/{key}"
 
         async def fetch(start: int, end: int) -> int:
@@ -567,7 +577,12 @@ class Storage:
             self.meter.requests["GET"] += 1
             try:
                 if size > parts.threshold:
-                    return await gets.get_range_into(key, start, end, temporary, hashed)
+                    got = await gets.get_range_into(
+                        key, start, end, temporary, hashed, crc[0] if crc else None
+                    )
+                    if got.checksum is not None:
+                        ranges[start] = (base64.b64encode(got.checksum).decode(), got.written)
+                    return got.written
                 got = await gets.get_into(
                     key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed
                 )
@@ -595,6 +610,10 @@ class Storage:
             async with parts_group() as group:
                 for _ in range(max(1, parts.in_flight)):
                     group.create_task(lane())
+            if crc and written == size:
+                algorithm, expected = crc
+                combined = checksums.whole_object(algorithm, [ranges[start] for start in sorted(ranges)])
+                return written, None, combined == expected
             if hashed is None or written != size or checked is not None:
                 return written, None, checked
             digests = await gets.part_digests(hashed)
