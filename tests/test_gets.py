@@ -92,9 +92,9 @@ def test_each_caller_gets_its_own_outcome(
             gets.close()
 
     results, missing = asyncio.run(main())
-    for n, ((key, body), (written, md5, _, landed, _)) in enumerate(zip(bodies.items(), results, strict=True)):
-        assert written == len(body) and not landed  # no landing asked for
-        assert md5 == (hashlib.md5(body).digest() if n % 3 else None)
+    for n, ((key, body), got) in enumerate(zip(bodies.items(), results, strict=True)):
+        assert got.written == len(body) and not got.landed  # no landing asked for
+        assert got.md5 == (hashlib.md5(body).digest() if n % 3 else None)
         assert (tmp_path / key).read_bytes() == body
         assert os.stat(tmp_path / key).st_mtime == 1_000_000 + n
     error = classify(missing)
