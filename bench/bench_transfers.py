@@ -77,6 +77,14 @@ def main() -> None:
         metavar="NAME=OPTIONS",
         help="this s3bulk again with options added, e.g. 'unsigned=--unsigned-payload'; repeatable",
     )
+    parser.add_argument(
+        "--uploaded-by",
+        choices=["s5cmd", "s3bulk"],
+        default="s5cmd",
+        help="what uploads the objects the downloads fetch: s5cmd stores no checksum (as MinIO "
+        "keeps objects written by older clients); s3bulk stores a CRC64NVME with each (as S3 "
+        "keeps every object written since December 2024)",
+    )
     parser.add_argument("--output", default=str(ROOT / "out" / "transfers.json"))
     args = parser.parse_args()
     scale = 10 if args.quick else 1
@@ -90,7 +98,7 @@ def main() -> None:
     keep.mkdir(parents=True, exist_ok=True)
     with DelayedMinio(keep, args.rtt) as minio:
         env = clean_env(minio.client_env())
-        prepare(env, work, keep, fresh, (large, small, many))
+        prepare(env, work, keep, fresh, (large, small, many), args.uploaded_by)
         others = dict(each.split("=", 1) for each in args.compare)
         assert minio.minio.process is not None
         server_pid = minio.minio.process.pid
@@ -146,7 +154,9 @@ def main() -> None:
     )
 
 
-def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tuple[int, int, int]) -> None:
+def prepare(
+    env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tuple[int, int, int], uploader: str
+) -> None:
     large, small, many = counts
     subprocess.run([*s5cmd(env), "mb", "s3://bench"], env=env, capture_output=True)
     for leftover in ("s3://bench/up-*", "s3://bench/copy-*"):
@@ -155,9 +165,13 @@ def prepare(env: dict[str, str], work: Path, keep: Path, fresh: bool, counts: tu
     make_files(work / "large", large, 1024**2)
     make_files(work / "small", small, 4096)
     make_files(work / "huge", HUGE, 100 * 1024**2)
-    s5(env, "cp", f"{work}/huge/*", "s3://bench/huge/")
-    s5(env, "cp", f"{work}/large/*", "s3://bench/large/")
-    s5(env, "cp", f"{work}/small/*", "s3://bench/small/")
+    for name in ("huge", "large", "small"):
+        if uploader == "s3bulk":
+            subprocess.run(
+                [S3BULK, "cp", "-q", f"{work}/{name}/", f"s3://bench/{name}/"], env=env, check=True
+            )
+        else:
+            s5(env, "cp", f"{work}/{name}/*", f"s3://bench/{name}/")
     if fresh:
         empty = work / "many"
         make_files(empty, many, 0)
