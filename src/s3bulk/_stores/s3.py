@@ -146,9 +146,9 @@ class S3Client(SignedHttp):
     def _added_headers(
         self, kind: str, method: str, of_object: bool, params: dict[str, str], of_source: bool
     ) -> dict[str, str]:
-        """The headers the settings add to a request: requester pays, the SSE-C keys."""
+        """The headers the settings add to a request: requester pays (a requester-pays bucket
+        answers 403 without it), the SSE-C keys."""
         added = {"x-amz-request-payer": "requester"} if self.settings.request_payer else {}
-        # a requester-pays bucket answers 403 without it
         if of_object and (self.settings.sse_c or self.settings.sse_c_source):
             added |= self._customer_keys(kind, method, params, of_source)
         return added

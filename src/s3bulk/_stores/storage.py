@@ -442,9 +442,7 @@ class Storage:
             if matches is False and written == size:
                 raise changed_on_the_way(bucket, key, "the checksum it came with")
             _set_time(temporary, mtime)
-            if (
-                etag and matches is None
-            ):  # hashed as it came (`known`); other part sizes read back by a thread
+            if etag and matches is None:  # hashed as it came (`known`), or read back by a thread
                 matches = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
         elif size:
             written, matches = await self._fetch_whole(bucket, key, place, size, parts, mtime, etag)
