@@ -319,6 +319,7 @@ def test_a_listing_page_reads_the_same_by_either_parser(
     assert [info.key for info in page.objects] == keys
     assert page.next_token == "a&b==" and page.is_truncated
     assert [info.etag for info in page.objects] == [f"{i:032x}" for i in range(len(keys))]
+    assert [info.checksum_algorithm for info in page.objects] == ["CRC64NVME" if checksum else ""] * len(keys)
     assert (s3xml._parse_regular_page(body) is None) == (spaced and bool(keys))
 
 

@@ -77,6 +77,23 @@ def test_what_changed_means_in_each_mode() -> None:
     assert decide(old, old, "checksum", local_side=True) == "check"  # a worker hashes the file
 
 
+def test_two_objects_whose_etags_differ_are_compared_by_checksum_where_one_may_tell() -> None:
+    """Other ETags, the same size: a multipart ETag depends on the part size, so the objects'
+    full-object checksums (HEADs) decide; so they do where listings name the same algorithm (S3
+    names it for each object it keeps one for, whatever its ETag); single-part ETags with no
+    algorithm listed, or other algorithms listed, differ as their bytes do."""
+    crc = {"checksum": "CRC64NVME"}
+    assert (
+        decide(entry("k", 5, etag="a-2"), entry("k", 5, etag="b-3"), "checksum", local_side=False) == "check"
+    )
+    assert decide(entry("k", 5, etag="a"), entry("k", 5, etag="b-2"), "checksum", local_side=False) == "check"
+    assert decide(entry("k", 5, etag="a"), entry("k", 5, etag="b"), "checksum", local_side=False) == "copy"
+    both = entry("k", 5, etag="a")._replace(**crc), entry("k", 5, etag="b")._replace(**crc)
+    assert decide(*both, "checksum", local_side=False) == "check"
+    other = entry("k", 5, etag="b-2")._replace(checksum="SHA256")
+    assert decide(both[0], other, "checksum", local_side=False) == "copy"
+
+
 def test_etags_single_and_multipart_match_the_file_they_describe(tmp_path) -> None:
     data = os.urandom(2 * MiB + 123)
     path = tmp_path / "f"

@@ -74,7 +74,7 @@ def sync_command(
     destination: str | None = DestinationArgument,
     size_only: bool = typer.Option(False, "--size-only", help="Compare sizes only."),
     checksum: bool = typer.Option(
-        False, "--checksum", help="Compare contents (MD5/ETag) when sizes match, not modification times."
+        False, "--checksum", help="Compare contents (checksums, ETags) when sizes match, not times."
     ),
     delete: bool = typer.Option(False, "--delete", help="Delete destination objects missing at the source."),
     allow_empty_source: bool = typer.Option(

@@ -87,8 +87,8 @@ class CheckJob(SyncJob):
                 items.append(Difference("differs", name, source.size, why))
             elif (decision := decide(source, destination, "checksum", self._local_side)) == "same":
                 same += 1
-            elif decision == "check":
-                etag = source.etag or destination.etag  # the S3 side's; the other is a file
+            elif decision == "check":  # the file's checksum, or both objects' (HEADs), decides
+                etag = source.etag or destination.etag  # the S3 side's, when the other is a file
                 items.append(CheckItem(self._transfer(source.relative, source.size, 0.0), etag))
             else:
                 layouts = "-" in source.etag + destination.etag  # parts of other sizes: other ETags
@@ -99,7 +99,7 @@ class CheckJob(SyncJob):
     def cost(self, item: Any) -> int:
         """Nothing moves, but a file up to `WHOLE_BODY_MAX` is read whole to be hashed with others
         (`Storage.file_matches`): the byte budget bounds those reads."""
-        if isinstance(item, CheckItem) and item.transfer.size <= WHOLE_BODY_MAX:
+        if isinstance(item, CheckItem) and self._local_side and item.transfer.size <= WHOLE_BODY_MAX:
             return item.transfer.size
         return 0
 
@@ -115,7 +115,13 @@ class CheckJob(SyncJob):
         if isinstance(item, Difference):
             raise ItemError(f"{item.kind}: {item.why}", retryable=False)
         assert isinstance(item, CheckItem)
-        same = await self.local_matches(item)
+        same = await self.sides_match(item)
+        if same is None and self.direction == "copy":
+            raise ItemError(
+                "differs: ETags differ (or only their multipart layouts do), and the objects keep no "
+                "full-object checksum of one algorithm that could tell",
+                retryable=False,
+            )
         if same is None:
             raise ItemError(
                 "cannot tell: the ETag is not an MD5 (SSE-KMS, SSE-C) and the object keeps no checksum",
@@ -123,7 +129,7 @@ class CheckJob(SyncJob):
             )
         if not same:
             raise ItemError(
-                "differs: contents (the file's MD5 or checksum is not the object's)", retryable=False
+                "differs: contents (the MD5 or checksum of one side is not the other's)", retryable=False
             )
         return unchanged(ctx, item.transfer.size)
 

@@ -26,6 +26,7 @@ from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
 from s3bulk._sources.local import NOT_UTF8, walk
 from s3bulk._sources.manifest import sorted_names
+from s3bulk._stores import checksums
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 from s3bulk._stores.s3xml import epoch_seconds, listing_problem
@@ -90,7 +91,8 @@ MERGE_NEEDS_ORDER = (
 
 
 class CheckItem(NamedTuple):
-    """Copy `transfer` unless the local side's MD5 already matches `etag` (checksum mode)."""
+    """Copy `transfer` unless its two sides already hold the same bytes (checksum mode): the local
+    side's MD5 matches `etag`, or checksum does; or the two objects keep the same checksum."""
 
     transfer: TransferItem
     etag: str
@@ -299,7 +301,8 @@ class SyncJob(CopyJob):
                     if is_source and info.size:  # holding data that cannot land: named, skipped
                         entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
                     continue
-                entries.append(Entry(relative, info.size, epoch_seconds(info.modified), info.etag, info.key))
+                modified, checksum = epoch_seconds(info.modified), info.checksum_algorithm
+                entries.append(Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum))
             yield entries
 
     def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> SyncBatch:
@@ -416,13 +419,33 @@ class SyncJob(CopyJob):
             return 0
         if isinstance(item, CheckItem):
             transfer = item.transfer
-            same = await self.local_matches(item)
+            same = await self.sides_match(item)
             if same:  # nothing to do after all
                 return unchanged(ctx, transfer.size)
             item = transfer
         return await super().run(item, ctx)
 
-    async def local_matches(self, item: CheckItem) -> bool | None:
+    async def sides_match(self, item: CheckItem) -> bool | None:
+        """Whether both sides of `item` hold the same bytes (None: nothing can tell)."""
+        if self.direction == "copy":
+            return await self._objects_match(item.transfer)
+        return await self._local_matches(item)
+
+    async def _objects_match(self, transfer: TransferItem) -> bool | None:
+        """Whether two objects keep the same full-object checksum, a HEAD of each in checksum
+        mode says (None: one keeps none, or they keep different algorithms)."""
+        assert isinstance(self.source, S3Location) and isinstance(self.destination, S3Location)
+        reader, writer = self.source_storage, self.storage
+        source, destination = await asyncio.gather(
+            reader.head(self.source.bucket, transfer.source, of_source=reader is writer, checksums=True),
+            writer.head(self.destination.bucket, transfer.destination, checksums=True),
+        )
+        ours, theirs = checksums.full_object(source), checksums.full_object(destination)
+        if ours is None or theirs is None or ours[0] != theirs[0]:
+            return None
+        return ours == theirs
+
+    async def _local_matches(self, item: CheckItem) -> bool | None:
         """Whether the local side of `item` holds the object's bytes (`Storage.file_matches`)."""
         transfer = item.transfer
         upload = self.direction == "upload"

@@ -39,6 +39,7 @@ class Entry(NamedTuple):
     problem: str = ""  # a local source entry that cannot be uploaded (symlink, unreadable, ...)
     refused: bool = False  # the problem fails the item (a name that is not UTF-8), not just skips it
     unlisted: bool = False  # what the source holds at this name and under it is not known (Unlisted)
+    checksum: str = ""  # the full-object checksum's algorithm, when the listing names it
 
 
 class Unlisted:
@@ -160,8 +161,10 @@ def newer(mtime: float, than: float) -> bool:
 
 
 def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side: bool) -> Decision:
-    """Whether `source` must be copied over `destination`; "check" asks a worker to hash a local
-    file first (only in checksum mode with a local side)."""
+    """Whether `source` must be copied over `destination`; "check" asks a worker to compare the
+    two first (only in checksum mode): a local file's checksum with the object's, or, where two
+    objects' ETags differ but their bytes may not (`checksums_may_tell`), the full-object
+    checksums both keep."""
     if destination is None or source.size != destination.size:
         return "copy"
     if mode == "size":
@@ -170,4 +173,17 @@ def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side:
         return "copy" if newer(source.mtime, destination.mtime) else "same"
     if local_side:
         return "check"
-    return "same" if source.etag and source.etag == destination.etag else "copy"
+    if source.etag and source.etag == destination.etag:
+        return "same"
+    return "check" if checksums_may_tell(source, destination) else "copy"
+
+
+def checksums_may_tell(source: Entry, destination: Entry) -> bool:
+    """Whether two objects of the same size whose ETags differ may still hold the same bytes, and
+    their full-object checksums (a HEAD of each) can say: a multipart ETag depends on the part
+    size, and an SSE-KMS or SSE-C object's is no MD5 at all; where a listing names the algorithm
+    (S3 lists it for every object it keeps one for), both must keep the same one. Otherwise the
+    ETags' difference is taken as the bytes' (the HEADs would cost more than they save)."""
+    if source.checksum or destination.checksum:
+        return source.checksum == destination.checksum
+    return "-" in source.etag or "-" in destination.etag
