@@ -16,7 +16,8 @@ import s3bulk
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError
 from s3bulk._stores.retry import Retrier, RetryPolicy
-from s3bulk._stores.storage import MiB, Parts, Storage
+from s3bulk._stores.routes import MiB, Parts
+from s3bulk._stores.storage import Storage
 
 FILES = {
     "a.txt": b"alpha\n",

@@ -728,7 +728,7 @@ def test_a_cancelled_download_waits_for_the_thread_writing_its_temporary(tmp_pat
     import asyncio
     import threading
 
-    from s3bulk._stores.storage import write_in_thread
+    from s3bulk._stores.localfiles import write_in_thread
 
     started, release = threading.Event(), threading.Event()
     temporary = tmp_path / ".f.s3bulk-part"

@@ -164,7 +164,7 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
     none) counts what a GET in flight holds, so a 16 MiB budget admits 32 GETs of 4 MiB, not 4;
     one fetched whole counts its size; one from 8 MiB what its GET (or its ranges in flight, above
     the threshold) holds, streamed."""
-    from s3bulk._stores.storage import STREAMED_HELD, Parts, bytes_held
+    from s3bulk._stores.routes import STREAMED_HELD, Parts, bytes_held
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
     single, multipart = '"' + "ab" * 16 + '"', '"' + "ab" * 16 + '-3"'
@@ -187,32 +187,32 @@ def test_a_large_download_asks_for_the_ranges_of_its_parts_side_by_side() -> Non
     second of each, ... so that its parts come, and are hashed, side by side in SIMD lanes
     (native/src/parthash.rs); ranges no smaller go in order; under the threshold, one GET one
     byte past the size. Every byte is asked for once."""
-    from s3bulk._stores.storage import Parts, _spans
+    from s3bulk._stores.routes import Parts, spans
 
     MiB = 1024**2
     parts = Parts(size=8 * MiB, in_flight=4, threshold=64 * MiB)
     size = 100 * MiB
-    side_by_side = list(_spans(size, parts, 50 * MiB))
+    side_by_side = list(spans(size, parts, 50 * MiB))
     assert side_by_side[:4] == [(0, 8 * MiB), (50 * MiB, 58 * MiB), (8 * MiB, 16 * MiB), (58 * MiB, 66 * MiB)]
     assert side_by_side[-2:] == [(48 * MiB, 50 * MiB), (98 * MiB, 100 * MiB)]
-    for spans in (
+    for asked in (
         side_by_side,
-        list(_spans(size, parts, 8 * MiB)),
-        list(_spans(size, parts, 5 * MiB)),
-        list(_spans(size, parts, None)),
+        list(spans(size, parts, 8 * MiB)),
+        list(spans(size, parts, 5 * MiB)),
+        list(spans(size, parts, None)),
     ):
-        ordered = sorted(spans)  # each starts where the one before ended, up to the size
+        ordered = sorted(asked)  # each starts where the one before ended, up to the size
         assert [start for start, _ in ordered] == [0] + [end for _, end in ordered[:-1]]
         assert ordered[-1][1] == size
-    assert list(_spans(size, parts, 8 * MiB)) == sorted(_spans(size, parts, 8 * MiB))
-    assert list(_spans(20 * MiB, parts, 8 * MiB)) == [(0, 20 * MiB + 1)]
+    assert list(spans(size, parts, 8 * MiB)) == sorted(spans(size, parts, 8 * MiB))
+    assert list(spans(20 * MiB, parts, 8 * MiB)) == [(0, 20 * MiB + 1)]
 
 
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:
     """A file above the threshold is sent in parts read from it as they go (native/src/
     filebody.rs), each counted at what it holds, not its size; a small file is read whole; a
     key only aiohttp can send (a dot segment) has its parts read whole and counted so."""
-    from s3bulk._stores.storage import STREAMED_HELD, Parts, upload_held
+    from s3bulk._stores.routes import STREAMED_HELD, Parts, upload_held
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
     assert upload_held("k", 100 * 1024**2, parts) == 4 * STREAMED_HELD

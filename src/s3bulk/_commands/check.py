@@ -22,7 +22,7 @@ from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
 from s3bulk._plan.diff import Entry, decide
 from s3bulk._report import Failure
-from s3bulk._stores.storage import WHOLE_BODY_MAX
+from s3bulk._stores.routes import WHOLE_BODY_MAX
 from s3bulk._urls import Location, S3Location, parse_location
 
 

@@ -33,8 +33,9 @@ from s3bulk._sources.manifest import check_manifest, manifest_chunks
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
 from s3bulk._stores.multipart import UploadHooks, file_version
 from s3bulk._stores.retry import RetryPolicy
+from s3bulk._stores.routes import Parts, bytes_held, upload_held
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
-from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
+from s3bulk._stores.storage import Storage
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
     LocalLocation,

@@ -26,7 +26,8 @@ from s3bulk._errors import ItemError, S3Error
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.manifest import check_manifest
 from s3bulk._stores.attributes import NO_ATTRIBUTES
-from s3bulk._stores.storage import Parts, Storage, bytes_held, upload_held
+from s3bulk._stores.routes import Parts, bytes_held, upload_held
+from s3bulk._stores.storage import Storage
 from s3bulk._urls import local_target_path, parse_s3
 
 MiB = 1024 * 1024

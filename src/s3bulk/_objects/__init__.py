@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.routes import Parts
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, UploadInfo, VersionInfo, epoch_seconds
-from s3bulk._stores.storage import Parts, Storage
+from s3bulk._stores.storage import Storage
 from s3bulk._urls import S3Location, parse_s3
 
 MiB = 1024 * 1024

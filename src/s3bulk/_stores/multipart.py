@@ -222,24 +222,15 @@ async def upload_file(
     pace_bytes: Callable[[int], Awaitable[None]] | None = None,
 ) -> None:
     """Upload a local file in parts, `concurrency` at once, each read from the file as it is
-    sent (`FileRange`: a chunk or two of each in memory, not the part); each part first
-    waits for its bytes under a --bwlimit (`pace_bytes`). An upload of this key that an earlier
-    run left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay.
-
-    Each part is read by path as it is sent, so a file written to meanwhile (or replaced by
-    another) would be stored torn: the parts of two versions of it. Its size, inode and times
-    are the same when the last part is sent as when the first was, or the upload is aborted and
-    the item fails, by name."""
+    sent (`FileRange`: a chunk or two of each in memory, not the part); each part first waits
+    for its bytes under a --bwlimit (`pace_bytes`). An upload of this key that an earlier run
+    left (`hooks.resumable`) is gone on with: its parts that hold this file's bytes stay.
+    Read by path as it is sent, a file written to meanwhile (or replaced) would be stored torn:
+    its size, inode and times are the same when the last part is sent as when the first was, or
+    the upload is aborted and the item fails, by name."""
     version = file_version(path)
     descriptor = os.open(path, os.O_RDONLY)
-    resumed, kept = "", {}
-    earlier = hooks.resumable(bucket, key)
-    if earlier:
-        found = await _parts_holding(
-            client, bucket, key, earlier, descriptor, size, fit_part_size(size, part_size), retry
-        )
-        if found is not None:
-            resumed, kept = earlier, found
+    resumed, kept = await _resumable(client, bucket, key, hooks, descriptor, size, part_size, retry)
 
     async def send(upload_id: str, number: int, first: int, last: int) -> tuple[str, str]:
         if pace_bytes is not None:
@@ -275,6 +266,27 @@ async def upload_file(
         )
     finally:
         os.close(descriptor)
+
+
+async def _resumable(
+    client: S3Client,
+    bucket: str,
+    key: str,
+    hooks: UploadHooks,
+    descriptor: int,
+    size: int,
+    part_size: int,
+    retry: Retry,
+) -> tuple[str, dict[int, tuple[str, str]]]:
+    """(upload id, kept parts) of an upload of this key an earlier run left, to be gone on with;
+    ("", {}) when there is none, or none of its parts holds this file's bytes."""
+    earlier = hooks.resumable(bucket, key)
+    if not earlier:
+        return "", {}
+    found = await _parts_holding(
+        client, bucket, key, earlier, descriptor, size, fit_part_size(size, part_size), retry
+    )
+    return ("", {}) if found is None else (earlier, found)
 
 
 async def _parts_holding(

@@ -1,0 +1,401 @@
+"""Downloads: an object into a file that is either absent or whole and checked afterwards,
+never half-written, by the way `routes.download_route` decides: fetched into a temporary file
+beside the target (by the native batch GETs, `gets.py`, or the signed client), checked by the
+full-object checksum the object keeps (its GET's, or its ranges' CRCs combined) or else its ETag,
+given the object's time, then landed (`landing.py`). A mismatch is fetched again; an ETag that
+looks like an MD5 and is none (SSE-KMS, SSE-C) gets a second opinion from a HEAD.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple, TypeVar
+
+from s3bulk._errors import ItemError
+from s3bulk._stores import checksums
+from s3bulk._stores.etags import (
+    etag_matches_file,
+    etag_matches_layout,
+    likeliest_part_size,
+    single_part_md5,
+)
+from s3bulk._stores.gets import Gets, Landing
+from s3bulk._stores.landing import (
+    directory_clash,
+    disk_full,
+    file_in_the_way,
+    land,
+    refused_write,
+    sweep_stale_parts,
+    temporary_path,
+)
+from s3bulk._stores.localfiles import kind, set_time, write_checked, write_in_thread
+from s3bulk._stores.multipart import etag_parts, parts_group
+from s3bulk._stores.objects import obstore_can_address
+from s3bulk._stores.retry import Meter, Retrier
+from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
+from s3bulk._stores.s3 import S3Client
+
+T = TypeVar("T")
+Head = Callable[..., Awaitable[dict[str, str]]]
+
+
+class _Local(ItemError):
+    """A failure of this machine's (a full disk) inside a request that is retried: it is not
+    retried, and `cause` goes on as itself."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause), retryable=False)
+        self.cause = cause
+
+
+class Downloaded(NamedTuple):
+    """What a download wrote, and whether its bytes were checked (against the object's ETag or
+    a checksum it carries; not when neither can tell, as for an SSE-KMS object without one)."""
+
+    written: int
+    verified: bool | None  # None: not asked to (--ignore-checksum)
+
+
+@dataclass(slots=True)
+class _Place:
+    """Where a download is written (`temporary`) and where it lands, and whether it is there
+    already: the native GETs land a small file themselves, right after writing it (`gets.py`
+    says why)."""
+
+    temporary: str
+    target: str
+    existed: bool
+    landed: bool = False
+
+
+def changed_on_the_way(bucket: str, key: str, checked_by: str) -> ItemError:
+    """The bytes received are not the object's: fetched again."""
+    return ItemError(
+        f"the bytes received do not match s3://{bucket}/{key} ({checked_by}): changed on the way",
+        retryable=True,
+    )
+
+
+class Downloads:
+    """One worker's downloads (its native GETs are its event loop's), sent through `client`,
+    retried by `retry`, asking `head` (the seam's, retried) where a HEAD must say."""
+
+    def __init__(
+        self, client: S3Client, retry: Retrier, head: Head, *, verify: bool, connections: int
+    ) -> None:
+        self.client = client
+        self.retry = retry
+        self.meter: Meter = retry.meter
+        self.head = head
+        self.verify = verify  # checked against a checksum or ETag (--ignore-checksum: off)
+        self.connections = connections
+        self._gets: dict[str, Gets] = {}  # the native batch GETs, per bucket
+        self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
+        self._temporaries = 0
+
+    def close(self) -> None:
+        for gets in self._gets.values():
+            gets.close()
+        self._gets.clear()
+
+    async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
+        return await self.retry(action, what)
+
+    async def download(
+        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts, etag: str = ""
+    ) -> Downloaded:
+        """The object into the file `target`, which is either absent or complete afterwards, never
+        half-written: fetched into a temporary file beside it (again from the start if a fetch
+        fails), size checked, checked against its `etag` or its checksum (`_fetch`), given the
+        object's time, then landed (landing.py). Says whether its bytes could be checked."""
+        parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
+        try:
+            self._make_parent(parent)
+        except OSError as exc:
+            raise refused_write(exc, parent) or exc from None
+        existed = kind(target)
+        if existed == "directory":  # made for keys below this one: no need to fetch it to know
+            raise directory_clash(target)
+        self._temporaries += 1
+        temporary = temporary_path(target, self._temporaries)
+        place = _Place(temporary, target, existed=existed is not None)
+        landed = False
+        try:
+            fetched = await self._retrying(
+                lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
+                f"get s3://{bucket}/{key}",
+            )
+            if not place.landed:
+                land(temporary, target, existed=place.existed)
+            landed = True
+        except OSError as exc:
+            raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
+        finally:
+            if not landed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)  # what is left of the fetch
+        return fetched
+
+    def _make_parent(self, parent: str) -> None:
+        if parent not in self._made:
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise file_in_the_way(parent) or ItemError(
+                    f"cannot create {parent}", retryable=False
+                ) from None
+            sweep_stale_parts(parent)  # left by an earlier run killed outright
+            if len(self._made) > 100_000:
+                self._made.clear()
+            self._made.add(parent)
+
+    async def _fetch(
+        self,
+        bucket: str,
+        key: str,
+        place: _Place,
+        size: int,
+        parts: Parts,
+        parent: str,
+        mtime: float,
+        etag: str,
+    ) -> Downloaded:
+        """One attempt at the object's bytes into `place.temporary`, with the object's time,
+        checked against its ETag; a full disk stops the job."""
+        try:
+            written, matches = await self._fetch_into(bucket, key, place, size, parts, mtime, etag)
+        except OSError as exc:
+            raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
+        if matches is False:
+            matches = await self._second_opinion(bucket, key, place.temporary, etag, size)
+            if matches is False:
+                raise changed_on_the_way(bucket, key, "its ETag or checksum")
+        return Downloaded(written, (matches is True) if self.verify else None)
+
+    async def _second_opinion(
+        self, bucket: str, key: str, temporary: str, etag: str, size: int
+    ) -> bool | None:
+        """Bytes and ETag disagree, which is rare but for objects whose ETag is no MD5 though it
+        looks like one (SSE-KMS, SSE-C), or whose parts no guessed part size gives: a HEAD says.
+        A full-object checksum the service keeps (x-amz-checksum-crc64nvme, -crc32c, -crc32,
+        -sha256, -sha1: `checksums.file_matches`) then decides; an encrypted object without one
+        is taken as it came, unverified (None); a multipart one is hashed again by the sizes of
+        its parts, as the service tells them."""
+        head = await self.head(bucket, key, checksums=True)
+        found = await asyncio.to_thread(checksums.file_matches, temporary, head)
+        if found is not None:
+            return found
+        kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
+        if kms or head.get("x-amz-server-side-encryption-customer-algorithm"):
+            return None
+        sizes = await self.told_part_sizes(bucket, key, etag_parts(etag), size)
+        return bool(sizes) and await asyncio.to_thread(etag_matches_layout, temporary, etag, sizes) is True
+
+    async def _full_object_crc(self, bucket: str, key: str) -> tuple[str, str] | None:
+        """(algorithm, value) of the object's full-object CRC, as a HEAD in checksum mode says
+        (None: it carries none, or a SHA, whose ranges' values do not combine)."""
+        found = checksums.full_object(await self.head(bucket, key, checksums=True))
+        return found if found and checksums.is_crc(found[0]) else None
+
+    async def told_part_sizes(self, bucket: str, key: str, count: int, size: int) -> list[int]:
+        """The sizes of a multipart object's `count` parts, a HEAD of each (?partNumber=); none
+        when the service does not tell them (one that ignores partNumber sends the whole size,
+        one that refuses it an error)."""
+        if count < 2:
+            return []
+        heads = asyncio.Semaphore(16)
+
+        async def part_size(number: int) -> int:
+            async with heads:
+                return int((await self.head(bucket, key, number)).get("content-length") or 0)
+
+        try:
+            sizes = list(await asyncio.gather(*(part_size(number) for number in range(1, count + 1))))
+        except ItemError:  # an S3Error too
+            return []
+        return sizes if all(sizes) and sum(sizes) == size else []
+
+    async def _fetch_into(
+        self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
+    ) -> tuple[int, bool | None]:
+        """The object's bytes into `place.temporary`, the way its route says, and whether they
+        match its checksum or `etag` (None: nothing could tell; `verify` off: never asked); a
+        small one may have landed already."""
+        way = download_route(key, size, etag, parts).way
+        if way not in (Way.STREAMED, Way.RANGED):  # those wait for their own bytes, GET by GET
+            await self.retry.pace_bytes(size)
+        etag = etag if self.verify else ""
+        if way is Way.NATIVE:
+            written, matches = await self._get_native(bucket, key, place, size, mtime, etag)
+        elif way in (Way.STREAMED, Way.RANGED):
+            written, matches = await self._fetch_streamed(
+                bucket, key, place.temporary, size, parts, etag, mtime
+            )
+        else:  # the signed client's: a key only it can address, a small multipart object, nothing
+            written, matches = await self._fetch_signed(
+                bucket, key, place.temporary, size, parts, mtime, etag
+            )
+        if written != size:
+            raise ItemError(
+                f"got {written:,} bytes of an object listed at {size:,}: it changed since, or the "
+                "connection was cut",
+                retryable=True,
+            )
+        return written, matches
+
+    async def _fetch_signed(
+        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float, etag: str
+    ) -> tuple[int, bool | None]:
+        """`_fetch_into` through the signed client, the body whole in memory, then written and
+        hashed against `etag` (a thread for a large one, so the loop goes on meanwhile): an
+        object up to `WHOLE_BODY_MAX` under a multipart ETag (parts of at most 8 MiB: rare) in
+        one ranged GET one byte past its listed size (an object that grew since comes back longer
+        and fails the size check); an empty one whole (a range of nothing is answered 416); a key
+        only the signed client can address whole."""
+        what = f"get s3://{bucket}/{key}"
+        if not size or not obstore_can_address(key):
+            _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
+        else:
+            body = await self.client.get_range(bucket, key, 0, size + 1)
+        if len(body) <= SMALL_BODY_MAX:
+            return write_checked(temporary, body, mtime, etag, parts.size)
+        return await write_in_thread(write_checked, temporary, body, mtime, etag, parts.size)
+
+    async def _get_native(
+        self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
+    ) -> tuple[int, bool | None]:
+        """`_fetch_into` the way `Way.NATIVE` (up to `WHOLE_BODY_MAX`, a single-part ETag or
+        none): fetched, written, checked and, when right, landed by the native part, many per
+        hand-off (`gets.py`); from 16 KiB streamed to a writer thread of its own, checked by the
+        checksum the answer carries, else hashed in SIMD lanes with the bodies that ended with it."""
+        gets = self._native_gets(bucket)
+        self.meter.requests["GET"] += 1
+        expected = single_part_md5(etag)
+        landing = Landing(place.target, place.existed, size, expected)
+        got = await gets.get_into(
+            key,
+            size + 1,
+            place.temporary,
+            mtime,
+            hash=expected is not None,
+            check=self.verify,
+            landing=landing,
+        )
+        place.landed = got.landed
+        if got.written != size:  # the wrong size fails on its own (_fetch_into)
+            return got.written, None
+        if got.checked is False:  # the full-object checksum its answer carried: no second opinion
+            raise changed_on_the_way(bucket, key, "the checksum it came with")
+        if got.checked:
+            return got.written, True
+        return got.written, None if expected is None else got.md5 == expected
+
+    def _native_gets(self, bucket: str) -> Gets:
+        gets = self._gets.get(bucket)
+        if gets is None:
+            gets = self._gets[bucket] = Gets(self.client, bucket, max_connections=self.connections * 2)
+        return gets
+
+    async def _fetch_streamed(
+        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, etag: str, mtime: float
+    ) -> tuple[int, bool | None]:
+        """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
+        part's writer thread (`gets.py`): above the threshold in ranges of `parts.size`,
+        `parts.in_flight` at once, each at its offset (`_in_lanes`); below, in one GET of the
+        whole object, read up to one byte past the listed size (an object that grew since fails
+        the size check), in checksum mode: its bytes are checked by the full-object checksum its
+        answer carries. Above, a HEAD asks for that checksum, and where it is a CRC, those of the
+        ranges combine into the one the file is checked by. Without one, and with an `etag`, the
+        file is hashed in the parts it likely has as it is written (native/src/parthash.rs).
+        Returns the bytes written and whether they match."""
+        gets = self._native_gets(bucket)
+        ranged = size > parts.threshold
+        crc = await self._full_object_crc(bucket, key) if self.verify and ranged else None
+        part_size = likeliest_part_size(etag, size, parts.size) if etag and not crc else None
+        with open(temporary, "wb"):  # made here; the GETs write into it
+            pass
+        hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
+        checked: bool | None = None
+        ranges: dict[int, tuple[str, int]] = {}  # start -> (the range's CRC, its length)
+
+        async def fetch(start: int, end: int) -> int:
+            nonlocal checked
+            if ranged:
+                got = await gets.get_range_into(key, start, end, temporary, hashed, crc[0] if crc else None)
+                if got.checksum is not None:
+                    ranges[start] = (base64.b64encode(got.checksum).decode(), got.written)
+                return got.written
+            got = await gets.get_into(key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed)
+            checked = got.checked
+            return got.written
+
+        try:
+            written = await self._in_lanes(
+                f"get s3://{bucket}/{key}", size, parts, spans(size, parts, part_size), fetch
+            )
+            if crc and written == size:
+                algorithm, expected = crc
+                checked = (
+                    checksums.whole_object(algorithm, [ranges[start] for start in sorted(ranges)]) == expected
+                )
+            known = None
+            if hashed is not None and written == size and checked is None:
+                digests = await gets.part_digests(hashed)
+                hashed = None  # forgotten by the native part
+                known = (part_size, digests) if part_size and digests else None
+        finally:
+            if hashed is not None:
+                gets.forget_parts(hashed)
+        if checked is False and written == size:
+            raise changed_on_the_way(bucket, key, "the checksum it came with")
+        set_time(temporary, mtime)
+        if etag and checked is None and written == size:  # hashed as it came (`known`), or read back
+            checked = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
+        return written, checked
+
+    async def _in_lanes(
+        self,
+        what: str,
+        size: int,
+        parts: Parts,
+        ranges: Iterator[tuple[int, int]],
+        fetch: Callable[[int, int], Awaitable[int]],
+    ) -> int:
+        """`fetch` of each of `ranges` (start, end), `parts.in_flight` at once, each a request of
+        its own, retried alone (a link cut every 20 MB failed a 300 MiB download whole, six times
+        over, where each range would have come); the first whose attempts are spent stops the
+        others, and the download is not retried for it. Returns the bytes written."""
+        written = 0
+
+        async def counted(start: int, end: int) -> int:
+            await self.retry.pace_request()
+            self.meter.requests["GET"] += 1
+            try:
+                return await fetch(start, end)
+            except OSError as exc:  # this machine's (a full disk): not the request's to retry
+                raise _Local(exc) from None
+
+        async def lane() -> None:
+            nonlocal written
+            for start, end in ranges:  # shared by the lanes: each takes the next range
+                await self.retry.pace_bytes(min(end, size) - start)
+                try:
+                    got = await self._retrying(partial(counted, start, end), f"{what} from byte {start:,}")
+                except _Local as exc:
+                    raise exc.cause from None
+                except ItemError as exc:  # its own attempts are spent: not the download's to retry
+                    exc.retryable = False
+                    raise
+                written += got  # after the await: lanes add side by side
+
+        async with parts_group() as group:
+            for _ in range(max(1, parts.in_flight)):
+                group.create_task(lane())
+        return written
