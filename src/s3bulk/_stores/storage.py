@@ -8,8 +8,9 @@ path model cannot address. Every request is counted by kind, every error classif
 (errors.classify) and retried with the one policy (`stores.retry`), so a throttle on any of them
 (a listing page, a DeleteObjects, a part) reaches the engine's adaptive limit.
 
-Downloads are `downloads.py`'s (the way each takes decided once, `routes.py`), and the local
-side of a transfer `localfiles.py`'s; this seam composes them. Object attributes travel as
+Downloads are `downloads.py`'s (the way each takes decided once, `routes.py`), uploads and
+copies `writes.py`'s, and the local side of a transfer `localfiles.py`'s; this seam composes
+them and keeps listing, reading, buckets and deletes. Object attributes travel as
 `Attributes` (`attributes.py`): uploads and copies send what it says, through obstore when it
 can carry them, else through the signed client.
 """
@@ -21,7 +22,6 @@ import collections
 import dataclasses
 import io
 import itertools
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,22 +39,17 @@ from s3bulk._stores.etags import (
     md5_parts,
     single_part_md5,
 )
-from s3bulk._stores.localfiles import read_file, read_unchanged
+from s3bulk._stores.localfiles import read_file
 from s3bulk._stores.multipart import (
     UploadHooks,
-    copy_attributes,
-    copy_in_parts,
     etag_parts,
-    relay_in_parts,
-    source_part_size,
-    upload_file,
-    upload_stream,
 )
 from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.routes import LANES_MIN, WHOLE_BODY_MAX, MiB, Parts
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, ListPage, Repeats, UploadInfo, VersionInfo, repeated, xml_safe
+from s3bulk._stores.writes import Source, Writes
 
 if TYPE_CHECKING:
     import obstore
@@ -87,6 +82,7 @@ class Storage:
         self.client = S3Client(settings, max_connections=connections, meter=self.meter)
         self._stores: dict[str, Any] = {}
         self.downloads = Downloads(self.client, self.retry, self.head, verify=verify, connections=connections)
+        self.writes = Writes(self.client, self.retry, self.hooks, self.head)
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
 
     async def close(self) -> None:
@@ -211,50 +207,16 @@ class Storage:
         """The object into the file `target`, never half-written, checked (`Downloads.download`)."""
         return await self.downloads.download(bucket, key, target, size, mtime, parts, etag)
 
-    # ---- writing -------------------------------------------------------------------------------
+    # ---- writing (`Writes`) --------------------------------------------------------------------
     async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
-        """A local file to an object; a large one in parts (each retried alone), its upload id
-        told to `hooks` so that nothing is ever left behind. Returns the bytes sent."""
-        size = os.stat(path).st_size  # the file may have changed since it was listed
-        if not os.access(path, os.R_OK):
-            raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
-        if size <= parts.threshold:  # parts wait for their own bytes (multipart.upload_file)
-            await self.retry.pace_bytes(size)
-        if size > parts.threshold:
-            await upload_file(
-                self.client,
-                bucket,
-                key,
-                path,
-                size,
-                part_size=parts.size,
-                concurrency=parts.in_flight,
-                headers=attributes.headers(),
-                hooks=self.hooks,
-                retry=self.retry,
-                pace_bytes=self.retry.pace_bytes,
-            )
-        else:
-            return await self._retrying(
-                lambda: self._put_file(bucket, key, path, size, attributes), f"put s3://{bucket}/{key}"
-            )
-        return size
-
-    async def _put_file(self, bucket: str, key: str, path: str, size: int, attributes: Attributes) -> int:
-        """The file read whole, as one version of itself (`read_unchanged`), then sent by the
-        signed client (its SHA-256 signed: the service refuses a body changed on the way)."""
-        body = read_unchanged(path) if size <= 2 * MiB else await asyncio.to_thread(read_unchanged, path)
-        await self.client.put_object(bucket, key, body, attributes.headers())
-        return len(body)
+        """A local file to an object (`Writes.upload`); returns the bytes sent."""
+        return await self.writes.upload(path, bucket, key, attributes, parts)
 
     async def put_bytes(
         self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
     ) -> None:
         """A small object from memory (probes, journal parts, map's results), retried."""
-        headers = (attributes or NO_ATTRIBUTES).headers()
-        await self._retrying(
-            lambda: self.client.put_object(bucket, key, body, headers), f"put s3://{bucket}/{key}"
-        )
+        await self.writes.put_bytes(bucket, key, body, attributes)
 
     async def copy(
         self,
@@ -269,35 +231,18 @@ class Storage:
         keep_layout: bool = False,
         attributes: Attributes = NO_ATTRIBUTES,
     ) -> None:
-        """A server-side copy (no bytes pass here), keeping the source's attributes but those
-        `attributes` sets. Above the threshold, or for a multipart source when `keep_layout`, it
-        copies in parts, in the source's own part layout where it can be found, so both objects
-        have the same ETag."""
-        what = f"copy s3://{source_bucket}/{source_key}"
-        if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
-            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
-        else:  # the signed client's, which reads the answer: a 200 OK can carry an <Error>
-            headers = attributes.copy_headers()
-            try:
-                await self._retrying(
-                    lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
-                )
-            except S3Error as exc:
-                if not (size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"):
-                    raise
-                await self._put_marker(source_bucket, source_key, bucket, key, attributes)
-
-    async def _put_marker(
-        self, source_bucket: str, source_key: str, bucket: str, key: str, attributes: Attributes
-    ) -> None:
-        """An empty 'dir/' marker written anew with its source's attributes: a server that keeps
-        such keys as directories (Versity's gateway) refuses to CopyObject one, as if a copy
-        could carry data into a directory, but takes a PUT of nothing."""
-        head = await self.head(source_bucket, source_key)
-        kept = await self.retry(lambda: copy_attributes(self.client, source_bucket, source_key, head))
-        headers = attributes.over_source(kept)
-        what = f"put s3://{bucket}/{key}"
-        await self._retrying(lambda: self.client.put_object(bucket, key, b"", headers), what)
+        """A server-side copy (`Writes.copy`)."""
+        await self.writes.copy(
+            source_bucket,
+            source_key,
+            bucket,
+            key,
+            size=size,
+            etag=etag,
+            parts=parts,
+            keep_layout=keep_layout,
+            attributes=attributes,
+        )
 
     async def relay(
         self,
@@ -311,71 +256,10 @@ class Storage:
         parts: Parts,
         attributes: Attributes = NO_ATTRIBUTES,
     ) -> int:
-        """A copy from a place no server-side copy reaches (another endpoint or account, read
-        with `source`'s settings): the bytes pass through here, a whole small object or a part
-        at a time (memory: parts in flight x part size), and the new object keeps the source's
-        attributes (Content-*, metadata, tags) but those `attributes` sets, as a copy does."""
-        head = await source.head(source_bucket, source_key)
-        size = int(head.get("content-length") or size)
-        etag = head.get("etag", "")
-        kept = await source.retry(lambda: copy_attributes(source.client, source_bucket, source_key, head))
-        headers = attributes.over_source(kept)
-        what = f"copy s3://{source_bucket}/{source_key}"
-
-        async def fetch(start: int, end: int) -> bytes:
-            await self.retry.pace_bytes(end - start)
-            return await source._retrying(
-                lambda: source.client.get_range(source_bucket, source_key, start, end, if_match=etag), what
-            )
-
-        if size > parts.threshold:
-            await relay_in_parts(
-                self.client,
-                fetch,
-                bucket,
-                key,
-                size,
-                part_size=parts.size,
-                concurrency=parts.in_flight,
-                headers=headers,
-                hooks=self.hooks,
-                retry=self.retry,
-            )
-        else:
-            body = await fetch(0, size) if size else b""
-            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers), what)
-        return size
-
-    async def _copy_in_parts(
-        self,
-        source_bucket: str,
-        source_key: str,
-        bucket: str,
-        key: str,
-        size: int,
-        etag: str,
-        parts: Parts,
-        attributes: Attributes,
-    ) -> None:
-        client, retry = self.client, self.retry
-        head = await self.head(source_bucket, source_key, of_source=True)
-        size = int(head.get("content-length") or size)
-        etag = head.get("etag", etag).strip('"')
-        layout = await retry(lambda: source_part_size(client, source_bucket, source_key, size, etag))
-        await copy_in_parts(
-            client,
-            source_bucket,
-            source_key,
-            bucket,
-            key,
-            size,
-            part_size=layout or parts.size,
-            concurrency=parts.in_flight,
-            headers=attributes.over_source(
-                await retry(lambda: copy_attributes(client, source_bucket, source_key, head))
-            ),
-            hooks=self.hooks,
-            retry=retry,
+        """A copy from where `source` reads, the bytes passing through here (`Writes.relay`)."""
+        reader = Source(source.client, source.retry, source.head)
+        return await self.writes.relay(
+            reader, source_bucket, source_key, bucket, key, size=size, parts=parts, attributes=attributes
         )
 
     async def upload_stream(
@@ -387,17 +271,7 @@ class Storage:
         parts: Parts,
     ) -> int:
         """What `read(n)` gives until it gives b"" (stdin), in parts as it comes; returns bytes."""
-        return await upload_stream(
-            self.client,
-            bucket,
-            key,
-            read,
-            part_size=parts.size,
-            concurrency=parts.in_flight,
-            headers=attributes.headers(),
-            hooks=self.hooks,
-            retry=self.retry,
-        )
+        return await self.writes.upload_stream(read, bucket, key, attributes, parts)
 
     async def stream_object(
         self,

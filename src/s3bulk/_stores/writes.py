@@ -1,0 +1,242 @@
+"""Uploads and copies: a local file, a stream or bytes to an object, and an object to another,
+server-side or relayed through here from a place no server-side copy reaches. A large one goes
+in parts (`multipart.py`), each retried alone, its upload id told to `hooks` so that nothing is
+ever left behind; a small one in one request of the signed client, which reads the answer (a
+200 OK can carry an <Error>).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple, TypeVar
+
+from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.localfiles import read_unchanged
+from s3bulk._stores.multipart import (
+    UploadHooks,
+    copy_attributes,
+    copy_in_parts,
+    etag_parts,
+    relay_in_parts,
+    source_part_size,
+    upload_file,
+    upload_stream,
+)
+from s3bulk._stores.retry import Retrier
+from s3bulk._stores.routes import MiB, Parts
+from s3bulk._stores.s3 import S3Client
+
+T = TypeVar("T")
+Head = Callable[..., Awaitable[dict[str, str]]]
+
+
+class Source(NamedTuple):
+    """Where a relayed copy reads: another endpoint's or account's client, retries and HEAD."""
+
+    client: S3Client
+    retry: Retrier
+    head: Head
+
+
+class Writes:
+    """One worker's uploads and copies, sent through `client`, retried by `retry`, every
+    multipart upload id told to `hooks`; `head` is the seam's (retried)."""
+
+    def __init__(self, client: S3Client, retry: Retrier, hooks: UploadHooks, head: Head) -> None:
+        self.client = client
+        self.retry = retry
+        self.hooks = hooks
+        self.head = head
+
+    async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
+        return await self.retry(action, what)
+
+    async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
+        """A local file to an object; a large one in parts (each retried alone), its upload id
+        told to `hooks` so that nothing is ever left behind. Returns the bytes sent."""
+        size = os.stat(path).st_size  # the file may have changed since it was listed
+        if not os.access(path, os.R_OK):
+            raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
+        if size <= parts.threshold:  # parts wait for their own bytes (multipart.upload_file)
+            await self.retry.pace_bytes(size)
+        if size > parts.threshold:
+            await upload_file(
+                self.client,
+                bucket,
+                key,
+                path,
+                size,
+                part_size=parts.size,
+                concurrency=parts.in_flight,
+                headers=attributes.headers(),
+                hooks=self.hooks,
+                retry=self.retry,
+                pace_bytes=self.retry.pace_bytes,
+            )
+        else:
+            return await self._retrying(
+                lambda: self._put_file(bucket, key, path, size, attributes), f"put s3://{bucket}/{key}"
+            )
+        return size
+
+    async def _put_file(self, bucket: str, key: str, path: str, size: int, attributes: Attributes) -> int:
+        """The file read whole, as one version of itself (`read_unchanged`), then sent by the
+        signed client (its SHA-256 signed: the service refuses a body changed on the way)."""
+        body = read_unchanged(path) if size <= 2 * MiB else await asyncio.to_thread(read_unchanged, path)
+        await self.client.put_object(bucket, key, body, attributes.headers())
+        return len(body)
+
+    async def put_bytes(
+        self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
+    ) -> None:
+        """A small object from memory (probes, journal parts, map's results), retried."""
+        headers = (attributes or NO_ATTRIBUTES).headers()
+        await self._retrying(
+            lambda: self.client.put_object(bucket, key, body, headers), f"put s3://{bucket}/{key}"
+        )
+
+    async def copy(
+        self,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        etag: str,
+        parts: Parts,
+        keep_layout: bool = False,
+        attributes: Attributes = NO_ATTRIBUTES,
+    ) -> None:
+        """A server-side copy (no bytes pass here), keeping the source's attributes but those
+        `attributes` sets. Above the threshold, or for a multipart source when `keep_layout`, it
+        copies in parts, in the source's own part layout where it can be found, so both objects
+        have the same ETag."""
+        what = f"copy s3://{source_bucket}/{source_key}"
+        if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
+            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
+        else:  # the signed client's, which reads the answer: a 200 OK can carry an <Error>
+            headers = attributes.copy_headers()
+            try:
+                await self._retrying(
+                    lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
+                )
+            except S3Error as exc:
+                if not (size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"):
+                    raise
+                await self._put_marker(source_bucket, source_key, bucket, key, attributes)
+
+    async def _put_marker(
+        self, source_bucket: str, source_key: str, bucket: str, key: str, attributes: Attributes
+    ) -> None:
+        """An empty 'dir/' marker written anew with its source's attributes: a server that keeps
+        such keys as directories (Versity's gateway) refuses to CopyObject one, as if a copy
+        could carry data into a directory, but takes a PUT of nothing."""
+        head = await self.head(source_bucket, source_key)
+        kept = await self.retry(lambda: copy_attributes(self.client, source_bucket, source_key, head))
+        headers = attributes.over_source(kept)
+        what = f"put s3://{bucket}/{key}"
+        await self._retrying(lambda: self.client.put_object(bucket, key, b"", headers), what)
+
+    async def relay(
+        self,
+        source: Source,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        *,
+        size: int,
+        parts: Parts,
+        attributes: Attributes = NO_ATTRIBUTES,
+    ) -> int:
+        """A copy from a place no server-side copy reaches (another endpoint or account, read
+        with `source`'s settings): the bytes pass through here, a whole small object or a part
+        at a time (memory: parts in flight x part size), and the new object keeps the source's
+        attributes (Content-*, metadata, tags) but those `attributes` sets, as a copy does."""
+        head = await source.head(source_bucket, source_key)
+        size = int(head.get("content-length") or size)
+        etag = head.get("etag", "")
+        kept = await source.retry(lambda: copy_attributes(source.client, source_bucket, source_key, head))
+        headers = attributes.over_source(kept)
+        what = f"copy s3://{source_bucket}/{source_key}"
+
+        async def fetch(start: int, end: int) -> bytes:
+            await self.retry.pace_bytes(end - start)
+            return await source.retry(
+                lambda: source.client.get_range(source_bucket, source_key, start, end, if_match=etag), what
+            )
+
+        if size > parts.threshold:
+            await relay_in_parts(
+                self.client,
+                fetch,
+                bucket,
+                key,
+                size,
+                part_size=parts.size,
+                concurrency=parts.in_flight,
+                headers=headers,
+                hooks=self.hooks,
+                retry=self.retry,
+            )
+        else:
+            body = await fetch(0, size) if size else b""
+            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers), what)
+        return size
+
+    async def _copy_in_parts(
+        self,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        size: int,
+        etag: str,
+        parts: Parts,
+        attributes: Attributes,
+    ) -> None:
+        client, retry = self.client, self.retry
+        head = await self.head(source_bucket, source_key, of_source=True)
+        size = int(head.get("content-length") or size)
+        etag = head.get("etag", etag).strip('"')
+        layout = await retry(lambda: source_part_size(client, source_bucket, source_key, size, etag))
+        await copy_in_parts(
+            client,
+            source_bucket,
+            source_key,
+            bucket,
+            key,
+            size,
+            part_size=layout or parts.size,
+            concurrency=parts.in_flight,
+            headers=attributes.over_source(
+                await retry(lambda: copy_attributes(client, source_bucket, source_key, head))
+            ),
+            hooks=self.hooks,
+            retry=retry,
+        )
+
+    async def upload_stream(
+        self,
+        read: Callable[[int], Awaitable[bytes]],
+        bucket: str,
+        key: str,
+        attributes: Attributes,
+        parts: Parts,
+    ) -> int:
+        """What `read(n)` gives until it gives b"" (stdin), in parts as it comes; returns bytes."""
+        return await upload_stream(
+            self.client,
+            bucket,
+            key,
+            read,
+            part_size=parts.size,
+            concurrency=parts.in_flight,
+            headers=attributes.headers(),
+            hooks=self.hooks,
+            retry=self.retry,
+        )
