@@ -6,9 +6,10 @@
 //! Here the event loop hands over a batch of GETs in one call, a runtime on one thread of its
 //! own sends them (object_store's HTTP client and SigV4 signer, the crate under obstore, as
 //! http.rs sends the signed client's requests), writes each body into its file, gives it its
-//! time and checks it, and when its size and checksum are right, lands it (a process killed between writing and landing
-//! leaves its temporary file behind, so that step is not left to wait for the event loop); one
-//! wake-up of the event loop hands over every outcome finished meanwhile (`wake::Outbox`).
+//! time and checks it, and when its size and checksum are right, lands it (a process killed
+//! between writing and landing leaves its temporary file behind, so that step is not left to
+//! wait for the event loop); one wake-up of the event loop hands over every outcome finished
+//! meanwhile (`wake::Outbox`).
 //!
 //! A small body is written by the runtime thread at once. From `STREAM_MIN` a body is streamed
 //! to a writer thread (`Writer`) chunk by chunk as it comes: the writer writes the chunks that
