@@ -273,3 +273,42 @@ def test_uploads_carry_the_checksum_the_server_keeps(server: Endpoint, tmp_path:
             value = expected(algorithm, data) if crc else composite(algorithm, data, 5 * MiB)
             assert head.get(f"Checksum{algorithm}") == value, (algorithm, name)
             assert head.get("ChecksumType") == ("FULL_OBJECT" if crc else "COMPOSITE")
+
+
+def test_downloads_are_checked_by_the_checksum_the_server_keeps(server: Endpoint, tmp_path: Path) -> None:
+    """Objects boto3 wrote with its default checksum (CRC32, one PUT) and in parts with a
+    full-object CRC64NVME download verified, whole (the GET carries the checksum) and in ranges
+    (their CRCs combined): no object is counted unverified, and the bytes are the objects'."""
+    import base64
+
+    import s3bulk_native
+
+    bucket = new_bucket(server)
+    client = server.client()
+    small, parts = os.urandom(300_000), [os.urandom(5 * MiB), os.urandom(5 * MiB), os.urandom(1234)]
+    client.put_object(Bucket=bucket, Key="d/default", Body=small)  # boto3's default: a CRC32
+    upload = client.create_multipart_upload(
+        Bucket=bucket, Key="d/parts", ChecksumAlgorithm="CRC64NVME", ChecksumType="FULL_OBJECT"
+    )
+    done = []
+    for number, part in enumerate(parts, 1):
+        answer = client.upload_part(
+            Bucket=bucket, Key="d/parts", UploadId=upload["UploadId"], PartNumber=number, Body=part,
+            ChecksumAlgorithm="CRC64NVME",
+        )  # fmt: skip
+        done.append(
+            {"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC64NVME": answer["ChecksumCRC64NVME"]}
+        )
+    whole = base64.b64encode(s3bulk_native.checksum("CRC64NVME", b"".join(parts))).decode()
+    client.complete_multipart_upload(
+        Bucket=bucket, Key="d/parts", UploadId=upload["UploadId"], MultipartUpload={"Parts": done},
+        ChecksumCRC64NVME=whole, ChecksumType="FULL_OBJECT",
+    )  # fmt: skip
+    for options in ([], ["--multipart-threshold", "8MiB", "--part-size", "5MiB"]):  # whole, then ranges
+        target = tmp_path / f"down{len(options)}"
+        down = run_cli(server.env, "cp", "--json", *options, f"s3://{bucket}/d/", f"{target}/")
+        assert down.returncode == 0, down.stderr
+        summary = json.loads(down.stdout.splitlines()[-1])["summary"]
+        assert (summary["objects_done"], summary["objects_unverified"]) == (2, 0), summary
+        assert (target / "default").read_bytes() == small
+        assert (target / "parts").read_bytes() == b"".join(parts)
