@@ -87,17 +87,62 @@ struct Signing {
     sign_payload: bool,
 }
 
-/// A body as Python gives it: bytes, or (path, offset, length, checksum algorithm, "MD5" or
-/// None) of a file.
+/// A request as Python's `native_http.Request` names its fields.
+#[derive(FromPyObject)]
+struct RequestArg {
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: BodyArg,
+    signing: Option<SigningArg>,
+}
+
+/// A body as Python gives it: bytes, or a range of a file (`native_http.FileRange`).
 #[derive(FromPyObject)]
 enum BodyArg {
     Bytes(PyBackedBytes),
-    File((PathBuf, u64, u64, Option<String>)),
+    File(FileArg),
 }
 
-/// `Signing` as Python gives it: ((key id, secret, token or None), service, region, body's
-/// SHA-256 or None, payload signed).
-type SigningFields = ((String, String, Option<String>), String, String, Option<Vec<u8>>, bool);
+/// `native_http.FileRange`: `length` bytes of the file at `path` from `offset`, sent with its
+/// `checksum` (an algorithm, "MD5", or None).
+#[derive(FromPyObject)]
+struct FileArg {
+    path: PathBuf,
+    offset: u64,
+    length: u64,
+    checksum: Option<String>,
+}
+
+/// `Signing` as Python's `native_http.Signing` names its fields.
+#[derive(FromPyObject)]
+struct SigningArg {
+    key_id: String,
+    secret_key: String,
+    token: Option<String>,
+    service: String,
+    region: String,
+    body_sha256: Option<Vec<u8>>,
+    sign_payload: bool,
+}
+
+impl RequestArg {
+    fn request(self, ticket: u64) -> PyResult<Request> {
+        let RequestArg { method, url, headers, body, signing } = self;
+        let body = match body {
+            BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
+            BodyArg::File(FileArg { path, offset, length, checksum }) => Body::File(FileRange { path, offset, length }, Check::named(checksum.as_deref())?),
+        };
+        Ok(Request { ticket, method, url, headers, body, signing: signing.map(SigningArg::signing) })
+    }
+}
+
+impl SigningArg {
+    fn signing(self) -> Signing {
+        let SigningArg { key_id, secret_key, token, service, region, body_sha256, sign_payload } = self;
+        Signing { credential: AwsCredential { key_id, secret_key, token }, service, region, body_sha256, sign_payload }
+    }
+}
 
 /// An answer (status, headers with names in lower case, body, the checksum this side computed of
 /// a file's range and sent), or why none came: whether no connection was made, and the client's
@@ -145,21 +190,12 @@ impl Http {
         self.watched.as_raw_fd()
     }
 
-    /// Send requests: (ticket, method, url, headers, body, signing or None) each, body as bytes
-    /// or as (path, offset, length, checksum algorithm, "MD5" or None): a range of a file, read
-    /// as it is sent (its checksum found here and sent as x-amz-checksum-*, its SHA-256 when the
-    /// payload is signed; its MD5 goes as Content-MD5 when asked for or neither checks it), signing as ((key id,
-    /// secret, token or None), service, region, body's SHA-256 or None, payload signed).
-    #[allow(clippy::type_complexity)]
-    fn submit(&self, requests: Vec<(u64, String, String, Vec<(String, String)>, BodyArg, Option<SigningFields>)>) -> PyResult<()> {
-        let mut sent = Vec::with_capacity(requests.len());
-        for (ticket, method, url, headers, body, signing) in requests {
-            let body = match body {
-                BodyArg::Bytes(body) => Body::Bytes(Bytes::from_owner(body)),
-                BodyArg::File((path, offset, length, checksum)) => Body::File(FileRange { path, offset, length }, Check::named(checksum.as_deref())?),
-            };
-            sent.push(Request { ticket, method, url, headers, body, signing: signing.map(signing_from) });
-        }
+    /// Send requests: (ticket, request) each, the request as Python's `native_http.Request`:
+    /// a body as bytes, or a range of a file, read as it is sent (its checksum found here and
+    /// sent as x-amz-checksum-*, its SHA-256 when the payload is signed; its MD5 goes as
+    /// Content-MD5 when asked for or neither checks it); signed when `signing` is given.
+    fn submit(&self, requests: Vec<(u64, RequestArg)>) -> PyResult<()> {
+        let sent = requests.into_iter().map(|(ticket, request)| request.request(ticket)).collect::<PyResult<Vec<Request>>>()?;
         self.runner.send(sent)
     }
 
@@ -182,10 +218,6 @@ impl Http {
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.runner.stop(py)
     }
-}
-
-fn signing_from(((key_id, secret_key, token), service, region, body_sha256, sign_payload): SigningFields) -> Signing {
-    Signing { credential: AwsCredential { key_id, secret_key, token }, service, region, body_sha256, sign_payload }
 }
 
 /// The request as object_store's client and signer take it, headers added and signed (with

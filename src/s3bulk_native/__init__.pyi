@@ -102,26 +102,18 @@ class Http:
     def fileno(self) -> int:
         """The socket to watch: readable when answers wait (read it empty, then `take`)."""
 
-    def submit(
-        self,
-        requests: Sequence[
-            tuple[
-                int,
-                str,
-                str,
-                list[tuple[str, str]],
-                bytes,
-                tuple[tuple[str, str, str | None], str, str, bytes | None] | None,
-            ]
-        ],
-    ) -> None:
-        """Send requests: (ticket, method, url, headers, body, signing) each, signed first when
-        signing ((key id, secret, token), service, region, body's SHA-256 or None) is given. The
-        body is held, not copied, until its request is done."""
+    def submit(self, requests: Sequence[tuple[int, Any]]) -> None:
+        """Send requests: (ticket, request) each, the request with the attributes of
+        `native_http.Request` (method, url, headers, body, signing): a body as bytes, held, not
+        copied, until its request is done, or a `FileRange` read as it is sent; signed first
+        when `signing` (`native_http.Signing`) is given."""
 
-    def take(self) -> list[tuple[int, int, list[tuple[str, str]], bytes, tuple[bool, str] | None]]:
+    def take(
+        self,
+    ) -> list[tuple[int, int, list[tuple[str, str]], bytes, tuple[bool, str] | None, tuple[str, str] | None]]:
         """Answers finished since the last call: (ticket, status, headers with names in lower
-        case, body, failure), failure as (no connection was made, message) or None."""
+        case, body, failure, checksum sent), failure as (no connection was made, message) or
+        None, the checksum a file's range was sent with as (header, value) or None."""
 
     def close(self) -> None:
         """Stop: requests not answered are dropped."""

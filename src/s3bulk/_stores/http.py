@@ -171,9 +171,16 @@ class SignedHttp:
         credentials = self.settings.credentials()
         if credentials is None:
             return None
-        keys = (credentials.access_key, credentials.secret_key, credentials.token)
         digest = bytes.fromhex(body_sha256) if body_sha256 is not None else None
-        return keys, self.service, region or self._region, digest, sign_payload
+        return native_http.Signing(
+            credentials.access_key,
+            credentials.secret_key,
+            credentials.token,
+            self.service,
+            region or self._region,
+            digest,
+            sign_payload,
+        )
 
     async def _send_aiohttp(
         self,

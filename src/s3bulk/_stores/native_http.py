@@ -18,7 +18,7 @@ import asyncio
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import s3bulk_native
 from s3bulk._errors import ItemError
@@ -28,8 +28,20 @@ from s3bulk._stores.handover import Handover
 _DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?=/|\?|$)", re.IGNORECASE)
 
 Answer = tuple[int, dict[str, str], bytes]
-# ((key id, secret, token), service, region, body's SHA-256 or None, payload signed)
-Signing = tuple[tuple[str, str, str | None], str, str, bytes | None, bool]
+
+
+class Signing(NamedTuple):
+    """What SigV4 needs besides the request (native/src/http.rs, `SigningArg`: the same names):
+    who signs, for which service and region, the body's SHA-256 when hashed already, and whether
+    the payload is signed at all (else UNSIGNED-PAYLOAD, the body carrying its checksum)."""
+
+    key_id: str
+    secret_key: str
+    token: str | None
+    service: str
+    region: str
+    body_sha256: bytes | None
+    sign_payload: bool
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,16 @@ class FileRange:
 
 
 Body = bytes | bytearray | memoryview | FileRange
+
+
+class Request(NamedTuple):
+    """One request as the native part takes it (native/src/http.rs, `RequestArg`)."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes | FileRange
+    signing: Signing | None
 
 
 def sendable(url: str) -> bool:
@@ -84,17 +106,12 @@ class NativeHttp(Handover[Answer]):
         signing: Signing | None,
     ) -> Answer:
         """The answer (status, headers with names in lower case, body); NativeFailure when none
-        came. `signing`: ((key id, secret, token), service, region, body's SHA-256 or None,
-        payload signed). A bytes body is sent as it is, without a copy; a file's range is read as
-        it is sent, and the checksum it was sent with is among the answer's headers, as the
-        service echoes it (put there when the service did not)."""
-        sent = (
-            (body.path, body.offset, body.length, body.checksum)
-            if isinstance(body, FileRange)
-            else bytes(body)
-        )
-        fields = (method, url, list(headers.items()), sent, signing)
-        return await self._handed(self._ticket(), fields)
+        came. Signed when `signing` is given. A bytes body is sent as it is, without a copy; a
+        file's range is read as it is sent, and the checksum it was sent with is among the
+        answer's headers, as the service echoes it (put there when the service did not)."""
+        sent = body if isinstance(body, FileRange) else bytes(body)
+        request = Request(method, url, list(headers.items()), sent, signing)
+        return await self._handed(self._ticket(), (request,))
 
     def _settle(self, future: asyncio.Future[Answer], outcome: tuple[Any, ...]) -> None:
         _, status, headers, body, failure, checksum = outcome
