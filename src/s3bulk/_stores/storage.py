@@ -74,7 +74,7 @@ class Storage:
         verify: bool = True,
     ) -> None:
         self.settings = settings
-        self.verify = verify  # downloads are checked against their ETag (--ignore-checksum: off)
+        self.verify = verify  # downloads are checked by a checksum or ETag (--ignore-checksum: off)
         self.retry = retry or Retrier()
         self.meter: Meter = self.retry.meter
         self.hooks = hooks or UploadHooks()
