@@ -68,8 +68,11 @@ use ::md5_many::Md5State;
 /// a large object instead: its bytes `start..end` written at that offset into the file at
 /// `path`, which the caller made (a range never makes it again: once the caller removed it, a
 /// range still to come fails rather than leave it behind), their checksum `compute` found (the
-/// caller combines the ranges' CRCs into the object's).
+/// caller combines the ranges' CRCs into the object's). Read by name from Python's
+/// `gets.GetJob`; the ticket comes beside it.
+#[derive(FromPyObject)]
 struct Job {
+    #[pyo3(default)]
     ticket: u64,
     url: String,
     region: String,
@@ -81,32 +84,14 @@ struct Job {
     mtime: f64,
     hash: bool,
     check: bool,
+    #[pyo3(from_py_with = algorithm_named)]
     compute: Option<Algorithm>,
     landing: Option<Landing>,
 }
 
-/// A job as Python's `gets.GetJob` names its fields.
-#[derive(FromPyObject)]
-struct JobArg {
-    url: String,
-    region: String,
-    start: Option<u64>,
-    end: u64,
-    hashed: Option<u64>,
-    path: String,
-    mtime: f64,
-    hash: bool,
-    check: bool,
-    compute: Option<String>,
-    landing: Option<Landing>,
-}
-
-impl JobArg {
-    fn job(self, ticket: u64) -> PyResult<Job> {
-        let JobArg { url, region, start, end, hashed, path, mtime, hash, check, compute, landing } = self;
-        let compute = compute.as_deref().map(Algorithm::named).transpose()?;
-        Ok(Job { ticket, url, region, start, end, hashed, path, mtime, hash, check, compute, landing })
-    }
+/// A checksum algorithm Python names (None: none).
+fn algorithm_named(name: &Bound<'_, PyAny>) -> PyResult<Option<Algorithm>> {
+    name.extract::<Option<String>>()?.as_deref().map(Algorithm::named).transpose()
 }
 
 /// The checksum being computed of a body's bytes as they come, and for a whole object, the
@@ -682,15 +667,15 @@ impl Getter {
     /// The answer to the job's GET (its body still to come), or the outcome of a GET that got
     /// none.
     async fn get(&self, job: &Job) -> Result<HttpResponse, Outcome> {
-        let mut headers = self.headers.clone();
-        match job.start {
-            Some(start) => headers.push(("range".into(), format!("bytes={start}-{}", job.end - 1))),
-            None if job.check => headers.push(("x-amz-checksum-mode".into(), "ENABLED".into())),
-            None => {}
-        }
+        let own = match job.start {
+            Some(start) => Some(("range".to_owned(), format!("bytes={start}-{}", job.end - 1))),
+            None if job.check => Some(("x-amz-checksum-mode".to_owned(), "ENABLED".to_owned())),
+            None => None,
+        };
         let credential = self.credentials.as_ref().map(|credentials| credentials.read().unwrap().clone());
         let signer = credential.as_ref().map(|credential| (AwsAuthorizer::new(credential, "s3", &job.region), None));
-        let request = built("GET", &job.url, headers.iter(), HttpRequestBody::empty(), signer).map_err(Outcome::failed)?;
+        let headers = self.headers.iter().chain(own.as_ref());
+        let request = built("GET", &job.url, headers, HttpRequestBody::empty(), signer).map_err(Outcome::failed)?;
         self.client
             .execute(request)
             .await
@@ -745,8 +730,8 @@ impl Gets {
 
     /// Start GETs: (ticket, job) each, the job as Python's `gets.GetJob`. One wake-up of the
     /// runtime for the whole batch.
-    fn submit(&self, jobs: Vec<(u64, JobArg)>) -> PyResult<()> {
-        let jobs = jobs.into_iter().map(|(ticket, job)| job.job(ticket)).collect::<PyResult<Vec<Job>>>()?;
+    fn submit(&self, jobs: Vec<(u64, Job)>) -> PyResult<()> {
+        let jobs: Vec<Job> = jobs.into_iter().map(|(ticket, job)| Job { ticket, ..job }).collect();
         self.tickets.add(jobs.iter().map(|job| job.ticket));
         self.runner.send(jobs)
     }

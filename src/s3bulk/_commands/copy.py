@@ -841,7 +841,7 @@ class CopyJob:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         return await self.storage.relay(
-            self.source_storage,
+            self.source_storage.reader,
             source.bucket,
             item.source,
             destination.bucket,

@@ -114,11 +114,7 @@ class Gets(Handover[Outcome]):
         `check`, asked for in checksum mode and checked by the checksum that comes; else (none
         came), hashed with MD5 when `hash`, or in parts as it is written when `hashed`
         (`hash_parts`). OSError for the file; S3Error or a retryable ItemError for the GET."""
-        url, region = self._where(key)
-        job = GetJob(url, region, None, end, hashed, path, mtime, hash, check, None, landing)
-        outcome = await self._get(key, job)
-        self._logged(key, 0, end, outcome.written)
-        return outcome
+        return await self._get(key, None, end, hashed, path, mtime, hash, check, None, landing)
 
     async def get_range_into(
         self,
@@ -135,24 +131,37 @@ class Gets(Handover[Outcome]):
         by the CRCs of its ranges combined, each range's found when a `checksum` algorithm is
         named. OSError for the file (gone: a range still to come after the caller removed it);
         S3Error or a retryable ItemError for the GET."""
-        url, region = self._where(key)
-        job = GetJob(url, region, start, end, hashed, path, 0.0, False, False, checksum, None)
-        outcome = await self._get(key, job)
-        self._logged(key, start, end, outcome.written)
-        return outcome
+        return await self._get(key, start, end, hashed, path, 0.0, False, False, checksum, None)
 
-    def _where(self, key: str) -> tuple[str, str]:
-        """The object's URL and the region its requests are signed for, as the signed client's."""
-        return self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
-
-    async def _get(self, key: str, job: GetJob) -> Outcome:
+    async def _get(
+        self,
+        key: str,
+        start: int | None,
+        end: int,
+        hashed: int | None,
+        path: str,
+        mtime: float,
+        hash: bool,
+        check: bool,
+        compute: str | None,
+        landing: Landing | None,
+    ) -> Outcome:
+        """The GET handed over, to the URL and signed for the region the signed client uses."""
+        url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
+        job = GetJob(url, region, start, end, hashed, path, mtime, hash, check, compute, landing)
         ticket = self._ticket()
-        self._asked[ticket] = (job.path, key)
-        return await self._handed(ticket, (job,))
-
-    def _logged(self, key: str, start: int, end: int, written: int) -> None:
+        self._asked[ticket] = (path, key)
+        outcome = await self._handed(ticket, (job,))
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("GET s3://%s/%s bytes %d-%d: %d bytes", self._bucket, key, start, end - 1, written)
+            log.debug(
+                "GET s3://%s/%s bytes %d-%d: %d bytes",
+                self._bucket,
+                key,
+                start or 0,
+                end - 1,
+                outcome.written,
+            )
+        return outcome
 
     def hash_parts(self, path: str, size: int, part_size: int) -> int:
         """The file at `path` (`size` bytes, made by the caller) is to be hashed in parts of

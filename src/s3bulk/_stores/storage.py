@@ -30,9 +30,9 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._lazy import lazy_module
 from s3bulk._stores import checksums
-from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.attributes import Attributes
 from s3bulk._stores.digests import Md5Lanes
-from s3bulk._stores.downloads import Downloaded, Downloads
+from s3bulk._stores.downloads import Downloads
 from s3bulk._stores.etags import (
     StreamCheck,
     etag_matches_file,
@@ -83,6 +83,14 @@ class Storage:
         self._stores: dict[str, Any] = {}
         self.downloads = Downloads(self.client, self.retry, self.head, verify=verify, connections=connections)
         self.writes = Writes(self.client, self.retry, self.hooks, self.head)
+        self.reader = Source(self.client, self.retry, self.head)  # where a relayed copy reads
+        # The verbs of downloads and writes, as theirs (their docstrings say what each does).
+        self.download = self.downloads.download
+        self.upload = self.writes.upload
+        self.put_bytes = self.writes.put_bytes
+        self.copy = self.writes.copy
+        self.relay = self.writes.relay
+        self.upload_stream = self.writes.upload_stream
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
 
     async def close(self) -> None:
@@ -200,78 +208,6 @@ class Storage:
         with self._lanes.coming() as lane:
             data = await asyncio.to_thread(read_file, path, size + 1)  # a longer file differs
             return len(data) == size and await lane.md5(data) == expected
-
-    async def download(
-        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts, etag: str = ""
-    ) -> Downloaded:
-        """The object into the file `target`, never half-written, checked (`Downloads.download`)."""
-        return await self.downloads.download(bucket, key, target, size, mtime, parts, etag)
-
-    # ---- writing (`Writes`) --------------------------------------------------------------------
-    async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
-        """A local file to an object (`Writes.upload`); returns the bytes sent."""
-        return await self.writes.upload(path, bucket, key, attributes, parts)
-
-    async def put_bytes(
-        self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
-    ) -> None:
-        """A small object from memory (probes, journal parts, map's results), retried."""
-        await self.writes.put_bytes(bucket, key, body, attributes)
-
-    async def copy(
-        self,
-        source_bucket: str,
-        source_key: str,
-        bucket: str,
-        key: str,
-        *,
-        size: int,
-        etag: str,
-        parts: Parts,
-        keep_layout: bool = False,
-        attributes: Attributes = NO_ATTRIBUTES,
-    ) -> None:
-        """A server-side copy (`Writes.copy`)."""
-        await self.writes.copy(
-            source_bucket,
-            source_key,
-            bucket,
-            key,
-            size=size,
-            etag=etag,
-            parts=parts,
-            keep_layout=keep_layout,
-            attributes=attributes,
-        )
-
-    async def relay(
-        self,
-        source: Storage,
-        source_bucket: str,
-        source_key: str,
-        bucket: str,
-        key: str,
-        *,
-        size: int,
-        parts: Parts,
-        attributes: Attributes = NO_ATTRIBUTES,
-    ) -> int:
-        """A copy from where `source` reads, the bytes passing through here (`Writes.relay`)."""
-        reader = Source(source.client, source.retry, source.head)
-        return await self.writes.relay(
-            reader, source_bucket, source_key, bucket, key, size=size, parts=parts, attributes=attributes
-        )
-
-    async def upload_stream(
-        self,
-        read: Callable[[int], Awaitable[bytes]],
-        bucket: str,
-        key: str,
-        attributes: Attributes,
-        parts: Parts,
-    ) -> int:
-        """What `read(n)` gives until it gives b"" (stdin), in parts as it comes; returns bytes."""
-        return await self.writes.upload_stream(read, bucket, key, attributes, parts)
 
     async def stream_object(
         self,
