@@ -1,32 +1,17 @@
-"""The signed client's requests go through the native part (object_store's HTTP client and
-signer) where they reach the service as written, through aiohttp where they would not."""
+"""The signed client's requests go through the native part (object_store's signer on hyper's
+client), every URL as it is written."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import subprocess
 import sys
+import threading
+import urllib.parse
 from pathlib import Path
 
-import pytest
 from conftest import Endpoint, new_bucket, run_cli
-
-from s3bulk._stores.native_http import sendable
-
-
-@pytest.mark.parametrize(
-    ("url", "native"),
-    [
-        ("http://h/b?list-type=2&prefix=a%2F..%2F", True),  # a dot segment in the query is a value
-        ("http://h/b/a.b/..c/x..", True),
-        ("http://h/b/p/../escape.txt", False),
-        ("http://h/b/p/./x", False),
-        ("http://h/b/p/%2E%2e/x", False),  # the URL parser resolves escaped dots too
-        ("http://h/b/p/..", False),
-        ("http://h/b/p/.?uploads", False),
-    ],
-)
-def test_a_url_with_a_dot_segment_is_not_sent_natively(url: str, native: bool) -> None:
-    assert sendable(url) is native
 
 
 def in_a_new_interpreter(
@@ -96,21 +81,44 @@ def test_a_download_and_a_listing_leave_obstore_unloaded(minio: Endpoint, tmp_pa
     assert (tmp_path / "out" / "b.bin").read_bytes() == b"d/b.bin" * 1000
 
 
-def test_keys_with_dot_segments_keep_their_names_through_aiohttp(moto: Endpoint) -> None:
-    """moto stores such keys (MinIO refuses them). Sent natively, "q/../x" would be resolved to
-    "x": another object. Server-side copies name them in their URL path."""
+def test_keys_with_dot_segments_keep_their_names_without_aiohttp(moto: Endpoint, tmp_path: Path) -> None:
+    """moto stores such keys (MinIO refuses them). Through a URL parser (reqwest's, aiohttp's
+    default) "p/../up.txt" would be sent as "up.txt": another object. The native part sends them
+    as named, all of them: server-side copies (in the URL path and the copy source), uploads
+    (a large one in parts read from the file as they go) and downloads (a large one in ranges);
+    aiohttp is never loaded."""
     client = moto.client()
     client.create_bucket(Bucket="dots")  # type: ignore[attr-defined]
     keys = {"p/../up.txt": b"up", "p/./here.txt": b"here", "p/plain.txt": b"plain"}
     for key, body in keys.items():
         client.put_object(Bucket="dots", Key=key, Body=body)  # type: ignore[attr-defined]
-    done = run_cli(moto.env, "cp", "s3://dots/p/", "s3://dots/q/")
+    client.put_object(Bucket="dots", Key="up.txt", Body=b"another object")  # type: ignore[attr-defined]
+    data = bytes(range(256)) * (13 * 4096)  # 13 MiB
+    (tmp_path / "big.bin").write_bytes(data)
+    large = "--multipart-threshold\t6MiB\t--part-size\t5MiB"
+    commands = [
+        "cp\ts3://dots/p/\ts3://dots/q/",
+        f"cp\t{large}\tbig.bin\ts3://dots/p/./big.bin",
+        "cp\ts3://dots/p/../up.txt\tup.txt",
+        f"cp\t{large}\ts3://dots/p/./big.bin\tback.bin",
+    ]
+    code = (
+        "import sys; from s3bulk._cli import run; "
+        "codes = [run(command.split('\\t')) for command in sys.argv[1:]]; "
+        "print(codes, 'aiohttp' in sys.modules)"
+    )
+    done = in_a_new_interpreter(moto, code, *commands, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[0, 0, 0, 0] False", done.stdout + done.stderr
     copied = {
         entry["Key"]: client.get_object(Bucket="dots", Key=entry["Key"])["Body"].read()  # type: ignore[attr-defined]
         for entry in client.list_objects_v2(Bucket="dots", Prefix="q")["Contents"]  # type: ignore[attr-defined]
     }
     assert copied == {"q" + key[1:]: body for key, body in keys.items()}
+    stored = client.get_object(Bucket="dots", Key="p/./big.bin")  # type: ignore[attr-defined]
+    assert stored["ETag"].endswith('-3"') and stored["Body"].read() == data
+    assert (tmp_path / "up.txt").read_bytes() == b"up"
+    assert (tmp_path / "back.bin").read_bytes() == data
 
 
 def test_an_endpoint_nobody_answers_stops_ls_once_with_one_line() -> None:
@@ -123,16 +131,89 @@ def test_an_endpoint_nobody_answers_stops_ls_once_with_one_line() -> None:
     assert "127.0.0.1:9" in done.stderr or "reach" in done.stderr, done.stderr
 
 
-def test_a_large_upload_under_a_dot_segment_key_reads_its_parts_for_aiohttp(moto: Endpoint, tmp_path) -> None:
-    """Its parts cannot be read from the file as they are sent by the native part (which would
-    name another key): aiohttp sends each, read first, with its Content-MD5; the object is the
-    file, under the key as named."""
-    client = moto.client()
-    client.create_bucket(Bucket="dotparts")  # type: ignore[attr-defined]
-    data = bytes(range(256)) * (13 * 4096)  # 13 MiB
-    (tmp_path / "big.bin").write_bytes(data)
-    large = ["--multipart-threshold", "6MiB", "--part-size", "5MiB"]
-    done = run_cli(moto.env, "cp", *large, str(tmp_path / "big.bin"), "s3://dotparts/p/./big.bin")
-    assert done.returncode == 0, done.stderr
-    stored = client.get_object(Bucket="dotparts", Key="p/./big.bin")  # type: ignore[attr-defined]
-    assert stored["ETag"].endswith('-3"') and stored["Body"].read() == data
+class ForwardProxy:
+    """A forward proxy on loopback, as a company's network has one: a plain request comes to it
+    whole (absolute-form) and goes on; HTTPS comes as CONNECT and is tunnelled. It notes the
+    first request line of each connection and the credentials it was sent (which it does not
+    pass on)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.credentials: list[str] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> ForwardProxy:
+        self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
+        )
+        self._server = started.result(10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = (await reader.readline()).decode()
+        head = []
+        while (header := await reader.readline()) not in (b"\r\n", b""):
+            if header.lower().startswith(b"proxy-authorization:"):
+                self.credentials.append(header.decode().split(":", 1)[1].strip())
+            else:
+                head.append(header)
+        self.seen.append(line.strip())
+        method, target, _ = line.split()
+        if method == "CONNECT":
+            host, port = target.rsplit(":", 1)
+            upstream_reader, upstream = await asyncio.open_connection(host, int(port))
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            origin = urllib.parse.urlsplit(target)
+            upstream_reader, upstream = await asyncio.open_connection(origin.hostname, origin.port)
+            upstream.write(line.encode() + b"".join(head) + b"\r\n")  # absolute-form: servers take it
+        await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+
+
+def test_requests_go_through_the_proxy_the_environment_names(
+    minio: Endpoint, minio_tls: Endpoint, tmp_path: Path
+) -> None:
+    """HTTP_PROXY and HTTPS_PROXY are honoured, as reqwest (and so obstore) honours them: a plain
+    request goes to the proxy whole, with the proxy's credentials from its URL; HTTPS through a
+    CONNECT tunnel, TLS inside it. Listings, uploads and downloads all go that way."""
+    for endpoint, variable in ((minio, "HTTP_PROXY"), (minio_tls, "HTTPS_PROXY")):
+        bucket = new_bucket(endpoint)
+        (tmp_path / "up.txt").write_bytes(b"through the proxy")
+        with ForwardProxy() as proxy:
+            env = endpoint.env | {variable: f"http://someone:secret@127.0.0.1:{proxy.port}", "NO_PROXY": ""}
+            insecure = ["--no-verify-ssl"] if variable == "HTTPS_PROXY" else []
+            up = run_cli(env, "cp", *insecure, str(tmp_path / "up.txt"), f"s3://{bucket}/k.txt")
+            down = run_cli(env, "cp", *insecure, f"s3://{bucket}/k.txt", str(tmp_path / "down.txt"))
+            listed = run_cli(env, "ls", *insecure, f"s3://{bucket}/")
+        assert (up.returncode, down.returncode, listed.returncode) == (0, 0, 0), (
+            up.stderr + down.stderr + listed.stderr
+        )
+        assert (tmp_path / "down.txt").read_bytes() == b"through the proxy"
+        assert "k.txt" in listed.stdout
+        host = endpoint.server.endpoint.split("://")[1]
+        if variable == "HTTP_PROXY":
+            assert proxy.seen and all(line.split()[1].startswith(f"http://{host}/") for line in proxy.seen), (
+                proxy.seen
+            )
+        else:
+            assert proxy.seen and all(line == f"CONNECT {host} HTTP/1.1" for line in proxy.seen), proxy.seen
+        assert set(proxy.credentials) == {"Basic " + base64.b64encode(b"someone:secret").decode()}

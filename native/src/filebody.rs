@@ -17,9 +17,12 @@ use std::sync::Arc;
 use ::md5_many::Md5State;
 use aws_lc_rs::digest::{Context, SHA256};
 use bytes::Bytes;
-use futures_util::stream::{self, Stream};
+use futures_util::stream::{self, Stream, StreamExt};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
 
 use crate::checksums::{Algorithm, Hasher};
+use crate::transport::{BoxError, Outgoing};
 
 /// How much of the file is read at a time, to hash it and to send it.
 const CHUNK: usize = 256 * 1024;
@@ -76,10 +79,15 @@ impl FileRange {
         Ok((digests, file))
     }
 
-    /// The range of `file` as a stream of chunks, each read (by a blocking-pool thread) only
+    /// The range of `file` as a request body, its chunks read (by a blocking-pool thread) only
     /// when the socket has taken the one before: a part in flight holds a chunk or two, never
     /// itself whole.
-    pub fn chunks(self, file: File) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    pub fn body(self, file: File) -> Outgoing {
+        let frames = self.chunks(file).map(|chunk| chunk.map(Frame::data).map_err(BoxError::from));
+        StreamBody::new(frames).boxed_unsync()
+    }
+
+    fn chunks(self, file: File) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
         let (file, range) = (Arc::new(file), Arc::new(self));
         stream::try_unfold(range.offset, move |offset| {
             let (file, range) = (file.clone(), range.clone());

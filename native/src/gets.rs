@@ -4,7 +4,7 @@
 //! blocking-pool thread, which then takes the GIL from the event loop. For a 4 KiB download that
 //! hand-off is most of the client's system time (13 futex calls per object, against s5cmd's 0.2).
 //! Here the event loop hands over a batch of GETs in one call, a runtime on one thread of its
-//! own sends them (object_store's HTTP client and SigV4 signer, the crate under obstore, as
+//! own sends them (object_store's SigV4 signer and the native part's client, `transport`, as
 //! http.rs sends the signed client's requests), writes each body into its file, gives it its
 //! time and checks it, and when its size and checksum are right, lands it (a process killed
 //! between writing and landing leaves its temporary file behind, so that step is not left to
@@ -47,17 +47,18 @@ use futures_util::Stream as BodyStream;
 use futures_util::StreamExt;
 use memmap2::Mmap;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
-use object_store::client::{HttpClient, HttpErrorKind, HttpRequestBody, HttpResponse};
+use object_store::client::{HttpErrorKind, HttpRequestBody, HttpResponse};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::checksums::{self, Algorithm};
-use crate::http::{built, header_pairs, message_of, options_from, reqwest_client};
+use crate::http::{built, header_pairs, message_of, options_from};
 use crate::md5::{engine, update_in_lockstep, window};
 use crate::pace::{at_most, joined, whole, Pace};
 use crate::parthash::{Hasher, HasherThread};
+use crate::transport::Transport;
 use crate::wake::{Outbox, Runner};
 use ::md5_many::Md5State;
 
@@ -658,7 +659,7 @@ impl Drop for WriterThread {
 /// refreshed there; None: unsigned), and the headers every GET of this bucket carries (SSE-C's
 /// key, requester pays).
 struct Getter {
-    client: HttpClient,
+    client: Transport,
     credentials: Option<RwLock<Arc<AwsCredential>>>,
     headers: Vec<(String, String)>,
 }
@@ -704,7 +705,7 @@ impl Gets {
     #[new]
     fn new(client_options: HashMap<String, String>, credentials: Option<(String, String, Option<String>)>, headers: Vec<(String, String)>) -> PyResult<Self> {
         options_from(client_options.clone())?; // a bad option is refused here, as object_store would
-        let client = HttpClient::new(reqwest_client(&client_options).map_err(PyValueError::new_err)?);
+        let client = Transport::new(&client_options).map_err(PyValueError::new_err)?;
         let credentials = credentials.map(|(key_id, secret_key, token)| RwLock::new(Arc::new(AwsCredential { key_id, secret_key, token })));
         let getter = Arc::new(Getter { client, credentials, headers });
         let (outbox, watched) = Outbox::new()?;

@@ -3,8 +3,8 @@
 //! The signed client (s3bulk/_stores/s3.py) sends what obstore cannot: listings with raw
 //! StartAfter and tokens, keys of any shape, multipart steps. Through aiohttp and botocore's
 //! signer, importing them was most of a short command's start-up (`ls` of one key: 0.22 of
-//! 0.29 s, against a bare obstore loop's 0.05 s in all). Here object_store's HTTP client and
-//! SigV4 signer (the crate under obstore, already part of this module) send them instead: the
+//! 0.29 s, against a bare obstore loop's 0.05 s in all). Here object_store's SigV4 signer (the
+//! crate under obstore) signs them and the native part's client sends them (`transport`): the
 //! event loop hands over the requests one of its turns asks for in one call, and one wake-up
 //! hands back every answer finished meanwhile (`wake`). s3bulk/_stores/native_http.py is
 //! the Python side; it keeps what decides (retries, errors, regions) in Python.
@@ -20,11 +20,12 @@ use std::time::Duration;
 use crate::checksums::Algorithm;
 use crate::filebody::{Digests, FileRange};
 use crate::pace::{whole, Pace};
+use crate::transport::Transport;
 use crate::wake::{Outbox, Runner};
 use base64::prelude::{Engine, BASE64_STANDARD};
 use bytes::Bytes;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
-use object_store::client::{HttpClient, HttpErrorKind, HttpRequest, HttpRequestBody};
+use object_store::client::{HttpErrorKind, HttpRequest, HttpRequestBody};
 use object_store::{ClientConfigKey, ClientOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -166,18 +167,17 @@ impl Http {
     #[new]
     fn new(client_options: HashMap<String, String>) -> PyResult<Self> {
         options_from(client_options.clone())?; // a bad option is refused here, as object_store would
-        let reqwest = reqwest_client(&client_options).map_err(PyValueError::new_err)?;
-        let client = HttpClient::new(reqwest.clone());
+        let transport = Transport::new(&client_options).map_err(PyValueError::new_err)?;
         let window = Pace::from_options(&client_options);
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let runner = Runner::start("s3bulk-http", outbox.clone(), move |request: Request| {
-            let (client, reqwest) = (client.clone(), reqwest.clone());
+            let transport = transport.clone();
             async move {
                 let ticket = request.ticket;
                 let answer = match &request.body {
-                    Body::File(range, check) => send_file(&reqwest, &request, range.clone(), *check, window).await,
-                    Body::Bytes(body) => send(&client, &request, body.clone(), window).await,
+                    Body::File(range, check) => send_file(&transport, &request, range.clone(), *check, window).await,
+                    Body::Bytes(body) => send(&transport, &request, body.clone(), window).await,
                 };
                 Some((ticket, answer.unwrap_or_else(|message| Answer::Failed { unreachable: false, message })))
             }
@@ -220,7 +220,7 @@ impl Http {
     }
 }
 
-/// The request as object_store's client and signer take it, headers added and signed (with
+/// The request as object_store's signer and `transport` take it, headers added and signed (with
 /// `digest`, the body's SHA-256, when the caller has it); Err: a header that is not valid.
 fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], digest: Option<&[u8]>) -> Result<HttpRequest, String> {
     let signer = request.signing.as_ref().map(|signing| {
@@ -230,7 +230,7 @@ fn signed(request: &Request, body: HttpRequestBody, extra: &[(String, String)], 
     built(&request.method, &request.url, request.headers.iter().chain(extra), body, signer)
 }
 
-/// A request as object_store's client takes it, with `headers`, signed by `signer` (with the
+/// A request as object_store's type has it, with `headers`, signed by `signer` (with the
 /// body's SHA-256 when known, else the body is hashed) when given; Err: a header or URL that is
 /// not valid. The batch GETs (gets.rs) build theirs here too.
 pub fn built<'a>(
@@ -253,9 +253,9 @@ pub fn built<'a>(
 }
 
 /// The request signed and sent; Err: it could not be built (a header that is not valid).
-async fn send(client: &HttpClient, request: &Request, body: Bytes, window: Duration) -> Result<Answer, String> {
+async fn send(transport: &Transport, request: &Request, body: Bytes, window: Duration) -> Result<Answer, String> {
     let built = signed(request, HttpRequestBody::from(body), &[], None)?;
-    let response = match client.execute(built).await {
+    let response = match transport.execute(built).await {
         Ok(response) => response,
         Err(err) => return Ok(failed(matches!(err.kind(), HttpErrorKind::Connect), &err)),
     };
@@ -293,8 +293,8 @@ pub fn header_pairs(headers: &http::HeaderMap) -> Vec<(String, String)> {
 
 /// A request whose body is a range of a file: hashed first (by a blocking-pool thread: its
 /// `checksum`, and its SHA-256 when the payload is signed), then signed and sent as the file is
-/// read, by reqwest itself (object_store's client takes bodies only whole in memory).
-async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange, check: Check, window: Duration) -> Result<Answer, String> {
+/// read (object_store's request body is whole in memory: the signed request takes this one).
+async fn send_file(transport: &Transport, request: &Request, range: FileRange, check: Check, window: Duration) -> Result<Answer, String> {
     let checksum = check.algorithm();
     let signed_payload = request.signing.as_ref().is_some_and(|signing| signing.sign_payload);
     let hashed = tokio::task::spawn_blocking({
@@ -310,16 +310,14 @@ async fn send_file(client: &reqwest::Client, request: &Request, range: FileRange
     let headers = digest_headers(&range, checksum, &digests);
     let sent = checksum.and_then(|algorithm| headers.iter().find(|(name, _)| name == algorithm.header()).cloned());
     let built = signed(request, HttpRequestBody::empty(), &headers, digests.sha256.as_deref())?;
-    let (parts, _) = built.into_parts();
-    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).map_err(|err| err.to_string())?;
-    let body = reqwest::Body::wrap_stream(range.chunks(file));
-    let response = match client.request(method, parts.uri.to_string()).headers(parts.headers).body(body).send().await {
+    let streamed = built.map(|_| range.body(file));
+    let response = match transport.send(streamed).await {
         Ok(response) => response,
-        Err(err) => return Ok(failed(err.is_connect(), &err)),
+        Err(err) => return Ok(failed(matches!(err.kind(), HttpErrorKind::Connect), &err)),
     };
     let status = response.status().as_u16();
     let headers = header_pairs(response.headers());
-    let body = whole(response.bytes_stream(), window, |err| message_of(false, &err)).await;
+    let body = whole(response.into_body().bytes_stream(), window, |err| message_of(false, &err)).await;
     Ok(answered(status, headers, body, sent))
 }
 
@@ -334,35 +332,6 @@ fn digest_headers(range: &FileRange, checksum: Option<Algorithm>, digests: &Dige
         headers.push(("content-md5".to_owned(), BASE64_STANDARD.encode(md5)));
     }
     headers
-}
-
-/// reqwest's client as object_store's `ClientOptions::client` would build it from the options
-/// s3bulk sets (`_stores/objects.client_options`), but that it never follows a redirect: reqwest
-/// follows up to ten, and to another host it takes along every header but Authorization (the
-/// session token, x-amz-security-token, among them) and a Referer naming the URL. A redirect
-/// comes back as the answer, which Python reads (S3's wrong-region answers are signed again for
-/// the right region, `_stores/s3.py`). Every request of the native part goes through one.
-pub fn reqwest_client(options: &HashMap<String, String>) -> Result<reqwest::Client, String> {
-    let duration = |name: &str| options.get(name).map(|text| humantime::parse_duration(text).map_err(|err| format!("{name}: {err}"))).transpose();
-    let flag = |name: &str| options.get(name).is_some_and(|text| text == "true");
-    let mut builder =
-        reqwest::Client::builder().user_agent(concat!("s3bulk-native/", env!("CARGO_PKG_VERSION"))).redirect(reqwest::redirect::Policy::none()).referer(false);
-    if let Some(timeout) = duration("timeout")? {
-        builder = builder.timeout(timeout);
-    }
-    if let Some(timeout) = duration("connect_timeout")? {
-        builder = builder.connect_timeout(timeout);
-    }
-    if let Some(timeout) = duration("read_timeout")? {
-        builder = builder.read_timeout(timeout);
-    }
-    if let Some(most) = options.get("pool_max_idle_per_host") {
-        builder = builder.pool_max_idle_per_host(most.parse().map_err(|_| format!("pool_max_idle_per_host: {most}"))?);
-    }
-    if flag("allow_invalid_certificates") {
-        builder = builder.danger_accept_invalid_certs(true);
-    }
-    builder.https_only(!flag("allow_http")).build().map_err(|err| err.to_string())
 }
 
 /// Why no answer came, in the client's words: for a connection never made, only the innermost

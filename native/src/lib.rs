@@ -18,6 +18,7 @@ mod http;
 mod md5;
 mod pace;
 mod parthash;
+mod transport;
 mod vectors;
 mod wake;
 

@@ -37,7 +37,6 @@ from s3bulk._stores.landing import (
 )
 from s3bulk._stores.localfiles import kind, set_time, write_checked, write_in_thread
 from s3bulk._stores.multipart import etag_parts, parts_group
-from s3bulk._stores.objects import obstore_can_address
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
 from s3bulk._stores.s3 import S3Client
@@ -228,7 +227,7 @@ class Downloads:
         """The object's bytes into `place.temporary`, the way its route says, and whether they
         match its checksum or `etag` (None: nothing could tell; `verify` off: never asked); a
         small one may have landed already."""
-        way = download_route(key, size, etag, parts).way
+        way = download_route(size, etag, parts).way
         if way not in (Way.STREAMED, Way.RANGED):  # those wait for their own bytes, GET by GET
             await self.retry.pace_bytes(size)
         etag = etag if self.verify else ""
@@ -238,7 +237,7 @@ class Downloads:
             written, matches = await self._fetch_streamed(
                 bucket, key, place.temporary, size, parts, etag, mtime
             )
-        else:  # the signed client's: a key only it can address, a small multipart object, nothing
+        else:  # the signed client's: a small multipart object, nothing
             written, matches = await self._fetch_signed(
                 bucket, key, place.temporary, size, parts, mtime, etag
             )
@@ -257,10 +256,9 @@ class Downloads:
         hashed against `etag` (a thread for a large one, so the loop goes on meanwhile): an
         object up to `WHOLE_BODY_MAX` under a multipart ETag (parts of at most 8 MiB: rare) in
         one ranged GET one byte past its listed size (an object that grew since comes back longer
-        and fails the size check); an empty one whole (a range of nothing is answered 416); a key
-        only the signed client can address whole."""
+        and fails the size check); an empty one whole (a range of nothing is answered 416)."""
         what = f"get s3://{bucket}/{key}"
-        if not size or not obstore_can_address(key):
+        if not size:
             _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
         else:
             body = await self.client.get_range(bucket, key, 0, size + 1)

@@ -1,6 +1,6 @@
 """Signed HTTP to an AWS-shaped service: botocore's credential chain, a request count by kind,
-and two ways to send: the native part (object_store's client and SigV4 signer, `native_http`:
-the S3 client, except a URL with a dot segment) or aiohttp with botocore's signer (the rest). The
+and two ways to send: the native part (object_store's SigV4 signer on hyper's client,
+`native_http`: the S3 client) or aiohttp with botocore's signer (the S3 Vectors client). The
 base of both s3bulk's S3 client (XML) and its S3 Vectors client (JSON): they differ in the
 service name they sign for and in how an error answer is read.
 
@@ -48,7 +48,7 @@ class SignedHttp:
     """One per process and event loop (its connection pool is the loop's)."""
 
     service: ClassVar[str]  # what requests are signed for: "s3", "s3vectors"
-    # Sent by the native part (`stores.native_http`) where it can, rather than through aiohttp.
+    # Sent by the native part (`stores.native_http`) rather than through aiohttp.
     native: ClassVar[bool] = False
 
     def __init__(
@@ -128,13 +128,11 @@ class SignedHttp:
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
         unreachable when no connection was made). A `FileRange` body is read as it is sent by
         the native part, which checks it by its checksum, its signed SHA-256, or else its
-        Content-MD5 (a caller whose URL the native part cannot send reads it first:
-        `S3Client.upload_part`).
+        Content-MD5.
         Without `sign_payload` the native part signs UNSIGNED-PAYLOAD: for a body that carries
         its checksum, which the service checks."""
         self.meter.requests[kind] += 1
-        native = self.native and native_http.sendable(url)
-        if native:
+        if self.native:
             try:
                 status, reply_headers, payload = await self._native().send(
                     method, url, headers or {}, body, self._signing(region, body_sha256, sign_payload)

@@ -7,25 +7,18 @@ runtime thread of their own: the requests one turn of the event loop asks for go
 call, and one wake-up of the loop hands back every answer finished meanwhile. What decides
 (retries, error answers, regions) stays in Python, in `http.SignedHttp`.
 
-One thing it cannot send: a key with a "." or ".." path segment, which the URL parser under
-every Rust HTTP client resolves away (escaped as %2E too), so the request would name another
-key. Those keys go through aiohttp (`sendable`).
+A URL goes as it is written: a key with a "." or ".." path segment names that key, not another
+(native/src/transport.rs says why that rules out reqwest).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import s3bulk_native
-from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
-
-# A path segment that is "." or "..", written plainly or escaped (the WHATWG URL rules).
-_DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?=/|\?|$)", re.IGNORECASE)
 
 Answer = tuple[int, dict[str, str], bytes]
 
@@ -56,14 +49,6 @@ class FileRange:
     length: int
     checksum: str | None = None
 
-    def read(self) -> bytes:
-        """The bytes, for a request the native part cannot send."""
-        with open(self.path, "rb") as file:
-            data = os.pread(file.fileno(), self.length, self.offset)
-        if len(data) != self.length:  # as the native part says it (filebody.rs)
-            raise ItemError(f"{self.path} shrank while it was being uploaded", retryable=False)
-        return data
-
 
 Body = bytes | bytearray | memoryview | FileRange
 
@@ -76,11 +61,6 @@ class Request(NamedTuple):
     headers: list[tuple[str, str]]
     body: bytes | FileRange
     signing: Signing | None
-
-
-def sendable(url: str) -> bool:
-    """Whether the URL reaches the service as written: no dot segment in its path."""
-    return _DOT_SEGMENT.search(url.partition("?")[0]) is None
 
 
 class NativeFailure(Exception):
