@@ -275,6 +275,33 @@ def test_uploads_carry_the_checksum_the_server_keeps(server: Endpoint, tmp_path:
             assert head.get("ChecksumType") == ("FULL_OBJECT" if crc else "COMPOSITE")
 
 
+def test_open_writes_carry_the_checksum_the_server_keeps(
+    server: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`s3bulk.open(url, "wb")` (obstore's writer) sends the settings' checksum, whole and in
+    parts: the default CRC64NVME full-object, SHA256 per part; what HEAD shows in checksum mode
+    is the value of the bytes written."""
+    import s3bulk
+    from test_checksums import composite, expected
+
+    for name, value in server.server.client_env().items():
+        monkeypatch.setenv(name, value)
+    bucket = new_bucket(server)
+    client = server.client()
+    small, large = os.urandom(100_000), os.urandom(11 * MiB)
+    for algorithm in ("CRC64NVME", "SHA256"):
+        settings = s3bulk.AwsSettings.from_env(checksum_algorithm=algorithm)
+        for name, data in (("small", small), ("large", large)):
+            key = f"{algorithm}/{name}"
+            with s3bulk.open(f"s3://{bucket}/{key}", "wb", buffer_size=5 * MiB, settings=settings) as out:
+                out.write(data)
+            head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+            whole = algorithm == "CRC64NVME" or name == "small"
+            value = expected(algorithm, data) if whole else composite(algorithm, data, 5 * MiB)
+            assert head.get(f"Checksum{algorithm}") == value, (algorithm, name, head)
+            assert head.get("ChecksumType") == ("FULL_OBJECT" if whole else "COMPOSITE")
+
+
 def test_downloads_are_checked_by_the_checksum_the_server_keeps(server: Endpoint, tmp_path: Path) -> None:
     """Objects boto3 wrote with its default checksum (CRC32, one PUT) and in parts with a
     full-object CRC64NVME download verified, whole (the GET carries the checksum) and in ranges

@@ -41,6 +41,12 @@ class BotocoreCredentials:
         }
 
 
+# The checksums obstore's store sends with what it writes (`s3bulk.open(..., "wb")`, the ray
+# engine's journal): object_store knows these two. CRC64NVME goes full-object, parts included;
+# SHA-256 per part (composite). With another algorithm chosen, its writes carry none.
+STORE_CHECKSUMS = {"CRC64NVME": "crc64nvme", "SHA256": "sha256"}
+
+
 def s3_store(settings: AwsSettings, bucket: str, *, max_connections: int = 64) -> S3Store:
     """An obstore S3Store. Retries are the engine's (counted, and throttling slows the job), so
     the store makes none. Multipart uploads do not go through it (stores/multipart.py: their
@@ -74,6 +80,8 @@ def store_options(
     if settings.sse_c:  # obstore sends it on every GET, HEAD and PUT of this store
         config["server_side_encryption"] = "sse-c"
         config["sse_customer_key_base64"] = settings.sse_c.base64
+    if settings.upload_checksum in STORE_CHECKSUMS:  # what its PUTs and parts carry for the service to check
+        config["checksum_algorithm"] = STORE_CHECKSUMS[settings.upload_checksum]
     return config, client_options(settings, max_connections, allow_http=endpoint.startswith("http://"))
 
 
