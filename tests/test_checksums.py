@@ -249,3 +249,25 @@ def test_a_download_in_ranges_is_checked_by_their_crcs_combined(
     assert (tmp_path / "down" / "big").read_bytes() == data
     assert hostile.server.log.count("HeadObject") == 2  # once per attempt, none per part
     assert hostile.server.log.count("GetObject") == 2 * 4  # 4 ranges of up to 6 MiB, twice
+
+
+@pytest.mark.parametrize("algorithm", ["SHA256", "SHA1"])
+def test_a_composite_checksum_checks_a_file_by_its_parts(algorithm: str, tmp_path: Path) -> None:
+    """A value kept per part ("…-N") checks a file cut into the parts the service tells: a
+    changed byte, or another cut, does not match."""
+    from s3bulk._stores.checksums import composite as kept_per_part
+    from s3bulk._stores.checksums import file_matches_parts
+
+    data = os.urandom(11 * 1024 * 1024 + 3)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    value = composite(algorithm, data, 5 * 1024 * 1024)
+    sizes = [5 * 1024 * 1024, 5 * 1024 * 1024, 1024 * 1024 + 3]
+    assert kept_per_part({f"x-amz-checksum-{algorithm.lower()}": value}) == (algorithm, value, 3)
+    assert kept_per_part({f"x-amz-checksum-{algorithm.lower()}": expected(algorithm, data)}) is None
+    assert file_matches_parts(str(path), algorithm, value, sizes)
+    assert not file_matches_parts(str(path), algorithm, value, [6 * 1024 * 1024, 4 * 1024 * 1024, sizes[2]])
+    changed = bytearray(data)
+    changed[7 * 1024 * 1024] ^= 1
+    path.write_bytes(bytes(changed))
+    assert not file_matches_parts(str(path), algorithm, value, sizes)

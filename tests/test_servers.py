@@ -281,8 +281,9 @@ def test_open_writes_carry_the_checksum_the_server_keeps(
     """`s3bulk.open(url, "wb")` (obstore's writer) sends the settings' checksum, whole and in
     parts: the default CRC64NVME full-object, SHA256 per part; what HEAD shows in checksum mode
     is the value of the bytes written."""
-    import s3bulk
     from test_checksums import composite, expected
+
+    import s3bulk
 
     for name, value in server.server.client_env().items():
         monkeypatch.setenv(name, value)

@@ -255,3 +255,28 @@ def test_sync_checksum_and_check_tell_an_unchanged_encrypted_tree_by_its_checksu
 
     (tree / "small.txt").write_bytes(b"small object, changed\n")
     assert sync(*up) == (1, 1)
+
+
+def test_a_download_is_checked_by_a_composite_checksum(
+    minio_tls: Endpoint, tree: Path, keys: tuple, tmp_path: Path
+) -> None:
+    """An SSE-C object's ETag is no MD5, and a SHA-256 sent with each part is kept per part
+    (COMPOSITE, "…-2"): such a download is checked by its parts' SHA-256s, their sizes as the
+    service tells them, rather than landing unverified."""
+    first, _, k1, _ = keys
+    bucket = new_bucket(minio_tls)
+    key = ["--sse-c-key", f"fileb://{k1}"]
+    options = [*INSECURE, *SMALL[:4], *key]
+    up = run_cli(
+        minio_tls.env, "cp", *options, "--checksum-algorithm", "SHA256", f"{tree}/", f"s3://{bucket}/t/"
+    )
+    assert up.returncode == 0, up.stderr
+    extra = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": first, "ChecksumMode": "ENABLED"}
+    head = minio_tls.client().head_object(Bucket=bucket, Key="t/big.bin", **extra)  # type: ignore[attr-defined]
+    assert head["ChecksumType"] == "COMPOSITE" and head["ChecksumSHA256"].endswith("-2")
+    down = run_cli(minio_tls.env, "cp", "--json", *options, f"s3://{bucket}/t/", f"{tmp_path}/out/")
+    assert down.returncode == 0, down.stdout + down.stderr
+    summary = json.loads(down.stdout.splitlines()[-1])["summary"]
+    assert (summary["objects_done"], summary["objects_unverified"]) == (2, 0), summary
+    for name in ("small.txt", "big.bin"):
+        assert (tmp_path / "out" / name).read_bytes() == (tree / name).read_bytes()

@@ -178,6 +178,32 @@ pub fn checksum_file<'py>(py: Python<'py>, algorithm: &str, path: PathBuf) -> Py
     Ok(PyBytes::new(py, &value))
 }
 
+/// The checksum `algorithm` of each part of the file at `path`, the parts of `sizes` one after
+/// the other from its start, read with the GIL released: a multipart object's composite
+/// checksum ("…-N") is the checksum of these. OSError when the file cannot be read or is
+/// shorter than the parts.
+#[pyfunction]
+pub fn checksum_file_parts<'py>(py: Python<'py>, algorithm: &str, path: PathBuf, sizes: Vec<u64>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let algorithm = Algorithm::named(algorithm)?;
+    let values = py.detach(move || -> std::io::Result<Vec<Vec<u8>>> {
+        let mut file = File::open(&path)?;
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut values = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            let (mut hasher, mut left) = (Hasher::new(algorithm), size);
+            while left > 0 {
+                let chunk = &mut buffer[..usize::try_from(left).unwrap_or(usize::MAX).min(1 << 20)];
+                file.read_exact(chunk)?;
+                hasher.update(chunk);
+                left -= chunk.len() as u64;
+            }
+            values.push(hasher.finish());
+        }
+        Ok(values)
+    })?;
+    Ok(values.iter().map(|value| PyBytes::new(py, value)).collect())
+}
+
 /// The CRC of two byte strings one after the other, from the CRC of each and the length of
 /// the second: a multipart object's full-object checksum from its parts'. ValueError for an
 /// algorithm that is no CRC (a SHA does not combine) or a value of the wrong width.

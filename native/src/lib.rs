@@ -29,6 +29,7 @@ fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::checksum, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::checksum_file, module)?)?;
+    module.add_function(wrap_pyfunction!(checksums::checksum_file_parts, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::crc_combine, module)?)?;
     module.add_class::<gets::Gets>()?;
     module.add_class::<http::Http>()?;

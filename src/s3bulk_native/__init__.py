@@ -7,6 +7,7 @@ from s3bulk_native.s3bulk_native import (
     __version__,  # native/Cargo.toml's, the package's
     checksum,
     checksum_file,
+    checksum_file_parts,
     crc_combine,
     md5_file_parts,
     md5_many,
@@ -19,6 +20,7 @@ __all__ = [
     "__version__",
     "checksum",
     "checksum_file",
+    "checksum_file_parts",
     "crc_combine",
     "md5_file_parts",
     "md5_many",

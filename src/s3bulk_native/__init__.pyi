@@ -25,6 +25,11 @@ def checksum_file(algorithm: str, path: str) -> bytes:
     """`checksum` of the file at `path`, read a MiB at a time with the GIL released. OSError
     when it cannot be read."""
 
+def checksum_file_parts(algorithm: str, path: str, sizes: list[int]) -> list[bytes]:
+    """`checksum` of each part of the file at `path`, the parts of `sizes` one after the other
+    from its start (a composite checksum, "…-N", is the checksum of these). OSError when it
+    cannot be read or is shorter than the parts."""
+
 def crc_combine(algorithm: str, first: bytes, second: bytes, second_length: int) -> bytes:
     """The CRC of two byte strings one after the other, from each one's CRC and the second's
     length (a multipart object's full-object checksum from its parts'). ValueError for a SHA,

@@ -67,6 +67,23 @@ def full_object(headers: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
+def composite(headers: dict[str, str]) -> tuple[str, str, int] | None:
+    """(algorithm, value, number of parts) of a checksum kept per part in `headers` (`COMPOSITE`,
+    the value "<checksum of the parts' checksums>-N"); None when there is none."""
+    for algorithm in SENT:
+        value, _, parts = headers.get(header(algorithm), "").partition("-")
+        if value and parts.isdigit():
+            return algorithm, f"{value}-{parts}", int(parts)
+    return None
+
+
+def file_matches_parts(path: str, algorithm: str, value: str, sizes: list[int]) -> bool:
+    """Whether the file, cut into parts of `sizes`, has the composite checksum `value`."""
+    parts = s3bulk_native.checksum_file_parts(algorithm, path, sizes)
+    whole = base64.b64encode(s3bulk_native.checksum(algorithm, b"".join(parts))).decode()
+    return f"{whole}-{len(sizes)}" == value
+
+
 def is_crc(algorithm: str) -> bool:
     """Whether values of `algorithm` combine (`whole_object`)."""
     return algorithm in _CRCS

@@ -186,11 +186,19 @@ class Downloads:
         A full-object checksum the service keeps (x-amz-checksum-crc64nvme, -crc32c, -crc32,
         -sha256, -sha1: `checksums.file_matches`) then decides; an encrypted object without one
         is taken as it came, unverified (None); a multipart one is hashed again by the sizes of
-        its parts, as the service tells them."""
+        its parts, as the service tells them; where the service keeps a checksum per part
+        (`COMPOSITE`), the file is checked by its parts' checksums, so cut."""
         head = await self.head(bucket, key, checksums=True)
         found = await asyncio.to_thread(checksums.file_matches, temporary, head)
         if found is not None:
             return found
+        per_part = checksums.composite(head)
+        if per_part is not None:
+            algorithm, value, count = per_part
+            sizes = await self.told_part_sizes(bucket, key, count, size)
+            if sizes:
+                matches = checksums.file_matches_parts
+                return await asyncio.to_thread(matches, temporary, algorithm, value, sizes)
         kms = head.get("x-amz-server-side-encryption", "").startswith("aws:kms")
         if kms or head.get("x-amz-server-side-encryption-customer-algorithm"):
             return None

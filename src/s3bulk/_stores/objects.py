@@ -43,7 +43,9 @@ class BotocoreCredentials:
 
 # The checksums obstore's store sends with what it writes (`s3bulk.open(..., "wb")`, the ray
 # engine's journal): object_store knows these two. CRC64NVME goes full-object, parts included;
-# SHA-256 per part (composite). With another algorithm chosen, its writes carry none.
+# SHA-256 per part (composite). With another algorithm chosen, its writes carry none; nor with
+# SSE-C: its CompleteMultipartUpload goes without the key, which MinIO then refuses ("must
+# provide an appropriate secret key") where the parts carried checksums.
 STORE_CHECKSUMS = {"CRC64NVME": "crc64nvme", "SHA256": "sha256"}
 
 
@@ -80,7 +82,7 @@ def store_options(
     if settings.sse_c:  # obstore sends it on every GET, HEAD and PUT of this store
         config["server_side_encryption"] = "sse-c"
         config["sse_customer_key_base64"] = settings.sse_c.base64
-    if settings.upload_checksum in STORE_CHECKSUMS:  # what its PUTs and parts carry for the service to check
+    if settings.upload_checksum in STORE_CHECKSUMS and not settings.sse_c:  # its writes carry it
         config["checksum_algorithm"] = STORE_CHECKSUMS[settings.upload_checksum]
     return config, client_options(settings, max_connections, allow_http=endpoint.startswith("http://"))
 
