@@ -54,7 +54,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::checksums::{self, Algorithm};
-use crate::http::{built, header_pairs, message_of, options_from};
+use crate::http::{built, header_pairs, message_of, options_from, Unanswered};
 use crate::md5::{engine, update_in_lockstep, window};
 use crate::pace::{at_most, joined, whole, Pace};
 use crate::parthash::{Hasher, HasherThread};
@@ -153,6 +153,38 @@ struct Landing {
 
 /// What became of a job: bytes written, their MD5 (when hashed), whether they matched the
 /// checksum their answer carried (when one came), and whether the file landed; or why not.
+/// A GET whose body was written into its file, as `Gets.take` hands it back: the bytes
+/// written, their MD5 (when asked for), the checksum computed of them (`algorithm`, `checksum`)
+/// and whether it is the one the answer carried (`checked`: None when none came), and whether
+/// the file landed.
+#[pyclass(module = "s3bulk_native", frozen, get_all)]
+pub struct Written {
+    ticket: u64,
+    written: u64,
+    md5: Option<Py<PyBytes>>,
+    algorithm: Option<&'static str>,
+    checksum: Option<Py<PyBytes>>,
+    checked: Option<bool>,
+    landed: bool,
+}
+
+/// A GET whose local file failed (its errno and message: a full disk stops the job).
+#[pyclass(module = "s3bulk_native", frozen, get_all)]
+pub struct DiskFailed {
+    ticket: u64,
+    errno: i32,
+    message: String,
+}
+
+/// A GET the service answered with an error: its status, headers and body.
+#[pyclass(module = "s3bulk_native", frozen, get_all)]
+pub struct Refused {
+    ticket: u64,
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Py<PyBytes>,
+}
+
 enum Outcome {
     Written {
         written: u64,
@@ -743,28 +775,32 @@ impl Gets {
         py.detach(|| self.tickets.cancel(ticket));
     }
 
-    /// The outcomes finished since the last call: (ticket, what, details), what and details as
-    /// - "written": (bytes written, MD5 or None, (checksum algorithm, value, whether it is the
-    ///   one the answer gave, or None) or None, landed)
-    /// - "disk": (errno, message), the local file's failure
-    /// - "refused": (status, headers, body), the service's error answer
-    /// - "failed": (no connection was made, message).
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u64, &'static str, Bound<'py, PyAny>)>> {
-        let mut taken = Vec::new();
-        for (ticket, outcome) in self.outbox.take() {
-            let (what, details) = match outcome {
-                Outcome::Written { written, md5, checksum, landed } => {
-                    let md5 = md5.map(|digest| PyBytes::new(py, &digest));
-                    let checksum = checksum.map(|summed| (summed.algorithm.name(), PyBytes::new(py, &summed.value), summed.matched));
-                    ("written", (written, md5, checksum, landed).into_pyobject(py)?.into_any())
-                }
-                Outcome::Disk { errno, message } => ("disk", (errno, message).into_pyobject(py)?.into_any()),
-                Outcome::Refused { status, headers, body } => ("refused", (status, headers, PyBytes::new(py, &body)).into_pyobject(py)?.into_any()),
-                Outcome::Failed { unreachable, message } => ("failed", (unreachable, message).into_pyobject(py)?.into_any()),
-            };
-            taken.push((ticket, what, details));
-        }
-        Ok(taken)
+    /// The outcomes finished since the last call, one of these each: `Written` (its file),
+    /// `DiskFailed` (the local file's failure), `Refused` (the service's error answer),
+    /// `Unanswered` (no answer, or a body cut short).
+    fn take(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        self.outbox
+            .take()
+            .into_iter()
+            .map(|(ticket, outcome)| {
+                Ok(match outcome {
+                    Outcome::Written { written, md5, checksum, landed } => {
+                        let md5 = md5.map(|digest| PyBytes::new(py, &digest).unbind());
+                        let (algorithm, checksum, checked) = match checksum {
+                            Some(summed) => (Some(summed.algorithm.name()), Some(PyBytes::new(py, &summed.value).unbind()), summed.matched),
+                            None => (None, None, None),
+                        };
+                        Py::new(py, Written { ticket, written, md5, algorithm, checksum, checked, landed })?.into_any()
+                    }
+                    Outcome::Disk { errno, message } => Py::new(py, DiskFailed { ticket, errno, message })?.into_any(),
+                    Outcome::Refused { status, headers, body } => {
+                        let body = PyBytes::new(py, &body).unbind();
+                        Py::new(py, Refused { ticket, status, headers, body })?.into_any()
+                    }
+                    Outcome::Failed { unreachable, message } => Py::new(py, Unanswered { ticket, unreachable, message })?.into_any(),
+                })
+            })
+            .collect()
     }
 
     /// The file at `path` (made by the caller), of `size` bytes, is to be hashed part by part

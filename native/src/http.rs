@@ -153,6 +153,27 @@ enum Answer {
     Failed { unreachable: bool, message: String },
 }
 
+/// An answer `Http.take` hands back: its request's ticket, the status, the headers (names in
+/// lower case), the body, and the checksum a file's range was sent with ((header, value), or
+/// None).
+#[pyclass(module = "s3bulk_native", frozen, get_all)]
+pub struct Reply {
+    ticket: u64,
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Py<PyBytes>,
+    checksum: Option<(String, String)>,
+}
+
+/// A request that got no answer (or a body cut short), as `Http.take` and `Gets.take` hand it
+/// back: its ticket, whether no connection was made at all, and the client's words.
+#[pyclass(module = "s3bulk_native", frozen, get_all)]
+pub struct Unanswered {
+    pub ticket: u64,
+    pub unreachable: bool,
+    pub message: String,
+}
+
 /// A client for signed requests, with its own runtime thread.
 #[pyclass(module = "s3bulk_native")]
 pub struct Http {
@@ -199,17 +220,17 @@ impl Http {
         self.runner.send(sent)
     }
 
-    /// The answers finished since the last call: (ticket, status, headers, body, failure or
-    /// None, (header, value) of the checksum sent, or None), failure as (no connection was
-    /// made, message).
-    #[allow(clippy::type_complexity)]
-    fn take<'py>(&self, py: Python<'py>) -> Vec<(u64, u16, Vec<(String, String)>, Bound<'py, PyBytes>, Option<(bool, String)>, Option<(String, String)>)> {
+    /// The answers finished since the last call: a `Reply` each, or an `Unanswered`.
+    fn take(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         self.outbox
             .take()
             .into_iter()
             .map(|(ticket, answer)| match answer {
-                Answer::Reply { status, headers, body, checksum } => (ticket, status, headers, python_bytes(py, &body), None, checksum),
-                Answer::Failed { unreachable, message } => (ticket, 0, Vec::new(), PyBytes::new(py, b""), Some((unreachable, message)), None),
+                Answer::Reply { status, headers, body, checksum } => {
+                    let body = python_bytes(py, &body).unbind();
+                    Ok(Py::new(py, Reply { ticket, status, headers, body, checksum })?.into_any())
+                }
+                Answer::Failed { unreachable, message } => Ok(Py::new(py, Unanswered { ticket, unreachable, message })?.into_any()),
             })
             .collect()
     }

@@ -33,6 +33,11 @@ fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(checksums::crc_combine, module)?)?;
     module.add_class::<gets::Gets>()?;
     module.add_class::<http::Http>()?;
+    module.add_class::<http::Reply>()?;
+    module.add_class::<http::Unanswered>()?;
+    module.add_class::<gets::Written>()?;
+    module.add_class::<gets::DiskFailed>()?;
+    module.add_class::<gets::Refused>()?;
     // the package's version, written once (native/Cargo.toml): the wheel's metadata takes it
     // from there too, and `s3bulk --version` prints both, which must agree
     module.add("__version__", env!("CARGO_PKG_VERSION"))

@@ -2,8 +2,13 @@
 PutVectors bodies written, and downloads hashed and landed, without the GIL."""
 
 from s3bulk_native.s3bulk_native import (
+    DiskFailed,
     Gets,
     Http,
+    Refused,
+    Reply,
+    Unanswered,
+    Written,
     __version__,  # native/Cargo.toml's, the package's
     checksum,
     checksum_file,
@@ -15,8 +20,13 @@ from s3bulk_native.s3bulk_native import (
 )
 
 __all__ = [
+    "DiskFailed",
     "Gets",
     "Http",
+    "Refused",
+    "Reply",
+    "Unanswered",
+    "Written",
     "__version__",
     "checksum",
     "checksum_file",

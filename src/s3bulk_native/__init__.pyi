@@ -40,6 +40,52 @@ def md5_file_parts(path: str, part_size: int) -> list[bytes]:
     digest for a file no larger than a part, an empty file's included), parts hashed side by side
     with the GIL released. OSError when the file cannot be read."""
 
+class Written:
+    """A GET whose body was written into its file (`Gets.take`): the bytes written, their MD5
+    when asked for, the checksum computed of them and whether it is the one the answer carried
+    (`checked`: None when none came), and whether the file landed."""
+
+    ticket: int
+    written: int
+    md5: bytes | None
+    algorithm: str | None
+    checksum: bytes | None
+    checked: bool | None
+    landed: bool
+
+class DiskFailed:
+    """A GET whose local file failed (`Gets.take`): its errno and message."""
+
+    ticket: int
+    errno: int
+    message: str
+
+class Refused:
+    """A GET the service answered with an error (`Gets.take`)."""
+
+    ticket: int
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+class Unanswered:
+    """A request that got no answer, or a body cut short (`Gets.take`, `Http.take`): whether no
+    connection was made at all, and the client's words."""
+
+    ticket: int
+    unreachable: bool
+    message: str
+
+class Reply:
+    """An answer (`Http.take`): status, headers with names in lower case, body, and the checksum
+    a file's range was sent with as (header, value), or None."""
+
+    ticket: int
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    checksum: tuple[str, str] | None
+
 class Gets:
     """GETs of objects into files, handed over in batches to a runtime thread of their own,
     signed and sent as `Http`'s requests are."""
@@ -80,12 +126,8 @@ class Gets:
     def forget_parts(self, hashed: int) -> None:
         """The file `hashed` will not be asked for."""
 
-    def take(self) -> list[tuple[int, str, tuple[Any, ...]]]:
-        """Outcomes finished since the last call: (ticket, what, details), as
-        "written": (bytes written, MD5 or None, (checksum algorithm, value, matched the one the
-        answer gave, or None) or None, landed);
-        "disk": (errno, message), the local file's failure; "refused": (status, headers, body),
-        the service's error answer; "failed": (no connection was made, message)."""
+    def take(self) -> list[Written | DiskFailed | Refused | Unanswered]:
+        """Outcomes finished since the last call, one for each GET."""
 
     def cancel(self, ticket: int) -> None:
         """The caller of `ticket` has gone: once this returns, its file is either written (and
@@ -113,12 +155,8 @@ class Http:
         copied, until its request is done, or a `FileRange` read as it is sent; signed first
         when `signing` (`native_http.Signing`) is given."""
 
-    def take(
-        self,
-    ) -> list[tuple[int, int, list[tuple[str, str]], bytes, tuple[bool, str] | None, tuple[str, str] | None]]:
-        """Answers finished since the last call: (ticket, status, headers with names in lower
-        case, body, failure, checksum sent), failure as (no connection was made, message) or
-        None, the checksum a file's range was sent with as (header, value) or None."""
+    def take(self) -> list[Reply | Unanswered]:
+        """Answers finished since the last call, one for each request."""
 
     def close(self) -> None:
         """Stop: requests not answered are dropped."""

@@ -195,26 +195,19 @@ class Gets(Handover[Outcome]):
             self._native.set_credentials(credentials.access_key, credentials.secret_key, credentials.token)
             self._credentials = credentials
 
-    def _settle(self, future: asyncio.Future[Outcome], outcome: tuple[Any, ...]) -> None:
-        ticket, what, details = outcome
-        path, key = self._asked.pop(ticket)
-        if what == "written":
-            written, md5, checksum, landed = details
-            checked, value = (None, None) if checksum is None else (checksum[2], checksum[1])
-            future.set_result(Outcome(written, md5, checked, landed, value))
-        elif what == "disk":
-            errno, _ = details
-            future.set_exception(OSError(errno, os.strerror(errno), path))
-        elif what == "refused":
-            status, headers, body = details
-            future.set_exception(self._client.error(status, dict(headers), body, self._what(key)))
+    def _settle(self, future: asyncio.Future[Outcome], outcome: Any) -> None:
+        path, key = self._asked.pop(outcome.ticket)
+        if isinstance(outcome, s3bulk_native.Written):
+            landed, value = outcome.landed, outcome.checksum
+            future.set_result(Outcome(outcome.written, outcome.md5, outcome.checked, landed, value))
+        elif isinstance(outcome, s3bulk_native.DiskFailed):
+            future.set_exception(OSError(outcome.errno, os.strerror(outcome.errno), path))
+        elif isinstance(outcome, s3bulk_native.Refused):
+            error = self._client.error(outcome.status, dict(outcome.headers), outcome.body, self._what(key))
+            future.set_exception(error)
         else:
-            unreachable, message = details
-            future.set_exception(
-                self._client.failure(
-                    self._client.url(self._bucket, key), self._what(key), message, unreachable
-                )
-            )
+            url, what = self._client.url(self._bucket, key), self._what(key)
+            future.set_exception(self._client.failure(url, what, outcome.message, outcome.unreachable))
 
     def _what(self, key: str) -> str:
         return f"get s3://{self._bucket}/{key}"

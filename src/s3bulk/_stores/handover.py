@@ -95,11 +95,12 @@ class Handover(Generic[R]):
         with contextlib.suppress(BlockingIOError):
             os.read(self._native.fileno(), 4096)
         for outcome in self._native.take():
-            future = self._waiting.pop(outcome[0], None)
+            future = self._waiting.pop(outcome.ticket, None)
             if future is not None and not future.done():
                 self._settle(future, outcome)
 
-    def _settle(self, future: asyncio.Future[R], outcome: tuple[Any, ...]) -> None:
+    def _settle(self, future: asyncio.Future[R], outcome: Any) -> None:
+        """`outcome` is one of the native part's typed outcomes (`s3bulk_native.Reply`, ...)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import s3bulk_native
 from s3bulk._stores.handover import Handover
@@ -93,13 +93,13 @@ class NativeHttp(Handover[Answer]):
         request = Request(method, url, list(headers.items()), sent, signing)
         return await self._handed(self._ticket(), (request,))
 
-    def _settle(self, future: asyncio.Future[Answer], outcome: tuple[Any, ...]) -> None:
-        _, status, headers, body, failure, checksum = outcome
-        if failure is None:
-            answer = dict(headers)
-            if checksum is not None:  # (header, value) of what a file's range was sent with
-                answer.setdefault(*checksum)
-            future.set_result((status, answer, body))
+    def _settle(
+        self, future: asyncio.Future[Answer], outcome: s3bulk_native.Reply | s3bulk_native.Unanswered
+    ) -> None:
+        if isinstance(outcome, s3bulk_native.Reply):
+            answer = dict(outcome.headers)
+            if outcome.checksum is not None:  # (header, value) of what a file's range was sent with
+                answer.setdefault(*outcome.checksum)
+            future.set_result((outcome.status, answer, outcome.body))
         else:
-            unreachable, message = failure
-            future.set_exception(NativeFailure(message, unreachable))
+            future.set_exception(NativeFailure(outcome.message, outcome.unreachable))
