@@ -41,7 +41,8 @@ def test_ls_loads_neither_aiohttp_nor_botocores_signer_nor_other_commands(minio:
 
 def test_a_download_loads_its_own_command_and_no_other(minio: Endpoint, tmp_path: Path) -> None:
     """Nothing is imported that the job does not use: `cp` loads the copy command and its API
-    module (and the batched deleter `mv` shares with `rm`), not sync's, gather's or map's, nor
+    module and the parts it shares (the spec's fields and the mover, and the batched deleter
+    `mv` shares with `rm` and sync), not sync's, check's, gather's or map's, nor
     the other verbs (each command ~1-3 ms of imports and dataclasses; 20 ms of a `cp` in all)."""
     bucket = new_bucket(minio)
     minio.client().put_object(Bucket=bucket, Key="k.txt", Body=b"abc")  # type: ignore[attr-defined]
@@ -59,7 +60,9 @@ def test_a_download_loads_its_own_command_and_no_other(minio: Endpoint, tmp_path
         "_commands",
         "_commands.base",
         "_commands.copy",
-        "_commands.remove",
+        "_commands.deletes",
+        "_commands.mover",
+        "_commands.transfer",
     ]
     assert done.stdout.splitlines()[-1] == f"0 {[f's3bulk.{name}' for name in own]}"
 

@@ -142,7 +142,7 @@ def test_a_listing_side_left_behind_by_a_failed_merge_lets_the_event_loop_end() 
     again to hand it over hung `sync` for good after its error was printed)."""
     import threading
 
-    from s3bulk._commands.sync import _prefetch
+    from s3bulk._commands.sides import prefetch as _prefetch
 
     async def pages() -> AsyncIterator[list[Entry]]:
         for number in range(10):

@@ -90,7 +90,7 @@ class ItemError(S3BulkError):
     # us): the job stops at the first one, with one line, instead of failing every item alike
     job_wide = False
     # the destination refused the write for want of permission (AccessDenied, EACCES): the job
-    # stops when it happens before anything was written (`CopyJob._refused_destination`)
+    # stops when it happens before anything was written (`Mover._refused_destination`)
     denied = False
 
     def __init__(self, message: str, *, retryable: bool) -> None:

@@ -7,8 +7,8 @@ import os
 
 from s3bulk._api.base import Location, Patterns, Progress, Records, run_spec, sync_twin
 from s3bulk._api.copy import COPY
-from s3bulk._commands.copy import CopySpec
 from s3bulk._commands.sync import SyncSpec
+from s3bulk._commands.transfer import TransferSpec
 from s3bulk._config import AwsSettings
 from s3bulk._report import Report
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
@@ -32,9 +32,9 @@ async def sync_async(
     concurrency: int = COPY.concurrency,
     max_in_flight_bytes: int = COPY.max_in_flight_bytes,
     max_memory: int | None = None,
-    part_size: int = CopySpec.part_size,
-    multipart_threshold: int = CopySpec.multipart_threshold,
-    copy_multipart_threshold: int = CopySpec.copy_multipart_threshold,
+    part_size: int = TransferSpec.part_size,
+    multipart_threshold: int = TransferSpec.multipart_threshold,
+    copy_multipart_threshold: int = TransferSpec.copy_multipart_threshold,
     max_attempts: int | None = COPY.max_attempts,
     bwlimit: int | None = None,
     tpslimit: float | None = None,

@@ -11,25 +11,26 @@ is named as "cannot tell". Nothing is journaled: a check is cheap to run again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
-from s3bulk._commands.base import JobPlan, Spec
-from s3bulk._commands.copy import copy_options, unchanged
-from s3bulk._commands.sync import CheckItem, SyncBatch, SyncCommand, SyncJob, SyncSpec
+from s3bulk._commands.base import Command, JobPlan, Spec
+from s3bulk._commands.mover import Stores, url_of
+from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, sides_match
+from s3bulk._commands.transfer import Direction, TransferOptions, TransferSpec, transfer_options, unchanged
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
 from s3bulk._plan.diff import Entry, decide
-from s3bulk._report import Failure
+from s3bulk._report import Failure, WorkerStats
 from s3bulk._stores.routes import WHOLE_BODY_MAX
-from s3bulk._urls import Location, S3Location, parse_location
+from s3bulk._urls import Location, parse_location
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckSpec(SyncSpec):
+class CheckSpec(TransferSpec):
     command: ClassVar[str] = "check"
-    mode: str = "checksum"
 
 
 class Difference(NamedTuple):
@@ -41,7 +42,7 @@ class Difference(NamedTuple):
     why: str = ""
 
 
-class CheckCommand(SyncCommand):
+class CheckCommand(Command):
     name: ClassVar[str] = "check"
     spec: ClassVar[type[Spec]] = CheckSpec
     journaled: ClassVar[bool] = False
@@ -52,32 +53,60 @@ class CheckCommand(SyncCommand):
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, CheckSpec)
         source, destination = parse_location(spec.source), parse_location(spec.destination)
-        return CheckJob(source, destination, settings, copy_options(spec, settings, plan), mode="checksum")
+        return CheckJob(source, destination, settings, transfer_options(spec, settings, plan))
 
     def verb(self, job: Job) -> str:
         return "check"
 
 
 @dataclass
-class CheckJob(SyncJob):
-    async def preflight(self) -> dict[str, int]:
-        return {}  # nothing is written: no bucket to check for it
+class CheckJob:
+    """The driver lists both sides and diffs them (`Sides`), by checksum; the workers settle what
+    the listings cannot (`sides_match`) and name each difference as an item's failure."""
 
-    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> SyncBatch:
+    source: Location
+    destination: Location
+    settings: AwsSettings
+    options: TransferOptions = field(default_factory=TransferOptions)
+    sides: Sides = field(init=False)
+    stores: Stores = field(init=False)
+    preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
+    preflight_notes: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.sides = Sides(self.source, self.destination, self.settings, self.options)
+        self.source, self.destination = self.sides.source, self.sides.destination
+        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.verify)
+
+    @property
+    def direction(self) -> Direction:
+        return self.sides.direction
+
+    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        async for chunk in self.sides.chunks(stats):
+            with stats.timed("plan"):
+                batch = self._plan(chunk)
+            if batch.items or batch.unchanged or batch.problems:
+                yield batch
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+        return iter(())  # nothing is journaled: a check is run again whole
+
+    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> DiffBatch:
         items: list[Any] = []
         problems: list[Failure] = []
         same = 0
-        unlisted = self._unlisted
+        unlisted = self.sides.unlisted
         for source, destination in chunk:
             if source is None:
                 assert destination is not None
                 if unlisted.covers(destination.relative):  # the source's side of it is not known
                     continue
-                extra = _url(self.destination, destination.name)
+                extra = url_of(self.destination, destination.name)
                 items.append(Difference("extra", extra, destination.size, "not at the source"))
                 continue
             unlisted.saw(source)
-            name = _url(self.source, source.name)
+            name = url_of(self.source, source.name)
             if source.problem:
                 problems.append(Failure(name, "", source.problem, skipped=not source.refused))
             elif destination is None:
@@ -85,37 +114,53 @@ class CheckJob(SyncJob):
             elif source.size != destination.size:
                 why = f"sizes {source.size:,} and {destination.size:,}"
                 items.append(Difference("differs", name, source.size, why))
-            elif (decision := decide(source, destination, "checksum", self._local_side)) == "same":
+            elif (decision := decide(source, destination, "checksum", self.sides.local_side)) == "same":
                 same += 1
             elif decision == "check":  # the file's checksum, or both objects' (HEADs), decides
                 etag = source.etag or destination.etag  # the S3 side's, when the other is a file
-                items.append(CheckItem(self._transfer(source.relative, source.size, 0.0), etag))
+                items.append(CheckItem(self.sides.transfer(source.relative, source.size, 0.0), etag))
             else:
                 layouts = "-" in source.etag + destination.etag  # parts of other sizes: other ETags
                 why = "ETags differ" + (" (or only their multipart layouts do)" if layouts else "")
                 items.append(Difference("differs", name, source.size, why))
-        return SyncBatch(tuple(items), same, tuple(problems))
+        return DiffBatch(tuple(items), same, tuple(problems))
 
     def cost(self, item: Any) -> int:
         """Nothing moves, but a file up to `WHOLE_BODY_MAX` is read whole to be hashed with others
         (`Storage.file_matches`): the byte budget bounds those reads."""
-        if isinstance(item, CheckItem) and self._local_side and item.transfer.size <= WHOLE_BODY_MAX:
+        if isinstance(item, CheckItem) and self.sides.local_side and item.transfer.size <= WHOLE_BODY_MAX:
             return item.transfer.size
         return 0
 
     def describe(self, item: Any) -> tuple[str, str, int]:
         if isinstance(item, Difference):
             return item.name, "", item.size
-        return super().describe(item)
+        transfer = item.transfer
+        return (
+            url_of(self.source, transfer.source),
+            url_of(self.destination, transfer.destination),
+            transfer.size,
+        )
 
     def item_id(self, item: Any) -> str:
-        return item.name if isinstance(item, Difference) else super().item_id(item)
+        return item.name if isinstance(item, Difference) else self.sides.item_id(item.transfer)
+
+    # ---- worker side --------------------------------------------------------------------------
+    async def open(self, ctx: WorkerContext) -> None:
+        self.stores.open(ctx)
+
+    async def close(self, ctx: WorkerContext) -> None:
+        await self.stores.close()
+
+    async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
+        assert isinstance(descriptor, DiffBatch)
+        yield self.sides.expand(descriptor, ctx, self.item_id)
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         if isinstance(item, Difference):
             raise ItemError(f"{item.kind}: {item.why}", retryable=False)
         assert isinstance(item, CheckItem)
-        same = await self.sides_match(item)
+        same = await sides_match(item, self.sides, self.stores)
         if same is None and self.direction == "copy":
             raise ItemError(
                 "differs: ETags differ (or only their multipart layouts do), and the objects keep no "
@@ -132,10 +177,6 @@ class CheckJob(SyncJob):
                 "differs: contents (the MD5 or checksum of one side is not the other's)", retryable=False
             )
         return unchanged(ctx, item.transfer.size)
-
-
-def _url(location: Location, name: str) -> str:
-    return f"s3://{location.bucket}/{name}" if isinstance(location, S3Location) else name
 
 
 COMMANDS = (CheckCommand(),)  # found by the registry (s3bulk._commands)

@@ -10,32 +10,35 @@ its destination (refusing keys that would escape a local destination), and move 
 from __future__ import annotations
 
 import asyncio
-import mimetypes
 import os
 import stat
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field, replace
-from email.utils import parsedate_to_datetime
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Self
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, as_epoch, location, patterns
-from s3bulk._commands.remove import BatchDeleter, DeleteCap, check_max_delete
+from s3bulk._commands.base import Command, JobPlan, Spec
+from s3bulk._commands.deletes import check_max_delete
+from s3bulk._commands.mover import Mover
+from s3bulk._commands.transfer import (
+    MARKER_DATA,
+    Direction,
+    TransferItem,
+    TransferOptions,
+    TransferSpec,
+    check_places,
+    check_source,
+    transfer_options,
+    written_bucket_usable,
+)
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
-from s3bulk._errors import ItemError, JobAborted, S3Error, UsageError, classify
-from s3bulk._plan.diff import newer
-from s3bulk._plan.filters import Filters, check_window
+from s3bulk._errors import ItemError
+from s3bulk._plan.filters import Filters
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.local import NOT_UTF8, UnreadableRoot, walk
-from s3bulk._sources.manifest import check_manifest, manifest_chunks
-from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes, described
-from s3bulk._stores.multipart import UploadHooks, file_version
-from s3bulk._stores.retry import RetryPolicy
-from s3bulk._stores.routes import Parts, bytes_held, upload_held
+from s3bulk._sources.manifest import manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
-from s3bulk._stores.storage import Storage
 from s3bulk._text import is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -47,90 +50,17 @@ from s3bulk._urls import (
     relative_key,
 )
 
-if TYPE_CHECKING:
-    from s3bulk._commands.base import JobPlan
-
-
-MiB = 1024**2
-GiB = 1024**3
-MIN_PART = 5 * MiB  # S3's smallest part (but the last)
 FIND_IN_FLIGHT = 32  # a manifest's objects looked up at once, per descriptor
+LOCAL_BATCH = 256
 
 
 @dataclass(frozen=True, kw_only=True)
-class CopySpec(Spec):
+class CopySpec(TransferSpec):
     command: ClassVar[str] = "cp"
-    source: str
-    destination: str
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    part_size: int = 8 * MiB
-    multipart_threshold: int = 64 * MiB  # uploads and ranged downloads above this go in parts
-    copy_multipart_threshold: int = 5 * GiB  # server-side copies above this use UploadPartCopy
-    partitioned_listing: bool | None = None  # key ranges listed in parallel; None: decide
-    follow_symlinks: bool = False
-    guess_mime_type: bool = True
-    attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
-    show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
-    files_from: str | None = None  # a manifest: the names to copy, relative to the source
-    verify: bool = True  # downloads are checked against their ETag (--ignore-checksum: off)
-    allow_control_chars: bool = False  # downloads: a key with ESC or another control character lands as named
-    no_clobber: bool = False  # never write over an existing destination
-    if_size_differ: bool = False  # ... only when its size differs from the source's
-    if_newer: bool = False  # ... only when the source is newer
-    min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
-    max_size: int | None = None
-    newer_than: float | None = None
-    older_than: float | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "source", location(self.source, "source"))
-        object.__setattr__(self, "destination", location(self.destination, "destination"))
-        object.__setattr__(self, "include", patterns(self.include, "include"))
-        object.__setattr__(self, "exclude", patterns(self.exclude, "exclude"))
-        parse_location(self.source), parse_location(self.destination)  # malformed: one line now
-        object.__setattr__(self, "newer_than", as_epoch(self.newer_than))
-        object.__setattr__(self, "older_than", as_epoch(self.older_than))
-        check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
-        if self.files_from is not None:
-            object.__setattr__(self, "files_from", check_manifest(self.files_from))
-            if not self.source.endswith("/"):
-                object.__setattr__(self, "source", self.source + "/")  # names are relative to it
-        if self.show_attributes and not (self.source.startswith("s3://") and "://" not in self.destination):
-            raise UsageError(
-                "--attributes is for downloads: for other objects, use s3bulk head or ls --attributes"
-            )
-        if self.part_size < MIN_PART:
-            raise UsageError("--part-size must be at least 5 MiB (the S3 minimum part size)")
-        for name in ("multipart_threshold", "copy_multipart_threshold"):
-            if getattr(self, name) < 0:
-                raise UsageError(f"--{name.replace('_', '-')} cannot be negative")
-
-    def places(self) -> tuple[str, str]:
-        return self.source, self.destination
-
-    def to_json(self) -> dict[str, Any]:
-        return super().to_json() | {"attributes": self.attributes.to_json()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        return super().from_json(data | {"attributes": Attributes.from_json(data.get("attributes"))})
-
-    def s3_locations(self) -> tuple[str, ...]:
-        return tuple(each for each in (self.destination, self.source) if each.startswith("s3://"))
-
-    def absolute(self) -> CopySpec:
-        return replace(self, source=absolute(self.source), destination=absolute(self.destination))
-
-    def part_size_for_memory(self) -> int:
-        return self.part_size
-
-    def leaving_out(self, pattern: str) -> CopySpec:
-        return replace(self, exclude=(*self.exclude, pattern))
 
 
 @dataclass(frozen=True, kw_only=True)
-class MoveSpec(CopySpec):
+class MoveSpec(TransferSpec):
     command: ClassVar[str] = "mv"
     max_delete: int | None = None  # stop the job before deleting more sources than this
 
@@ -144,9 +74,12 @@ class CopyCommand(Command):
     spec: ClassVar[type[Spec]] = CopySpec
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
-        assert isinstance(spec, CopySpec)
+        assert isinstance(spec, CopySpec | MoveSpec)
         source, destination = parse_location(spec.source), parse_location(spec.destination)
-        job = CopyJob(source, destination, settings, copy_options(spec, settings, plan))
+        moving = isinstance(spec, MoveSpec)
+        max_delete = spec.max_delete if isinstance(spec, MoveSpec) else None
+        options = transfer_options(spec, settings, plan, delete_source=moving, max_delete=max_delete)
+        job = CopyJob(source, destination, settings, options)
         job.preflight_requests = await job.preflight()
         return job
 
@@ -158,25 +91,6 @@ class CopyCommand(Command):
 class MoveCommand(CopyCommand):
     name: ClassVar[str] = "mv"
     spec: ClassVar[type[Spec]] = MoveSpec
-
-
-MiB = 1024**2
-GiB = 1024**3
-LOCAL_BATCH = 256
-
-Direction = Literal["upload", "download", "copy"]
-MARKER_DATA = (
-    "its key ends in '/', which names a directory locally, yet it holds %d bytes: not downloaded "
-    "(copy it to a key without the '/' first)"
-)
-
-
-class TransferItem(NamedTuple):
-    source: str  # key or local path
-    destination: str  # key or local path
-    size: int
-    mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
-    etag: str = ""  # the source object's ETag, when listed (copies keep a multipart layout by it)
 
 
 @dataclass(frozen=True)
@@ -213,187 +127,38 @@ class ObjectBatch:
         )
 
 
-@dataclass(frozen=True)
-class CopyOptions:
-    filters: Filters = field(default_factory=Filters)
-    dry_run: bool = False
-    part_size: int = 8 * MiB
-    multipart_threshold: int = 64 * MiB
-    copy_multipart_threshold: int = 5 * GiB
-    part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
-    concurrency: int = 64
-    partitioned_listing: bool | None = None  # key ranges: on, off, None: where StartAfter seeks
-    delete_source: bool = False  # mv: delete each source once its copy succeeded
-    max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
-    follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
-    guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
-    attributes: Attributes = NO_ATTRIBUTES
-    show_attributes: bool = False  # downloads: HEAD each object, for its record
-    files_from: str | None = None  # a manifest's path: its names, not a listing or a walk
-    verify: bool = True
-    no_clobber: bool = False  # an existing destination is left as it is (see CopyJob._worth_writing)
-    if_size_differ: bool = False
-    if_newer: bool = False
-    keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
-    allow_control_chars: bool = False  # downloads: names with control characters land as they are
-    retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
-
-
-def copy_options(spec: CopySpec, settings: AwsSettings, plan: JobPlan) -> CopyOptions:
-    """The job's options from the user's spec and the runner's plan (the byte budget sets how
-    many parts of one large object are in flight)."""
-    return CopyOptions(
-        filters=Filters(
-            spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
-        ),
-        dry_run=spec.dry_run,
-        part_size=spec.part_size,
-        multipart_threshold=spec.multipart_threshold,
-        copy_multipart_threshold=spec.copy_multipart_threshold,
-        concurrency=spec.engine.concurrency,
-        partitioned_listing=spec.partitioned_listing,
-        delete_source=spec.command == "mv",
-        max_delete=getattr(spec, "max_delete", None),
-        follow_symlinks=spec.follow_symlinks,
-        allow_control_chars=spec.allow_control_chars,
-        guess_mime_type=spec.guess_mime_type,
-        attributes=spec.attributes,
-        show_attributes=spec.show_attributes,
-        files_from=spec.files_from,
-        verify=spec.verify,
-        no_clobber=spec.no_clobber,
-        if_size_differ=spec.if_size_differ,
-        if_newer=spec.if_newer,
-        keep_part_layout=spec.command == "sync" and getattr(spec, "mode", "") == "checksum",
-        part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
-        retry=RetryPolicy(max_attempts=spec.engine.attempts(settings)),
-    )
-
-
-def parts_in_flight(budget: int, part_size: int, most: int = 8) -> int:
-    """Parts of one large object in flight at once, so that they fit the byte budget."""
-    return max(1, min(most, budget // max(1, part_size)))
-
-
-_MIME_TYPES = mimetypes.MimeTypes()  # Python's own table only: the same answer on every machine
-for _suffix in (".js", ".mjs"):  # RFC 9239, as Python 3.12 has it; 3.11 says application/javascript
-    _MIME_TYPES.add_type("text/javascript", _suffix)
-
-
-def content_type(path: str) -> str | None:
-    """The Content-Type `aws s3 cp` would give a file of this name (None: the service's default)."""
-    return _MIME_TYPES.guess_type(path, strict=False)[0]
-
-
-async def check_bucket(client: Storage, bucket: str, prefix: str) -> None:
-    """Raise the service's answer if listing `bucket` shows it cannot be used at all (no such
-    bucket, bad credentials). AccessDenied is not such an answer: write-only credentials may not
-    list, and the writes themselves will tell."""
-    try:
-        await client.list_objects_v2(bucket, prefix, max_keys=1)
-    except S3Error as error:
-        if error.job_wide:
-            raise
-
-
-def direction_of(source: Location, destination: Location) -> Direction:
-    if isinstance(source, LocalLocation) and isinstance(destination, S3Location):
-        return "upload"
-    if isinstance(source, S3Location) and isinstance(destination, LocalLocation):
-        return "download"
-    if isinstance(source, S3Location) and isinstance(destination, S3Location):
-        return "copy"
-    raise UsageError("both locations are local: s3bulk copies to, from or within S3 (use cp/rsync)")
-
-
 @dataclass
 class CopyJob:
+    """The driver side of cp and mv: the source as descriptors (key ranges of a listing, batches
+    of local paths, a manifest's names) and each key's destination; the worker side is its
+    `Mover`'s."""
+
     source: Location
     destination: Location
     settings: AwsSettings
-    options: CopyOptions = field(default_factory=CopyOptions)
-    direction: Direction = field(init=False)
+    options: TransferOptions = field(default_factory=TransferOptions)
+    mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.direction = direction_of(self.source, self.destination)
-        self._storage: Storage | None = None  # per worker, made by `open`
-        self._source_storage: Storage | None = None
-        # a copy between endpoints or accounts: no server-side copy reaches, the bytes pass here
-        self._relayed = self.direction == "copy" and self.settings.relays
-        self._deleter: BatchDeleter | None = None
-        self._written = False  # some item of this worker reached the destination
-        self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
-        self._unverified: set[str] = set()  # downloads whose bytes nothing could check, until recorded
-        limit = self.options.max_delete
-        self._cap = DeleteCap(limit) if limit is not None else None
+        self.mover = Mover(self.source, self.destination, self.settings, self.options)
+        check_source(self.source)
         self._many = self._source_is_many()
         self._local_root = ""
         if isinstance(self.source, LocalLocation):
             path = self.source.path
-            if not path.exists():
-                raise UsageError(f"local source {str(path)!r} does not exist")
-            if self.source.trailing_slash and not path.is_dir():
-                raise UsageError(f"local source {str(path)!r} is not a directory (drop the trailing '/')")
             # items are named relative to this: a directory's contents, or the directory itself
             self._local_root = str(path if self.source.trailing_slash else path.parent)
-        self._check_destination()
+        check_places(self.source, self.destination, self._many)
 
-    def _check_destination(self) -> None:
-        """Refuse, before any request, what every item would fail at: a copy onto itself, into its
-        own source (the copies would be listed and copied again), many objects into a file."""
-        source, destination = self.source, self.destination
-        if isinstance(source, S3Location) and isinstance(destination, S3Location):
-            if source.bucket != destination.bucket:
-                return
-            if not self._many:
-                if source.key == destination.key or (
-                    destination.is_prefix and destination.key + basename(source.key) == source.key
-                ):
-                    raise UsageError(
-                        f"source and destination are the same object ({source}): nothing to copy"
-                    )
-                return
-            target = destination.key if destination.is_prefix else destination.key + "/"
-            if target == source.key:
-                raise UsageError(
-                    f"source and destination are the same ({source}): nothing would be copied; "
-                    "to change attributes, copy to another prefix"
-                )
-            if target.startswith(source.key):
-                raise UsageError(
-                    f"destination s3://{destination.bucket}/{target} is inside the source {source}: "
-                    "the copies would be listed and copied again; pick a prefix outside it"
-                )
-        elif isinstance(destination, LocalLocation) and self._many:
-            path = destination.path
-            if path.exists() and not path.is_dir():
-                raise UsageError(
-                    f"destination {str(path)!r} is a file, and many objects need a directory: "
-                    "give a directory (it is created if missing)"
-                )
+    @property
+    def direction(self) -> Direction:
+        return self.mover.direction
 
     async def preflight(self) -> dict[str, int]:
-        """Before the job starts (and before its journal exists): one listing request on the
-        bucket written to, so bad credentials or a missing bucket stop the job with one line
-        instead of failing every item. Returns the requests it made."""
-        destination = self.destination
-        if self.options.dry_run or not isinstance(destination, S3Location):
-            return {}
-        storage = Storage(self.settings, connections=2)
-        try:
-            await check_bucket(storage, destination.bucket, destination.key)
-        finally:
-            await storage.close()
-        return dict(storage.meter.requests)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_storage"] = None
-        state["_source_storage"] = None
-        state["_deleter"] = None
-        return state
+        """Before the job starts: the bucket written to answers (`written_bucket_usable`)."""
+        return await written_bucket_usable(self.settings, self.destination, self.options.dry_run)
 
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
@@ -477,75 +242,24 @@ class CopyJob:
             return item.source[len(self._local_root) :].lstrip("/")
         return item.source
 
-    # ---- worker side -------------------------------------------------------------------------
+    # ---- worker side: listing and mapping here, the bytes the mover's --------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        stats = ctx.stats
-
-        def started(bucket: str, key: str, upload_id: str) -> None:
-            stats.uploads_started.append((bucket, key, upload_id))
-            ctx.report_now()  # to the journal before any part is sent
-
-        connections = self.options.concurrency * 2
-        self._storage = Storage(
-            self.settings,
-            connections=connections,
-            retry=ctx.retrier,
-            hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
-            verify=self.options.verify,
-        )
-        self._source_storage = self._storage
-        if self.settings.source is not None:  # the source is read where it is, as whom it says
-            self._source_storage = Storage(
-                self.settings.source, connections=connections, retry=ctx.retrier, verify=self.options.verify
-            )
-        if self.options.delete_source and isinstance(self.source, S3Location):
-            self._deleter = BatchDeleter(self._source_storage, self.source.bucket)
+        await self.mover.open(ctx)
 
     async def close(self, ctx: WorkerContext) -> None:
-        for storage in {id(each): each for each in (self._storage, self._source_storage) if each}.values():
-            await storage.close()
-
-    @property
-    def storage(self) -> Storage:
-        """Where the destination is written (and a server-side copy made)."""
-        assert self._storage is not None, "the job is not open in this worker"
-        return self._storage
-
-    @property
-    def source_storage(self) -> Storage:
-        """Where the source is listed and read: the destination's unless settings.source says."""
-        assert self._source_storage is not None, "the job is not open in this worker"
-        return self._source_storage
-
-    @cached_property
-    def parts(self) -> Parts:
-        """Made once: every item's cost and transfer asks for it."""
-        options = self.options
-        return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
+        await self.mover.close()
 
     def cost(self, item: TransferItem) -> int:
-        if self.options.dry_run or (self.direction == "copy" and not self._relayed):  # server-side
-            return 0
-        if self.direction == "download":  # a body streamed into its file is not held whole
-            return bytes_held(item.size, item.etag, self.parts)
-        if self.direction == "upload":  # a large file's parts are read as they are sent
-            return upload_held(item.size, self.parts)
-        if item.size > self.options.multipart_threshold:  # a relay holds its parts in flight
-            return self.options.part_size * self.options.part_concurrency
-        return item.size
+        return self.mover.cost(item)
 
     def describe(self, item: TransferItem) -> tuple[str, str, int]:
-        return self._source_url(item.source), self._destination_url(item.destination), item.size
+        return self.mover.describe(item)
 
-    def _source_url(self, source: str) -> str:
-        if isinstance(self.source, S3Location):
-            return f"s3://{self.source.bucket}/{source}"
-        return source
+    def record(self, item: TransferItem) -> dict[str, Any]:
+        return self.mover.record(item)
 
-    def _destination_url(self, destination: str) -> str:
-        if isinstance(self.destination, S3Location):
-            return f"s3://{self.destination.bucket}/{destination}"
-        return destination
+    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
+        return await self.mover.run(item, ctx)
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[TransferItem]]:
         stats = ctx.stats
@@ -576,14 +290,14 @@ class CopyJob:
             yield self._map_objects(list(descriptor.objects), ctx)
             return
         if isinstance(descriptor, SingleObject):
-            found = await find_object(self.source_storage, self.source.bucket, descriptor.key)
+            found = await find_object(self.mover.source_storage, self.source.bucket, descriptor.key)
             yield self._map_objects([found], ctx)
             return
         if isinstance(descriptor, NamedObjects):
             yield self._map_objects(await self._found(descriptor.keys, ctx), ctx)
             return
         async for objects in iter_range(
-            self.source_storage,
+            self.mover.source_storage,
             self.source.bucket,
             self.source.key,
             descriptor,
@@ -605,7 +319,7 @@ class CopyJob:
         async def find(key: str) -> ObjectInfo | None:
             async with gate:
                 try:
-                    return await find_object(self.source_storage, bucket, key)
+                    return await find_object(self.mover.source_storage, bucket, key)
                 except ItemError as error:
                     url = f"s3://{bucket}/{key}"
                     reason = (
@@ -691,194 +405,6 @@ class CopyJob:
         stats.objects_listed += len(items)
         stats.bytes_listed += sum(item.size for item in items)
         return items
-
-    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
-        if self._guarded and not await self._worth_writing(item):
-            return unchanged(ctx, item.size)
-        cap = self._cap if self.options.delete_source else None
-        if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
-            raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
-        if self.options.dry_run:
-            return int(item.size)
-        version = None  # mv of a file: the version of it that is deleted only if it is the one stored
-        try:
-            if self.direction == "download":
-                moved = await self._download(item, ctx)
-            elif self.direction == "upload":
-                version = file_version(item.source) if self.options.delete_source else None
-                moved = await self._upload(item, ctx)
-            elif self._relayed:
-                moved = await self._relay(item)
-            else:
-                moved = await self._copy(item, ctx)
-        except BaseException as exc:
-            if cap is not None:
-                cap.give_back(1)  # no copy, so no delete
-            if isinstance(exc, JobAborted) or not isinstance(exc, Exception):
-                raise
-            raise self._refused_destination(classify(exc)) from None
-        self._written = True
-        if self.options.delete_source:
-            await self._delete_source(item, ctx, version)
-        return moved
-
-    @property
-    def _guarded(self) -> bool:
-        options = self.options
-        return options.no_clobber or options.if_size_differ or options.if_newer
-
-    async def _worth_writing(self, item: TransferItem) -> bool:
-        """--no-clobber, --if-size-differ, --if-newer (s5cmd's -n, -s, -u): an existing
-        destination is written over only if every condition given says so; a missing one always
-        is. A local file is a stat, an object a HEAD (sync compares whole listings instead)."""
-        there = await self._destination_state(item)
-        if there is None:
-            return True
-        size, mtime = there
-        options = self.options
-        if options.no_clobber or (options.if_size_differ and size == item.size):
-            return False
-        return not options.if_newer or newer(await self._source_time(item), mtime)
-
-    async def _destination_state(self, item: TransferItem) -> tuple[int, float] | None:
-        """(size, modification time) of what is at the destination, or None."""
-        if isinstance(self.destination, LocalLocation):
-            try:
-                found = os.stat(item.destination)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            return found.st_size, found.st_mtime
-        return await self._object_state(self.storage, self.destination.bucket, item.destination)
-
-    async def _source_time(self, item: TransferItem) -> float:
-        if item.mtime:
-            return item.mtime
-        if isinstance(self.source, LocalLocation):
-            return os.stat(item.source).st_mtime
-        state = await self._object_state(self.source_storage, self.source.bucket, item.source)
-        return state[1] if state else 0.0
-
-    @staticmethod
-    async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, float] | None:
-        try:
-            head = await storage.head(bucket, key)
-        except S3Error as error:
-            if error.status == 404:
-                return None
-            raise
-        modified = (
-            parsedate_to_datetime(head["last-modified"]).timestamp() if head.get("last-modified") else 0.0
-        )
-        return int(head.get("content-length") or 0), modified
-
-    def _refused_destination(self, error: ItemError) -> ItemError:
-        """A write refused for want of permission before any write of this worker succeeded
-        (AccessDenied from the bucket written to; EACCES from the directory downloaded into):
-        the destination refuses us, so every item would fail alike, and the job stops with one
-        line (a job-wide error). After a success it is about that key or that directory (a
-        bucket policy on a prefix, object lock, one read-only directory). A download's
-        AccessDenied is the source's, about that object."""
-        local = self.direction == "download"
-        if error.denied and local != isinstance(error, S3Error) and not self._written:
-            error.job_wide = True
-        return error
-
-    async def _delete_source(
-        self, item: TransferItem, ctx: WorkerContext, version: tuple[int, ...] | None = None
-    ) -> None:
-        """mv: runs only after the copy succeeded, so a failed copy never loses its source; a
-        file that changed since it was read (`version`) is kept: what is stored is not it."""
-        try:
-            if self._deleter is not None:
-                await self._deleter.delete(item.source)
-            elif version is not None and file_version(item.source) != version:
-                raise ItemError(
-                    "it changed after it was read (the object holds the version before)", retryable=False
-                )
-            else:
-                os.unlink(item.source)
-        except (ItemError, OSError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-            raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
-        ctx.stats.objects_deleted += 1
-
-    async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
-        assert isinstance(self.source, S3Location)
-        got = await self.source_storage.download(
-            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts, item.etag
-        )
-        if got.verified is False:  # said in the report, and in its record (`record`)
-            ctx.stats.objects_unverified += 1
-            if len(self._unverified) > 10_000:  # no record is asked for: each would take its own
-                self._unverified.clear()
-            self._unverified.add(item.source)
-        if self.options.show_attributes:  # for `record`, which runs next for every recorded item
-            head = await self.source_storage.head(self.source.bucket, item.source)
-            self._shown[item.source] = described(head)
-        return got.written
-
-    def record(self, item: Any) -> dict[str, Any]:
-        source, destination, size = self.describe(item)
-        found: dict[str, Any] = {"source": source, "destination": destination, "size": size}
-        if self.options.show_attributes:
-            found["attributes"] = self._shown.pop(item.source, {})
-        key = getattr(getattr(item, "transfer", item), "source", None)  # sync's items too
-        if key in self._unverified:
-            self._unverified.discard(key)
-            found["verified"] = False
-        return found
-
-    async def _upload(self, item: TransferItem, ctx: WorkerContext) -> int:
-        assert isinstance(self.destination, S3Location)
-        attributes = self.options.attributes
-        if self.options.guess_mime_type:
-            attributes = attributes.with_content_type(content_type(item.source))
-        return await self.storage.upload(
-            item.source, self.destination.bucket, item.destination, attributes, self.parts
-        )
-
-    async def _relay(self, item: TransferItem) -> int:
-        source, destination = self.source, self.destination
-        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
-        return await self.storage.relay(
-            self.source_storage.reader,
-            source.bucket,
-            item.source,
-            destination.bucket,
-            item.destination,
-            size=item.size,
-            parts=self.parts,
-            attributes=self.options.attributes,
-        )
-
-    async def _copy(self, item: TransferItem, ctx: WorkerContext) -> int:
-        source, destination = self.source, self.destination
-        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
-        parts = Parts(
-            self.options.part_size, self.options.part_concurrency, self.options.copy_multipart_threshold
-        )
-        await self.storage.copy(
-            source.bucket,
-            item.source,
-            destination.bucket,
-            item.destination,
-            size=item.size,
-            etag=item.etag,
-            parts=parts,
-            keep_layout=self.options.keep_part_layout,
-            attributes=self.options.attributes,
-        )
-        return item.size
-
-
-def unchanged(ctx: WorkerContext, size: int) -> BatchOutcome:
-    """An item found the same at its destination after all (a guard, a checksum): it leaves the
-    totals it was listed in and counts as unchanged, not as done."""
-    stats = ctx.stats
-    stats.objects_unchanged += 1
-    stats.objects_listed -= 1
-    stats.bytes_listed -= size
-    return BatchOutcome([], [])
 
 
 def _listed_time(info: ObjectInfo, filters: Filters) -> float | None:

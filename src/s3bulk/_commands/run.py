@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple
 
 from s3bulk._commands.base import Command, JobPlan, Spec
-from s3bulk._commands.copy import content_type
-from s3bulk._commands.remove import BatchDeleter
+from s3bulk._commands.deletes import BatchDeleter
+from s3bulk._commands.transfer import content_type
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError, S3Error

@@ -129,7 +129,7 @@ def land(temporary: str, target: str, *, existed: bool) -> None:
 def refused_write(exc: OSError, directory: str) -> ItemError | None:
     """A destination that refuses to be written, said once: a read-only filesystem refuses every
     file (the job stops); a directory this user may not write refuses those in it (the job
-    stops if nothing landed before it, `CopyJob._refused_destination`)."""
+    stops if nothing landed before it, `Mover._refused_destination`)."""
     if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
         return None
     error = ItemError(f"cannot write in {directory}: {exc.strerror}", retryable=False)

@@ -1,0 +1,329 @@
+"""The worker side of a transfer, which `cp`, `mv` and `sync` each compose into their job: the
+two storages a worker reads and writes through (`Stores`, which `check` composes alone), and
+what is done with one `TransferItem` (`Mover`): the guards that may leave it be (-n, -s, -u),
+the download, upload, server-side copy or relay, what it holds of the byte budget, what its
+record says, and for mv the source deleted once its copy succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from functools import cached_property
+from typing import Any
+
+from s3bulk._commands.deletes import BatchDeleter, DeleteCap
+from s3bulk._commands.transfer import (
+    Direction,
+    TransferItem,
+    TransferOptions,
+    content_type,
+    direction_of,
+    unchanged,
+)
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import BatchOutcome, WorkerContext
+from s3bulk._errors import ItemError, JobAborted, S3Error, classify
+from s3bulk._plan.diff import newer
+from s3bulk._stores.attributes import described
+from s3bulk._stores.multipart import UploadHooks, file_version
+from s3bulk._stores.routes import Parts, bytes_held, upload_held
+from s3bulk._stores.storage import Storage
+from s3bulk._urls import LocalLocation, Location, S3Location
+
+
+@dataclass
+class Stores:
+    """The storages of one worker: where the destination is written (and a server-side copy
+    made), and where the source is read, which is the same one unless `settings.source` names
+    another endpoint or account. Made by `open` in each worker, never pickled."""
+
+    settings: AwsSettings
+    connections: int
+    verify: bool = True
+    _storage: Storage | None = field(default=None, init=False)
+    _source_storage: Storage | None = field(default=None, init=False)
+
+    def open(self, ctx: WorkerContext) -> None:
+        stats = ctx.stats
+
+        def started(bucket: str, key: str, upload_id: str) -> None:
+            stats.uploads_started.append((bucket, key, upload_id))
+            ctx.report_now()  # to the journal before any part is sent
+
+        self._storage = Storage(
+            self.settings,
+            connections=self.connections,
+            retry=ctx.retrier,
+            hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
+            verify=self.verify,
+        )
+        self._source_storage = self._storage
+        if self.settings.source is not None:  # the source is read where it is, as whom it says
+            self._source_storage = Storage(
+                self.settings.source, connections=self.connections, retry=ctx.retrier, verify=self.verify
+            )
+
+    async def close(self) -> None:
+        for storage in {id(each): each for each in (self._storage, self._source_storage) if each}.values():
+            await storage.close()
+
+    @property
+    def storage(self) -> Storage:
+        """Where the destination is written (and a server-side copy made)."""
+        assert self._storage is not None, "the job is not open in this worker"
+        return self._storage
+
+    @property
+    def source_storage(self) -> Storage:
+        """Where the source is listed and read: the destination's unless settings.source says."""
+        assert self._source_storage is not None, "the job is not open in this worker"
+        return self._source_storage
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_storage": None, "_source_storage": None}
+
+
+@dataclass
+class Mover:
+    """Moves `TransferItem`s from `source` to `destination` (both as the job resolved them)."""
+
+    source: Location
+    destination: Location
+    settings: AwsSettings
+    options: TransferOptions
+    stores: Stores = field(init=False)
+    direction: Direction = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.direction = direction_of(self.source, self.destination)
+        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.verify)
+        # a copy between endpoints or accounts: no server-side copy reaches, the bytes pass here
+        self.relayed = self.direction == "copy" and self.settings.relays
+        limit = self.options.max_delete
+        self.cap = DeleteCap(limit) if limit is not None else None
+        self._deleter: BatchDeleter | None = None
+        self._written = False  # some item of this worker reached the destination
+        self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
+        self._unverified: set[str] = set()  # downloads whose bytes nothing could check, until recorded
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_deleter": None}
+
+    async def open(self, ctx: WorkerContext) -> None:
+        self.stores.open(ctx)
+        if self.options.delete_source and isinstance(self.source, S3Location):
+            self._deleter = BatchDeleter(self.stores.source_storage, self.source.bucket)
+
+    async def close(self) -> None:
+        await self.stores.close()
+
+    @property
+    def storage(self) -> Storage:
+        return self.stores.storage
+
+    @property
+    def source_storage(self) -> Storage:
+        return self.stores.source_storage
+
+    @cached_property
+    def parts(self) -> Parts:
+        """Made once: every item's cost and transfer asks for it."""
+        options = self.options
+        return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
+
+    def cost(self, item: TransferItem) -> int:
+        if self.options.dry_run or (self.direction == "copy" and not self.relayed):  # server-side
+            return 0
+        if self.direction == "download":  # a body streamed into its file is not held whole
+            return bytes_held(item.size, item.etag, self.parts)
+        if self.direction == "upload":  # a large file's parts are read as they are sent
+            return upload_held(item.size, self.parts)
+        if item.size > self.options.multipart_threshold:  # a relay holds its parts in flight
+            return self.options.part_size * self.options.part_concurrency
+        return item.size
+
+    def describe(self, item: TransferItem) -> tuple[str, str, int]:
+        return url_of(self.source, item.source), url_of(self.destination, item.destination), item.size
+
+    def record(self, item: TransferItem) -> dict[str, Any]:
+        source, destination, size = self.describe(item)
+        found: dict[str, Any] = {"source": source, "destination": destination, "size": size}
+        if self.options.show_attributes:
+            found["attributes"] = self._shown.pop(item.source, {})
+        if item.source in self._unverified:
+            self._unverified.discard(item.source)
+            found["verified"] = False
+        return found
+
+    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
+        if self._guarded and not await self._worth_writing(item):
+            return unchanged(ctx, item.size)
+        cap = self.cap if self.options.delete_source else None
+        if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
+            raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
+        if self.options.dry_run:
+            return int(item.size)
+        version = None  # mv of a file: the version of it that is deleted only if it is the one stored
+        try:
+            if self.direction == "download":
+                moved = await self._download(item, ctx)
+            elif self.direction == "upload":
+                version = file_version(item.source) if self.options.delete_source else None
+                moved = await self._upload(item)
+            elif self.relayed:
+                moved = await self._relay(item)
+            else:
+                moved = await self._copy(item)
+        except BaseException as exc:
+            if cap is not None:
+                cap.give_back(1)  # no copy, so no delete
+            if isinstance(exc, JobAborted) or not isinstance(exc, Exception):
+                raise
+            raise self._refused_destination(classify(exc)) from None
+        self._written = True
+        if self.options.delete_source:
+            await self._delete_source(item, ctx, version)
+        return moved
+
+    @property
+    def _guarded(self) -> bool:
+        options = self.options
+        return options.no_clobber or options.if_size_differ or options.if_newer
+
+    async def _worth_writing(self, item: TransferItem) -> bool:
+        """--no-clobber, --if-size-differ, --if-newer (s5cmd's -n, -s, -u): an existing
+        destination is written over only if every condition given says so; a missing one always
+        is. A local file is a stat, an object a HEAD (sync compares whole listings instead)."""
+        there = await self._destination_state(item)
+        if there is None:
+            return True
+        size, mtime = there
+        options = self.options
+        if options.no_clobber or (options.if_size_differ and size == item.size):
+            return False
+        return not options.if_newer or newer(await self._source_time(item), mtime)
+
+    async def _destination_state(self, item: TransferItem) -> tuple[int, float] | None:
+        """(size, modification time) of what is at the destination, or None."""
+        if isinstance(self.destination, LocalLocation):
+            try:
+                found = os.stat(item.destination)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            return found.st_size, found.st_mtime
+        return await _object_state(self.storage, self.destination.bucket, item.destination)
+
+    async def _source_time(self, item: TransferItem) -> float:
+        if item.mtime:
+            return item.mtime
+        if isinstance(self.source, LocalLocation):
+            return os.stat(item.source).st_mtime
+        state = await _object_state(self.source_storage, self.source.bucket, item.source)
+        return state[1] if state else 0.0
+
+    def _refused_destination(self, error: ItemError) -> ItemError:
+        """A write refused for want of permission before any write of this worker succeeded
+        (AccessDenied from the bucket written to; EACCES from the directory downloaded into):
+        the destination refuses us, so every item would fail alike, and the job stops with one
+        line (a job-wide error). After a success it is about that key or that directory (a
+        bucket policy on a prefix, object lock, one read-only directory). A download's
+        AccessDenied is the source's, about that object."""
+        local = self.direction == "download"
+        if error.denied and local != isinstance(error, S3Error) and not self._written:
+            error.job_wide = True
+        return error
+
+    async def _delete_source(
+        self, item: TransferItem, ctx: WorkerContext, version: tuple[int, ...] | None = None
+    ) -> None:
+        """mv: runs only after the copy succeeded, so a failed copy never loses its source; a
+        file that changed since it was read (`version`) is kept: what is stored is not it."""
+        try:
+            if self._deleter is not None:
+                await self._deleter.delete(item.source)
+            elif version is not None and file_version(item.source) != version:
+                raise ItemError(
+                    "it changed after it was read (the object holds the version before)", retryable=False
+                )
+            else:
+                os.unlink(item.source)
+        except (ItemError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
+        ctx.stats.objects_deleted += 1
+
+    async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
+        assert isinstance(self.source, S3Location)
+        got = await self.source_storage.download(
+            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts, item.etag
+        )
+        if got.verified is False:  # said in the report, and in its record (`record`)
+            ctx.stats.objects_unverified += 1
+            if len(self._unverified) > 10_000:  # no record is asked for: each would take its own
+                self._unverified.clear()
+            self._unverified.add(item.source)
+        if self.options.show_attributes:  # for `record`, which runs next for every recorded item
+            head = await self.source_storage.head(self.source.bucket, item.source)
+            self._shown[item.source] = described(head)
+        return got.written
+
+    async def _upload(self, item: TransferItem) -> int:
+        assert isinstance(self.destination, S3Location)
+        attributes = self.options.attributes
+        if self.options.guess_mime_type:
+            attributes = attributes.with_content_type(content_type(item.source))
+        return await self.storage.upload(
+            item.source, self.destination.bucket, item.destination, attributes, self.parts
+        )
+
+    async def _relay(self, item: TransferItem) -> int:
+        source, destination = self.source, self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        return await self.storage.relay(
+            self.source_storage.reader,
+            source.bucket,
+            item.source,
+            destination.bucket,
+            item.destination,
+            size=item.size,
+            parts=self.parts,
+            attributes=self.options.attributes,
+        )
+
+    async def _copy(self, item: TransferItem) -> int:
+        source, destination = self.source, self.destination
+        assert isinstance(source, S3Location) and isinstance(destination, S3Location)
+        parts = Parts(
+            self.options.part_size, self.options.part_concurrency, self.options.copy_multipart_threshold
+        )
+        await self.storage.copy(
+            source.bucket,
+            item.source,
+            destination.bucket,
+            item.destination,
+            size=item.size,
+            etag=item.etag,
+            parts=parts,
+            keep_layout=self.options.keep_part_layout,
+            attributes=self.options.attributes,
+        )
+        return item.size
+
+
+def url_of(place: Location, name: str) -> str:
+    """A key as its URL (s3://bucket/key); a local path as it is."""
+    return f"s3://{place.bucket}/{name}" if isinstance(place, S3Location) else name
+
+
+async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, float] | None:
+    """(size, modification time) of the object, by a HEAD; None when there is none."""
+    try:
+        head = await storage.head(bucket, key)
+    except S3Error as error:
+        if error.status == 404:
+            return None
+        raise
+    modified = parsedate_to_datetime(head["last-modified"]).timestamp() if head.get("last-modified") else 0.0
+    return int(head.get("content-length") or 0), modified

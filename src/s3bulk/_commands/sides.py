@@ -1,0 +1,349 @@
+"""What `sync` and `check` share, so that neither imports the other: the two sides listed in key
+order and merge-joined (`Sides.chunks`, the driver's), the name each side gives a relative key
+(`Sides.transfer`), the batches of items the diff decided (`DiffBatch`, counted in by
+`Sides.expand`), and the question a listing cannot settle, whether two sides hold the same bytes
+(`sides_match`, the worker's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from s3bulk._commands.deletes import DeleteBatch, LocalDelete
+from s3bulk._commands.mover import Stores
+from s3bulk._commands.transfer import (
+    MARKER_DATA,
+    Direction,
+    TransferItem,
+    TransferOptions,
+    check_places,
+    check_source,
+    direction_of,
+)
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import WorkerContext
+from s3bulk._errors import UsageError
+from s3bulk._plan.diff import Entry, Unlisted, merge_join
+from s3bulk._report import Failure, WorkerStats
+from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._sources.manifest import sorted_names
+from s3bulk._stores import checksums
+from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
+from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
+from s3bulk._stores.s3xml import epoch_seconds, listing_problem
+from s3bulk._stores.storage import Storage
+from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path
+
+ACTIONS_PER_BATCH = 1000
+LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
+MERGE_NEEDS_ORDER = (
+    "sync and check walk two sorted listings side by side, so they stop here rather than copy or "
+    "delete the wrong objects (cp and rm do not need the order)"
+)
+
+
+class CheckItem(NamedTuple):
+    """Copy `transfer` unless its two sides already hold the same bytes (checksum mode): the local
+    side's MD5 matches `etag`, or checksum does; or the two objects keep the same checksum."""
+
+    transfer: TransferItem
+    etag: str
+
+
+@dataclass(frozen=True)
+class DiffBatch:
+    """A descriptor: items the driver's diff decided, plus what it found needs nothing."""
+
+    items: tuple[Any, ...] = ()
+    unchanged: int = 0
+    problems: tuple[Failure, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{len(self.items)} sync actions"
+
+
+def as_directory(location: Location) -> Location:
+    """sync and check always work on prefixes and directories, with or without the trailing '/'."""
+    if isinstance(location, S3Location):
+        key = location.key
+        return S3Location(location.bucket, key if not key or key.endswith("/") else key + "/")
+    return LocalLocation(location.path, trailing_slash=True)
+
+
+def transfer_of(item: Any) -> TransferItem:
+    """The transfer an item of the diff is about (a CheckItem's, or itself)."""
+    return item.transfer if isinstance(item, CheckItem) else item
+
+
+@dataclass
+class Sides:
+    """The two trees a sync or check compares, as directories and prefixes, and the driver's
+    listing of both (`unlisted`: what the source could not list, whose destination is kept)."""
+
+    source: Location
+    destination: Location
+    settings: AwsSettings
+    options: TransferOptions
+    direction: Direction = field(init=False)
+    unlisted: Unlisted = field(default_factory=Unlisted, init=False)
+
+    def __post_init__(self) -> None:
+        source = self.source
+        if isinstance(source, LocalLocation) and source.path.exists() and not source.path.is_dir():
+            raise UsageError(
+                f"sync works on directories and prefixes, and {str(source.path)!r} is a file: "
+                "use s3bulk cp for one file"
+            )
+        # s3://b/name without '/' is read as the prefix name/, unless it names an object (sync's preflight)
+        self.maybe_object = source.key if isinstance(source, S3Location) and not source.is_prefix else ""
+        self.source = as_directory(source)
+        self.destination = as_directory(self.destination)
+        self.direction = direction_of(self.source, self.destination)
+        check_source(self.source)
+        check_places(self.source, self.destination, many=True)
+
+    @property
+    def local_side(self) -> bool:
+        """Whether one side is a directory: its files have no ETags, and "dir/" markers no files."""
+        return self.direction != "copy"
+
+    # ---- driver side: list both sides, merge them ------------------------------------------
+    async def chunks(self, stats: WorkerStats) -> AsyncIterator[list[tuple[Entry | None, Entry | None]]]:
+        """Both sides' entries, paired by name in key order, `ACTIONS_PER_BATCH` pairs at a time;
+        the listings' requests and retries counted in `stats`."""
+        policy = self.options.retry
+        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy))
+        reader = client
+        if self.settings.source is not None:
+            reader = Storage(
+                self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy)
+            )
+        try:
+            sides = [
+                self._entries(self.source, reader, is_source=True),
+                self._entries(self.destination, client, is_source=False),
+            ]
+            if self.options.files_from is not None:  # only what the manifest names, on both sides
+                sides = [_only_named(side, sorted_names(self.options.files_from)) for side in sides]
+            async with (
+                contextlib.aclosing(prefetch(sides[0])) as source_pages,
+                contextlib.aclosing(prefetch(sides[1])) as destination_pages,
+            ):  # closed when the merge ends, failed or not: their listers stop
+                async for chunk in merge_join(source_pages, destination_pages, chunk=ACTIONS_PER_BATCH):
+                    yield chunk
+        finally:
+            await client.close()
+            if reader is not client:
+                await reader.close()
+
+    async def _entries(
+        self, location: Location, client: Storage, is_source: bool
+    ) -> AsyncIterator[list[Entry]]:
+        if isinstance(location, LocalLocation):
+            async for page in self._local_entries(location, is_source):
+                yield page
+            return
+        filters = self.options.filters
+        prefix = location.key
+        if self.options.partitioned_listing is not False:
+            pages = list_prefix(
+                client,
+                location.bucket,
+                prefix,
+                concurrency=LISTING_CONCURRENCY,
+                auto=self.options.partitioned_listing is None,
+                ordered_for=MERGE_NEEDS_ORDER,
+            )
+        else:
+            pages = (
+                page.objects
+                async for page in list_sequential(
+                    client, location.bucket, prefix, ordered_for=MERGE_NEEDS_ORDER
+                )
+            )
+        async for objects in pages:
+            entries = []
+            for info in objects:
+                relative = info.key[len(prefix) :]
+                problem = listing_problem(info)
+                if problem:  # at the source: named, and what it would replace is kept; else left be
+                    if is_source:
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, problem, True, unlisted=True))
+                    continue
+                if filters and not filters.accepts(relative, info.size, epoch_seconds(info.modified)):
+                    continue
+                if self.local_side and info.key.endswith("/"):  # a directory locally, never a file
+                    if is_source and info.size:  # holding data that cannot land: named, skipped
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
+                    continue
+                modified, checksum = epoch_seconds(info.modified), info.checksum_algorithm
+                entries.append(Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum))
+            yield entries
+
+    async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
+        filters = self.options.filters
+        page: list[Entry] = []
+        root = str(location.path)
+        if not is_source and not location.path.exists():
+            return
+        for entry in walk(root, self.options.follow_symlinks and is_source):
+            if entry.relative.endswith(PART_SUFFIX) and not is_source:
+                # our own download in flight, not part of the tree; or one whose process was
+                # killed outright, which nothing else would ever remove
+                remove_if_stale(os.path.join(root, entry.relative))
+                continue
+            unknown = bool(entry.problem) and entry.problem != NOT_UTF8  # what it holds, or is
+            unreadable = unknown and entry.refused  # no filter can say it holds nothing wanted
+            if filters and not unreadable and not filters.accepts(entry.relative, entry.size, entry.mtime):
+                continue
+            if entry.problem:
+                if is_source:  # reported; what the destination holds under it is kept (Unlisted)
+                    relative = entry.relative + "/" if entry.directory else entry.relative
+                    path = os.path.join(root, entry.relative)
+                    page.append(
+                        Entry(relative, 0, 0.0, "", path, entry.problem, entry.refused, unlisted=unknown)
+                    )
+                continue
+            page.append(
+                Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
+            )
+            if len(page) >= 1000:
+                yield page
+                page = []
+                await asyncio.sleep(0)
+        if page:
+            yield page
+
+    def transfer(self, relative: str, size: int, mtime: float, etag: str = "") -> TransferItem:
+        """The item that copies `relative` from one side to the other; ValueError: a key that
+        cannot land under the local destination (`local_target_path`)."""
+        source, destination = self.source, self.destination
+        if isinstance(source, S3Location):
+            name = source.key + relative
+        else:
+            name = os.path.join(str(source.path), relative)
+        if isinstance(destination, S3Location):
+            target = destination.key + relative
+        else:
+            target = local_target_path(str(destination.path), relative, self.options.allow_control_chars)
+        return TransferItem(name, target, size, mtime, etag)
+
+    def item_id(self, transfer: TransferItem) -> str:
+        """A transfer's name in the journal: its name relative to the source."""
+        if isinstance(self.source, S3Location):
+            return transfer.source[len(self.source.key) :]
+        return transfer.source[len(str(self.source.path)) :].lstrip("/")
+
+    def url(self, location: Location, name: str) -> str:
+        return f"s3://{location.bucket}/{name}" if isinstance(location, S3Location) else name
+
+    # ---- worker side ------------------------------------------------------------------------
+    @staticmethod
+    def expand(descriptor: DiffBatch, ctx: WorkerContext, item_id: Callable[[Any], str]) -> list[Any]:
+        """A batch's items not done yet (a resume's), counted in the totals; its problems and
+        what it found unchanged counted as they are."""
+        stats = ctx.stats
+        stats.objects_unchanged += descriptor.unchanged
+        for problem in descriptor.problems:
+            stats.failures.append(problem)
+            if problem.skipped:
+                stats.objects_skipped += 1
+            else:
+                stats.objects_failed += 1
+        items = ctx.drop_done(list(descriptor.items), item_id)
+        for item in items:
+            stats.objects_listed += len(item.keys) if isinstance(item, DeleteBatch) else 1
+            if not isinstance(item, DeleteBatch | LocalDelete):
+                stats.bytes_listed += transfer_of(item).size
+        return items
+
+
+async def sides_match(item: CheckItem, sides: Sides, stores: Stores) -> bool | None:
+    """Whether both sides of `item` hold the same bytes (None: nothing can tell): two objects by
+    the full-object checksums a HEAD of each returns; a file against its object by its checksum,
+    or its MD5 against the ETag (`Storage.file_matches`)."""
+    transfer = item.transfer
+    if sides.direction == "copy":
+        return await _objects_match(transfer, sides, stores)
+    upload = sides.direction == "upload"
+    remote = sides.destination if upload else sides.source
+    assert isinstance(remote, S3Location)
+    local, key = (
+        (transfer.source, transfer.destination) if upload else (transfer.destination, transfer.source)
+    )
+    storage = stores.storage if upload else stores.source_storage
+    part_size = sides.options.part_size
+    return await storage.file_matches(
+        local, item.etag, transfer.size, part_size, bucket=remote.bucket, key=key
+    )
+
+
+async def _objects_match(transfer: TransferItem, sides: Sides, stores: Stores) -> bool | None:
+    """Whether two objects keep the same full-object checksum, a HEAD of each in checksum mode
+    says (None: one keeps none, or they keep different algorithms)."""
+    assert isinstance(sides.source, S3Location) and isinstance(sides.destination, S3Location)
+    reader, writer = stores.source_storage, stores.storage
+    source, destination = await asyncio.gather(
+        reader.head(sides.source.bucket, transfer.source, of_source=reader is writer, checksums=True),
+        writer.head(sides.destination.bucket, transfer.destination, checksums=True),
+    )
+    ours, theirs = checksums.full_object(source), checksums.full_object(destination)
+    if ours is None or theirs is None or ours[0] != theirs[0]:
+        return None
+    return ours == theirs
+
+
+async def _only_named(pages: AsyncIterator[list[Entry]], names: Iterator[str]) -> AsyncIterator[list[Entry]]:
+    """The entries whose names a sorted manifest holds: both are in the same order, so one walk
+    down each finds them, whatever the size of either."""
+    wanted = next(names, None)
+    async for page in pages:
+        kept = []
+        for entry in page:
+            while wanted is not None and wanted < entry.relative:
+                wanted = next(names, None)
+            if wanted == entry.relative:
+                kept.append(entry)
+        if kept:
+            yield kept
+
+
+def _counted_in(stats: WorkerStats, policy: RetryPolicy) -> Retrier:
+    """The driver's listings count their requests and retries in its own stats."""
+
+    def retried(error: Exception) -> None:
+        stats.retries += 1
+        stats.throttles += bool(getattr(error, "throttled", False))
+
+    return Retrier(policy, Meter(stats.requests, stats.stage_seconds, retried))
+
+
+async def prefetch(pages: AsyncIterator[list[Entry]], depth: int = 2) -> AsyncGenerator[list[Entry], None]:
+    """List one side ahead of the merge, so both sides' round trips overlap."""
+    queue: asyncio.Queue[list[Entry] | BaseException | None] = asyncio.Queue(maxsize=depth)
+
+    async def fill() -> None:
+        try:
+            async for page in pages:
+                await queue.put(page)
+        except Exception as exc:  # the consumer raises it; a cancel ends this at once
+            await queue.put(exc)
+            return
+        await queue.put(None)
+
+    task = asyncio.create_task(fill())
+    try:
+        while (page := await queue.get()) is not None:
+            if isinstance(page, BaseException):
+                raise page
+            yield page
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
