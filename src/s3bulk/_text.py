@@ -33,6 +33,10 @@ def printable_all(texts: list[str]) -> list[str]:
     return [printable(text) for text in texts]
 
 
+# Why a file whose name is not UTF-8 is not uploaded: it cannot be a key, nor be journaled.
+NOT_UTF8 = "its name is not valid UTF-8, and S3 keys must be: rename it (e.g. convmv -f latin1 -t utf8)"
+
+
 def is_utf8(name: str) -> bool:
     """Whether a local name (as os.fsdecode gives it) is valid UTF-8, as every S3 key must be."""
     try:

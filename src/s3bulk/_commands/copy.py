@@ -10,8 +10,6 @@ its destination (refusing keys that would escape a local destination), and move 
 from __future__ import annotations
 
 import asyncio
-import os
-import stat
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -20,9 +18,7 @@ from s3bulk._commands.base import Command, JobPlan, Spec
 from s3bulk._commands.deletes import check_max_delete
 from s3bulk._commands.mover import Mover
 from s3bulk._commands.transfer import (
-    MARKER_DATA,
     Direction,
-    TransferItem,
     TransferOptions,
     TransferSpec,
     check_places,
@@ -33,21 +29,18 @@ from s3bulk._commands.transfer import (
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
-from s3bulk._plan.filters import Filters
+from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk._sources.local import NOT_UTF8, UnreadableRoot, walk
-from s3bulk._sources.manifest import manifest_chunks
-from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
-from s3bulk._text import is_utf8
+from s3bulk._sources.listing import KeyRange, ObjectBatch, SingleObject, find_object, iter_range
+from s3bulk._sources.local import LocalBatch, named_files, walk, walked_again
+from s3bulk._sources.manifest import NamedObjects, manifest_chunks
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._text import NOT_UTF8, is_utf8
 from s3bulk._urls import (
     LocalLocation,
     Location,
     S3Location,
-    basename,
-    local_target_path,
     parse_location,
-    relative_key,
 )
 
 FIND_IN_FLIGHT = 32  # a manifest's objects looked up at once, per descriptor
@@ -91,40 +84,6 @@ class CopyCommand(Command):
 class MoveCommand(CopyCommand):
     name: ClassVar[str] = "mv"
     spec: ClassVar[type[Spec]] = MoveSpec
-
-
-@dataclass(frozen=True)
-class LocalBatch:
-    """A work descriptor: local files (paths relative to `root`) to upload."""
-
-    root: str
-    entries: tuple[tuple[str, int, str, bool], ...]  # (relative path, size, problem or "", refused)
-
-    def __str__(self) -> str:
-        return f"{len(self.entries)} files under {self.root}"
-
-
-@dataclass(frozen=True)
-class NamedObjects:
-    """A work descriptor: a manifest's chunk of keys (full keys), found by the worker."""
-
-    keys: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return f"{len(self.keys)} named objects from {self.keys[0]}" if self.keys else "no objects"
-
-
-@dataclass(frozen=True)
-class ObjectBatch:
-    """A work descriptor: one listed page (keys and sizes), handed from the worker that listed it
-    to an idle one, so work spreads across processes even when the key space cannot be split."""
-
-    objects: tuple[ObjectInfo, ...]
-
-    def __str__(self) -> str:
-        return (
-            f"{len(self.objects)} listed objects from {self.objects[0].key}" if self.objects else "no objects"
-        )
 
 
 @dataclass
@@ -196,21 +155,10 @@ class CopyJob:
             yield LocalBatch(root, tuple(batch))
 
     def _named(self, names: list[str]) -> Any:
-        """A manifest's chunk as work: keys under the source prefix, or the directory's files
-        (stat here: a file that is not there is that item's failure)."""
-        source = self.source
-        if isinstance(source, S3Location):
-            return NamedObjects(tuple(source.key + name for name in names))
-        entries = []
-        for name in names:
-            try:
-                found = os.stat(os.path.join(self._local_root, name))
-            except OSError as exc:
-                entries.append((name, 0, f"cannot read local file: {exc.strerror}", True))
-                continue
-            problem = "" if stat.S_ISREG(found.st_mode) else "not a regular file"
-            entries.append((name, found.st_size, problem, bool(problem)))
-        return LocalBatch(self._local_root, tuple(entries))
+        """A manifest's chunk as work: keys under the source prefix, or the directory's files."""
+        if isinstance(self.source, S3Location):
+            return NamedObjects(tuple(self.source.key + name for name in names))
+        return LocalBatch(self._local_root, tuple(named_files(self._local_root, names)))
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:
@@ -221,20 +169,8 @@ class CopyJob:
                     yield NamedObjects(unknown)
                 yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch if size))
             else:
-                yield LocalBatch(self._local_root, tuple(self._retried_files(batch)))
-
-    def _retried_files(self, batch: list[tuple[str, int]]) -> Iterator[tuple[str, int, str, bool]]:
-        """The files of failed items again; a directory that could not be read, walked now."""
-        for item_id, size in batch:
-            path = os.path.join(self._local_root, item_id)
-            if not os.path.isdir(path):
-                yield item_id, size, "", False
-                continue
-            try:
-                for entry in walk(path, self.options.follow_symlinks):
-                    yield f"{item_id}/{entry.relative}", entry.size, entry.problem, entry.refused
-            except UnreadableRoot as exc:
-                yield item_id, 0, str(exc), True
+                again = walked_again(self._local_root, batch, self.options.follow_symlinks)
+                yield LocalBatch(self._local_root, tuple(again))
 
     def item_id(self, item: TransferItem) -> str:
         """The source key, or for uploads the path relative to the walked root."""
@@ -262,28 +198,17 @@ class CopyJob:
         return await self.mover.run(item, ctx)
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[TransferItem]]:
-        stats = ctx.stats
         if isinstance(descriptor, LocalBatch):
-            items = []
-            for relative, size, problem, refused in descriptor.entries:
-                if problem:
-                    path = os.path.join(descriptor.root, relative)
-                    # journaled, so --retry-failed tries it again (a manifest's missing file); a
-                    # name that is not UTF-8 cannot be journaled, nor ever uploaded under it
-                    item_id = relative if refused and problem != NOT_UTF8 else ""
-                    stats.failures.append(Failure(path, "", problem, item_id=item_id, skipped=not refused))
-                    if refused:
-                        stats.objects_failed += 1
-                    else:
-                        stats.objects_skipped += 1
-                    continue
-                if not self.options.filters.accepts(relative):
-                    continue
-                items.append(self._upload_item(descriptor.root, relative, size))
-            items = ctx.drop_done(items, self.item_id)
-            stats.objects_listed += len(items)
-            stats.bytes_listed += sum(item.size for item in items)
-            yield items
+            assert isinstance(self.destination, S3Location)
+            with ctx.stats.timed("plan"):
+                planned = plan_files(
+                    descriptor.entries,
+                    descriptor.root,
+                    self.destination,
+                    self.options.filters,
+                    many=self._many,
+                )
+            yield self._counted(*planned, ctx)
             return
         assert isinstance(self.source, S3Location)
         if isinstance(descriptor, ObjectBatch):
@@ -339,78 +264,39 @@ class CopyJob:
         source = self.source
         return source.is_prefix if isinstance(source, S3Location) else source.path.is_dir()
 
-    def _destination_key(self, relative: str) -> str:
-        """Where `relative` lands in S3. Many objects always go below the destination as a
-        prefix, with or without its trailing '/': they can never collapse onto one key."""
-        destination = self.destination
-        assert isinstance(destination, S3Location)
-        if destination.is_prefix:
-            return destination.key + relative
-        if self._many:
-            return f"{destination.key}/{relative}"
-        return destination.key
-
-    def _upload_item(self, root: str, relative: str, size: int) -> TransferItem:
-        return TransferItem(os.path.join(root, relative), self._destination_key(relative), size)
-
     def _map_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+        """The listed objects as items (`plan_objects`)."""
+        assert isinstance(self.source, S3Location)
         with ctx.stats.timed("plan"):
-            return self._plan_objects(objects, ctx)
+            options = self.options
+            planned = plan_objects(
+                objects,
+                self.source,
+                self.destination,
+                options.filters,
+                many=self._many,
+                allow_control_chars=options.allow_control_chars,
+            )
+        return self._counted(*planned, ctx)
 
-    def _plan_objects(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[TransferItem]:
+    def _counted(
+        self, items: list[TransferItem], refused: list[Refused], ctx: WorkerContext
+    ) -> list[TransferItem]:
+        """Planned items less those done before (a resume's), counted in the totals; those
+        refused named in the report."""
         stats = ctx.stats
-        source = self.source
-        destination = self.destination
-        assert isinstance(source, S3Location)
-        single = not source.is_prefix
-        filters = self.options.filters
-        root_text = str(destination.path) if isinstance(destination, LocalLocation) else ""
-        items = []
-        for info in objects:
-            relative = basename(info.key) if single else relative_key(info.key, source.key)
-            problem = listing_problem(info)
-            if problem:
-                stats.objects_failed += 1
-                stats.failures.append(
-                    Failure(f"s3://{source.bucket}/{info.key}", "", problem, item_id=info.key)
-                )
-                continue
-            if filters and not filters.accepts(relative, info.size, _listed_time(info, filters)):
-                continue
-            if isinstance(destination, LocalLocation):
-                if info.key.endswith("/"):  # a "directory marker": a directory locally, no file
-                    if info.size:  # it holds data nothing local can hold under that name: say so
-                        stats.objects_skipped += 1
-                        stats.failures.append(
-                            Failure(
-                                f"s3://{source.bucket}/{info.key}", "", MARKER_DATA % info.size, skipped=True
-                            )
-                        )
-                    continue
-                if single and not destination.is_prefix:
-                    target = root_text
-                else:
-                    try:
-                        target = local_target_path(root_text, relative, self.options.allow_control_chars)
-                    except ValueError as exc:
-                        stats.objects_failed += 1
-                        stats.failures.append(
-                            Failure(f"s3://{source.bucket}/{info.key}", "", f"refused key: {exc}")
-                        )
-                        continue
+        for each in refused:
+            stats.failures.append(
+                Failure(each.url, "", each.reason, item_id=each.item_id, skipped=each.skipped)
+            )
+            if each.skipped:
+                stats.objects_skipped += 1
             else:
-                target = self._destination_key(relative)
-            items.append(TransferItem(info.key, target, info.size, epoch_seconds(info.modified), info.etag))
+                stats.objects_failed += 1
         items = ctx.drop_done(items, self.item_id)
         stats.objects_listed += len(items)
         stats.bytes_listed += sum(item.size for item in items)
         return items
-
-
-def _listed_time(info: ObjectInfo, filters: Filters) -> float | None:
-    """The object's time when the window needs it (a retry's descriptors carry none: they were
-    selected when first listed)."""
-    return epoch_seconds(info.modified) if filters.windowed and info.modified else None
 
 
 COMMANDS = (CopyCommand(), MoveCommand())  # found by the registry (s3bulk._commands)

@@ -14,18 +14,12 @@ from functools import cached_property
 from typing import Any
 
 from s3bulk._commands.deletes import BatchDeleter, DeleteCap
-from s3bulk._commands.transfer import (
-    Direction,
-    TransferItem,
-    TransferOptions,
-    content_type,
-    direction_of,
-    unchanged,
-)
+from s3bulk._commands.transfer import Direction, TransferOptions, content_type, direction_of, unchanged
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, classify
 from s3bulk._plan.diff import newer
+from s3bulk._plan.keys import TransferItem
 from s3bulk._stores.attributes import described
 from s3bulk._stores.multipart import UploadHooks, file_version
 from s3bulk._stores.routes import Parts, bytes_held, upload_held

@@ -16,28 +16,22 @@ from typing import Any, NamedTuple
 
 from s3bulk._commands.deletes import DeleteBatch, LocalDelete
 from s3bulk._commands.mover import Stores
-from s3bulk._commands.transfer import (
-    MARKER_DATA,
-    Direction,
-    TransferItem,
-    TransferOptions,
-    check_places,
-    check_source,
-    direction_of,
-)
+from s3bulk._commands.transfer import Direction, TransferOptions, check_places, check_source, direction_of
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import WorkerContext
 from s3bulk._errors import UsageError
 from s3bulk._plan.diff import Entry, Unlisted, merge_join
+from s3bulk._plan.keys import MARKER_DATA, TransferItem
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import list_prefix, list_sequential
-from s3bulk._sources.local import NOT_UTF8, walk
+from s3bulk._sources.local import walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores import checksums
 from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 from s3bulk._stores.s3xml import epoch_seconds, listing_problem
 from s3bulk._stores.storage import Storage
+from s3bulk._text import NOT_UTF8
 from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path
 
 ACTIONS_PER_BATCH = 1000

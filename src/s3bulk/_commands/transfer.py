@@ -1,15 +1,15 @@
 """What `cp`, `mv`, `sync` and `check` share, so that none of them imports another: the fields
-of their specs (`TransferSpec`), the item a transfer moves (`TransferItem`), the options a job
-runs with (`TransferOptions`, made from a spec by `transfer_options`), and the checks of the two
-places made before any request. The worker side that moves an item is `mover.Mover`; what sync
-and check share besides, the two listings side by side, is `sides`.
+of their specs (`TransferSpec`), the options a job runs with (`TransferOptions`, made from a
+spec by `transfer_options`), and the checks of the two places made before any request. The item
+a transfer moves, and where it lands, is `_plan/keys.py`'s; the worker side that moves it is
+`mover.Mover`; what sync and check share besides, the two listings side by side, is `sides`.
 """
 
 from __future__ import annotations
 
 import mimetypes
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, Self
+from typing import Any, Literal, Self
 
 from s3bulk._commands.base import JobPlan, Spec, absolute, as_epoch, location, patterns
 from s3bulk._config import AwsSettings
@@ -27,10 +27,6 @@ GiB = 1024**3
 MIN_PART = 5 * MiB  # S3's smallest part (but the last)
 
 Direction = Literal["upload", "download", "copy"]
-MARKER_DATA = (
-    "its key ends in '/', which names a directory locally, yet it holds %d bytes: not downloaded "
-    "(copy it to a key without the '/' first)"
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,14 +100,6 @@ class TransferSpec(Spec):
 
     def leaving_out(self, pattern: str) -> Self:
         return replace(self, exclude=(*self.exclude, pattern))
-
-
-class TransferItem(NamedTuple):
-    source: str  # key or local path
-    destination: str  # key or local path
-    size: int
-    mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
-    etag: str = ""  # the source object's ETag, when listed (copies keep a multipart layout by it)
 
 
 @dataclass(frozen=True)

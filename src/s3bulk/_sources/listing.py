@@ -147,6 +147,19 @@ class SingleObject:
         return self.key
 
 
+@dataclass(frozen=True)
+class ObjectBatch:
+    """A work descriptor: one listed page (keys and sizes), handed from the worker that listed it
+    to an idle one, so work spreads across processes even when the key space cannot be split."""
+
+    objects: tuple[ObjectInfo, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.objects)} listed objects from {self.objects[0].key}" if self.objects else "no objects"
+        )
+
+
 async def find_object(client: Lister, bucket: str, key: str) -> ObjectInfo:
     """One object's listing entry (size, time, ETag) from a MaxKeys=1 listing, which costs what a
     HEAD costs and needs no other permission than the listing does. ItemError if it is absent."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from stat import S_ISDIR, S_ISREG
 
 from s3bulk._errors import UsageError
-from s3bulk._text import is_utf8
+from s3bulk._text import NOT_UTF8, is_utf8
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,6 @@ class LocalEntry:
     mtime: float = 0.0
     refused: bool = False  # the problem fails the item (the user must act), not just skips it
     directory: bool = False  # a directory (that could not be read): it sorts as its name + '/'
-
-
-NOT_UTF8 = "its name is not valid UTF-8, and S3 keys must be: rename it (e.g. convmv -f latin1 -t utf8)"
 
 
 class UnreadableRoot(UsageError):
@@ -120,3 +117,44 @@ def _key_order(entry: os.DirEntry[str], follow_symlinks: bool) -> str:
     except OSError:
         is_dir = False
     return entry.name + "/" if is_dir else entry.name
+
+
+def named_files(root: str, names: Iterable[str]) -> Iterator[tuple[str, int, str, bool]]:
+    """A manifest's names as files under `root`: (name, size, problem or "", refused) each,
+    stat now, so that a file that is not there, or is no regular file, is that item's failure."""
+    for name in names:
+        try:
+            found = os.stat(os.path.join(root, name))
+        except OSError as exc:
+            yield name, 0, f"cannot read local file: {exc.strerror}", True
+            continue
+        problem = "" if S_ISREG(found.st_mode) else "not a regular file"
+        yield name, found.st_size, problem, bool(problem)
+
+
+def walked_again(
+    root: str, failed: Iterable[tuple[str, int]], follow_symlinks: bool
+) -> Iterator[tuple[str, int, str, bool]]:
+    """The files of failed items (their names under `root`, and sizes) to try again, as
+    `named_files` gives them; a directory that could not be read then is walked now."""
+    for name, size in failed:
+        path = os.path.join(root, name)
+        if not os.path.isdir(path):
+            yield name, size, "", False
+            continue
+        try:
+            for entry in walk(path, follow_symlinks):
+                yield f"{name}/{entry.relative}", entry.size, entry.problem, entry.refused
+        except UnreadableRoot as exc:
+            yield name, 0, str(exc), True
+
+
+@dataclass(frozen=True)
+class LocalBatch:
+    """A work descriptor: local files (paths relative to `root`) to upload."""
+
+    root: str
+    entries: tuple[tuple[str, int, str, bool], ...]  # (relative path, size, problem or "", refused)
+
+    def __str__(self) -> str:
+        return f"{len(self.entries)} files under {self.root}"

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from s3bulk._errors import UsageError
@@ -91,3 +92,13 @@ def spool_stdin(directory: Path) -> str:
     with open(path, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1024 * 1024)
     return str(path)
+
+
+@dataclass(frozen=True)
+class NamedObjects:
+    """A work descriptor: a manifest's chunk of keys (full keys), found by the worker."""
+
+    keys: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.keys)} named objects from {self.keys[0]}" if self.keys else "no objects"
