@@ -82,12 +82,8 @@ class CheckJob:
     def direction(self) -> Direction:
         return self.sides.direction
 
-    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        async for chunk in self.sides.chunks(stats):
-            with stats.timed("plan"):
-                batch = self._plan(chunk)
-            if batch.items or batch.unchanged or batch.problems:
-                yield batch
+    def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        return self.sides.batches(stats, self._plan)
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         return iter(())  # nothing is journaled: a check is run again whole

@@ -136,6 +136,17 @@ class Sides:
             if reader is not client:
                 await reader.close()
 
+    async def batches(
+        self, stats: WorkerStats, plan: Callable[[list[tuple[Entry | None, Entry | None]]], DiffBatch]
+    ) -> AsyncIterator[DiffBatch]:
+        """The driver's descriptors: each chunk of the merge as the job's `plan` decides it
+        (timed as planning), those with anything in them."""
+        async for chunk in self.chunks(stats):
+            with stats.timed("plan"):
+                batch = plan(chunk)
+            if batch.items or batch.unchanged or batch.problems:
+                yield batch
+
     async def _entries(
         self, location: Location, client: Storage, is_source: bool
     ) -> AsyncIterator[list[Entry]]:

@@ -168,12 +168,8 @@ class SyncJob:
         return not page.objects
 
     # ---- driver side: list both sides, diff, emit actions ------------------------------------
-    async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
-        async for chunk in self.sides.chunks(stats):
-            with stats.timed("plan"):
-                batch = self._plan(chunk)
-            if batch.items or batch.unchanged or batch.problems:
-                yield batch
+    def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        return self.sides.batches(stats, self._plan)
 
     def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> DiffBatch:
         items: list[Any] = []
