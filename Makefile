@@ -7,7 +7,7 @@ PY := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE := src/s3bulk_native/__init__.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
 
-.PHONY: setup tools demo test test-servers bench reliability lint clean
+.PHONY: setup tools demo test test-unit test-servers bench reliability lint clean
 
 .venv/.synced: pyproject.toml uv.lock $(NATIVE)
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -28,8 +28,12 @@ demo: setup
 	scripts/build-tools.sh minio
 	$(PY) scripts/demo.py
 
-test: setup tools
-	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers"
+# The unit tier first (tests/unit: no server, seconds), then the suite against real servers.
+test-unit: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+test: test-unit tools
+	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers" --ignore=tests/unit
 
 # The compatibility matrix: the end-to-end checks of tests/test_servers.py against each S3 server
 # (docs/compatibility.md is its table).
