@@ -35,7 +35,7 @@ CHECKS = [
     (
         "any key (NUL bytes, '.', '..', empty and 256-byte segments; hypothesis, 400"
         " examples) maps below the destination or is refused",
-        "tests/test_urls.py::test_any_key_maps_below_the_destination_or_is_refused",
+        "tests/unit/test_urls.py::test_any_key_maps_below_the_destination_or_is_refused",
     ),
     (
         "Unicode normalisation twins stay two objects and two files",
@@ -71,11 +71,11 @@ CHECKS = [
     ),
     (
         "malformed URLs name the problem",
-        "tests/test_urls.py::test_malformed_locations_name_the_problem",
+        "tests/unit/test_urls.py::test_malformed_locations_name_the_problem",
     ),
     (
         "any text as a location parses or is a one-line usage error (hypothesis)",
-        "tests/test_urls.py::test_any_text_parses_or_is_refused_with_a_usage_error",
+        "tests/unit/test_urls.py::test_any_text_parses_or_is_refused_with_a_usage_error",
     ),
     (
         "unknown flags and conflicting options: one line, exit 2",
