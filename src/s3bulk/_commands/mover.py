@@ -8,6 +8,7 @@ record says, and for mv the source deleted once its copy succeeded.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from functools import cached_property
@@ -36,6 +37,9 @@ class Stores:
     settings: AwsSettings
     connections: int
     verify: bool = True
+    # how a storage is made: the storage seam, or for job logic tested alone an in-memory one
+    # behind the same verbs (tests/unit/memory.py)
+    make: Callable[..., Storage] = Storage
     _storage: Storage | None = field(default=None, init=False)
     _source_storage: Storage | None = field(default=None, init=False)
 
@@ -46,7 +50,7 @@ class Stores:
             stats.uploads_started.append((bucket, key, upload_id))
             ctx.report_now()  # to the journal before any part is sent
 
-        self._storage = Storage(
+        self._storage = self.make(
             self.settings,
             connections=self.connections,
             retry=ctx.retrier,
@@ -55,7 +59,7 @@ class Stores:
         )
         self._source_storage = self._storage
         if self.settings.source is not None:  # the source is read where it is, as whom it says
-            self._source_storage = Storage(
+            self._source_storage = self.make(
                 self.settings.source, connections=self.connections, retry=ctx.retrier, verify=self.verify
             )
 

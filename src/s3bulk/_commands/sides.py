@@ -86,6 +86,7 @@ class Sides:
     options: TransferOptions
     direction: Direction = field(init=False)
     unlisted: Unlisted = field(default_factory=Unlisted, init=False)
+    make: Callable[..., Storage] = field(default=Storage, init=False)  # as `Stores.make`
 
     def __post_init__(self) -> None:
         source = self.source
@@ -112,10 +113,12 @@ class Sides:
         """Both sides' entries, paired by name in key order, `ACTIONS_PER_BATCH` pairs at a time;
         the listings' requests and retries counted in `stats`."""
         policy = self.options.retry
-        client = Storage(self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy))
+        client = self.make(
+            self.settings, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy)
+        )
         reader = client
         if self.settings.source is not None:
-            reader = Storage(
+            reader = self.make(
                 self.settings.source, connections=LISTING_CONCURRENCY * 2, retry=_counted_in(stats, policy)
             )
         try:
