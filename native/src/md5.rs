@@ -144,3 +144,49 @@ fn read_at_most(file: &File, buffer: &mut [u8], offset: u64) -> std::io::Result<
     }
     Ok(filled)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_stream(data: &[u8]) -> [u8; 16] {
+        let mut state = Md5State::new();
+        state.update(data);
+        state.finalize()
+    }
+
+    fn bytes(length: usize, seed: u8) -> Vec<u8> {
+        (0..length).map(|at| (at as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn a_stream_hashes_to_the_rfc_1321_digests() {
+        assert_eq!(one_stream(b""), [0xd4, 0x1d, 0x8c, 0xd9, 0x8f, 0x00, 0xb2, 0x04, 0xe9, 0x80, 0x09, 0x98, 0xec, 0xf8, 0x42, 0x7e]);
+        assert_eq!(one_stream(b"abc"), [0x90, 0x01, 0x50, 0x98, 0x3c, 0xd2, 0x4f, 0xb0, 0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72]);
+    }
+
+    #[test]
+    fn lanes_give_each_input_the_digest_one_stream_gives_it() {
+        for count in [2, 3, 13, 16, 17] {
+            let inputs: Vec<Vec<u8>> = (0..count).map(|lane| bytes(4096 + 64, lane as u8)).collect();
+            let mut states = vec![Md5State::new(); count];
+            update_in_lockstep(&mut states, inputs.iter().map(Vec::as_slice).collect());
+            let mut digests = vec![[0u8; 16]; count];
+            engine().finalize_many(&states, &mut digests);
+            let expected: Vec<[u8; 16]> = inputs.iter().map(|input| one_stream(input)).collect();
+            assert_eq!(digests, expected, "{count} inputs");
+        }
+    }
+
+    #[test]
+    fn a_files_parts_are_hashed_each_as_one_stream() {
+        let path = std::env::temp_dir().join(format!("s3bulk-md5-parts-{}", std::process::id()));
+        let data = bytes(3 * 1024 * 1024 + 12345, 7);
+        std::fs::write(&path, &data).unwrap();
+        let part_size = 1024 * 1024;
+        let digests = file_parts(&path, part_size as u64).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let expected: Vec<[u8; 16]> = data.chunks(part_size).map(one_stream).collect();
+        assert_eq!(digests, expected);
+    }
+}

@@ -329,3 +329,34 @@ impl Drop for HasherThread {
         self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_written_in_ranges_are_hashed_each_as_one_stream() {
+        let path = std::env::temp_dir().join(format!("s3bulk-parthash-{}", std::process::id()));
+        let data: Vec<u8> = (0..(5 * 1024 * 1024 + 999)).map(|at: usize| (at % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let (hasher, mut thread) = Hasher::start().unwrap();
+        let part_size = 2 * 1024 * 1024;
+        let id = hasher.add(path.to_str().unwrap(), data.len() as u64, part_size).unwrap();
+        for start in (0..data.len() as u64).step_by(1024 * 1024) {
+            let index = hasher.range(id, start).unwrap();
+            hasher.wrote(id, index, (start + 1024 * 1024).min(data.len() as u64));
+        }
+        let digests = hasher.digests(id).unwrap().unwrap();
+        assert!(thread.stop());
+        std::fs::remove_file(&path).unwrap();
+        let expected: Vec<[u8; 16]> = data
+            .chunks(part_size as usize)
+            .map(|part| {
+                let mut state = Md5State::new();
+                state.update(part);
+                state.finalize()
+            })
+            .collect();
+        assert_eq!(digests, expected);
+    }
+}

@@ -130,3 +130,36 @@ fn write_body(target: &mut [u8], head: &[u8], before: &[&[u8]], values: &[f32], 
     body.put(tail);
     body.at
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(values: &[f32], dimension: usize) -> String {
+        let rows = values.len() / dimension;
+        let before: Vec<Vec<u8>> = (0..rows).map(|row| format!("{{\"key\":\"{row}\",\"data\":{{\"float32\":").into_bytes()).collect();
+        let before: Vec<&[u8]> = before.iter().map(Vec::as_slice).collect();
+        let after: Vec<&[u8]> = vec![b"}}".as_slice(); rows];
+        let mut target = vec![0u8; 64 * rows + values.len() * WORST_BYTES_PER_VALUE + ZMIJ_BYTES + 32];
+        let length = write_body(&mut target, b"{\"vectors\":[", &before, values, dimension, &after, b"]}");
+        String::from_utf8(target[..length].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn rows_are_written_as_json_arrays_of_the_shortest_round_trip_text() {
+        let text = body(&[0.5, -1.25, 3.0, 0.1, 1.0e-7, -0.0], 3);
+        assert_eq!(text, r#"{"vectors":[{"key":"0","data":{"float32":[0.5,-1.25,3.0]}},{"key":"1","data":{"float32":[0.1,1e-7,-0.0]}}]}"#);
+    }
+
+    #[test]
+    fn every_value_reads_back_as_the_same_float32() {
+        let values: Vec<f32> = (0..4096).map(|n| f32::from_bits(0x3000_0000u32.wrapping_add(n * 0x0003_1337))).collect();
+        let text = body(&values, 1024);
+        let read: Vec<f32> = text
+            .split("\"float32\":[")
+            .skip(1)
+            .flat_map(|row| row.split(']').next().unwrap().split(',').map(|value| value.parse::<f32>().unwrap()).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(read.iter().map(|value| value.to_bits()).collect::<Vec<_>>(), values.iter().map(|value| value.to_bits()).collect::<Vec<_>>());
+    }
+}
