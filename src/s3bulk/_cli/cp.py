@@ -27,12 +27,10 @@ from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     BwLimitOption,
     ConcurrencyOption,
-    ControlCharsOption,
     EndpointOption,
     EngineOption,
     ExcludeOption,
     FilesFromOption,
-    FollowSymlinksOption,
     IncludeOption,
     JournalUrlOption,
     ListRangesOption,
@@ -56,10 +54,12 @@ from s3bulk._cli.options import (
     parse_optional_size,
     parse_switch,
     settings_from,
+    spec_switches,
 )
 from s3bulk._cli.output import say
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
+from s3bulk._commands.transfer import TransferSpec
 from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, AwsSettings, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
@@ -72,6 +72,9 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 
 def make_copy_command(command: str) -> Callable[..., int]:
+    @spec_switches(
+        TransferSpec, "no_clobber", "if_size_differ", "if_newer", "follow_symlinks", "allow_control_chars"
+    )
     @with_upload_check_options
     @with_copy_key_options
     @with_source_options
@@ -94,18 +97,6 @@ def make_copy_command(command: str) -> Callable[..., int]:
         version_id: str | None = VersionIdOption,
         bwlimit: str | None = BwLimitOption,
         tpslimit: float | None = TpsLimitOption,
-        no_clobber: bool = typer.Option(
-            False, "--no-clobber", "-n", help="Leave what is already at the destination as it is."
-        ),
-        if_size_differ: bool = typer.Option(
-            False,
-            "--if-size-differ",
-            "-s",
-            help="Write over an existing destination only if its size differs.",
-        ),
-        if_newer: bool = typer.Option(
-            False, "--if-newer", "-u", help="Write over an existing destination only if the source is newer."
-        ),
         as_json: bool = JsonOption,
         show_attributes: bool = typer.Option(
             False,
@@ -127,8 +118,6 @@ def make_copy_command(command: str) -> Callable[..., int]:
             "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
         ),
         list_ranges: str = ListRangesOption,
-        follow_symlinks: bool = FollowSymlinksOption,
-        allow_control_chars: bool = ControlCharsOption,
         no_guess_mime_type: bool = NoGuessMimeTypeOption,
         recursive: bool = RecursiveOption,
         resume: str | None = ResumeOption,
@@ -147,6 +136,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         max_size: int | None = None,
         newer_than: float | None = None,
         older_than: float | None = None,
+        switches: dict[str, bool] | None = None,
     ) -> int:
         source = as_prefix(source) if recursive else source
         if version_id is not None:  # one version of one object: to a file or to stdout
@@ -225,17 +215,12 @@ def make_copy_command(command: str) -> Callable[..., int]:
                         copy_multipart_threshold, "--copy-multipart-threshold"
                     ),
                     partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
-                    follow_symlinks=follow_symlinks,
-                    allow_control_chars=allow_control_chars,
                     settings=settings,
                     on_progress=on_progress,
                     on_records=on_records,
                     guess_mime_type=not no_guess_mime_type,
                     attributes=attributes,
                     show_attributes=show_attributes,
-                    no_clobber=no_clobber,
-                    if_size_differ=if_size_differ,
-                    if_newer=if_newer,
                     min_size=min_size,
                     max_size=max_size,
                     newer_than=newer_than,
@@ -245,6 +230,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                     tpslimit=tpslimit,
                     **extra,
+                    **(switches or {}),
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -148,21 +149,12 @@ ConcurrencyOption = typer.Option(
 MaxInFlightOption = typer.Option(
     "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
 )
-FollowSymlinksOption = typer.Option(
-    False, "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
-)
 NoGuessMimeTypeOption = typer.Option(
     False,
     "--no-guess-mime-type",
     help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
 )
 PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
-ControlCharsOption = typer.Option(
-    False,
-    "--allow-control-chars",
-    help="Downloads: write keys that hold ESC or another control character under those names "
-    "(refused by default: such a name rewrites the terminal that lists it).",
-)
 RecursiveOption = typer.Option(
     False, "--recursive", "-r", help="SRC is a prefix or a directory's contents (as if it ended in '/')."
 )
@@ -217,6 +209,20 @@ def option_group(
     return decorate
 
 
+def spec_switches(spec: type[Any], *names: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A decorator that adds the switches of these boolean spec fields, as the spec declares
+    them (`transfer.switch`: flags, help; the field's default), to a command, and calls it with
+    their values as `switches` ({field name: value}), to pass on to the API as they are: a
+    switch is written once, on its spec field."""
+    fields = {field.name: field for field in dataclasses.fields(spec)}
+    options: dict[str, tuple[Any, Any]] = {}
+    for name in names:
+        flags, text = fields[name].metadata["switch"]
+        options[name] = (bool, typer.Option(fields[name].default, *flags, help=text))
+    in_panel(SELECTION, *(option for _, option in options.values()))
+    return option_group(options, ("switches",), lambda given: {"switches": given})
+
+
 def in_panel(panel: str, *options: Any) -> None:
     """Put options in a panel of their command's help: a person scans panels (what to copy, the
     endpoint, speed and memory, the job), not one list of sixty."""
@@ -240,9 +246,7 @@ in_panel(
     IncludeOption,
     ExcludeOption,
     FilesFromOption,
-    FollowSymlinksOption,
     RecursiveOption,
-    ControlCharsOption,
 )
 in_panel(
     SPEED,

@@ -25,12 +25,10 @@ from s3bulk._cli.keys import with_copy_key_options
 from s3bulk._cli.options import (
     BwLimitOption,
     ConcurrencyOption,
-    ControlCharsOption,
     EndpointOption,
     EngineOption,
     ExcludeOption,
     FilesFromOption,
-    FollowSymlinksOption,
     IncludeOption,
     JournalUrlOption,
     ListRangesOption,
@@ -51,15 +49,18 @@ from s3bulk._cli.options import (
     parse_optional_size,
     parse_switch,
     settings_from,
+    spec_switches,
 )
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
+from s3bulk._commands.transfer import TransferSpec
 from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 
 
+@spec_switches(TransferSpec, "follow_symlinks", "allow_control_chars")
 @with_upload_check_options
 @with_copy_key_options
 @with_source_options
@@ -106,8 +107,6 @@ def sync_command(
     part_size: str = PartSizeOption,
     multipart_threshold: str = MultipartThresholdOption,
     list_ranges: str = ListRangesOption,
-    follow_symlinks: bool = FollowSymlinksOption,
-    allow_control_chars: bool = ControlCharsOption,
     no_guess_mime_type: bool = NoGuessMimeTypeOption,
     resume: str | None = ResumeOption,
     retry_failed: str | None = RetryFailedOption,
@@ -125,6 +124,7 @@ def sync_command(
     max_size: int | None = None,
     newer_than: float | None = None,
     older_than: float | None = None,
+    switches: dict[str, bool] | None = None,
 ) -> int:
     """Make DST hold what SRC holds, transferring only what differs (both are prefixes/directories)."""
     if size_only and checksum:
@@ -180,8 +180,6 @@ def sync_command(
                 part_size=parse_size(part_size, "--part-size"),
                 multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
                 partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
-                follow_symlinks=follow_symlinks,
-                allow_control_chars=allow_control_chars,
                 guess_mime_type=not no_guess_mime_type,
                 attributes=attributes,
                 show_attributes=show_attributes,
@@ -197,6 +195,7 @@ def sync_command(
                 settings=settings,
                 on_progress=on_progress,
                 on_records=on_records,
+                **(switches or {}),
             )
 
     return run_job(

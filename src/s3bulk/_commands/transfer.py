@@ -29,6 +29,13 @@ MIN_PART = 5 * MiB  # S3's smallest part (but the last)
 Direction = Literal["upload", "download", "copy"]
 
 
+def switch(*flags: str, help: str) -> dict[str, Any]:
+    """How the command line names a boolean field, and its help: `_cli/options.spec_switches`
+    makes the option from it, so the switch is declared once, here, for every command that
+    takes it."""
+    return {"switch": (flags, help)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransferSpec(Spec):
     """The options cp, mv, sync and check take alike; each command's spec adds its own."""
@@ -41,16 +48,41 @@ class TransferSpec(Spec):
     multipart_threshold: int = 64 * MiB  # uploads and ranged downloads above this go in parts
     copy_multipart_threshold: int = 5 * GiB  # server-side copies above this use UploadPartCopy
     partitioned_listing: bool | None = None  # key ranges listed in parallel; None: decide
-    follow_symlinks: bool = False
+    follow_symlinks: bool = field(
+        default=False,
+        metadata=switch(
+            "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
+        ),
+    )
     guess_mime_type: bool = True
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
     show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
     files_from: str | None = None  # a manifest: the names to copy, relative to the source
     verify: bool = True  # downloads are checked against their ETag (--ignore-checksum: off)
-    allow_control_chars: bool = False  # downloads: a key with ESC or another control character lands as named
-    no_clobber: bool = False  # never write over an existing destination
-    if_size_differ: bool = False  # ... only when its size differs from the source's
-    if_newer: bool = False  # ... only when the source is newer
+    allow_control_chars: bool = field(
+        default=False,
+        metadata=switch(
+            "--allow-control-chars",
+            help="Downloads: write keys that hold ESC or another control character under those names "
+            "(refused by default: such a name rewrites the terminal that lists it).",
+        ),
+    )
+    no_clobber: bool = field(
+        default=False,
+        metadata=switch("--no-clobber", "-n", help="Leave what is already at the destination as it is."),
+    )
+    if_size_differ: bool = field(
+        default=False,
+        metadata=switch(
+            "--if-size-differ", "-s", help="Write over an existing destination only if its size differs."
+        ),
+    )
+    if_newer: bool = field(
+        default=False,
+        metadata=switch(
+            "--if-newer", "-u", help="Write over an existing destination only if the source is newer."
+        ),
+    )
     min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
     max_size: int | None = None
     newer_than: float | None = None
