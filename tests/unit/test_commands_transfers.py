@@ -10,9 +10,10 @@ from typing import Any
 
 from memory import MemoryS3
 
-from s3bulk._commands.copy import CopyJob
-from s3bulk._commands.sync import SyncJob
-from s3bulk._commands.transfer import TransferOptions
+from s3bulk._commands.base import JobPlan
+from s3bulk._commands.copy import CopyJob, CopySpec
+from s3bulk._commands.sync import SyncJob, SyncSpec
+from s3bulk._commands.transfer import transfer_options
 from s3bulk._config import AwsSettings
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.worker import EngineOptions
@@ -31,9 +32,14 @@ def run(job: Any, s3: MemoryS3) -> Report:
     return asyncio.run(engine.run(job, Report("test")))
 
 
-def copy_job(source: str, destination: str, **options: Any) -> CopyJob:
-    chosen = TransferOptions(partitioned_listing=False, **options)
-    return CopyJob(parse_location(source), parse_location(destination), AwsSettings(), chosen)
+PLAN = JobPlan("", 1, 64 * MiB)
+
+
+def copy_job(source: str, destination: str, *, delete_source: bool = False, **choices: Any) -> CopyJob:
+    """The job `cp` (or with `delete_source` `mv`) builds from a spec of these choices."""
+    spec = CopySpec(source=source, destination=destination, partitioned_listing=False, **choices)
+    options = transfer_options(spec, AwsSettings(), PLAN, delete_source=delete_source)
+    return CopyJob(parse_location(source), parse_location(destination), AwsSettings(), options)
 
 
 def test_mv_deletes_only_the_sources_whose_copy_succeeded() -> None:
@@ -87,9 +93,12 @@ def test_sync_delete_copies_what_differs_and_deletes_what_the_source_lacks() -> 
         s3.put("src", key, body)
     for key, body in {"q/same": b"1", "q/changed": b"1", "q/extra": b"x"}.items():
         s3.put("dst", key, body)
-    source, destination = parse_location("s3://src/p/"), parse_location("s3://dst/q/")
-    options = TransferOptions(partitioned_listing=False)
-    job = SyncJob(source, destination, AwsSettings(), options, mode="size", delete=True)
+    spec = SyncSpec(
+        source="s3://src/p/", destination="s3://dst/q/", partitioned_listing=False, mode="size", delete=True
+    )
+    options = transfer_options(spec, AwsSettings(), PLAN, max_delete=spec.max_delete)
+    places = parse_location(spec.source), parse_location(spec.destination)
+    job = SyncJob(*places, AwsSettings(), options, mode="size", delete=True)
     report = run(job, s3)
     assert s3.buckets["dst"] == {"q/same": b"1", "q/changed": b"22", "q/new": b"3"}
     assert (report.objects_unchanged, report.objects_deleted) == (1, 1)

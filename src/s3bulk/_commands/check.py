@@ -67,7 +67,7 @@ class CheckJob:
     source: Location
     destination: Location
     settings: AwsSettings
-    options: TransferOptions = field(default_factory=TransferOptions)
+    options: TransferOptions
     sides: Sides = field(init=False)
     stores: Stores = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
@@ -76,7 +76,7 @@ class CheckJob:
     def __post_init__(self) -> None:
         self.sides = Sides(self.source, self.destination, self.settings, self.options)
         self.source, self.destination = self.sides.source, self.sides.destination
-        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.verify)
+        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.spec.verify)
 
     @property
     def direction(self) -> Direction:

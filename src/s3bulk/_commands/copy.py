@@ -95,7 +95,7 @@ class CopyJob:
     source: Location
     destination: Location
     settings: AwsSettings
-    options: TransferOptions = field(default_factory=TransferOptions)
+    options: TransferOptions
     mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
@@ -117,13 +117,13 @@ class CopyJob:
 
     async def preflight(self) -> dict[str, int]:
         """Before the job starts: the bucket written to answers (`written_bucket_usable`)."""
-        return await written_bucket_usable(self.settings, self.destination, self.options.dry_run)
+        return await written_bucket_usable(self.settings, self.destination, self.options.spec.dry_run)
 
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         source = self.source
-        if self.options.files_from is not None:
-            for names in manifest_chunks(self.options.files_from):
+        if self.options.spec.files_from is not None:
+            for names in manifest_chunks(self.options.spec.files_from):
                 yield self._named(names)
                 await asyncio.sleep(0)
             return
@@ -142,7 +142,7 @@ class CopyJob:
         root = self._local_root
         top = "" if source.trailing_slash else path.name
         batch: list[tuple[str, int, str, bool]] = []
-        for entry in walk(str(path), self.options.follow_symlinks):
+        for entry in walk(str(path), self.options.spec.follow_symlinks):
             if filters.windowed and not entry.problem and not filters.in_window(entry.size, entry.mtime):
                 continue
             relative = f"{top}/{entry.relative}" if top else entry.relative
@@ -169,7 +169,7 @@ class CopyJob:
                     yield NamedObjects(unknown)
                 yield ObjectBatch(tuple(ObjectInfo(item_id, size, "", "") for item_id, size in batch if size))
             else:
-                again = walked_again(self._local_root, batch, self.options.follow_symlinks)
+                again = walked_again(self._local_root, batch, self.options.spec.follow_symlinks)
                 yield LocalBatch(self._local_root, tuple(again))
 
     def item_id(self, item: TransferItem) -> str:
@@ -226,9 +226,9 @@ class CopyJob:
             self.source.bucket,
             self.source.key,
             descriptor,
-            on_split=ctx.split if self.options.partitioned_listing is not False else None,
+            on_split=ctx.split if self.options.spec.partitioned_listing is not False else None,
             want_split=ctx.want_split,
-            auto=self.options.partitioned_listing is None,
+            auto=self.options.spec.partitioned_listing is None,
         ):
             if ctx.want_split():  # other workers are short of work: hand them this page
                 ctx.split([ObjectBatch(tuple(objects))], handed=[info.key for info in objects])
@@ -259,7 +259,7 @@ class CopyJob:
         return [info for info in await asyncio.gather(*(find(key) for key in keys)) if info is not None]
 
     def _source_is_many(self) -> bool:
-        if self.options.files_from is not None:
+        if self.options.spec.files_from is not None:
             return True
         source = self.source
         return source.is_prefix if isinstance(source, S3Location) else source.path.is_dir()
@@ -275,7 +275,7 @@ class CopyJob:
                 self.destination,
                 options.filters,
                 many=self._many,
-                allow_control_chars=options.allow_control_chars,
+                allow_control_chars=options.spec.allow_control_chars,
             )
         return self._counted(*planned, ctx)
 

@@ -96,7 +96,7 @@ class Mover:
 
     def __post_init__(self) -> None:
         self.direction = direction_of(self.source, self.destination)
-        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.verify)
+        self.stores = Stores(self.settings, self.options.concurrency * 2, self.options.spec.verify)
         # a copy between endpoints or accounts: no server-side copy reaches, the bytes pass here
         self.relayed = self.direction == "copy" and self.settings.relays
         limit = self.options.max_delete
@@ -129,17 +129,17 @@ class Mover:
     def parts(self) -> Parts:
         """Made once: every item's cost and transfer asks for it."""
         options = self.options
-        return Parts(options.part_size, options.part_concurrency, options.multipart_threshold)
+        return Parts(options.spec.part_size, options.part_concurrency, options.spec.multipart_threshold)
 
     def cost(self, item: TransferItem) -> int:
-        if self.options.dry_run or (self.direction == "copy" and not self.relayed):  # server-side
+        if self.options.spec.dry_run or (self.direction == "copy" and not self.relayed):  # server-side
             return 0
         if self.direction == "download":  # a body streamed into its file is not held whole
             return bytes_held(item.size, item.etag, self.parts)
         if self.direction == "upload":  # a large file's parts are read as they are sent
             return upload_held(item.size, self.parts)
-        if item.size > self.options.multipart_threshold:  # a relay holds its parts in flight
-            return self.options.part_size * self.options.part_concurrency
+        if item.size > self.options.spec.multipart_threshold:  # a relay holds its parts in flight
+            return self.options.spec.part_size * self.options.part_concurrency
         return item.size
 
     def describe(self, item: TransferItem) -> tuple[str, str, int]:
@@ -148,7 +148,7 @@ class Mover:
     def record(self, item: TransferItem) -> dict[str, Any]:
         source, destination, size = self.describe(item)
         found: dict[str, Any] = {"source": source, "destination": destination, "size": size}
-        if self.options.show_attributes:
+        if self.options.spec.show_attributes:
             found["attributes"] = self._shown.pop(item.source, {})
         if item.source in self._unverified:
             self._unverified.discard(item.source)
@@ -161,7 +161,7 @@ class Mover:
         cap = self.cap if self.options.delete_source else None
         if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
             raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
-        if self.options.dry_run:
+        if self.options.spec.dry_run:
             return int(item.size)
         version = None  # mv of a file: the version of it that is deleted only if it is the one stored
         try:
@@ -187,8 +187,8 @@ class Mover:
 
     @property
     def _guarded(self) -> bool:
-        options = self.options
-        return options.no_clobber or options.if_size_differ or options.if_newer
+        spec = self.options.spec
+        return spec.no_clobber or spec.if_size_differ or spec.if_newer
 
     async def _worth_writing(self, item: TransferItem) -> bool:
         """--no-clobber, --if-size-differ, --if-newer (s5cmd's -n, -s, -u): an existing
@@ -198,10 +198,10 @@ class Mover:
         if there is None:
             return True
         size, mtime = there
-        options = self.options
-        if options.no_clobber or (options.if_size_differ and size == item.size):
+        spec = self.options.spec
+        if spec.no_clobber or (spec.if_size_differ and size == item.size):
             return False
-        return not options.if_newer or newer(await self._source_time(item), mtime)
+        return not spec.if_newer or newer(await self._source_time(item), mtime)
 
     async def _destination_state(self, item: TransferItem) -> tuple[int, float] | None:
         """(size, modification time) of what is at the destination, or None."""
@@ -262,15 +262,15 @@ class Mover:
             if len(self._unverified) > 10_000:  # no record is asked for: each would take its own
                 self._unverified.clear()
             self._unverified.add(item.source)
-        if self.options.show_attributes:  # for `record`, which runs next for every recorded item
+        if self.options.spec.show_attributes:  # for `record`, which runs next for every recorded item
             head = await self.source_storage.head(self.source.bucket, item.source)
             self._shown[item.source] = described(head)
         return got.written
 
     async def _upload(self, item: TransferItem) -> int:
         assert isinstance(self.destination, S3Location)
-        attributes = self.options.attributes
-        if self.options.guess_mime_type:
+        attributes = self.options.spec.attributes
+        if self.options.spec.guess_mime_type:
             attributes = attributes.with_content_type(content_type(item.source))
         return await self.storage.upload(
             item.source, self.destination.bucket, item.destination, attributes, self.parts
@@ -287,14 +287,16 @@ class Mover:
             item.destination,
             size=item.size,
             parts=self.parts,
-            attributes=self.options.attributes,
+            attributes=self.options.spec.attributes,
         )
 
     async def _copy(self, item: TransferItem) -> int:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         parts = Parts(
-            self.options.part_size, self.options.part_concurrency, self.options.copy_multipart_threshold
+            self.options.spec.part_size,
+            self.options.part_concurrency,
+            self.options.spec.copy_multipart_threshold,
         )
         await self.storage.copy(
             source.bucket,
@@ -305,7 +307,7 @@ class Mover:
             etag=item.etag,
             parts=parts,
             keep_layout=self.options.keep_part_layout,
-            attributes=self.options.attributes,
+            attributes=self.options.spec.attributes,
         )
         return item.size
 

@@ -59,7 +59,7 @@ class DiffBatch:
     problems: tuple[Failure, ...] = ()
 
     def __str__(self) -> str:
-        return f"{len(self.items)} sync actions"
+        return f"{len(self.items)} items of the diff"
 
 
 def as_directory(location: Location) -> Location:
@@ -126,8 +126,8 @@ class Sides:
                 self._entries(self.source, reader, is_source=True),
                 self._entries(self.destination, client, is_source=False),
             ]
-            if self.options.files_from is not None:  # only what the manifest names, on both sides
-                sides = [_only_named(side, sorted_names(self.options.files_from)) for side in sides]
+            if self.options.spec.files_from is not None:  # only what the manifest names, on both sides
+                sides = [_only_named(side, sorted_names(self.options.spec.files_from)) for side in sides]
             async with (
                 contextlib.aclosing(prefetch(sides[0])) as source_pages,
                 contextlib.aclosing(prefetch(sides[1])) as destination_pages,
@@ -159,13 +159,13 @@ class Sides:
             return
         filters = self.options.filters
         prefix = location.key
-        if self.options.partitioned_listing is not False:
+        if self.options.spec.partitioned_listing is not False:
             pages = list_prefix(
                 client,
                 location.bucket,
                 prefix,
                 concurrency=LISTING_CONCURRENCY,
-                auto=self.options.partitioned_listing is None,
+                auto=self.options.spec.partitioned_listing is None,
                 ordered_for=MERGE_NEEDS_ORDER,
             )
         else:
@@ -200,7 +200,7 @@ class Sides:
         root = str(location.path)
         if not is_source and not location.path.exists():
             return
-        for entry in walk(root, self.options.follow_symlinks and is_source):
+        for entry in walk(root, self.options.spec.follow_symlinks and is_source):
             if entry.relative.endswith(PART_SUFFIX) and not is_source:
                 # our own download in flight, not part of the tree; or one whose process was
                 # killed outright, which nothing else would ever remove
@@ -239,7 +239,7 @@ class Sides:
         if isinstance(destination, S3Location):
             target = destination.key + relative
         else:
-            target = local_target_path(str(destination.path), relative, self.options.allow_control_chars)
+            target = local_target_path(str(destination.path), relative, self.options.spec.allow_control_chars)
         return TransferItem(name, target, size, mtime, etag)
 
     def item_id(self, transfer: TransferItem) -> str:
@@ -247,9 +247,6 @@ class Sides:
         if isinstance(self.source, S3Location):
             return transfer.source[len(self.source.key) :]
         return transfer.source[len(str(self.source.path)) :].lstrip("/")
-
-    def url(self, location: Location, name: str) -> str:
-        return f"s3://{location.bucket}/{name}" if isinstance(location, S3Location) else name
 
     # ---- worker side ------------------------------------------------------------------------
     @staticmethod
@@ -286,7 +283,7 @@ async def sides_match(item: CheckItem, sides: Sides, stores: Stores) -> bool | N
         (transfer.source, transfer.destination) if upload else (transfer.destination, transfer.source)
     )
     storage = stores.storage if upload else stores.source_storage
-    part_size = sides.options.part_size
+    part_size = sides.options.spec.part_size
     return await storage.file_matches(
         local, item.etag, transfer.size, part_size, bucket=remote.bucket, key=key
     )

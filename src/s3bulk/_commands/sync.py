@@ -94,7 +94,7 @@ class SyncJob:
     source: Location
     destination: Location
     settings: AwsSettings
-    options: TransferOptions = field(default_factory=TransferOptions)
+    options: TransferOptions
     mode: SyncMode = "mtime"
     delete: bool = False
     allow_empty_source: bool = False
@@ -127,7 +127,7 @@ class SyncJob:
         """The bucket written to answers (`written_bucket_usable`); `sync --delete` from an empty
         source is refused; and `sync s3://b/name ...` where `name` is an object and `name/`
         holds nothing is refused, as a local file is (cp copies one object)."""
-        requests = await written_bucket_usable(self.settings, self.destination, self.options.dry_run)
+        requests = await written_bucket_usable(self.settings, self.destination, self.options.spec.dry_run)
         if self.delete and not self.allow_empty_source and await self._source_is_empty():
             raise UsageError(
                 f"the source {self.source} is empty or missing: sync --delete would delete everything "
@@ -247,7 +247,7 @@ class SyncJob:
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         mover = self.mover
         if isinstance(item, DeleteBatch):
-            outcome = await run_delete_batch(mover.storage, item, self.options.dry_run, mover.cap, ctx)
+            outcome = await run_delete_batch(mover.storage, item, self.options.spec.dry_run, mover.cap, ctx)
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
@@ -256,7 +256,7 @@ class SyncJob:
         if isinstance(item, LocalDelete):
             if mover.cap is not None and not mover.cap.take(1, ctx.stop_job):
                 return BatchOutcome([], [])  # not deleted, not journaled: a resume does it
-            if not self.options.dry_run:
+            if not self.options.spec.dry_run:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(item.path)
             ctx.stats.objects_deleted += 1

@@ -136,27 +136,19 @@ class TransferSpec(Spec):
 
 @dataclass(frozen=True)
 class TransferOptions:
-    filters: Filters = field(default_factory=Filters)
-    dry_run: bool = False
-    part_size: int = 8 * MiB
-    multipart_threshold: int = 64 * MiB
-    copy_multipart_threshold: int = 5 * GiB
+    """What a transfer job runs with: the user's spec, read as it is (`options.spec.no_clobber`),
+    and what the runner's plan and the command add to it. A new option of cp, mv or sync is a
+    field of the spec, not one here too."""
+
+    spec: TransferSpec
+    filters: Filters = field(default_factory=Filters)  # the spec's include/exclude and window, compiled
+    concurrency: int = 64  # requests in flight per worker (the spec's engine's)
     part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
-    concurrency: int = 64
-    partitioned_listing: bool | None = None  # key ranges: on, off, None: where StartAfter seeks
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
-    follow_symlinks: bool = False  # uploads: follow links (loops and dangling links are skipped)
-    guess_mime_type: bool = True  # uploads: Content-Type from the file name, as `aws s3` does
-    attributes: Attributes = NO_ATTRIBUTES
-    show_attributes: bool = False  # downloads: HEAD each object, for its record
-    files_from: str | None = None  # a manifest's path: its names, not a listing or a walk
-    verify: bool = True
-    no_clobber: bool = False  # an existing destination is left as it is (`Mover.worth_writing`)
-    if_size_differ: bool = False
-    if_newer: bool = False
-    keep_part_layout: bool = False  # copies of multipart objects keep their parts (same ETag)
-    allow_control_chars: bool = False  # downloads: names with control characters land as they are
+    keep_part_layout: bool = (
+        False  # sync --checksum: copies of multipart objects keep their parts (same ETag)
+    )
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
 
 
@@ -169,32 +161,18 @@ def transfer_options(
     max_delete: int | None = None,
     keep_part_layout: bool = False,
 ) -> TransferOptions:
-    """The job's options from the user's spec and the runner's plan (the byte budget sets how
-    many parts of one large object are in flight); what only one command sets, it says."""
+    """The job's options: the user's spec, and what the runner's plan adds (the byte budget sets
+    how many parts of one large object are in flight); what only one command sets, it says."""
     return TransferOptions(
+        spec=spec,
         filters=Filters(
             spec.include, spec.exclude, spec.min_size, spec.max_size, spec.newer_than, spec.older_than
         ),
-        dry_run=spec.dry_run,
-        part_size=spec.part_size,
-        multipart_threshold=spec.multipart_threshold,
-        copy_multipart_threshold=spec.copy_multipart_threshold,
         concurrency=spec.engine.concurrency,
-        partitioned_listing=spec.partitioned_listing,
+        part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
         delete_source=delete_source,
         max_delete=max_delete,
-        follow_symlinks=spec.follow_symlinks,
-        allow_control_chars=spec.allow_control_chars,
-        guess_mime_type=spec.guess_mime_type,
-        attributes=spec.attributes,
-        show_attributes=spec.show_attributes,
-        files_from=spec.files_from,
-        verify=spec.verify,
-        no_clobber=spec.no_clobber,
-        if_size_differ=spec.if_size_differ,
-        if_newer=spec.if_newer,
         keep_part_layout=keep_part_layout,
-        part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
         retry=RetryPolicy(max_attempts=spec.engine.attempts(settings)),
     )
 
