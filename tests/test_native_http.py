@@ -87,9 +87,10 @@ def test_a_download_and_a_listing_leave_obstore_unloaded(minio: Endpoint, tmp_pa
 def test_keys_with_dot_segments_keep_their_names_without_aiohttp(moto: Endpoint, tmp_path: Path) -> None:
     """moto stores such keys (MinIO refuses them). Through a URL parser (reqwest's, aiohttp's
     default) "p/../up.txt" would be sent as "up.txt": another object. The native part sends them
-    as named, all of them: server-side copies (in the URL path and the copy source), uploads
-    (a large one in parts read from the file as they go) and downloads (a large one in ranges);
-    aiohttp is never loaded."""
+    as named, all of them: server-side copies (in the URL path and the copy source), uploads (a
+    large one in parts) and downloads, signed by botocore's signer, which signs the path as sent
+    (object_store's would sign the resolved one: Garage refuses that, `test_servers.py`); aiohttp
+    is never loaded."""
     client = moto.client()
     client.create_bucket(Bucket="dots")  # type: ignore[attr-defined]
     keys = {"p/../up.txt": b"up", "p/./here.txt": b"here", "p/plain.txt": b"plain"}

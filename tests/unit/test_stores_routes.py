@@ -13,16 +13,17 @@ def test_a_streamed_download_counts_its_buffers_not_its_body() -> None:
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
     single, multipart = '"' + "ab" * 16 + '"', '"' + "ab" * 16 + '-3"'
-    assert bytes_held(4 * 1024**2, single, parts) == STREAMED_HELD < 4 * 1024**2
-    assert bytes_held(4 * 1024**2, "", parts) == STREAMED_HELD
-    assert bytes_held(1024**2, single, parts) == STREAMED_HELD
-    assert bytes_held(10_000, single, parts) == 10_000  # written at once, under 16 KiB
-    assert bytes_held(4 * 1024**2, multipart, parts) == 4 * 1024**2  # the signed client, whole
-    assert bytes_held(100 * 1024**2, single, parts) == 4 * STREAMED_HELD  # ranges, streamed
-    assert bytes_held(20 * 1024**2, multipart, parts) == STREAMED_HELD  # one GET, streamed
-    assert bytes_held(9 * 1024**2, "", parts) == STREAMED_HELD
+    assert bytes_held("k", 4 * 1024**2, single, parts) == STREAMED_HELD < 4 * 1024**2
+    assert bytes_held("k", 4 * 1024**2, "", parts) == STREAMED_HELD
+    assert bytes_held("k", 1024**2, single, parts) == STREAMED_HELD
+    assert bytes_held("k", 10_000, single, parts) == 10_000  # written at once, under 16 KiB
+    assert bytes_held("k", 4 * 1024**2, multipart, parts) == 4 * 1024**2  # the signed client, whole
+    assert bytes_held("k", 100 * 1024**2, single, parts) == 4 * STREAMED_HELD  # ranges, streamed
+    assert bytes_held("a/../k", 100 * 1024**2, single, parts) == 100 * 1024**2  # whole, signed in Python
+    assert bytes_held("k", 20 * 1024**2, multipart, parts) == STREAMED_HELD  # one GET, streamed
+    assert bytes_held("k", 9 * 1024**2, "", parts) == STREAMED_HELD
     low = Parts(size=5 * 1024**2, in_flight=4, threshold=8 * 1024**2)
-    assert bytes_held(9 * 1024**2, "", low) == 2 * STREAMED_HELD  # 2 ranges
+    assert bytes_held("k", 9 * 1024**2, "", low) == 2 * STREAMED_HELD  # 2 ranges
 
 
 def test_a_large_download_asks_for_the_ranges_of_its_parts_side_by_side() -> None:
@@ -54,9 +55,11 @@ def test_a_large_download_asks_for_the_ranges_of_its_parts_side_by_side() -> Non
 def test_a_large_upload_counts_its_parts_read_as_they_are_sent() -> None:
     """A file above the threshold is sent in parts read from it as they go (native/src/
     filebody.rs), each counted at what it holds, not its size; a small file is read whole; a
-    key with a dot segment is no exception."""
+    key with a dot segment (signed in Python, by botocore's signer) has its parts read whole."""
     from s3bulk._stores.routes import STREAMED_HELD, Parts, upload_held
 
     parts = Parts(size=8 * 1024**2, in_flight=4, threshold=64 * 1024**2)
-    assert upload_held(100 * 1024**2, parts) == 4 * STREAMED_HELD
-    assert upload_held(10 * 1024**2, parts) == 10 * 1024**2
+    assert upload_held("k", 100 * 1024**2, parts) == 4 * STREAMED_HELD
+    assert upload_held("k", 10 * 1024**2, parts) == 10 * 1024**2
+    assert upload_held("a b/%2e/k", 100 * 1024**2, parts) == 4 * STREAMED_HELD  # "%2e" is a name
+    assert upload_held("a/./k", 100 * 1024**2, parts) == 32 * 1024**2  # parts read whole

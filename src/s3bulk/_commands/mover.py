@@ -135,9 +135,9 @@ class Mover:
         if self.options.spec.dry_run or (self.direction == "copy" and not self.relayed):  # server-side
             return 0
         if self.direction == "download":  # a body streamed into its file is not held whole
-            return bytes_held(item.size, item.etag, self.parts)
+            return bytes_held(item.source, item.size, item.etag, self.parts)
         if self.direction == "upload":  # a large file's parts are read as they are sent
-            return upload_held(item.size, self.parts)
+            return upload_held(item.destination, item.size, self.parts)
         if item.size > self.options.spec.multipart_threshold:  # a relay holds its parts in flight
             return self.options.spec.part_size * self.options.part_concurrency
         return item.size

@@ -265,8 +265,8 @@ class RunJob:
         ):
             return 0  # nothing passes through: a delete, a server-side copy
         if item.source.startswith("s3://"):  # a download: a body streamed into its file is not held whole
-            return bytes_held(item.size, item.etag, self.parts)
-        return upload_held(item.size, self.parts)  # an upload
+            return bytes_held(parse_s3(item.source).key, item.size, item.etag, self.parts)
+        return upload_held(parse_s3(item.destination).key, item.size, self.parts)  # an upload
 
     def describe(self, item: Line) -> tuple[str, str, int]:
         return item.source, item.destination, item.size

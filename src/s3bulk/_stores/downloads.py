@@ -18,7 +18,7 @@ from functools import partial
 from typing import NamedTuple, TypeVar
 
 from s3bulk._errors import ItemError
-from s3bulk._stores import checksums
+from s3bulk._stores import checksums, native_http
 from s3bulk._stores.etags import (
     etag_matches_file,
     etag_matches_layout,
@@ -39,7 +39,7 @@ from s3bulk._stores.localfiles import kind, set_time, write_checked, write_in_th
 from s3bulk._stores.multipart import etag_parts, parts_group
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
-from s3bulk._stores.s3 import S3Client
+from s3bulk._stores.s3 import S3Client, quote_key
 
 T = TypeVar("T")
 Head = Callable[..., Awaitable[dict[str, str]]]
@@ -235,7 +235,7 @@ class Downloads:
         """The object's bytes into `place.temporary`, the way its route says, and whether they
         match its checksum or `etag` (None: nothing could tell; `verify` off: never asked); a
         small one may have landed already."""
-        way = download_route(size, etag, parts).way
+        way = download_route(key, size, etag, parts).way
         if way not in (Way.STREAMED, Way.RANGED):  # those wait for their own bytes, GET by GET
             await self.retry.pace_bytes(size)
         etag = etag if self.verify else ""
@@ -245,7 +245,7 @@ class Downloads:
             written, matches = await self._fetch_streamed(
                 bucket, key, place.temporary, size, parts, etag, mtime
             )
-        else:  # the signed client's: a small multipart object, nothing
+        else:  # the signed client's: a key with a dot segment, a small multipart object, nothing
             written, matches = await self._fetch_signed(
                 bucket, key, place.temporary, size, parts, mtime, etag
             )
@@ -264,9 +264,10 @@ class Downloads:
         hashed against `etag` (a thread for a large one, so the loop goes on meanwhile): an
         object up to `WHOLE_BODY_MAX` under a multipart ETag (parts of at most 8 MiB: rare) in
         one ranged GET one byte past its listed size (an object that grew since comes back longer
-        and fails the size check); an empty one whole (a range of nothing is answered 416)."""
+        and fails the size check); an empty one whole (a range of nothing is answered 416); a key
+        with a dot segment whole (`routes.Way.SIGNED`)."""
         what = f"get s3://{bucket}/{key}"
-        if not size:
+        if not size or not native_http.signs_as_sent(f"/{quote_key(key)}"):
             _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
         else:
             body = await self.client.get_range(bucket, key, 0, size + 1)

@@ -130,12 +130,21 @@ class SignedHttp:
         the native part, which checks it by its checksum, its signed SHA-256, or else its
         Content-MD5.
         Without `sign_payload` the native part signs UNSIGNED-PAYLOAD: for a body that carries
-        its checksum, which the service checks."""
+        its checksum, which the service checks. A URL object_store's signer would sign another
+        path of (`native_http.signs_as_sent`) is signed here by botocore's signer, its body in
+        memory (`S3Client.upload_part` reads a file's range first), and sent by the native part."""
         self.meter.requests[kind] += 1
         if self.native:
+            signing = self._signing(region, body_sha256, sign_payload)
+            if not native_http.signs_as_sent(url):
+                assert not isinstance(body, FileRange)  # read first: botocore hashes what it signs
+                headers, signing = (
+                    self.sign(method, url, dict(headers or {}), body, region, body_sha256),
+                    None,
+                )
             try:
                 status, reply_headers, payload = await self._native().send(
-                    method, url, headers or {}, body, self._signing(region, body_sha256, sign_payload)
+                    method, url, headers or {}, body, signing
                 )
             except native_http.NativeFailure as exc:
                 raise self.failure(url, what or kind, str(exc), exc.unreachable) from None

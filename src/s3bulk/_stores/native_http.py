@@ -8,19 +8,28 @@ call, and one wake-up of the loop hands back every answer finished meanwhile. Wh
 (retries, error answers, regions) stays in Python, in `http.SignedHttp`.
 
 A URL goes as it is written: a key with a "." or ".." path segment names that key, not another
-(native/src/transport.rs says why that rules out reqwest).
+(native/src/transport.rs says why that rules out reqwest). object_store's signer, though, signs
+the path its URL parser resolved (`a/b` for `a/./b`), which the service refuses as an invalid
+signature (Garage does; moto checks none): such a request is signed by botocore's signer, which
+signs the path as sent, and sent here unsigned with those headers (`signs_as_sent`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import s3bulk_native
+from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 
 Answer = tuple[int, dict[str, str], bytes]
+
+# A path segment that is "." or "..", written plainly or escaped (the WHATWG URL rules).
+_DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?=/|\?|$)", re.IGNORECASE)
 
 
 class Signing(NamedTuple):
@@ -49,6 +58,14 @@ class FileRange:
     length: int
     checksum: str | None = None
 
+    def read(self) -> bytes:
+        """The bytes, for a request signed in Python (`signs_as_sent`)."""
+        with open(self.path, "rb") as file:
+            data = os.pread(file.fileno(), self.length, self.offset)
+        if len(data) != self.length:  # as the native part says it (filebody.rs)
+            raise ItemError(f"{self.path} shrank while it was being uploaded", retryable=False)
+        return data
+
 
 Body = bytes | bytearray | memoryview | FileRange
 
@@ -61,6 +78,11 @@ class Request(NamedTuple):
     headers: list[tuple[str, str]]
     body: bytes | FileRange
     signing: Signing | None
+
+
+def signs_as_sent(url: str) -> bool:
+    """Whether object_store's signer signs the path of `url` as it is sent: no dot segment."""
+    return _DOT_SEGMENT.search(url.partition("?")[0]) is None
 
 
 class NativeFailure(Exception):

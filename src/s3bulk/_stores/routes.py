@@ -3,9 +3,11 @@ checked and landed, and what it holds in memory meanwhile, which the byte budget
 (`bytes_held`); and the same for an upload (`upload_held`). The command that plans an item and
 the storage seam that fetches it read the one decision.
 
-The ways, by size and ETag (`Way`; every key, "a/../b" too, is sent as it is named): an empty
-object is one GET of nothing; up to `WHOLE_BODY_MAX` under a single-part ETag, or none, the native batch GETs
-fetch, check and land it (`gets.py`), and under a multipart ETag the signed client fetches it
+The ways, by size, ETag and key (`Way`): a key with a '.' or '..' segment goes through the
+signed client, whole (object_store's signer, which the native GETs use, would sign another
+path: `native_http.signs_as_sent`); an empty object is one GET of nothing; up to
+`WHOLE_BODY_MAX` under a single-part ETag, or none, the native batch GETs fetch, check and land
+it (`gets.py`), and under a multipart ETag the signed client fetches it
 whole and it is hashed in Python; above, the native GETs stream it into its file: whole up to the
 multipart threshold, else in ranges, `parts.in_flight` at once.
 """
@@ -17,7 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from s3bulk._stores import native_http
 from s3bulk._stores.etags import single_part_md5
+from s3bulk._stores.s3 import quote_key
 
 MiB = 1024**2
 # Bodies up to this size arrive whole, in one ranged GET, and are written with one call.
@@ -59,6 +63,7 @@ class Parts:
 class Way(enum.Enum):
     """How a download is fetched (the module's docstring says when each is taken)."""
 
+    SIGNED = "signed"  # a key only botocore's signer signs as named: whole, in memory
     EMPTY = "empty"  # nothing to fetch (a range of nothing is answered 416)
     NATIVE = "native"  # the native batch GETs fetch, check and land it
     WHOLE = "whole"  # the signed client fetches it whole; hashed by its parts' likely size
@@ -71,11 +76,13 @@ class Route(NamedTuple):
     held: int  # what it holds in memory while it runs, for the byte budget
 
 
-def download_route(size: int, etag: str, parts: Parts) -> Route:
-    """How an object of `size` bytes, listed with `etag`, is downloaded, and what that
+def download_route(key: str, size: int, etag: str, parts: Parts) -> Route:
+    """How the object `key` of `size` bytes, listed with `etag`, is downloaded, and what that
     holds in memory: a GET the native part streams into its file holds its connection's buffers
     and a chunk or two (`STREAMED_HELD`), not its body; above the threshold, that for each range
     in flight; the signed client's holds the whole body."""
+    if not native_http.signs_as_sent(f"/{quote_key(key)}"):
+        return Route(Way.SIGNED, size)
     if size > parts.threshold and size > WHOLE_BODY_MAX:
         return Route(Way.RANGED, STREAMED_HELD * min(parts.in_flight, -(-size // parts.size)))
     if size > WHOLE_BODY_MAX:
@@ -87,9 +94,9 @@ def download_route(size: int, etag: str, parts: Parts) -> Route:
     return Route(Way.NATIVE, min(size, STREAMED_HELD) if size >= STREAMED_MIN else size)
 
 
-def bytes_held(size: int, etag: str, parts: Parts) -> int:
+def bytes_held(key: str, size: int, etag: str, parts: Parts) -> int:
     """What downloading this object holds in memory while it runs, for the byte budget."""
-    return download_route(size, etag, parts).held
+    return download_route(key, size, etag, parts).held
 
 
 def spans(size: int, parts: Parts, part_size: int | None) -> Iterator[tuple[int, int]]:
@@ -114,10 +121,12 @@ def spans(size: int, parts: Parts, part_size: int | None) -> Iterator[tuple[int,
                 yield start, min(start + step, end)
 
 
-def upload_held(size: int, parts: Parts) -> int:
+def upload_held(key: str, size: int, parts: Parts) -> int:
     """What uploading this file holds in memory while it runs, for the byte budget: a small one
     is read whole; a large one's parts in flight are read from the file as they are sent, each
-    holding a chunk or two (`STREAMED_HELD`)."""
+    holding a chunk or two (`STREAMED_HELD`), except under a key only botocore's signer signs
+    as named (a dot segment), whose parts are read whole (`S3Client.upload_part`)."""
     if size <= parts.threshold:
         return size
-    return STREAMED_HELD * parts.in_flight
+    streamed = native_http.signs_as_sent(f"/{quote_key(key)}")
+    return (STREAMED_HELD if streamed else parts.size) * parts.in_flight

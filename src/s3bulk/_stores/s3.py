@@ -11,12 +11,13 @@ obstore, and retries.
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error
-from s3bulk._stores import checksums, s3xml
+from s3bulk._stores import checksums, native_http, s3xml
 from s3bulk._stores.http import SignedHttp, content_md5
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.retry import Meter
@@ -280,8 +281,9 @@ class S3Client(SignedHttp):
         """Whether a body goes with its SHA-256 signed, which the service checks: always by the
         native part, but for a body that carries its checksum when unsigned payloads are chosen
         (by default over HTTPS, as the AWS SDKs do: the checksum catches a corrupted byte, TLS a
-        changed one). Anonymous requests are not signed at all: False for those."""
-        if self.settings.anonymous:
+        changed one). Anonymous requests are not signed at all, and botocore's signer (a URL with
+        a dot segment: `native_http.signs_as_sent`) decides by the scheme itself: False for those."""
+        if self.settings.anonymous or not native_http.signs_as_sent(url):  # botocore's, then
             return False
         return not (checked and self.settings.payload_unsigned(url))
 
@@ -398,6 +400,8 @@ class S3Client(SignedHttp):
         params = {"partNumber": str(number), "uploadId": upload_id}
         what = f"upload part {number} of s3://{bucket}/{key}"
         url, algorithm = self.url(bucket, key), self.checksum
+        if isinstance(body, FileRange) and not native_http.signs_as_sent(url):  # signed in Python
+            body = await asyncio.to_thread(body.read)
         if isinstance(body, FileRange):
             signed = self._payload_signed(url, algorithm is not None)
             md5 = self.settings.upload_checksum == "MD5"
