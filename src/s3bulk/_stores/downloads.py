@@ -18,7 +18,7 @@ from functools import partial
 from typing import NamedTuple, TypeVar
 
 from s3bulk._errors import ItemError
-from s3bulk._stores import checksums, native_http
+from s3bulk._stores import checksums
 from s3bulk._stores.etags import (
     etag_matches_file,
     etag_matches_layout,
@@ -39,7 +39,7 @@ from s3bulk._stores.localfiles import kind, set_time, write_checked, write_in_th
 from s3bulk._stores.multipart import etag_parts, parts_group
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
-from s3bulk._stores.s3 import S3Client, quote_key
+from s3bulk._stores.s3 import S3Client
 
 T = TypeVar("T")
 Head = Callable[..., Awaitable[dict[str, str]]]
@@ -247,7 +247,7 @@ class Downloads:
             )
         else:  # the signed client's: a key with a dot segment, a small multipart object, nothing
             written, matches = await self._fetch_signed(
-                bucket, key, place.temporary, size, parts, mtime, etag
+                bucket, key, place.temporary, size, parts, mtime, etag, whole=way is not Way.WHOLE
             )
         if written != size:
             raise ItemError(
@@ -258,16 +258,25 @@ class Downloads:
         return written, matches
 
     async def _fetch_signed(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, mtime: float, etag: str
+        self,
+        bucket: str,
+        key: str,
+        temporary: str,
+        size: int,
+        parts: Parts,
+        mtime: float,
+        etag: str,
+        *,
+        whole: bool,
     ) -> tuple[int, bool | None]:
         """`_fetch_into` through the signed client, the body whole in memory, then written and
         hashed against `etag` (a thread for a large one, so the loop goes on meanwhile): an
         object up to `WHOLE_BODY_MAX` under a multipart ETag (parts of at most 8 MiB: rare) in
         one ranged GET one byte past its listed size (an object that grew since comes back longer
-        and fails the size check); an empty one whole (a range of nothing is answered 416); a key
-        with a dot segment whole (`routes.Way.SIGNED`)."""
+        and fails the size check); `whole`, with no range: an empty one (a range of nothing is
+        answered 416), a key with a dot segment (`routes.Way.SIGNED`), as the route decided."""
         what = f"get s3://{bucket}/{key}"
-        if not size or not native_http.signs_as_sent(f"/{quote_key(key)}"):
+        if whole:
             _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
         else:
             body = await self.client.get_range(bucket, key, 0, size + 1)
