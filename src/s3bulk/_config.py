@@ -39,6 +39,22 @@ def parse_size(text: str, option: str) -> int:
     return int(float(number) * base ** _POWERS[unit.lower()])
 
 
+def size_text(size: int) -> str:
+    """A size as `parse_size` reads it back, in the largest binary unit that divides it: 8MiB."""
+    for unit, power in (("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
+        if size and size % 1024**power == 0:
+            return f"{size // 1024**power}{unit}"
+    return str(size)
+
+
+def parse_switch(text: str, option: str) -> bool | None:
+    """auto -> None (decide from the situation), on -> True, off -> False."""
+    value = text.strip().lower()
+    if value in ("auto", "on", "off"):
+        return {"auto": None, "on": True, "off": False}[value]
+    raise UsageError(f"{option}: expected auto, on or off, not {text!r}")
+
+
 def version_line() -> str:
     """The package's version and its native part's (native/Cargo.toml is where both are written;
     two that differ are a broken install)."""

@@ -6,8 +6,10 @@ on one side only, fails here."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
+import textwrap
 from typing import Any
 
 import pytest
@@ -64,3 +66,28 @@ def test_each_keyword_is_a_field_with_the_same_default(
     reachable = set(parameters) | left_out | {"engine"}
     missing = {field.name for field in dataclasses.fields(spec)} - reachable
     assert not missing, f"{spec.__name__}'s {sorted(missing)} cannot be given to s3bulk.{name}"
+
+
+@pytest.mark.parametrize("name", ["copy_async", "move_async", "sync_async", "check_async", "remove_async"])
+def test_each_keyword_is_passed_on_to_the_spec_by_name(name: str) -> None:
+    """The spec is built from the arguments named one by one (no `locals()`): a keyword added to
+    a function and not to what it hands `run_spec` would be dropped without a word."""
+    function = getattr(s3bulk, name)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "run_spec"
+    ]
+    assert len(calls) == 1, f"{name} builds its spec once, with run_spec"
+    arguments = calls[0].args[2]
+    assert isinstance(arguments, ast.Dict), f"{name} names its arguments in a dict literal"
+    passed = {
+        key.value: value.id
+        for key, value in zip(arguments.keys, arguments.values, strict=True)
+        if isinstance(key, ast.Constant) and isinstance(value, ast.Name)
+    }
+    parameters = set(inspect.signature(function).parameters)
+    assert parameters <= set(passed), f"{name} drops {sorted(parameters - set(passed))}"
+    wrong = {key: value for key, value in passed.items() if key in parameters and key != value}
+    assert not wrong, f"{name} passes another argument under these names: {wrong}"

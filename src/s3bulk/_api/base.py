@@ -147,7 +147,7 @@ def spec_of(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> 
 
 
 async def run_spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
-    """A function's arguments (its `locals()`) as its command's spec, run."""
+    """A function's arguments, named one by one, as its command's spec, run."""
     if arguments.get("files_from") is not None:
         arguments = arguments | {"files_from": os.fspath(arguments["files_from"])}
     spec, run_options = spec_of(kind, engine, arguments)

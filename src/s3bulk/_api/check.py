@@ -21,7 +21,19 @@ async def check_async(
     """Compare two trees (prefixes or directories) without copying: the report's failures name
     each difference ("missing: ...", "extra: ...", "differs: ...") and `objects_unchanged` counts
     what is the same; `report.ok` is True when they hold the same."""
-    return await run_spec(CheckSpec, COPY, locals() | {"journal": False})
+    return await run_spec(
+        CheckSpec,
+        COPY,
+        {
+            "source": source,
+            "destination": destination,
+            "include": include,
+            "exclude": exclude,
+            "settings": settings,
+            "on_progress": on_progress,
+            "journal": False,
+        },
+    )
 
 
 check = sync_twin(check_async)

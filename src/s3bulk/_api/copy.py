@@ -78,7 +78,49 @@ async def copy_async(
     `files_from`: a file of names (one per line, relative to `source`) to copy instead of all.
     Downloads are checked against the object's ETag (its MD5, or the MD5 of its parts) and
     fetched again on a mismatch; `verify=False` skips that."""
-    return await run_spec(CopySpec, COPY, locals())
+    return await run_spec(
+        CopySpec,
+        COPY,
+        {
+            "source": source,
+            "destination": destination,
+            "include": include,
+            "exclude": exclude,
+            "dry_run": dry_run,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_in_flight_bytes": max_in_flight_bytes,
+            "max_memory": max_memory,
+            "part_size": part_size,
+            "multipart_threshold": multipart_threshold,
+            "copy_multipart_threshold": copy_multipart_threshold,
+            "max_attempts": max_attempts,
+            "bwlimit": bwlimit,
+            "tpslimit": tpslimit,
+            "ray_address": ray_address,
+            "journal_url": journal_url,
+            "partitioned_listing": partitioned_listing,
+            "min_size": min_size,
+            "max_size": max_size,
+            "newer_than": newer_than,
+            "older_than": older_than,
+            "follow_symlinks": follow_symlinks,
+            "allow_control_chars": allow_control_chars,
+            "guess_mime_type": guess_mime_type,
+            "attributes": attributes,
+            "show_attributes": show_attributes,
+            "files_from": files_from,
+            "no_clobber": no_clobber,
+            "verify": verify,
+            "if_size_differ": if_size_differ,
+            "if_newer": if_newer,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+            "on_records": on_records,
+        },
+    )
 
 
 async def move_async(
@@ -125,7 +167,50 @@ async def move_async(
     """Copy, then delete each source whose copy succeeded (a failed copy keeps its source).
     The options are `copy_async`'s, and `max_delete`: the job stops (one line, non-zero exit)
     before deleting more sources than that."""
-    return await run_spec(MoveSpec, COPY, locals())
+    return await run_spec(
+        MoveSpec,
+        COPY,
+        {
+            "source": source,
+            "destination": destination,
+            "include": include,
+            "exclude": exclude,
+            "dry_run": dry_run,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_in_flight_bytes": max_in_flight_bytes,
+            "max_memory": max_memory,
+            "part_size": part_size,
+            "multipart_threshold": multipart_threshold,
+            "copy_multipart_threshold": copy_multipart_threshold,
+            "max_attempts": max_attempts,
+            "bwlimit": bwlimit,
+            "tpslimit": tpslimit,
+            "ray_address": ray_address,
+            "journal_url": journal_url,
+            "partitioned_listing": partitioned_listing,
+            "min_size": min_size,
+            "max_size": max_size,
+            "newer_than": newer_than,
+            "older_than": older_than,
+            "follow_symlinks": follow_symlinks,
+            "allow_control_chars": allow_control_chars,
+            "guess_mime_type": guess_mime_type,
+            "attributes": attributes,
+            "show_attributes": show_attributes,
+            "files_from": files_from,
+            "no_clobber": no_clobber,
+            "verify": verify,
+            "if_size_differ": if_size_differ,
+            "if_newer": if_newer,
+            "max_delete": max_delete,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+            "on_records": on_records,
+        },
+    )
 
 
 copy = sync_twin(copy_async)

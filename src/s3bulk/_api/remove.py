@@ -41,7 +41,35 @@ async def remove_async(
     """Delete one object, a prefix (ending in '/') or the keys matching a glob (`*`, `?`, `[...]`),
     1,000 keys per DeleteObjects request. `include`/`exclude`: one glob or a sequence of them.
     `max_delete`: delete at most that many, then stop the job (the report says why)."""
-    return await run_spec(RemoveSpec, REMOVE, locals())
+    return await run_spec(
+        RemoveSpec,
+        REMOVE,
+        {
+            "target": target,
+            "include": include,
+            "exclude": exclude,
+            "dry_run": dry_run,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "bwlimit": bwlimit,
+            "tpslimit": tpslimit,
+            "ray_address": ray_address,
+            "journal_url": journal_url,
+            "partitioned_listing": partitioned_listing,
+            "min_size": min_size,
+            "max_size": max_size,
+            "newer_than": newer_than,
+            "older_than": older_than,
+            "max_delete": max_delete,
+            "files_from": files_from,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+            "on_records": on_records,
+        },
+    )
 
 
 remove = sync_twin(remove_async)

@@ -59,7 +59,50 @@ async def sync_async(
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
     `delete` removes what the source lacks (refused when the source is empty or missing, unless
     `allow_empty_source`). Every other option is `copy_async`'s."""
-    return await run_spec(SyncSpec, COPY, locals())
+    return await run_spec(
+        SyncSpec,
+        COPY,
+        {
+            "source": source,
+            "destination": destination,
+            "mode": mode,
+            "delete": delete,
+            "allow_empty_source": allow_empty_source,
+            "max_delete": max_delete,
+            "files_from": files_from,
+            "verify": verify,
+            "include": include,
+            "exclude": exclude,
+            "dry_run": dry_run,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_in_flight_bytes": max_in_flight_bytes,
+            "max_memory": max_memory,
+            "part_size": part_size,
+            "multipart_threshold": multipart_threshold,
+            "copy_multipart_threshold": copy_multipart_threshold,
+            "max_attempts": max_attempts,
+            "bwlimit": bwlimit,
+            "tpslimit": tpslimit,
+            "ray_address": ray_address,
+            "journal_url": journal_url,
+            "partitioned_listing": partitioned_listing,
+            "min_size": min_size,
+            "max_size": max_size,
+            "newer_than": newer_than,
+            "older_than": older_than,
+            "follow_symlinks": follow_symlinks,
+            "allow_control_chars": allow_control_chars,
+            "guess_mime_type": guess_mime_type,
+            "attributes": attributes,
+            "show_attributes": show_attributes,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+            "on_records": on_records,
+        },
+    )
 
 
 sync = sync_twin(sync_async)

@@ -29,18 +29,11 @@ from s3bulk._cli.options import (
     ConcurrencyOption,
     EndpointOption,
     EngineOption,
-    ExcludeOption,
-    FilesFromOption,
-    IncludeOption,
     JournalUrlOption,
-    ListRangesOption,
     MaxDeleteOption,
     MaxInFlightOption,
-    MultipartThresholdOption,
-    NoGuessMimeTypeOption,
     NoSignOption,
     NoVerifyOption,
-    PartSizeOption,
     ProfileOption,
     RayAddressOption,
     RecursiveOption,
@@ -50,16 +43,14 @@ from s3bulk._cli.options import (
     VersionIdOption,
     WorkersOption,
     as_prefix,
-    manifest_path,
     parse_optional_size,
-    parse_switch,
     settings_from,
-    spec_switches,
+    spec_options,
 )
 from s3bulk._cli.output import say
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
-from s3bulk._commands.transfer import TransferSpec
+from s3bulk._commands.copy import CopySpec, MoveSpec
 from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, AwsSettings, CustomerKeys, UploadChecks, parse_size
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import UsageError
@@ -72,9 +63,7 @@ DestinationArgument = typer.Argument(None, help="s3://bucket/prefix/ or a local 
 
 
 def make_copy_command(command: str) -> Callable[..., int]:
-    @spec_switches(
-        TransferSpec, "no_clobber", "if_size_differ", "if_newer", "follow_symlinks", "allow_control_chars"
-    )
+    @spec_options(CopySpec if command == "cp" else MoveSpec)
     @with_upload_check_options
     @with_copy_key_options
     @with_source_options
@@ -83,26 +72,15 @@ def make_copy_command(command: str) -> Callable[..., int]:
     def copy_command(
         source: str | None = SourceArgument,
         destination: str | None = DestinationArgument,
-        include: list[str] = IncludeOption,
-        exclude: list[str] = ExcludeOption,
         dry_run: bool = DryRunOption,
         # mv deletes, cp does not: its help does not offer the cap (a cp given it is told so)
         max_delete: int | None = MaxDeleteOption
         if command == "mv"
         else typer.Option(None, "--max-delete", hidden=True),
-        ignore_checksum: bool = typer.Option(
-            False, "--ignore-checksum", help="Do not check downloads against their ETag (MD5)."
-        ),
-        files_from: str | None = FilesFromOption,
         version_id: str | None = VersionIdOption,
         bwlimit: str | None = BwLimitOption,
         tpslimit: float | None = TpsLimitOption,
         as_json: bool = JsonOption,
-        show_attributes: bool = typer.Option(
-            False,
-            "--attributes",
-            help="Downloads: each --json record has the object's attributes (a HEAD each).",
-        ),
         quiet: bool = QuietOption,
         stats: bool = StatsOption,
         engine: str | None = EngineOption,
@@ -112,13 +90,6 @@ def make_copy_command(command: str) -> Callable[..., int]:
         concurrency: int = ConcurrencyOption,
         max_in_flight: str = MaxInFlightOption,
         max_memory: str | None = MaxMemoryOption,
-        part_size: str = PartSizeOption,
-        multipart_threshold: str = MultipartThresholdOption,
-        copy_multipart_threshold: str = typer.Option(
-            "5GiB", "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
-        ),
-        list_ranges: str = ListRangesOption,
-        no_guess_mime_type: bool = NoGuessMimeTypeOption,
         recursive: bool = RecursiveOption,
         resume: str | None = ResumeOption,
         retry_failed: str | None = RetryFailedOption,
@@ -136,14 +107,15 @@ def make_copy_command(command: str) -> Callable[..., int]:
         max_size: int | None = None,
         newer_than: float | None = None,
         older_than: float | None = None,
-        switches: dict[str, bool] | None = None,
+        given: dict[str, Any] | None = None,
     ) -> int:
+        given = given or {}
         source = as_prefix(source) if recursive else source
         if version_id is not None:  # one version of one object: to a file or to stdout
             settings = settings_from(
                 endpoint_url, profile, region, no_verify_ssl, no_sign_request, keys, None, request_payer
             )
-            size = parse_size(part_size, "--part-size")
+            size = given["part_size"]
             return _one_version(command, source or "", destination or "", version_id, size, settings, quiet)
         if "-" in (source, destination) and command == "cp":  # a stream: stdin or stdout
             settings = settings_from(
@@ -157,11 +129,11 @@ def make_copy_command(command: str) -> Callable[..., int]:
                 request_payer,
                 checks,
             )
-            size = parse_size(part_size, "--part-size")
+            size = given["part_size"]
             return _stream(source or "", destination or "", attributes, size, settings, quiet)
         if max_delete is not None and command == "cp":
             raise UsageError("--max-delete is for mv, sync and rm: cp deletes nothing")
-        if show_attributes and not as_json:
+        if given["show_attributes"] and not as_json:
             raise UsageError("--attributes adds to each --json record: add --json (or see s3bulk head)")
         memory = parse_optional_size(max_memory, "--max-memory")
         start = continuation(
@@ -199,8 +171,6 @@ def make_copy_command(command: str) -> Callable[..., int]:
                 return run(
                     source,
                     destination,
-                    include=include,
-                    exclude=exclude,
                     dry_run=dry_run,
                     engine=engine or DEFAULT_ENGINE,
                     workers=workers,
@@ -209,28 +179,18 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     concurrency=concurrency,
                     max_in_flight_bytes=parse_size(max_in_flight, "--max-in-flight"),
                     max_memory=memory,
-                    part_size=parse_size(part_size, "--part-size"),
-                    multipart_threshold=parse_size(multipart_threshold, "--multipart-threshold"),
-                    copy_multipart_threshold=parse_size(
-                        copy_multipart_threshold, "--copy-multipart-threshold"
-                    ),
-                    partitioned_listing=parse_switch(list_ranges, "--list-ranges"),
                     settings=settings,
                     on_progress=on_progress,
                     on_records=on_records,
-                    guess_mime_type=not no_guess_mime_type,
                     attributes=attributes,
-                    show_attributes=show_attributes,
                     min_size=min_size,
                     max_size=max_size,
                     newer_than=newer_than,
                     older_than=older_than,
-                    verify=not ignore_checksum,
-                    files_from=manifest_path(files_from),
                     bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                     tpslimit=tpslimit,
                     **extra,
-                    **(switches or {}),
+                    **given,
                 )
 
         return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)

@@ -17,13 +17,12 @@ from s3bulk._cli.options import (
     ProfileOption,
     RegionOption,
     RequestPayerOption,
-    parse_switch,
     settings_from,
 )
 from s3bulk._cli.output import stdout_gone
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.window import with_window_options
-from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys
+from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_switch
 from s3bulk._engine.loop import run_loop
 from s3bulk._ls import ls_pages
 from s3bulk._plan.filters import Filters, check_window

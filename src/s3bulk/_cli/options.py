@@ -10,20 +10,21 @@ from typing import Any
 
 import typer
 
-from s3bulk._config import DEFAULT_CHECKS, NO_KEYS, AwsSettings, CustomerKeys, UploadChecks, parse_size
+from s3bulk._config import (
+    DEFAULT_CHECKS,
+    NO_KEYS,
+    AwsSettings,
+    CustomerKeys,
+    UploadChecks,
+    parse_size,
+)
 from s3bulk._errors import UsageError
+from s3bulk._flags import EXCLUDE, FILES_FROM, INCLUDE, LIST_RANGES, PART_SIZE, Flag
+from s3bulk._stores.routes import Parts
 
 
 def parse_optional_size(text: str | None, option: str) -> int | None:
     return None if text is None else parse_size(text, option)
-
-
-def parse_switch(text: str, option: str) -> bool | None:
-    """auto -> None (decide from the situation), on -> True, off -> False."""
-    value = text.strip().lower()
-    if value in ("auto", "on", "off"):
-        return {"auto": None, "on": True, "off": False}[value]
-    raise UsageError(f"{option}: expected auto, on or off, not {text!r}")
 
 
 EndpointOption = typer.Option(None, "--endpoint-url", help="S3 endpoint (default: AWS_ENDPOINT_URL or AWS).")
@@ -73,20 +74,13 @@ BwLimitOption = typer.Option(
 )
 TpsLimitOption = typer.Option(None, "--tpslimit", help="Requests per second the whole job sends.")
 VersionIdOption = typer.Option(None, "--version-id", help="That version of the object (a versioned bucket).")
-FilesFromOption = typer.Option(
-    None, "--files-from", help="Only the names in this file (one per line, relative to SRC; - reads stdin)."
-)
 
 
 def manifest_path(value: str | None) -> str | None:
-    """--files-from's file; stdin ("-") is first copied beside the journals, so a resume can
-    read the same names again."""
-    if value != "-":
-        return value
-    from s3bulk._journal.local import state_dir
-    from s3bulk._sources.manifest import spool_stdin
+    """--files-from's file (`manifest`: stdin is kept beside the journals)."""
+    from s3bulk._commands.base import manifest
 
-    return spool_stdin(state_dir() / "manifests")
+    return None if value is None else manifest(value, "--files-from")
 
 
 MaxDeleteOption = typer.Option(
@@ -119,8 +113,6 @@ def _source_settings(
     )
 
 
-IncludeOption = typer.Option([], "--include", help="Only names matching this glob (repeatable).")
-ExcludeOption = typer.Option([], "--exclude", help="Leave out names matching this glob (repeatable).")
 EngineOption = typer.Option(
     None,
     "--engine",
@@ -149,12 +141,6 @@ ConcurrencyOption = typer.Option(
 MaxInFlightOption = typer.Option(
     "16MiB", "--max-in-flight", help="Object bytes held in memory at once, per worker."
 )
-NoGuessMimeTypeOption = typer.Option(
-    False,
-    "--no-guess-mime-type",
-    help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
-)
-PartSizeOption = typer.Option("8MiB", "--part-size", help="Multipart part size.")
 RecursiveOption = typer.Option(
     False, "--recursive", "-r", help="SRC is a prefix or a directory's contents (as if it ended in '/')."
 )
@@ -165,14 +151,6 @@ def as_prefix(place: str | None) -> str | None:
     if place is None or place == "-" or place.endswith("/") or "*" in place:
         return place
     return place + "/"
-
-
-MultipartThresholdOption = typer.Option("64MiB", "--multipart-threshold", help="Use parts above this.")
-ListRangesOption = typer.Option(
-    "auto",
-    "--list-ranges",
-    help="List key ranges in parallel: auto (where a StartAfter probe costs less than a page), on, off.",
-)
 
 
 def option_group(
@@ -209,18 +187,54 @@ def option_group(
     return decorate
 
 
-def spec_switches(spec: type[Any], *names: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
-    """A decorator that adds the switches of these boolean spec fields, as the spec declares
-    them (`transfer.switch`: flags, help; the field's default), to a command, and calls it with
-    their values as `switches` ({field name: value}), to pass on to the API as they are: a
-    switch is written once, on its spec field."""
-    fields = {field.name: field for field in dataclasses.fields(spec)}
-    options: dict[str, tuple[Any, Any]] = {}
-    for name in names:
-        flags, text = fields[name].metadata["switch"]
-        options[name] = (bool, typer.Option(fields[name].default, *flags, help=text))
-    in_panel(SELECTION, *(option for _, option in options.values()))
-    return option_group(options, ("switches",), lambda given: {"switches": given})
+def spec_options(
+    spec: type[Any], *, leaving_out: tuple[str, ...] = ()
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A decorator that adds an option for each field of `spec` that names one (`Flag`, in the
+    field's metadata: flags, help, how its text reads), and calls the command with their values,
+    read, as `given` ({field name: value}), to pass on to the API as they are: an option of cp,
+    mv or sync is declared once, on its spec's field."""
+    flagged = [
+        field
+        for field in dataclasses.fields(spec)
+        if "option" in field.metadata and field.name not in leaving_out
+    ]
+    options = {field.name: _typer_option(field) for field in flagged}
+    readers = {field.name: field.metadata["option"] for field in flagged}
+
+    def build(given: dict[str, Any]) -> dict[str, Any]:
+        return {"given": {name: _value(readers[name], given[name]) for name in given}}
+
+    return option_group(options, ("given",), build)
+
+
+def _typer_option(field: dataclasses.Field[Any]) -> tuple[Any, Any]:
+    """The (type, typer.Option) of a spec field's option."""
+    return flag_option(field.metadata["option"], field.default)
+
+
+def flag_option(flag: Flag, default: Any) -> tuple[Any, Any]:
+    """The (type, typer.Option) of a `Flag` whose field's default is `default`: a switch, a
+    repeatable glob, or text that its `read` turns into the field's value."""
+    if flag.read is not None:
+        shown = default if flag.shown is None else flag.shown(default)
+        made = typer.Option(shown, *flag.flags, help=flag.help)
+        kind: Any = str | None
+    elif isinstance(default, tuple):
+        made, kind = typer.Option([], *flag.flags, help=flag.help), list[str]
+    else:
+        made, kind = typer.Option(flag.opposite != default, *flag.flags, help=flag.help), bool
+    in_panel(PANELS[flag.panel], made)
+    return kind, made
+
+
+def _value(flag: Flag, given: Any) -> Any:
+    """What the command line gave, as the field's value."""
+    if flag.read is not None:
+        return None if given is None else flag.read(given, flag.flags[0])
+    if isinstance(given, list):
+        return tuple(given)
+    return given != flag.opposite
 
 
 def in_panel(panel: str, *options: Any) -> None:
@@ -243,9 +257,6 @@ in_panel(
 )
 in_panel(
     SELECTION,
-    IncludeOption,
-    ExcludeOption,
-    FilesFromOption,
     RecursiveOption,
 )
 in_panel(
@@ -257,8 +268,15 @@ in_panel(
     MaxInFlightOption,
     BwLimitOption,
     TpsLimitOption,
-    PartSizeOption,
-    MultipartThresholdOption,
-    ListRangesOption,
 )
 in_panel(JOB, JournalUrlOption, MaxDeleteOption)
+PANELS = {"selection": SELECTION, "speed": SPEED, "job": JOB}
+
+
+# options that commands without a transfer spec read themselves (rm, ls, map, check, run):
+# the declarations TransferSpec's fields carry
+IncludeOption = flag_option(INCLUDE["option"], ())[1]
+ExcludeOption = flag_option(EXCLUDE["option"], ())[1]
+FilesFromOption = flag_option(FILES_FROM["option"], None)[1]
+ListRangesOption = flag_option(LIST_RANGES["option"], None)[1]
+PartSizeOption = flag_option(PART_SIZE["option"], Parts.size)[1]

@@ -40,10 +40,10 @@ from s3bulk._cli.options import (
     as_prefix,
     manifest_path,
     parse_optional_size,
-    parse_switch,
     settings_from,
 )
 from s3bulk._cli.window import with_window_options
+from s3bulk._config import parse_switch
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._urls import parse_s3

@@ -58,6 +58,17 @@ def locations(value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], 
     return tuple(location(each, name) for each in value)
 
 
+def manifest(value: str, flag: str) -> str:
+    """--files-from's file; stdin ("-") is first copied beside the journals, so a resume can
+    read the same names again."""
+    if value != "-":
+        return value
+    from s3bulk._journal.local import state_dir
+    from s3bulk._sources.manifest import spool_stdin
+
+    return spool_stdin(state_dir() / "manifests")
+
+
 def absolute(place: str) -> str:
     """Local paths are journaled absolute, so a job resumes the same from any directory."""
     if "://" in place:

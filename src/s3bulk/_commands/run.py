@@ -39,8 +39,8 @@ VERBS = ("cp", "mv", "rm")
 class RunSpec(Spec):
     command: ClassVar[str] = "run"
     commands_file: str  # the file of commands (stdin is first copied beside the journals)
-    part_size: int = 8 * MiB
-    multipart_threshold: int = 64 * MiB
+    part_size: int = Parts.size
+    multipart_threshold: int = Parts.threshold
 
     def __post_init__(self) -> None:
         checked = check_manifest(self.commands_file, "s3bulk run", "one command per line")

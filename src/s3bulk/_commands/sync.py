@@ -29,6 +29,7 @@ from s3bulk._commands.transfer import (
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import UsageError
+from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.local import walk
@@ -36,14 +37,28 @@ from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, parse_location
 
 MODES = ("mtime", "size", "checksum")
+NOT_FOR_SYNC = ("no_clobber", "if_size_differ", "if_newer")
 
 
 @dataclass(frozen=True, kw_only=True)
 class SyncSpec(TransferSpec):
+    """sync compares whole listings: the per-object guards of cp (-n, -s, -u), NOT_FOR_SYNC,
+    mean nothing there and are no option of it."""
+
     command: ClassVar[str] = "sync"
     mode: str = "mtime"  # changed: sizes differ or the source is newer; "size"; "checksum"
-    delete: bool = False  # also delete what the source lacks
-    allow_empty_source: bool = False  # --delete from an empty or missing source: refused unless set
+    delete: bool = field(
+        default=False,
+        metadata=option("--delete", help="Delete destination objects missing at the source.", panel="job"),
+    )
+    allow_empty_source: bool = field(  # --delete from an empty or missing source: refused unless set
+        default=False,
+        metadata=option(
+            "--allow-empty-source",
+            help="With --delete, accept an empty or missing source (empties DST).",
+            panel="job",
+        ),
+    )
     max_delete: int | None = None  # --delete: stop the job before deleting more than this
 
     def __post_init__(self) -> None:

@@ -11,14 +11,16 @@ import mimetypes
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Self
 
-from s3bulk._commands.base import JobPlan, Spec, absolute, as_epoch, location, patterns
+from s3bulk._commands.base import JobPlan, Spec, absolute, as_epoch, location, manifest, patterns
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._errors import S3Error, UsageError
+from s3bulk._flags import EXCLUDE, FILES_FROM, INCLUDE, LIST_RANGES, PART_SIZE, option, sized
 from s3bulk._plan.filters import Filters, check_window
 from s3bulk._sources.manifest import check_manifest
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.retry import RetryPolicy
+from s3bulk._stores.routes import Parts
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, basename, parse_location
 
@@ -29,39 +31,59 @@ MIN_PART = 5 * MiB  # S3's smallest part (but the last)
 Direction = Literal["upload", "download", "copy"]
 
 
-def switch(*flags: str, help: str) -> dict[str, Any]:
-    """How the command line names a boolean field, and its help: `_cli/options.spec_switches`
-    makes the option from it, so the switch is declared once, here, for every command that
-    takes it."""
-    return {"switch": (flags, help)}
-
-
 @dataclass(frozen=True, kw_only=True)
 class TransferSpec(Spec):
-    """The options cp, mv, sync and check take alike; each command's spec adds its own."""
+    """The options cp, mv, sync and check take alike; each command's spec adds its own. A field
+    with an `option` is an option of each command whose spec has it (`_cli/options.spec_options`)."""
 
     source: str
     destination: str
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    part_size: int = 8 * MiB
-    multipart_threshold: int = 64 * MiB  # uploads and ranged downloads above this go in parts
-    copy_multipart_threshold: int = 5 * GiB  # server-side copies above this use UploadPartCopy
-    partitioned_listing: bool | None = None  # key ranges listed in parallel; None: decide
+    include: tuple[str, ...] = field(default=(), metadata=INCLUDE)
+    exclude: tuple[str, ...] = field(default=(), metadata=EXCLUDE)
+    part_size: int = field(default=Parts.size, metadata=PART_SIZE)
+    multipart_threshold: int = field(  # uploads and ranged downloads above this go in parts
+        default=Parts.threshold, metadata=sized("--multipart-threshold", help="Use parts above this.")
+    )
+    copy_multipart_threshold: int = field(
+        default=5 * GiB,
+        metadata=sized(
+            "--copy-multipart-threshold", help="Server-side copies above this use UploadPartCopy."
+        ),
+    )
+    partitioned_listing: bool | None = field(default=None, metadata=LIST_RANGES)  # None: decide
     follow_symlinks: bool = field(
         default=False,
-        metadata=switch(
+        metadata=option(
             "--follow-symlinks", help="Upload what symbolic links point to (default: skip links)."
         ),
     )
-    guess_mime_type: bool = True
+    guess_mime_type: bool = field(
+        default=True,
+        metadata=option(
+            "--no-guess-mime-type",
+            help="Do not set uploads' Content-Type from the file name (default: guessed, like aws s3).",
+            opposite=True,
+        ),
+    )
     attributes: Attributes = NO_ATTRIBUTES  # what uploads and copies set on their objects
-    show_attributes: bool = False  # downloads: each record carries the object's attributes (a HEAD)
-    files_from: str | None = None  # a manifest: the names to copy, relative to the source
-    verify: bool = True  # downloads are checked against their ETag (--ignore-checksum: off)
+    show_attributes: bool = field(  # downloads: each record carries the object's attributes (a HEAD)
+        default=False,
+        metadata=option(
+            "--attributes",
+            help="Downloads: each --json record has the object's attributes (a HEAD each).",
+            panel="job",
+        ),
+    )
+    files_from: str | None = field(default=None, metadata=FILES_FROM)  # names, relative to the source
+    verify: bool = field(
+        default=True,
+        metadata=option(
+            "--ignore-checksum", help="Do not check downloads against their ETag (MD5).", opposite=True
+        ),
+    )
     allow_control_chars: bool = field(
         default=False,
-        metadata=switch(
+        metadata=option(
             "--allow-control-chars",
             help="Downloads: write keys that hold ESC or another control character under those names "
             "(refused by default: such a name rewrites the terminal that lists it).",
@@ -69,17 +91,17 @@ class TransferSpec(Spec):
     )
     no_clobber: bool = field(
         default=False,
-        metadata=switch("--no-clobber", "-n", help="Leave what is already at the destination as it is."),
+        metadata=option("--no-clobber", "-n", help="Leave what is already at the destination as it is."),
     )
     if_size_differ: bool = field(
         default=False,
-        metadata=switch(
+        metadata=option(
             "--if-size-differ", "-s", help="Write over an existing destination only if its size differs."
         ),
     )
     if_newer: bool = field(
         default=False,
-        metadata=switch(
+        metadata=option(
             "--if-newer", "-u", help="Write over an existing destination only if the source is newer."
         ),
     )
@@ -98,7 +120,7 @@ class TransferSpec(Spec):
         object.__setattr__(self, "older_than", as_epoch(self.older_than))
         check_window(self.min_size, self.max_size, self.newer_than, self.older_than)
         if self.files_from is not None:
-            object.__setattr__(self, "files_from", check_manifest(self.files_from))
+            object.__setattr__(self, "files_from", check_manifest(manifest(self.files_from, "--files-from")))
             if not self.source.endswith("/"):
                 object.__setattr__(self, "source", self.source + "/")  # names are relative to it
         if self.show_attributes and not (self.source.startswith("s3://") and "://" not in self.destination):
