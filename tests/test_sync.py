@@ -77,6 +77,30 @@ def test_download_sync_modes(minio: Endpoint, aws_env: dict, tmp_path: Path, mod
     assert (target / "b/c.txt").read_bytes() == (b"gamma" * 100 if mode == "size" else b"delta" * 100)
 
 
+def test_exact_timestamps_fetch_again_a_file_changed_after_its_download(
+    minio: Endpoint, aws_env: dict, tmp_path: Path
+) -> None:
+    """A file edited after its download (same size, a later time) is left alone by a plain sync,
+    whose object is not newer, and fetched again by sync --exact-timestamps, as aws s3 sync does."""
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="p/c.txt", Body=b"gamma" * 100)
+    minio.client().put_object(Bucket=bucket, Key="p/d.txt", Body=b"kept")
+    target = f"{tmp_path}/out/"
+    assert run_cli(aws_env, "sync", f"s3://{bucket}/p/", target).returncode == 0
+    edited = tmp_path / "out/c.txt"
+    edited.write_bytes(b"GAMMA" * 100)
+    _touch_later(edited)
+
+    plain = run_cli(aws_env, "sync", f"s3://{bucket}/p/", target, "--json")
+    assert json.loads(plain.stdout.splitlines()[-1])["summary"]["objects_unchanged"] == 2
+    assert edited.read_bytes() == b"GAMMA" * 100
+
+    exact = run_cli(aws_env, "sync", "--exact-timestamps", f"s3://{bucket}/p/", target, "--json")
+    summary = json.loads(exact.stdout.splitlines()[-1])["summary"]
+    assert (summary["objects_done"], summary["objects_unchanged"]) == (1, 1)
+    assert edited.read_bytes() == b"gamma" * 100
+
+
 @pytest.mark.parametrize("mode", ["mtime", "size", "checksum"])
 def test_copy_sync_modes(minio: Endpoint, aws_env: dict, mode: str) -> None:
     bucket = new_bucket(minio)

@@ -77,6 +77,15 @@ def test_what_changed_means_in_each_mode() -> None:
     assert decide(old, old, "checksum", local_side=True) == "check"  # a worker hashes the file
 
 
+def test_exact_timestamps_copy_when_the_times_differ_either_way() -> None:
+    """sync --exact-timestamps: a file touched after its download (newer than its object, the
+    same size) is fetched again; one of the same whole second is not."""
+    object_, touched = entry("k", 5, mtime=100.2), entry("k", 5, mtime=250.0)
+    assert decide(object_, touched, "mtime", local_side=True) == "same"
+    assert decide(object_, touched, "mtime", local_side=True, exact=True) == "copy"
+    assert decide(object_, entry("k", 5, mtime=100.9), "mtime", local_side=True, exact=True) == "same"
+
+
 def test_two_objects_whose_etags_differ_are_compared_by_checksum_where_one_may_tell() -> None:
     """Other ETags, the same size: a multipart ETag depends on the part size, so the objects'
     full-object checksums (HEADs) decide; so they do where listings name the same algorithm (S3

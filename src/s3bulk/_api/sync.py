@@ -22,6 +22,7 @@ async def sync_async(
     delete: bool = False,
     allow_empty_source: bool = False,
     max_delete: int | None = None,
+    exact_timestamps: bool = False,
     files_from: str | os.PathLike[str] | None = None,
     verify: bool = True,
     include: Patterns = (),
@@ -58,7 +59,9 @@ async def sync_async(
     """Make `destination` hold what `source` holds (both are prefixes/directories), copying only
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
     `delete` removes what the source lacks (refused when the source is empty or missing, unless
-    `allow_empty_source`). Every other option is `copy_async`'s."""
+    `allow_empty_source`). `exact_timestamps` (downloads, "mtime" mode): a file whose time differs
+    from its object's at all is fetched again, not only one older than its object. Every other
+    option is `copy_async`'s."""
     return await run_spec(
         SyncSpec,
         COPY,
@@ -69,6 +72,7 @@ async def sync_async(
             "delete": delete,
             "allow_empty_source": allow_empty_source,
             "max_delete": max_delete,
+            "exact_timestamps": exact_timestamps,
             "files_from": files_from,
             "verify": verify,
             "include": include,

@@ -61,11 +61,27 @@ class SyncSpec(TransferSpec):
     )
     max_delete: int | None = None  # --delete: stop the job before deleting more than this
 
+    exact_timestamps: bool = field(
+        default=False,
+        metadata=option(
+            "--exact-timestamps",
+            help="Downloads: fetch again a file of the same size whose time differs from its object's "
+            "at all (by default only an object newer than its file is), as aws s3 sync does.",
+        ),
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_max_delete(self.max_delete)
         if self.mode not in MODES:
             raise UsageError(f"unknown sync mode {self.mode!r}: use mtime, size or checksum")
+        if self.exact_timestamps and self.mode != "mtime":
+            raise UsageError("--exact-timestamps compares times: not with --size-only or --checksum")
+        if self.exact_timestamps and not (self.source.startswith("s3://") and "://" not in self.destination):
+            raise UsageError(
+                "--exact-timestamps is for downloads (a file keeps its object's time; an object's is "
+                "when it was written): sync s3://bucket/prefix/ DIR"
+            )
 
 
 class SyncCommand(Command):
@@ -117,6 +133,12 @@ class SyncJob:
     mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
+
+    @property
+    def exact_timestamps(self) -> bool:
+        """--exact-timestamps: a download's file of another time than its object's is fetched again."""
+        spec = self.options.spec
+        return isinstance(spec, SyncSpec) and spec.exact_timestamps
 
     def __post_init__(self) -> None:
         self.sides = Sides(self.source, self.destination, self.settings, self.options)
@@ -206,7 +228,7 @@ class SyncJob:
                 )
                 problems.append(Failure(path, "", why, skipped=not source.refused))
                 continue
-            decision = decide(source, destination, self.mode, self.sides.local_side)
+            decision = decide(source, destination, self.mode, self.sides.local_side, self.exact_timestamps)
             if decision == "same":
                 unchanged += 1
                 continue

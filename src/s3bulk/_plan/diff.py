@@ -160,15 +160,20 @@ def newer(mtime: float, than: float) -> bool:
     return math.floor(mtime) > math.floor(than)
 
 
-def decide(source: Entry, destination: Entry | None, mode: SyncMode, local_side: bool) -> Decision:
+def decide(
+    source: Entry, destination: Entry | None, mode: SyncMode, local_side: bool, exact: bool = False
+) -> Decision:
     """Whether `source` must be copied over `destination`; "check" asks a worker to compare the
     two first (only in checksum mode): a local file's checksum with the object's, or, where two
     objects' ETags differ but their bytes may not (`checksums_may_tell`), the full-object
-    checksums both keep."""
+    checksums both keep. `exact` (times only): copy when the times differ at all, not only when
+    the source's is later."""
     if destination is None or source.size != destination.size:
         return "copy"
     if mode == "size":
         return "same"
+    if mode == "mtime" and exact:
+        return "copy" if math.floor(source.mtime) != math.floor(destination.mtime) else "same"
     if mode == "mtime":
         return "copy" if newer(source.mtime, destination.mtime) else "same"
     if local_side:
