@@ -281,6 +281,9 @@ def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict
     with s3bulk.open(url, "wb", attributes=attributes, buffer_size=5 * MiB) as out:
         for block in blocks:
             out.write(block)
+        out.flush()  # sends nothing short: parts go as they fill, the object on close
+        assert out.writable() and not out.closed and out.tell() == 20 * MiB  # what pyarrow checks
+    assert out.closed
     stored = minio.client().head_object(Bucket=bucket, Key="f/data.bin")
     assert stored["ContentLength"] == 20 * MiB and "-" in stored["ETag"]  # uploaded in parts
     assert stored["ContentType"] == "application/x-blocks" and stored["Metadata"] == {"n": "20"}

@@ -49,6 +49,7 @@ EXTRAS = {
     "arrays": ("numpy", "h5py", "numcodecs", "isal"),
     "ray": ("ray",),
     "bench": ("psutil", "matplotlib"),
+    "fsspec": ("fsspec",),
 }
 
 

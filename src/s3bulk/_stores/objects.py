@@ -167,6 +167,45 @@ class ObjectFile(io.RawIOBase):
         super().close()
 
 
+class ObjectWriter(io.RawIOBase):
+    """obstore's writer (parts uploaded as they fill, completed on close) as a standard file:
+    `closed` a property, `writable()`, `tell()`, so pyarrow, pandas, pickle and print take it.
+    `flush` sends nothing early (a part flushed short would be refused, and the object is whole
+    only on close); leaving a `with` block by an exception aborts the upload, as obstore's does."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._writer.write(view)
+        self._written += len(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self._written
+
+    def flush(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+
+    def close(self) -> None:
+        if not self.closed:
+            self._writer.close()
+        super().close()
+
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        if kind is None:
+            self.close()
+            return
+        io.RawIOBase.close(self)  # closed to its user; the upload is left to obstore to abort
+        self._writer.__exit__(kind, value, traceback)
+
+
 class ObjectReader(io.RawIOBase):
     """An object read as a standard raw file. A read somewhere new fetches one `block` by a
     ranged GET; reading on past that block streams the rest of the object in one GET (what

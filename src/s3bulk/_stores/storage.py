@@ -44,7 +44,7 @@ from s3bulk._stores.multipart import (
     UploadHooks,
     etag_parts,
 )
-from s3bulk._stores.objects import ObjectReader, obstore_can_address, store_for
+from s3bulk._stores.objects import ObjectReader, ObjectWriter, obstore_can_address, store_for
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.routes import LANES_MIN, WHOLE_BODY_MAX, MiB, Parts
 from s3bulk._stores.s3 import S3Client
@@ -320,12 +320,14 @@ class Storage:
                 "open(..., 'wb') sets Content-* headers, metadata and tags; for a storage class, "
                 "encryption, an ACL or Expires use put()"
             )
-        return obstore.open_writer(
-            self._store(f"s3://{bucket}"),
-            key,
-            attributes=attributes.obstore(),
-            tags=dict(attributes.tags) or None,
-            buffer_size=buffer_size,
+        return ObjectWriter(
+            obstore.open_writer(
+                self._store(f"s3://{bucket}"),
+                key,
+                attributes=attributes.obstore(),
+                tags=dict(attributes.tags) or None,
+                buffer_size=buffer_size,
+            )
         )
 
     # ---- buckets -------------------------------------------------------------------------------

@@ -1,0 +1,615 @@
+"""s3bulk as an fsspec filesystem: `fsspec.filesystem("s3bulk")` and `"s3bulk://bucket/key"` URLs
+work with nothing imported (an entry point registers the protocol), so pandas, pyarrow, xarray,
+dask and zarr reach s3bulk; `register(as_s3=True)` serves `s3://` and `s3a://` URLs with it too.
+
+    fs = fsspec.filesystem("s3bulk", profile="prod")
+    fs.get("bucket/prefix/", "out/", recursive=True)   # one s3bulk job, many objects in flight
+
+A call that names many objects (get, put, copy, mv of a prefix or of lists) runs as one s3bulk
+job on the engine, without a journal (fsspec callers expect a call, not a job): fsspec's own
+rules say which object goes where, and what they collect is moved together, not one object at a
+time. `rm` deletes 1,000 keys per request. `find`, `glob`, `du` and `walk` list key ranges in
+parallel. One object's calls (info, cat, pipe, open) are single requests on s3bulk's storage seam.
+Settings are s3bulk's (profiles, endpoints, the environment): storage options map onto them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import tempfile
+from datetime import datetime
+from typing import Any
+
+from s3bulk._config import AwsSettings
+from s3bulk._errors import ItemError, S3Error, UsageError, require_extra
+
+try:
+    from fsspec.asyn import AsyncFileSystem
+    from fsspec.callbacks import DEFAULT_CALLBACK
+except ImportError:  # the extra is not installed: one line saying which to install
+    require_extra("fsspec", "s3bulk.fsspec")
+    raise
+
+from s3bulk._report import Report
+from s3bulk._stores.attributes import NO_ATTRIBUTES
+from s3bulk._stores.routes import Parts
+from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.storage import Storage
+
+PROTOCOLS = ("s3bulk", "s3", "s3a")
+DELETE_BATCH = 1000
+
+# During a bulk call: the (source, destination) pairs fsspec's own rules hand to the one-object
+# methods, collected to run as one job instead of one request each.
+_PENDING: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar(
+    "s3bulk_fsspec_pending", default=None
+)
+# During a bulk call: what listings found (name -> entry), so fsspec's checks of each name
+# (is it a directory?) cost no request.
+_SEEN: contextvars.ContextVar[dict[str, dict[str, Any]] | None] = contextvars.ContextVar(
+    "s3bulk_fsspec_seen", default=None
+)
+# During a bulk call: the paths whose every object a listing found (`_find`'s roots).
+_LISTED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "s3bulk_fsspec_listed", default=None
+)
+
+
+def register(as_s3: bool = False) -> None:
+    """Serve `s3bulk://` URLs (the entry point does this already), and with `as_s3` also
+    `s3://` and `s3a://`: pandas, pyarrow and xarray then use s3bulk where they used s3fs."""
+    import fsspec
+
+    names = PROTOCOLS if as_s3 else PROTOCOLS[:1]
+    for name in names:
+        fsspec.register_implementation(name, S3BulkFileSystem, clobber=True)
+
+
+def settings_from(storage_options: dict[str, Any]) -> AwsSettings:
+    """fsspec's storage options (as s3fs names them) as s3bulk's settings."""
+    options = dict(storage_options)
+    client = options.pop("client_kwargs", None) or {}
+    for secret in ("key", "secret", "token"):
+        if options.get(secret) is not None:
+            raise UsageError(
+                f"storage option {secret!r}: s3bulk takes credentials as the AWS SDKs do "
+                "(a profile=, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+            )
+    unknown = set(options) - {"profile", "region", "endpoint_url", "anon", "verify", "requester_pays"}
+    if unknown:
+        raise UsageError(
+            f"storage options {sorted(unknown)}: s3bulk takes profile, region, endpoint_url, anon, "
+            "verify, requester_pays and client_kwargs (endpoint_url, region_name)"
+        )
+    settings = AwsSettings.from_env(
+        profile=options.get("profile"),
+        region=options.get("region") or client.get("region_name"),
+        endpoint_url=options.get("endpoint_url") or client.get("endpoint_url"),
+        verify_ssl=options.get("verify", client.get("verify", True)) is not False,
+        anonymous=bool(options.get("anon", False)),
+        request_payer=bool(options.get("requester_pays", False)),
+    )
+    settings.check_profile()
+    return settings
+
+
+def _split(path: str) -> tuple[str, str]:
+    bucket, _, key = path.partition("/")
+    return bucket, key
+
+
+def _os_error(exc: Exception, path: str) -> Exception:
+    """An s3bulk error as fsspec's callers catch them: FileNotFoundError, PermissionError, or an
+    OSError naming the S3 code."""
+    if isinstance(exc, S3Error):
+        if exc.status == 404 or exc.code in ("NoSuchKey", "NoSuchBucket", "NotFound"):
+            return FileNotFoundError(2, f"no such object or bucket ({exc.code or exc.status})", path)
+        if exc.status == 403 or exc.denied:
+            return PermissionError(13, str(exc), path)
+        return OSError(5, str(exc), path)
+    if isinstance(exc, ItemError):
+        return OSError(5, str(exc), path)
+    return exc
+
+
+def _file_entry(
+    name: str, size: int, etag: str, modified: datetime | None, storage_class: str
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "size": size,
+        "type": "file",
+        "ETag": etag,
+        "LastModified": modified,
+        "StorageClass": storage_class or "STANDARD",
+    }
+
+
+def _listed(bucket: str, info: ObjectInfo) -> dict[str, Any]:
+    return _file_entry(f"{bucket}/{info.key}", info.size, info.etag, info.last_modified, info.storage_class)
+
+
+def _directory(name: str) -> dict[str, Any]:
+    return {"name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
+
+
+class S3BulkFileSystem(AsyncFileSystem):
+    """S3 (and what speaks its API) for fsspec, on s3bulk's engine. Paths are `bucket/key`, with or
+    without `s3bulk://` (or `s3://` once `register(as_s3=True)`); directories are prefixes, so an
+    empty one does not exist."""
+
+    protocol = PROTOCOLS
+    root_marker = ""
+    async_impl = True
+    mirror_sync_methods = True
+
+    def __init__(
+        self,
+        *,
+        settings: AwsSettings | None = None,
+        asynchronous: bool = False,
+        loop: Any = None,
+        batch_size: int | None = None,
+        **storage_options: Any,
+    ) -> None:
+        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
+        self.settings = settings or settings_from(storage_options)
+        self._storages: dict[int, Storage] = {}
+        self.last_report: Report | None = None  # the last bulk call's job: counts, requests, failures
+
+    # ---- the seam -------------------------------------------------------------------------------
+    def _storage(self) -> Storage:
+        """This event loop's storage (a connection pool belongs to the loop that made it)."""
+        loop = id(asyncio.get_running_loop())
+        storage = self._storages.get(loop)
+        if storage is None:
+            storage = self._storages[loop] = Storage(self.settings, connections=64)
+        return storage
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, list):
+            return [cls._strip_protocol(each) for each in path]
+        path = os.fspath(path) if not isinstance(path, str) else path
+        for name in PROTOCOLS:
+            if path.startswith(f"{name}://"):
+                path = path[len(name) + 3 :]
+                break
+        return path.rstrip("/")
+
+    def unstrip_protocol(self, name: str) -> str:
+        return f"s3bulk://{name}"
+
+    @staticmethod
+    def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
+        return {}
+
+    def _url(self, path: str) -> str:
+        return f"s3://{self._strip_protocol(path)}"
+
+    # ---- looking --------------------------------------------------------------------------------
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        path = self._strip_protocol(path)
+        seen = _SEEN.get()
+        if seen is not None and path in seen:
+            return seen[path]
+        bucket, key = _split(path)
+        if not bucket:
+            return _directory("")
+        storage = self._storage()
+        if not key:
+            try:
+                if await storage.bucket_exists(bucket):
+                    return _directory(bucket)
+            except Exception as exc:
+                raise _os_error(exc, path) from None
+            raise FileNotFoundError(2, "no such bucket", path)
+        try:
+            head = await storage.head(bucket, key)
+        except S3Error as exc:
+            if exc.status != 404 and exc.code not in ("NoSuchKey", "NotFound"):
+                raise _os_error(exc, path) from None
+        else:
+            return _file_entry(
+                path,
+                int(head.get("content-length", 0)),
+                head.get("etag", ""),
+                _http_date(head.get("last-modified")),
+                head.get("x-amz-storage-class", ""),
+            )
+        try:
+            page = await storage.list_objects_v2(bucket, key + "/", max_keys=1, delimiter="/")
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        if page.objects or page.common_prefixes:
+            return _directory(path)
+        raise FileNotFoundError(2, "no such object or prefix", path)
+
+    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        path = self._strip_protocol(path)
+        bucket, key = _split(path)
+        storage = self._storage()
+        if not bucket:
+            buckets = [_directory(each.name) for each in await storage.list_buckets()]
+            return buckets if detail else [each["name"] for each in buckets]
+        prefix = key + "/" if key else ""
+        entries: list[dict[str, Any]] = []
+        token: str | None = None
+        try:
+            while True:
+                page = await storage.list_objects_v2(bucket, prefix, continuation_token=token, delimiter="/")
+                entries += [_directory(f"{bucket}/{each.rstrip('/')}") for each in page.common_prefixes]
+                entries += [_listed(bucket, each) for each in page.objects if each.key != prefix]
+                if not page.is_truncated or not page.next_token:
+                    break
+                token = page.next_token
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        if not entries:
+            info = await self._info(path)  # a file lists as itself; nothing there raises
+            entries = [info] if info["type"] == "file" else []
+        entries.sort(key=lambda entry: entry["name"])
+        return entries if detail else [entry["name"] for entry in entries]
+
+    async def _find(
+        self,
+        path: str,
+        maxdepth: int | None = None,
+        withdirs: bool = False,
+        detail: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Every object under `path`, its key ranges listed in parallel (s3bulk's listing)."""
+        if maxdepth is not None:
+            return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+        from s3bulk._ls import ls_async
+
+        path = self._strip_protocol(path)
+        bucket, key = _split(path)
+        if not bucket:
+            raise ValueError("find needs a bucket: find('bucket/prefix')")
+        found: dict[str, dict[str, Any]] = {}
+        prefix = key + "/" if key else ""
+        try:
+            async for info in ls_async(f"s3://{bucket}/{prefix}", settings=self.settings):
+                assert isinstance(info, ObjectInfo)
+                if not info.key.endswith("/"):
+                    found[f"{bucket}/{info.key}"] = _listed(bucket, info)
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        if withdirs:
+            for name in list(found):
+                parent = name.rpartition("/")[0]
+                while len(parent) > len(path) and parent not in found:
+                    found[parent] = _directory(parent)
+                    parent = parent.rpartition("/")[0]
+            if found and key:
+                found[path] = _directory(path)
+        if not found and key:
+            try:
+                itself = await self._info(path)
+            except FileNotFoundError:
+                itself = {"type": "absent"}
+            if itself["type"] == "file":
+                found[path] = itself
+        seen, listed = _SEEN.get(), _LISTED.get()
+        if seen is not None and listed is not None:
+            seen.update(found)
+            listed.add(path)
+        names = sorted(found)
+        return {name: found[name] for name in names} if detail else names
+
+    # ---- one object -----------------------------------------------------------------------------
+    async def _cat_file(
+        self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
+    ) -> bytes:
+        path = self._strip_protocol(path)
+        bucket, key = _split(path)
+        storage = self._storage()
+        try:
+            if start is None and end is None:
+                return await storage.client.get_object(bucket, key)
+            if (start is not None and start < 0) or (end is not None and end < 0) or end is None:
+                size = (await self._info(path))["size"]
+                start = 0 if start is None else (start if start >= 0 else max(0, size + start))
+                end = size if end is None else (end if end >= 0 else max(0, size + end))
+            start = start or 0
+            if end <= start:
+                return b""
+            return await storage.get_range(bucket, key, start, end)
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+
+    async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        path = self._strip_protocol(path)
+        if mode == "create" and await self._exists(path):
+            raise FileExistsError(17, "the object exists (mode='create')", path)
+        bucket, key = _split(path)
+        try:
+            await self._storage().put_bytes(bucket, key, bytes(value))
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+
+    async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", **kwargs: Any) -> None:
+        if os.path.isdir(lpath):
+            return  # a prefix needs no object
+        pending = _PENDING.get()
+        if pending is not None:
+            pending.append((lpath, self._url(rpath)))
+            return
+        rpath = self._strip_protocol(rpath)
+        if mode == "create" and await self._exists(rpath):
+            raise FileExistsError(17, "the object exists (mode='create')", rpath)
+        bucket, key = _split(rpath)
+        try:
+            await self._storage().upload(lpath, bucket, key, NO_ATTRIBUTES, Parts())
+        except Exception as exc:
+            raise _os_error(exc, rpath) from None
+
+    async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
+        rpath = self._strip_protocol(rpath)
+        if await self._isdir(rpath):
+            os.makedirs(lpath, exist_ok=True)
+            return
+        pending = _PENDING.get()
+        if pending is not None:
+            pending.append((self._url(rpath), lpath))
+            return
+        from s3bulk._api.objects import get_to_file_async
+
+        try:
+            await get_to_file_async(self._url(rpath), lpath, settings=self.settings)
+        except Exception as exc:
+            raise _os_error(exc, rpath) from None
+
+    async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
+        info = await self._info(path1)
+        if info["type"] == "directory":
+            return  # a prefix needs no object
+        pending = _PENDING.get()
+        if pending is not None:
+            pending.append((self._url(path1), self._url(path2)))
+            return
+        (source_bucket, source_key), (bucket, key) = _split(path1), _split(path2)
+        try:
+            await self._storage().copy(
+                source_bucket, source_key, bucket, key, size=info["size"], etag=info["ETag"], parts=Parts()
+            )
+        except Exception as exc:
+            raise _os_error(exc, path1) from None
+
+    async def _rm_file(self, path: str, **kwargs: Any) -> None:
+        await self._rm([path])
+
+    async def _rm(
+        self, path: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
+        """Delete the objects `path` names (and everything under it, `recursive`), 1,000 per
+        DeleteObjects request, the requests side by side."""
+        names = await self._expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        by_bucket: dict[str, list[str]] = {}
+        for name in names:
+            bucket, key = _split(self._strip_protocol(name))
+            if key:
+                by_bucket.setdefault(bucket, []).append(key)
+        storage = self._storage()
+        batches = [
+            (bucket, keys[start : start + DELETE_BATCH])
+            for bucket, keys in by_bucket.items()
+            for start in range(0, len(keys), DELETE_BATCH)
+        ]
+        results = await asyncio.gather(*(storage.delete_many(bucket, keys) for bucket, keys in batches))
+        for (bucket, _), failed in zip(batches, results, strict=True):
+            for key, why in failed.items():
+                raise OSError(5, f"not deleted: {why}", f"{bucket}/{key}")
+
+    async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        bucket, key = _split(self._strip_protocol(path))
+        if bucket and not key and not await self._exists(bucket):
+            await self._mkdir(bucket)
+
+    async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        bucket, key = _split(self._strip_protocol(path))
+        if bucket and not key:
+            storage = self._storage()
+            try:
+                await storage.make_bucket(bucket, kwargs.get("region") or self.settings.region or "")
+            except Exception as exc:
+                raise _os_error(exc, path) from None
+
+    async def _rmdir(self, path: str) -> None:
+        bucket, key = _split(self._strip_protocol(path))
+        if bucket and not key:
+            await self._storage().remove_bucket(bucket)
+
+    async def _touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        if truncate or not await self._exists(path):
+            await self._pipe_file(path, b"")
+
+    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
+        """s3bulk's reader (a read somewhere new fetches `block_size` bytes, 8 MiB by default)
+        or writer (parts of `block_size` bytes as they fill)."""
+        from s3bulk._api.objects import open as open_object
+
+        path = self._strip_protocol(path)
+        if "x" in mode:
+            if self.exists(path):
+                raise FileExistsError(17, "the object exists (mode='x')", path)
+            mode = mode.replace("x", "w")
+        if mode not in ("rb", "wb"):
+            raise ValueError(f"mode {mode!r}: s3bulk opens objects 'rb', 'wb' or 'xb'")
+        if mode == "rb" and not self.isfile(path):
+            raise FileNotFoundError(2, "no such object", path)
+        return open_object(
+            self._url(path), mode, buffer_size=block_size or 8 * 1024 * 1024, settings=self.settings
+        )
+
+    def ukey(self, path: str) -> str:
+        return str(self.info(path).get("ETag", ""))
+
+    def checksum(self, path: str) -> int:
+        return int(self.ukey(path).strip('"').split("-")[0][:16] or "0", 16)
+
+    def modified(self, path: str) -> datetime:
+        value = self.info(path).get("LastModified")
+        if not isinstance(value, datetime):
+            raise IsADirectoryError(21, "a prefix has no modification time", path)
+        return value
+
+    # ---- many objects: one job ------------------------------------------------------------------
+    async def _get(
+        self,
+        rpath: Any,
+        lpath: Any,
+        recursive: bool = False,
+        callback: Any = DEFAULT_CALLBACK,
+        maxdepth: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        pairs, tree = await self._collect(
+            super()._get, rpath, lpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs
+        )
+        await self._move(pairs, tree)
+
+    async def _put(
+        self,
+        lpath: Any,
+        rpath: Any,
+        recursive: bool = False,
+        callback: Any = DEFAULT_CALLBACK,
+        maxdepth: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        pairs, tree = await self._collect(
+            super()._put, lpath, rpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs
+        )
+        await self._move(pairs, tree)
+
+    async def _copy(
+        self,
+        path1: Any,
+        path2: Any,
+        recursive: bool = False,
+        on_error: str | None = None,
+        maxdepth: int | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        pairs, tree = await self._collect(
+            super()._copy,
+            path1,
+            path2,
+            recursive=recursive,
+            on_error=on_error,
+            maxdepth=maxdepth,
+            batch_size=batch_size,
+            **kwargs,
+        )
+        await self._move(pairs, tree)
+
+    async def _collect(
+        self, call: Any, *args: Any, **kwargs: Any
+    ) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
+        """The pairs fsspec's rules make of a bulk call's arguments, moved by nobody yet."""
+        pending: list[tuple[str, str]] = []
+        tokens = _PENDING.set(pending), _SEEN.set({}), _LISTED.set(set())
+        try:
+            await call(*args, **kwargs)
+            return pending, self._whole_tree(pending)
+        finally:
+            _PENDING.reset(tokens[0])
+            _SEEN.reset(tokens[1])
+            _LISTED.reset(tokens[2])
+
+    def _whole_tree(self, pairs: list[tuple[str, str]]) -> tuple[str, str] | None:
+        """(source, destination) roots when the pairs are every object or file under one root,
+        each landing under the other root by the same relative name: the shape of
+        `get(prefix, dir, recursive=True)`, which `s3bulk cp` then moves as a tree (listed in
+        parallel, no request per object to learn its size). None for any other shape."""
+        if len(pairs) < 2:
+            return None
+        sources = sorted(source for source, _ in pairs)
+        # URLs, not paths: the common characters, then back to the last '/'
+        root = os.path.commonprefix([sources[0], sources[-1]]).rpartition("/")[0] + "/"  # noqa: RUF071
+        first_source, first_destination = pairs[0]
+        relative = first_source[len(root) :]
+        if not first_destination.endswith("/" + relative):
+            return None
+        target = first_destination[: len(first_destination) - len(relative)]
+        if any(destination != target + source[len(root) :] for source, destination in pairs):
+            return None
+        return (root, target) if self._all_under(root, len(pairs)) else None
+
+    def _all_under(self, root: str, count: int) -> bool:
+        """Whether `count` is every object (or file) under `root`, as a listing or walk just found."""
+        if not root.startswith("s3://"):
+            files = sum(len(names) for _, _, names in os.walk(root))
+            return files == count
+        path = root[len("s3://") :]
+        listed, seen = _LISTED.get() or set(), _SEEN.get() or {}
+        if not any(path == each + "/" or path.startswith(each + "/") for each in listed):
+            return False
+        under = sum(1 for name, entry in seen.items() if entry["type"] == "file" and name.startswith(path))
+        return under == count
+
+    async def _move(self, pairs: list[tuple[str, str]], tree: tuple[str, str] | None) -> None:
+        """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` moves
+        it, any other set as `s3bulk run`'s lines (one per pair)."""
+        from s3bulk._api.base import run_async
+
+        if not pairs:
+            return
+        if len(pairs) == 1:
+            return await self._one(*pairs[0])
+        if tree is not None:
+            from s3bulk._api.copy import copy_async
+
+            report = await copy_async(*tree, follow_symlinks=True, journal=False, settings=self.settings)
+        else:
+            from s3bulk._commands.run import RunSpec
+
+            with tempfile.NamedTemporaryFile("w", suffix=".s3bulk-run", delete=False) as handle:
+                for source, destination in pairs:
+                    handle.write(f"cp {_quoted(source)} {_quoted(destination)}\n")
+            try:
+                spec = RunSpec(commands_file=handle.name)
+                report = await run_async(spec, settings=self.settings, journal=False)
+            finally:
+                os.unlink(handle.name)
+        self.last_report = report
+        if report.failures:
+            first = report.failures[0]
+            missing = "NoSuchKey" in first.reason or "no such" in first.reason.lower()
+            kind = FileNotFoundError if missing else OSError
+            raise kind(
+                2 if missing else 5, f"{len(report.failures)} failed; first: {first.reason}", first.source
+            )
+
+    async def _one(self, source: str, destination: str) -> None:
+        token = _PENDING.set(None)
+        try:
+            if source.startswith("s3://") and destination.startswith("s3://"):
+                await self._cp_file(source, destination)
+            elif source.startswith("s3://"):
+                await self._get_file(source, destination)
+            else:
+                await self._put_file(source, destination)
+        finally:
+            _PENDING.reset(token)
+
+
+def _quoted(place: str) -> str:
+    import shlex
+
+    return shlex.quote(place)
+
+
+def _http_date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    from email.utils import parsedate_to_datetime
+
+    return parsedate_to_datetime(value)

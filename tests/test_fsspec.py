@@ -1,0 +1,144 @@
+"""s3bulk as an fsspec filesystem (issue 51), against MinIO: fsspec's own shared suites (copy,
+get, put, pipe, open), which nobody here wrote, as s3fs runs them; and the calls fsspec's users
+make, each checked by the objects or files it leaves."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import fsspec.tests.abstract as abstract
+import pytest
+from conftest import Endpoint, new_bucket
+
+from s3bulk.fsspec import S3BulkFileSystem
+
+
+@pytest.fixture(scope="module")
+def minio_env(minio: Endpoint) -> Iterator[dict[str, str]]:
+    """The AWS variables pointing at MinIO, for a whole module (fsspec's fixtures are per class)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if name.startswith("AWS_")]:
+            patch.delenv(name)
+        for name, value in minio.server.client_env().items():
+            patch.setenv(name, value)
+        yield minio.env
+
+
+class S3BulkFixtures(abstract.AbstractFixtures):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def fs(cls, minio: Endpoint, minio_env: dict[str, str]) -> S3BulkFileSystem:
+        S3BulkFileSystem.clear_instance_cache()
+        return S3BulkFileSystem(endpoint_url=minio.server.client_env()["AWS_ENDPOINT_URL"])
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def fs_path(cls, minio: Endpoint) -> str:
+        return new_bucket(minio, "abstract")
+
+    @pytest.fixture
+    def supports_empty_directories(self) -> bool:
+        return False
+
+
+class TestS3BulkCopy(abstract.AbstractCopyTests, S3BulkFixtures):
+    pass
+
+
+class TestS3BulkGet(abstract.AbstractGetTests, S3BulkFixtures):
+    pass
+
+
+class TestS3BulkPut(abstract.AbstractPutTests, S3BulkFixtures):
+    pass
+
+
+class TestS3BulkPipe(abstract.AbstractPipeTests, S3BulkFixtures):
+    pass
+
+
+class TestS3BulkOpen(abstract.AbstractOpenTests, S3BulkFixtures):
+    pass
+
+
+# ---- the calls fsspec's users make, each checked by what it leaves ------------------------------
+@pytest.fixture
+def fs(minio: Endpoint, aws_env: dict[str, str]) -> S3BulkFileSystem:
+    return fsspec.filesystem("s3bulk", endpoint_url=aws_env["AWS_ENDPOINT_URL"], skip_instance_cache=True)
+
+
+def test_the_protocol_is_registered_by_the_entry_point_and_s3_only_when_asked(aws_env: dict) -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import fsspec; print(type(fsspec.filesystem('s3bulk')).__name__); "
+        "import s3bulk.fsspec; print(fsspec.get_filesystem_class('s3').__name__); "
+        "s3bulk.fsspec.register(as_s3=True); print(fsspec.get_filesystem_class('s3').__name__)"
+    )
+    shown = subprocess.run([sys.executable, "-c", program], env=aws_env, capture_output=True, text=True)
+    assert shown.stdout.split() == ["S3BulkFileSystem", "S3FileSystem", "S3BulkFileSystem"], shown.stderr
+
+
+def test_a_prefix_is_fetched_as_one_tree_job_not_a_request_per_object(
+    fs: S3BulkFileSystem, minio: Endpoint, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio)
+    client = minio.client()
+    written = {f"p/d{i % 3}/k{i}": os.urandom(i * 7) for i in range(60)}
+    for key, data in written.items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    fs.get(f"s3bulk://{bucket}/p", f"{tmp_path}/", recursive=True)
+
+    assert fs.last_report is not None and fs.last_report.requests == {"LIST": 1, "GET": 60}
+    for key, data in written.items():
+        assert (tmp_path / key).read_bytes() == data
+
+
+def test_put_cp_and_rm_of_a_tree_leave_the_objects_they_name(
+    fs: S3BulkFileSystem, minio: Endpoint, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio)
+    for i in range(40):
+        (tmp_path / f"t/sub{i % 4}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"t/sub{i % 4}/f{i}.bin").write_bytes(bytes([i]) * i)
+
+    fs.put(f"{tmp_path}/t", f"{bucket}/up", recursive=True)
+    fs.copy(f"{bucket}/up", f"{bucket}/copied", recursive=True)
+    names = fs.find(f"{bucket}/copied")
+
+    assert len(names) == 40 and fs.cat(f"{bucket}/copied/sub1/f9.bin") == bytes([9]) * 9
+    assert fs.du(f"{bucket}/up") == sum(range(40))
+    fs.rm(f"{bucket}/up", recursive=True)
+    assert not fs.exists(f"{bucket}/up") and fs.exists(f"{bucket}/copied/sub3/f39.bin")
+
+
+def test_single_objects_answer_as_fsspec_callers_expect(fs: S3BulkFileSystem, minio: Endpoint) -> None:
+    bucket = new_bucket(minio)
+    fs.pipe({f"{bucket}/a/one": b"0123456789", f"{bucket}/a/b/two": b"x"})
+
+    assert fs.cat_file(f"{bucket}/a/one", start=2, end=5) == b"234"
+    assert fs.cat_ranges([f"{bucket}/a/one"] * 2, [0, -3], [2, None]) == [b"01", b"789"]
+    info = fs.info(f"{bucket}/a/one")
+    assert (info["type"], info["size"], fs.size(f"{bucket}/a/one")) == ("file", 10, 10)
+    assert info["ETag"].strip('"') and fs.modified(f"{bucket}/a/one") == info["LastModified"]
+    assert fs.isdir(f"{bucket}/a") and fs.isdir(f"{bucket}/a/b") and not fs.isfile(f"{bucket}/a")
+    assert fs.ls(f"{bucket}/a", detail=False) == [f"{bucket}/a/b", f"{bucket}/a/one"]
+    assert fs.glob(f"{bucket}/a/*") == [f"{bucket}/a/b", f"{bucket}/a/one"]
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{bucket}/a/none")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file(f"{bucket}/a/none")
+    with pytest.raises(FileNotFoundError):
+        fs.ls(f"{bucket}/nothing-here")
+    with fs.open(f"{bucket}/a/one") as handle:
+        handle.seek(7)
+        assert handle.read() == b"789"
+    with fs.open(f"{bucket}/big", "wb", block_size=5 * 1024**2) as handle:
+        for _ in range(3):
+            handle.write(b"z" * 4 * 1024**2)
+    assert fs.size(f"{bucket}/big") == 12 * 1024**2
