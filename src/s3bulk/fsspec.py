@@ -26,7 +26,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError, require_extra
 
 try:
-    from fsspec.asyn import AsyncFileSystem
+    from fsspec.asyn import AsyncFileSystem, sync
     from fsspec.callbacks import DEFAULT_CALLBACK
 except ImportError:  # the extra is not installed: one line saying which to install
     require_extra("fsspec", "s3bulk.fsspec")
@@ -310,7 +310,7 @@ class S3BulkFileSystem(AsyncFileSystem):
         storage = self._storage()
         try:
             if start is None and end is None:
-                return await storage.client.get_object(bucket, key)
+                return await storage.get_object(bucket, key)
             if (start is not None and start < 0) or (end is not None and end < 0) or end is None:
                 size = (await self._info(path))["size"]
                 start = 0 if start is None else (start if start >= 0 else max(0, size + start))
@@ -470,9 +470,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         **kwargs: Any,
     ) -> None:
         pairs, tree = await self._collect(
-            super()._get, rpath, lpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs
+            super()._get, rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
         )
-        await self._move(pairs, tree)
+        await self._move(pairs, tree, callback)
 
     async def _put(
         self,
@@ -484,9 +484,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         **kwargs: Any,
     ) -> None:
         pairs, tree = await self._collect(
-            super()._put, lpath, rpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs
+            super()._put, lpath, rpath, recursive=recursive, maxdepth=maxdepth, **kwargs
         )
-        await self._move(pairs, tree)
+        await self._move(pairs, tree, callback)
 
     async def _copy(
         self,
@@ -509,6 +509,22 @@ class S3BulkFileSystem(AsyncFileSystem):
             **kwargs,
         )
         await self._move(pairs, tree)
+
+    async def _mv(
+        self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
+        """fsspec's `mv` is a copy, then an `rm` of the source path, which would also delete what
+        was written there meanwhile; here each source is deleted only once its own copy
+        succeeded (`s3bulk mv`), and nothing else."""
+        if path1 == path2:
+            return
+        pairs, tree = await self._collect(super()._copy, path1, path2, recursive=recursive, maxdepth=maxdepth)
+        await self._move(pairs, tree, delete_sources=True)
+
+    def mv(
+        self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
+        sync(self.loop, self._mv, path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
 
     async def _collect(
         self, call: Any, *args: Any, **kwargs: Any
@@ -555,28 +571,46 @@ class S3BulkFileSystem(AsyncFileSystem):
         under = sum(1 for name, entry in seen.items() if entry["type"] == "file" and name.startswith(path))
         return under == count
 
-    async def _move(self, pairs: list[tuple[str, str]], tree: tuple[str, str] | None) -> None:
-        """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` moves
-        it, any other set as `s3bulk run`'s lines (one per pair)."""
+    async def _move(
+        self,
+        pairs: list[tuple[str, str]],
+        tree: tuple[str, str] | None,
+        callback: Any = DEFAULT_CALLBACK,
+        delete_sources: bool = False,
+    ) -> None:
+        """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` (or
+        `mv`) moves it, any other set as `s3bulk run`'s lines (one per pair). `callback` hears
+        of objects as the job finishes them, not as fsspec hands them over."""
         from s3bulk._api.base import run_async
 
         if not pairs:
             return
-        if len(pairs) == 1:
-            return await self._one(*pairs[0])
-        if tree is not None:
-            from s3bulk._api.copy import copy_async
+        callback.set_size(len(pairs))
+        if len(pairs) == 1 and not delete_sources:
+            await self._one(*pairs[0])
+            callback.relative_update(1)
+            return
 
-            report = await copy_async(*tree, follow_symlinks=True, journal=False, settings=self.settings)
+        def progress(report: Report) -> None:
+            callback.absolute_update(report.objects_done + report.objects_unchanged)
+
+        if tree is not None:
+            from s3bulk._api.copy import copy_async, move_async
+
+            run = move_async if delete_sources else copy_async
+            report = await run(
+                *tree, follow_symlinks=True, journal=False, settings=self.settings, on_progress=progress
+            )
         else:
             from s3bulk._commands.run import RunSpec
 
+            verb = "mv" if delete_sources else "cp"
             with tempfile.NamedTemporaryFile("w", suffix=".s3bulk-run", delete=False) as handle:
                 for source, destination in pairs:
-                    handle.write(f"cp {_quoted(source)} {_quoted(destination)}\n")
+                    handle.write(f"{verb} {_quoted(source)} {_quoted(destination)}\n")
             try:
                 spec = RunSpec(commands_file=handle.name)
-                report = await run_async(spec, settings=self.settings, journal=False)
+                report = await run_async(spec, settings=self.settings, journal=False, on_progress=progress)
             finally:
                 os.unlink(handle.name)
         self.last_report = report

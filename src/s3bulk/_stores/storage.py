@@ -297,6 +297,10 @@ class Storage:
         sizes = await self.downloads.told_part_sizes(bucket, key, count, size)
         return bool(sizes) and all(each == sizes[0] for each in sizes[:-1]) and sizes[-1] <= sizes[0]
 
+    async def get_object(self, bucket: str, key: str) -> bytes:
+        """A whole object's bytes (one that fits in memory), retried."""
+        return await self._retrying(lambda: self.client.get_object(bucket, key), f"get s3://{bucket}/{key}")
+
     async def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object (fewer when it ends sooner), retried."""
         return await self._retrying(
