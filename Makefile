@@ -28,18 +28,18 @@ demo: setup
 	scripts/build-tools.sh minio
 	$(PY) scripts/demo.py
 
-# The unit tier first (tests/unit: no server, seconds), then the suite against real servers.
+# The unit tier first (tests/unit: no server, seconds), then tests/integration against real servers.
 test-unit: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
 test: test-unit tools
-	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers" --ignore=tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers" tests/integration
 
-# The compatibility matrix: the end-to-end checks of tests/test_servers.py against each S3 server
+# The compatibility matrix: the end-to-end checks of tests/integration/test_servers.py against each S3 server
 # (docs/compatibility.md is its table).
 test-servers: setup
 	scripts/build-tools.sh minio versitygw garage
-	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/test_servers.py
+	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/integration/test_servers.py
 
 bench: setup tools
 	scripts/build-tools.sh versitygw garage rclone awscli

@@ -37,7 +37,7 @@ wanted minio && build minio "github.com/minio/minio@$MINIO_VERSION"
 # toxiproxy puts real latency, resets and bandwidth caps between s3bulk and MinIO (`bench --rtt`,
 # the fault tests): this kernel has no sch_netem, so tc netem is not available everywhere.
 wanted toxiproxy && build toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0"
-# The compatibility matrix's second S3 implementation (tests/test_servers.py, make test-servers):
+# The compatibility matrix's second S3 implementation (tests/integration/test_servers.py, make test-servers):
 # Versity's gateway over a POSIX directory, ~1 minute to build.
 wanted versitygw && build versitygw "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 

@@ -1,6 +1,6 @@
 """`make reliability`: run the reliability scenarios and write RELIABILITY.md from what they measured.
 
-The scenarios are the test suite's own (tests/test_faults.py, test_crashes.py,
+The scenarios are the test suite's own (tests/integration/test_faults.py, test_crashes.py,
 test_reliability.py, test_ray.py's killed worker and driver, and the bad-input tests): each
 records its figures through the `reliability` fixture when S3BULK_RELIABILITY_OUT names a file.
 Here the network faults run several rounds, the crash tests run S3BULK_CRASH_TRIALS seeded trials
@@ -30,7 +30,7 @@ OUT = ROOT / "bench" / "out" / "reliability"
 CHECKS = [
     (
         "keys with '..', absolute paths, 300-byte segments",
-        "tests/test_cp.py::test_hostile_keys_are_refused_and_nothing_escapes",
+        "tests/integration/test_cp.py::test_hostile_keys_are_refused_and_nothing_escapes",
     ),
     (
         "any key (NUL bytes, '.', '..', empty and 256-byte segments; hypothesis, 400"
@@ -39,35 +39,35 @@ CHECKS = [
     ),
     (
         "Unicode normalisation twins stay two objects and two files",
-        "tests/test_reliability.py::test_unicode_normalisation_twins_stay_two_objects_and_two_files",
+        "tests/integration/test_reliability.py::test_unicode_normalisation_twins_stay_two_objects_and_two_files",
     ),
     (
         "symbolic links: outside the tree, loops, dangling; --follow-symlinks",
-        "tests/test_cp.py::test_symlinks_are_skipped_unless_followed_and_loops_never_are",
+        "tests/integration/test_cp.py::test_symlinks_are_skipped_unless_followed_and_loops_never_are",
     ),
     (
         "a destination file that appears during its download is left alone",
-        "tests/test_reliability.py::test_a_file_that_appears_during_its_download_is_left_alone",
+        "tests/integration/test_reliability.py::test_a_file_that_appears_during_its_download_is_left_alone",
     ),
     (
         "a full disk stops the job; --resume finishes it",
-        "tests/test_reliability.py::test_a_full_disk_stops_the_download_and_resume_finishes_it",
+        "tests/integration/test_reliability.py::test_a_full_disk_stops_the_download_and_resume_finishes_it",
     ),
     (
         "an unreadable file fails alone, the rest is uploaded",
-        "tests/test_cp.py::test_unreadable_local_file_fails_alone",
+        "tests/integration/test_cp.py::test_unreadable_local_file_fails_alone",
     ),
     (
         "malformed and truncated Parquet, unknown index/column/options: one line, exit 2, nothing stored",
-        "tests/test_vectors_load.py::test_bad_input_is_refused_before_anything_is_sent",
+        "tests/integration/test_vectors_load.py::test_bad_input_is_refused_before_anything_is_sent",
     ),
     (
         "vectors with NaN/Inf, wrong dimension, oversized metadata, bad keys: each rule's exact reason",
-        "tests/test_vectors_load.py::test_every_rule_rejects_its_rows_with_the_reason",
+        "tests/integration/test_vectors_load.py::test_every_rule_rejects_its_rows_with_the_reason",
     ),
     (
         "a dimension that differs from the index's",
-        "tests/test_vectors_load.py::test_dimension_mismatch_with_the_index_is_named",
+        "tests/integration/test_vectors_load.py::test_dimension_mismatch_with_the_index_is_named",
     ),
     (
         "malformed URLs name the problem",
@@ -79,20 +79,20 @@ CHECKS = [
     ),
     (
         "unknown flags and conflicting options: one line, exit 2",
-        "tests/test_cp.py::test_bad_input_is_one_line_and_exit_2",
+        "tests/integration/test_cp.py::test_bad_input_is_one_line_and_exit_2",
     ),
     (
         "wrong credentials never print the secret",
-        "tests/test_cp.py::test_wrong_credentials_never_print_the_secret",
+        "tests/integration/test_cp.py::test_wrong_credentials_never_print_the_secret",
     ),
     (
         "the secret key appears in no output, --json, journal or job listing; --no-verify-ssl warns",
-        "tests/test_reliability.py::test_the_secret_key_appears_nowhere",
+        "tests/integration/test_reliability.py::test_the_secret_key_appears_nowhere",
     ),
 ]
 # A hostile server (s3bulk.testing.hostile: MinIO's answers broken per request) and a hostile
 # machine (issue 46): what each does, the test that does it, and what must come of it.
-H = "tests/test_hostile.py::"
+H = "tests/integration/test_hostile.py::"
 HOSTILE = [
     (
         "a directory that cannot be read: sync --delete keeps its objects, exit 1",
@@ -203,22 +203,22 @@ HOSTILE = [
     (
         "any single listing, walk or copy failure (hypothesis): sync --delete and mv delete "
         "nothing the source holds",
-        "tests/test_never_delete.py::"
+        "tests/integration/test_never_delete.py::"
         "test_no_single_failure_makes_sync_delete_or_mv_delete_what_the_source_holds",
     ),
 ]
 ONCE = [
-    "tests/test_crashes.py",
-    "tests/test_hostile.py",
-    "tests/test_never_delete.py",
-    "tests/test_reliability.py",
-    "tests/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
-    "tests/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
-    "tests/test_faults.py::test_throttling_backs_off_and_loses_nothing",
+    "tests/integration/test_crashes.py",
+    "tests/integration/test_hostile.py",
+    "tests/integration/test_never_delete.py",
+    "tests/integration/test_reliability.py",
+    "tests/integration/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
+    "tests/integration/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
+    "tests/integration/test_faults.py::test_throttling_backs_off_and_loses_nothing",
     # kept out of make test for its ten minutes (marked campaign), run here
-    "tests/test_engine.py::test_fifty_back_to_back_cli_runs_all_exit_zero",
-    "tests/test_ray.py::test_cp_sync_rm_on_ray_match_hybrid",
-    "tests/test_map.py::test_results_equal_a_serial_loop",
+    "tests/integration/test_engine.py::test_fifty_back_to_back_cli_runs_all_exit_zero",
+    "tests/integration/test_ray.py::test_cp_sync_rm_on_ray_match_hybrid",
+    "tests/integration/test_map.py::test_results_equal_a_serial_loop",
     *sorted({node for _, node in CHECKS}),
 ]
 
@@ -236,7 +236,7 @@ def outcomes(junit_files: list[Path]) -> dict[str, str]:
         if not junit.exists():
             continue
         for case in ElementTree.parse(junit).iter("testcase"):
-            path = "tests/" + case.get("classname", "").split(".")[-1] + ".py"
+            path = "tests/integration/" + case.get("classname", "").split(".")[-1] + ".py"
             name = case.get("name", "").split("[")[0]
             failed = case.find("failure") is not None or case.find("error") is not None
             key = f"{path}::{name}"
@@ -320,7 +320,7 @@ def main() -> int:
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]
     for round_ in range(args.rounds):
-        codes.append(run_pytest(["tests/test_faults.py::test_faults_lose_nothing"], env, junits[round_ + 1]))
+        codes.append(run_pytest(["tests/integration/test_faults.py::test_faults_lose_nothing"], env, junits[round_ + 1]))
     records = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
     records.sort(key=lambda record: (not record["scenario"].startswith("network"), record["scenario"]))
     args.output.write_text(render(records, outcomes(junits), args.rounds, args.trials))

@@ -8,7 +8,8 @@ The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `c
 `doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they
 return and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every
 module is private (`s3bulk._*`), but `s3bulk.testing`: real servers on loopback for users' own
-tests. Names load on first use (PEP 562), so `import s3bulk` and the CLI start fast.
+tests, and `s3bulk.fsspec`: the `s3bulk://` filesystem for fsspec's users. Names load on first
+use (PEP 562), so `import s3bulk` and the CLI start fast.
 """
 
 from __future__ import annotations

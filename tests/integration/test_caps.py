@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
-from s3bulk._engine.worker import EngineOptions, TimedGate, _caps
-from s3bulk._report import WorkerStats
-
 MiB = 1024 * 1024
 
 
@@ -49,14 +46,6 @@ def test_tpslimit_holds_requests_to_the_rate(minio: Endpoint, tmp_path: Path) ->
     # 30 CopyObject requests and a listing at 10 requests/s, 10 at once: at least 2.1 s
     assert timed(minio.env, "cp", "--tpslimit", "10", f"s3://{bucket}/s/", f"s3://{bucket}/d/") >= 2.1
     assert client.list_objects_v2(Bucket=bucket, Prefix="d/")["KeyCount"] == 30
-
-
-def test_each_worker_keeps_its_share() -> None:
-    options = EngineOptions(workers=4, requests_per_second=100, bytes_per_second=40 * MiB)
-    requests, transfer = _caps(options, WorkerStats())
-    assert isinstance(requests, TimedGate) and isinstance(transfer, TimedGate)
-    assert requests.bucket.rate == 25 and transfer.bucket.rate == 10 * MiB
-    assert _caps(EngineOptions(), WorkerStats()) == (None, None)
 
 
 @pytest.mark.parametrize(

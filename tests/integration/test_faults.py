@@ -165,7 +165,7 @@ def run_under_fault(
 
 # every fault's scenario runs in `make reliability`'s rounds, not in `make test`, whose ten
 # minutes they would take two of (a 2 MB/s link, 100 ms round trips, resets, stalls); the
-# single-fault promises stay there (tests/test_hostile.py, test_never_delete.py, test_crashes.py)
+# single-fault promises stay there (tests/integration/test_hostile.py, test_never_delete.py, test_crashes.py)
 CAMPAIGN_ONLY = {fault.name for fault in FAULTS}
 
 

@@ -142,3 +142,28 @@ def test_single_objects_answer_as_fsspec_callers_expect(fs: S3BulkFileSystem, mi
         for _ in range(3):
             handle.write(b"z" * 4 * 1024**2)
     assert fs.size(f"{bucket}/big") == 12 * 1024**2
+
+
+def test_mv_deletes_each_source_only_once_its_copy_is_there_and_progress_counts_objects_moved(
+    fs: S3BulkFileSystem, minio: Endpoint, tmp_path: Path
+) -> None:
+    from fsspec.callbacks import Callback
+
+    class Seen(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.updates: list[int] = []
+
+        def call(self, *args: object, **kwargs: object) -> None:
+            self.updates.append(self.value)
+
+    bucket = new_bucket(minio)
+    fs.pipe({f"{bucket}/src/k{n:03d}": bytes([n]) * n for n in range(30)})
+    fs.mv(f"{bucket}/src", f"{bucket}/dst", recursive=True)
+    assert fs.find(f"{bucket}/src") == [] and len(fs.find(f"{bucket}/dst")) == 30
+    assert fs.last_report is not None and fs.last_report.objects_done == 30
+
+    seen = Seen()
+    fs.get(f"{bucket}/dst", f"{tmp_path}/", recursive=True, callback=seen)
+    assert seen.size == 30 and seen.updates and seen.updates[-1] == 30
+    assert (tmp_path / "dst/k029").read_bytes() == bytes([29]) * 29

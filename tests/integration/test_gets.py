@@ -318,7 +318,7 @@ def test_a_get_cancelled_after_its_outcome_came_is_cancelled(
     """A cancel that comes in the turn an outcome was handed over, before the caller resumed,
     ends the caller cancelled, not with another error: the worker of a killed driver cancels
     every item, and an item that swallowed its cancel went on taking work, so that worker never
-    exited (tests/test_journal.py, one run in four on a 2-core machine)."""
+    exited (tests/integration/test_journal.py, one run in four on a 2-core machine)."""
     minio.client().put_object(Bucket=bucket, Key="k", Body=b"x" * 5000)
 
     async def main() -> None:

@@ -143,15 +143,3 @@ def test_sync_considers_only_the_named_on_both_sides(minio: Endpoint, tmp_path: 
     assert keys(minio, bucket, "s/") == ["a.txt", "dir/b.txt", "kept-extra.txt", "z.txt"]
     again = run_cli(minio.env, "sync", "--files-from", str(names), f"{tree}/", f"s3://{bucket}/s/")
     assert again.returncode == 0 and "3 unchanged" in again.stdout, again.stdout
-
-
-def test_sorted_names_merges_runs_with_bounded_memory(tmp_path: Path, monkeypatch) -> None:
-    from s3bulk._sources import manifest as module
-
-    monkeypatch.setattr(module, "SORT_RUN", 7)  # many runs on disk, merged
-    names = [f"k{(n * 7919) % 100:03d}" for n in range(100)] + ["k005", "# a comment", ""]
-    path = tmp_path / "names.txt"
-    path.write_text("\n".join(names) + "\n")
-    assert list(module.sorted_names(str(path))) == sorted(
-        {name for name in names if name and not name.startswith("#")}
-    )

@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 from conftest import Endpoint, new_bucket, run_cli
 
-from s3bulk._cli.window import duration, window
-from s3bulk._errors import UsageError
-
 DAY = 86400
 
 
@@ -81,21 +78,6 @@ def test_bad_windows_are_one_line_and_nothing_happens(
     done = run_cli(minio.env, "rm", *flags, f"s3://{sized}/p/")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert keys(minio, sized, "p/") == ["large", "medium", "small"]
-
-
-def test_durations_and_window_arithmetic() -> None:
-    assert (
-        duration("90", "--x") == 90
-        and duration("1d12h", "--x") == 1.5 * DAY
-        and duration("2w", "--x") == 14 * DAY
-    )
-    chosen = window(None, None, None, None, "7d", "30d", now=1_000_000_000.0)
-    assert (
-        chosen["older_than"] == 1_000_000_000.0 - 7 * DAY
-        and chosen["newer_than"] == 1_000_000_000.0 - 30 * DAY
-    )
-    with pytest.raises(UsageError):
-        duration("7 days", "--min-age")
 
 
 def test_ls_shows_and_counts_only_what_the_window_selects(minio: Endpoint, sized: str) -> None:

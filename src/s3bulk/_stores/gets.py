@@ -14,7 +14,7 @@ SIMD lanes with the bodies that ended with it) for its ETag. It lands the file w
 checksum or MD5 are right (a body cut short leaves no file), and one wake-up of the loop hands
 back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
-killed outright leaves behind (tests/test_journal.py); a file that cannot land there (a
+killed outright leaves behind (tests/integration/test_journal.py); a file that cannot land there (a
 mismatch, a clash) is left to the storage seam, which also keeps the retries and the second
 opinion on a mismatch.
 """

@@ -1,0 +1,100 @@
+"""The public surface without a server: the exported names, dir(), which modules are private, and what
+importing s3bulk loads."""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import s3bulk
+
+API = {
+    "AwsSettings",
+    "Diagnosis",
+    "ENGINES",
+    "Failure",
+    "ItemError",
+    "JobInterrupted",
+    "Listing",
+    "ObjectInfo",
+    "Attributes",
+    "BucketInfo",
+    "get",
+    "get_async",
+    "get_to_file",
+    "get_to_file_async",
+    "head",
+    "head_async",
+    "put",
+    "put_async",
+    "presign",
+    "open",
+    "list_buckets",
+    "list_buckets_async",
+    "make_bucket",
+    "make_bucket_async",
+    "remove_bucket",
+    "remove_bucket_async",
+    "remove_versions",
+    "remove_versions_async",
+    "Report",
+    "S3BulkError",
+    "S3Error",
+    "UsageError",
+    "list_jobs",
+    "ls",
+    "ls_async",
+    "map",
+    "map_async",
+    "MapResults",
+    *(
+        name + twin
+        for name in (
+            "copy",
+            "move",
+            "sync",
+            "check",
+            "remove",
+            "resume",
+            "retry_failed",
+            "put_vectors",
+            "verify_vectors",
+            "count_vectors",
+            "gather",
+            "gather_to_file",
+            "doctor",
+        )
+        for twin in ("", "_async")
+    ),
+}
+
+
+def test_the_exported_names_are_the_api_and_all_resolve() -> None:
+    assert set(s3bulk.__all__) == API
+    for name in s3bulk.__all__:
+        assert getattr(s3bulk, name) is not None, name
+    assert issubclass(s3bulk.S3Error, s3bulk.ItemError) and issubclass(s3bulk.ItemError, s3bulk.S3BulkError)
+
+
+def test_dir_shows_the_api_and_no_private_module() -> None:
+    import s3bulk._engine.driver
+
+    shown = dir(s3bulk)
+    assert set(shown) >= API
+    assert [name for name in shown if name.startswith("_") and name != "__version__"] == []
+
+
+def test_every_module_is_private_but_testing_and_fsspec() -> None:
+    public = [
+        module.name for module in pkgutil.iter_modules(s3bulk.__path__) if not module.name.startswith("_")
+    ]
+    assert public == ["fsspec", "testing"]
+
+
+def test_importing_s3bulk_loads_nothing_heavy() -> None:
+    """`import s3bulk` (and the CLI's start) must not load what only a job needs."""
+    heavy = ("numpy", "aiohttp", "pyarrow", "h5py", "botocore", "ray")
+    code = f"import sys, s3bulk, s3bulk._cli; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
