@@ -48,6 +48,10 @@ CALLS = {
         "got = fs.cat_ranges(names, [100] * len(names), [200] * len(names)); assert len(got) == len(names)"
     ),
     "rm": "fs.rm('bench/put-' + os.environ['RUN'], recursive=True)",
+    "read_parquet": (
+        "import pandas as pd; frame = pd.read_parquet('bench/parquet/{tree}', filesystem=fs); "
+        "assert len(frame) == int(os.environ['ROWS_' + '{tree}'.upper()])"
+    ),
 }
 COMMANDS = {  # the matching s3bulk command, where one matches
     "get": ["cp", "s3://bench/{tree}/", "{out}/"],
@@ -62,6 +66,24 @@ def make_tree(directory: Path, count: int, size: int) -> None:
         sub = directory / f"d{n % 100:02d}"
         sub.mkdir(parents=True, exist_ok=True)
         (sub / f"f{n:06d}").write_bytes(os.urandom(size))
+
+
+def make_parquet(directory: Path) -> dict[str, int]:
+    """One file of 256 MiB of float64s, and 200 files of 1 MiB: rows in each set."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    (directory / "many").mkdir(parents=True, exist_ok=True)
+    one = 32 * 1024 * 1024
+    pq.write_table(
+        pa.table({"x": rng.standard_normal(one)}), directory / "one.parquet", row_group_size=1 << 20
+    )
+    each = 128 * 1024
+    for n in range(200):
+        pq.write_table(pa.table({"x": rng.standard_normal(each)}), directory / f"many/part-{n:03d}.parquet")
+    return {"ROWS_ONE.PARQUET": one, "ROWS_MANY": 200 * each}
 
 
 def main() -> None:
@@ -91,6 +113,11 @@ def main() -> None:
             for name in trees:
                 subprocess.run(
                     [*s3bulk, "cp", f"{work}/trees/{name}/", f"s3://bench/{name}/", "-q"], env=env, check=True
+                )
+            if "read_parquet" in args.workloads:
+                env |= {name: str(rows) for name, rows in make_parquet(work / "parquet").items()}
+                subprocess.run(
+                    [*s3bulk, "cp", f"{work}/parquet/", "s3://bench/parquet/", "-q"], env=env, check=True
                 )
             label = f"{rtt:g} ms RTT ({minio.describe()})"
             runs: dict[str, dict[str, list[tuple[float, float, float]]]] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import os
 import tempfile
 from datetime import datetime
@@ -261,45 +262,63 @@ class S3BulkFileSystem(AsyncFileSystem):
         detail: bool = False,
         **kwargs: Any,
     ) -> Any:
-        """Every object under `path`, its key ranges listed in parallel (s3bulk's listing)."""
+        """Every object under `path`, its key ranges listed in parallel (s3bulk's listing), in
+        key order. Names only, unless the caller or a bulk call wants each entry: a list of
+        100,000 names is a fraction of 100,000 entries' memory."""
         if maxdepth is not None:
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
-        from s3bulk._ls import ls_async
-
         path = self._strip_protocol(path)
         bucket, key = _split(path)
         if not bucket:
             raise ValueError("find needs a bucket: find('bucket/prefix')")
+        seen, listed = _SEEN.get(), _LISTED.get()
+        entries = detail or withdirs or seen is not None
         found: dict[str, dict[str, Any]] = {}
-        prefix = key + "/" if key else ""
+        names: list[str] = []
         try:
-            async for info in ls_async(f"s3://{bucket}/{prefix}", settings=self.settings):
-                assert isinstance(info, ObjectInfo)
-                if not info.key.endswith("/"):
-                    found[f"{bucket}/{info.key}"] = _listed(bucket, info)
+            async for objects in self._listing(bucket, key + "/" if key else ""):
+                for info in objects:
+                    if info.key.endswith("/"):
+                        continue  # a directory marker: prefixes are the directories here
+                    if entries:
+                        found[f"{bucket}/{info.key}"] = _listed(bucket, info)
+                    else:
+                        names.append(f"{bucket}/{info.key}")
         except Exception as exc:
             raise _os_error(exc, path) from None
         if withdirs:
-            for name in list(found):
-                parent = name.rpartition("/")[0]
-                while len(parent) > len(path) and parent not in found:
-                    found[parent] = _directory(parent)
-                    parent = parent.rpartition("/")[0]
-            if found and key:
-                found[path] = _directory(path)
-        if not found and key:
+            self._add_directories(found, path, key)
+        if not found and not names and key:  # the path may name one object
             try:
                 itself = await self._info(path)
             except FileNotFoundError:
                 itself = {"type": "absent"}
             if itself["type"] == "file":
-                found[path] = itself
-        seen, listed = _SEEN.get(), _LISTED.get()
+                found[path], names = itself, [path]
+        if not entries:
+            return names
         if seen is not None and listed is not None:
             seen.update(found)
             listed.add(path)
-        names = sorted(found)
-        return {name: found[name] for name in names} if detail else names
+        ordered = sorted(found)
+        return {name: found[name] for name in ordered} if detail else ordered
+
+    def _listing(self, bucket: str, prefix: str) -> Any:
+        """The pages of objects under a prefix, key ranges in parallel, on this loop's storage."""
+        from s3bulk._sources.listing import list_prefix
+
+        return list_prefix(self._storage(), bucket, prefix, concurrency=16, auto=True)
+
+    @staticmethod
+    def _add_directories(found: dict[str, dict[str, Any]], path: str, key: str) -> None:
+        """The prefixes between `path` and each object, as fsspec's directories."""
+        for name in list(found):
+            parent = name.rpartition("/")[0]
+            while len(parent) > len(path) and parent not in found:
+                found[parent] = _directory(parent)
+                parent = parent.rpartition("/")[0]
+        if found and key:
+            found[path] = _directory(path)
 
     # ---- one object -----------------------------------------------------------------------------
     async def _cat_file(
@@ -321,6 +340,55 @@ class S3BulkFileSystem(AsyncFileSystem):
             return await storage.get_range(bucket, key, start, end)
         except Exception as exc:
             raise _os_error(exc, path) from None
+
+    async def _cat_ranges(
+        self,
+        paths: list[str],
+        starts: Any,
+        ends: Any,
+        max_gap: int | None = None,
+        batch_size: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Byte ranges of many objects, all in flight together; ranges of one object that lie
+        within `max_gap` bytes of each other (64 KiB by default) are fetched as one GET of at
+        most 8 MiB and cut apart here."""
+        count = len(paths)
+        starts = list(starts) if isinstance(starts, list | tuple) else [starts] * count
+        ends = list(ends) if isinstance(ends, list | tuple) else [ends] * count
+        if len(starts) != count or len(ends) != count:
+            raise ValueError("cat_ranges: paths, starts and ends differ in length")
+        plain = [
+            each
+            for each in range(count)
+            if isinstance(starts[each], int) and isinstance(ends[each], int) and starts[each] >= 0
+        ]
+        blocks = _merged([self._strip_protocol(paths[each]) for each in plain], plain, starts, ends, max_gap)
+        fetched = await asyncio.gather(
+            *(self._cat_file(path, start=start, end=end) for path, start, end, _ in blocks),
+            return_exceptions=True,
+        )
+        out: list[Any] = [None] * count
+        for (_, start, _, members), data in zip(blocks, fetched, strict=True):
+            for each in members:
+                out[each] = (
+                    data
+                    if isinstance(data, BaseException)
+                    else data[starts[each] - start : ends[each] - start]
+                )
+        rest = [each for each in range(count) if each not in set(plain)]
+        single = await asyncio.gather(
+            *(self._cat_file(paths[each], start=starts[each], end=ends[each]) for each in rest),
+            return_exceptions=True,
+        )
+        for each, data in zip(rest, single, strict=True):
+            out[each] = data
+        if on_error != "return":
+            failed = next((each for each in out if isinstance(each, BaseException)), None)
+            if failed is not None:
+                raise failed
+        return out
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         path = self._strip_protocol(path)
@@ -431,9 +499,8 @@ class S3BulkFileSystem(AsyncFileSystem):
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
         """s3bulk's reader (a read somewhere new fetches `block_size` bytes, 8 MiB by default)
-        or writer (parts of `block_size` bytes as they fill)."""
-        from s3bulk._api.objects import open as open_object
-
+        or writer (parts of `block_size` bytes as they fill), on one store per filesystem: a
+        dataset of 200 files opens 200 readers, not 200 connection pools."""
         path = self._strip_protocol(path)
         if "x" in mode:
             if self.exists(path):
@@ -441,11 +508,20 @@ class S3BulkFileSystem(AsyncFileSystem):
             mode = mode.replace("x", "w")
         if mode not in ("rb", "wb"):
             raise ValueError(f"mode {mode!r}: s3bulk opens objects 'rb', 'wb' or 'xb'")
-        if mode == "rb" and not self.isfile(path):
-            raise FileNotFoundError(2, "no such object", path)
-        return open_object(
-            self._url(path), mode, buffer_size=block_size or 8 * 1024 * 1024, settings=self.settings
-        )
+        bucket, key = _split(path)
+        size = block_size or 8 * 1024 * 1024
+        if mode == "wb":
+            return self._files.open_writer(bucket, key, NO_ATTRIBUTES, buffer_size=size)
+        try:
+            return self._files.open_reader(bucket, key, buffer_size=size)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "no such object", path) from None
+
+    @functools.cached_property
+    def _files(self) -> Storage:
+        """The storage files are opened on (their readers and writers are obstore's, which run
+        on its own threads, whatever the calling thread)."""
+        return Storage(self.settings)
 
     def ukey(self, path: str) -> str:
         return str(self.info(path).get("ETag", ""))
@@ -633,6 +709,26 @@ class S3BulkFileSystem(AsyncFileSystem):
                 await self._put_file(source, destination)
         finally:
             _PENDING.reset(token)
+
+
+def _merged(
+    paths: list[str], members: list[int], starts: list[int], ends: list[int], max_gap: int | None
+) -> list[tuple[str, int, int, list[int]]]:
+    """(path, start, end, the ranges it holds) blocks covering every range given, ranges of one
+    object within `max_gap` bytes of each other merged, no block over 8 MiB."""
+    gap = 64 * 1024 if max_gap is None else max_gap
+    order = sorted(range(len(members)), key=lambda at: (paths[at], starts[members[at]]))
+    blocks: list[tuple[str, int, int, list[int]]] = []
+    for at in order:
+        each = members[at]
+        start, end = starts[each], max(ends[each], starts[each])
+        if blocks:
+            path, first, last, held = blocks[-1]
+            if path == paths[at] and start <= last + gap and max(last, end) - first <= 8 * 1024 * 1024:
+                blocks[-1] = (path, first, max(last, end), [*held, each])
+                continue
+        blocks.append((paths[at], start, end, [each]))
+    return blocks
 
 
 def _quoted(place: str) -> str:

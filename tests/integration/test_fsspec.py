@@ -167,3 +167,26 @@ def test_mv_deletes_each_source_only_once_its_copy_is_there_and_progress_counts_
     fs.get(f"{bucket}/dst", f"{tmp_path}/", recursive=True, callback=seen)
     assert seen.size == 30 and seen.updates and seen.updates[-1] == 30
     assert (tmp_path / "dst/k029").read_bytes() == bytes([29]) * 29
+
+
+def _gets(fs: S3BulkFileSystem) -> int:
+    """GETs this filesystem's own storages sent (one per event loop)."""
+    return sum(storage.meter.requests.get("GET", 0) for storage in fs._storages.values())
+
+
+def test_cat_ranges_of_one_object_close_together_are_one_get(fs: S3BulkFileSystem, minio: Endpoint) -> None:
+    bucket = new_bucket(minio)
+    data = os.urandom(3 * 1024 * 1024)
+    fs.pipe({f"{bucket}/blob": data, f"{bucket}/other": b"0123456789"})
+    starts = [0, 1000, 5000, 2 * 1024 * 1024, 0]
+    ends = [100, 1200, 5100, 2 * 1024 * 1024 + 10, 4]
+    paths = [f"{bucket}/blob"] * 4 + [f"{bucket}/other"]
+    before = _gets(fs)
+
+    got = fs.cat_ranges(paths, starts, ends)
+
+    assert got[:4] == [data[s:e] for s, e in zip(starts[:4], ends[:4], strict=True)] and got[4] == b"0123"
+    assert _gets(fs) - before == 3  # bytes 0-5100 as one GET, the range 2 MiB in, the other object
+    assert isinstance(fs.cat_ranges([f"{bucket}/none"], [0], [1])[0], FileNotFoundError)
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges([f"{bucket}/none"], [0], [1], on_error="raise")
