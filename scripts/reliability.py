@@ -320,7 +320,11 @@ def main() -> int:
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]
     for round_ in range(args.rounds):
-        codes.append(run_pytest(["tests/integration/test_faults.py::test_faults_lose_nothing"], env, junits[round_ + 1]))
+        codes.append(
+            run_pytest(
+                ["tests/integration/test_faults.py::test_faults_lose_nothing"], env, junits[round_ + 1]
+            )
+        )
     records = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
     records.sort(key=lambda record: (not record["scenario"].startswith("network"), record["scenario"]))
     args.output.write_text(render(records, outcomes(junits), args.rounds, args.trials))
