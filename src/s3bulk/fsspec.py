@@ -41,6 +41,7 @@ from s3bulk._stores.storage import Storage
 
 PROTOCOLS = ("s3bulk", "s3", "s3a")
 DELETE_BATCH = 1000
+JOB_FROM = 16  # pairs: fewer are moved one by one, side by side, without a job's fixed cost
 
 # During a bulk call: the (source, destination) pairs fsspec's own rules hand to the one-object
 # methods, collected to run as one job instead of one request each.
@@ -662,9 +663,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         if not pairs:
             return
         callback.set_size(len(pairs))
-        if len(pairs) == 1 and not delete_sources:
-            await self._one(*pairs[0])
-            callback.relative_update(1)
+        if len(pairs) < JOB_FROM:
+            await self._each(pairs, callback, delete_sources)
             return
 
         def progress(report: Report) -> None:
@@ -697,6 +697,21 @@ class S3BulkFileSystem(AsyncFileSystem):
             raise kind(
                 2 if missing else 5, f"{len(report.failures)} failed; first: {first.reason}", first.source
             )
+
+    async def _each(self, pairs: list[tuple[str, str]], callback: Any, delete_sources: bool) -> None:
+        """A few pairs side by side, each on its own (for them a job's fixed cost, its plan and
+        checks, is more than it saves); a source is deleted only once its own copy succeeded."""
+
+        async def one(source: str, destination: str) -> None:
+            await self._one(source, destination)
+            if delete_sources:
+                await self._rm_file(source)
+            callback.relative_update(1)
+
+        done = await asyncio.gather(*(one(*pair) for pair in pairs), return_exceptions=True)
+        failed = next((each for each in done if isinstance(each, BaseException)), None)
+        if failed is not None:
+            raise failed
 
     async def _one(self, source: str, destination: str) -> None:
         token = _PENDING.set(None)

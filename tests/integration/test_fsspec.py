@@ -87,10 +87,8 @@ def test_a_prefix_is_fetched_as_one_tree_job_not_a_request_per_object(
     fs: S3BulkFileSystem, minio: Endpoint, tmp_path: Path
 ) -> None:
     bucket = new_bucket(minio)
-    client = minio.client()
     written = {f"p/d{i % 3}/k{i}": os.urandom(i * 7) for i in range(60)}
-    for key, data in written.items():
-        client.put_object(Bucket=bucket, Key=key, Body=data)
+    fs.pipe({f"{bucket}/{key}": data for key, data in written.items()})
 
     fs.get(f"s3bulk://{bucket}/p", f"{tmp_path}/", recursive=True)
 
