@@ -378,7 +378,8 @@ class S3BulkFileSystem(AsyncFileSystem):
                     if isinstance(data, BaseException)
                     else data[starts[each] - start : ends[each] - start]
                 )
-        rest = [each for each in range(count) if each not in set(plain)]
+        merged = set(plain)
+        rest = [each for each in range(count) if each not in merged]
         single = await asyncio.gather(
             *(self._cat_file(paths[each], start=starts[each], end=ends[each]) for each in rest),
             return_exceptions=True,
