@@ -8,6 +8,8 @@ command and the API against a local MinIO, and, per install, what its extras all
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -49,6 +51,13 @@ def main(kind: str) -> None:
         if kind == "core":
             refused = run(env, "gather", "s3://smoke/x.h5", "-d", "ws", "-s", ":,1", "-o", "x.npy")
             assert refused.returncode == 2 and "pip install 's3bulk[arrays]'" in refused.stderr
+            if importlib.util.find_spec("fsspec") is None:  # s3bulk.fsspec names its extra
+                try:
+                    importlib.import_module("s3bulk.fsspec")
+                except s3bulk.UsageError as error:
+                    assert "pip install 's3bulk[fsspec]'" in str(error), error
+                else:
+                    raise AssertionError("s3bulk.fsspec imported without fsspec installed")
         else:
             import h5py
             import numpy as np
@@ -60,6 +69,11 @@ def main(kind: str) -> None:
             gathered = run(env, "gather", "s3://smoke/grid.h5", "-d", "ws", "-s", ":,3", "-o", "col.npy")
             assert gathered.returncode == 0
             assert np.load("col.npy").ravel().tolist() == grid[:, 3].tolist()
+            import fsspec
+
+            fs = fsspec.filesystem("s3bulk")  # found by the installed wheel's entry point
+            assert len(fs.find("smoke/up")) == 50
+            assert fs.cat("smoke/up/f07.txt") == (up / "f07.txt").read_bytes()
     print(f"install smoke ({kind}): ok")
 
 
