@@ -27,7 +27,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError, require_extra
 
 try:
-    from fsspec.asyn import AsyncFileSystem, sync
+    from fsspec.asyn import AsyncFileSystem, _run_coros_in_chunks, sync
     from fsspec.callbacks import DEFAULT_CALLBACK
 except ImportError:  # the extra is not installed: one line saying which to install
     require_extra("fsspec", "s3bulk.fsspec")
@@ -352,8 +352,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         on_error: str = "return",
         **kwargs: Any,
     ) -> list[Any]:
-        """Byte ranges of many objects, all in flight together; ranges of one object that lie
-        within `max_gap` bytes of each other (64 KiB by default) are fetched as one GET of at
+        """Byte ranges of many objects, `batch_size` in flight at once; ranges of one object that
+        lie within `max_gap` bytes of each other (64 KiB by default) are fetched as one GET of at
         most 8 MiB and cut apart here."""
         count = len(paths)
         starts = list(starts) if isinstance(starts, list | tuple) else [starts] * count
@@ -366,8 +366,11 @@ class S3BulkFileSystem(AsyncFileSystem):
             if isinstance(starts[each], int) and isinstance(ends[each], int) and starts[each] >= 0
         ]
         blocks = _merged([self._strip_protocol(paths[each]) for each in plain], plain, starts, ends, max_gap)
-        fetched = await asyncio.gather(
-            *(self._cat_file(path, start=start, end=end) for path, start, end, _ in blocks),
+        batch = batch_size or self.batch_size  # in flight at once: memory bounded by it, not the count
+        fetched = await _run_coros_in_chunks(
+            [self._cat_file(path, start=start, end=end) for path, start, end, _ in blocks],
+            batch_size=batch,
+            nofiles=True,
             return_exceptions=True,
         )
         out: list[Any] = [None] * count
@@ -380,8 +383,10 @@ class S3BulkFileSystem(AsyncFileSystem):
                 )
         merged = set(plain)
         rest = [each for each in range(count) if each not in merged]
-        single = await asyncio.gather(
-            *(self._cat_file(paths[each], start=starts[each], end=ends[each]) for each in rest),
+        single = await _run_coros_in_chunks(
+            [self._cat_file(paths[each], start=starts[each], end=ends[each]) for each in rest],
+            batch_size=batch,
+            nofiles=True,
             return_exceptions=True,
         )
         for each, data in zip(rest, single, strict=True):
