@@ -35,6 +35,7 @@ except ImportError:  # the extra is not installed: one line saying which to inst
 
 from s3bulk._report import Report
 from s3bulk._stores.attributes import NO_ATTRIBUTES
+from s3bulk._stores.retry import Retrier, RetryPolicy
 from s3bulk._stores.routes import Parts
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
@@ -167,7 +168,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         loop = id(asyncio.get_running_loop())
         storage = self._storages.get(loop)
         if storage is None:
-            storage = self._storages[loop] = Storage(self.settings, connections=64)
+            retry = Retrier(RetryPolicy(max_attempts=self.settings.max_attempts))  # AWS_MAX_ATTEMPTS
+            storage = self._storages[loop] = Storage(self.settings, connections=64, retry=retry)
         return storage
 
     @classmethod
@@ -236,17 +238,14 @@ class S3BulkFileSystem(AsyncFileSystem):
         if not bucket:
             buckets = [_directory(each.name) for each in await storage.list_buckets()]
             return buckets if detail else [each["name"] for each in buckets]
+        from s3bulk._sources.listing import list_sequential
+
         prefix = key + "/" if key else ""
         entries: list[dict[str, Any]] = []
-        token: str | None = None
-        try:
-            while True:
-                page = await storage.list_objects_v2(bucket, prefix, continuation_token=token, delimiter="/")
+        try:  # the project's paginator: a token that repeats, or a page that fails, raises
+            async for page in list_sequential(storage, bucket, prefix, delimiter="/"):
                 entries += [_directory(f"{bucket}/{each.rstrip('/')}") for each in page.common_prefixes]
                 entries += [_listed(bucket, each) for each in page.objects if each.key != prefix]
-                if not page.is_truncated or not page.next_token:
-                    break
-                token = page.next_token
         except Exception as exc:
             raise _os_error(exc, path) from None
         if not entries:

@@ -11,9 +11,11 @@ from pathlib import Path
 import fsspec
 import fsspec.tests.abstract as abstract
 import pytest
-from conftest import Endpoint, new_bucket
+from conftest import Endpoint, Hostile, new_bucket
+from test_hostile import _listed_tree
 
 from s3bulk.fsspec import S3BulkFileSystem
+from s3bulk.testing.hostile import ErrorIn200, RepeatToken, continued
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +190,31 @@ def test_cat_ranges_of_one_object_close_together_are_one_get(fs: S3BulkFileSyste
     assert isinstance(fs.cat_ranges([f"{bucket}/none"], [0], [1])[0], FileNotFoundError)
     with pytest.raises(FileNotFoundError):
         fs.cat_ranges([f"{bucket}/none"], [0], [1], on_error="raise")
+
+
+def test_a_listing_whose_token_comes_round_again_is_an_error_not_a_short_ls(
+    hostile: Hostile,
+    minio: Endpoint,
+    aws_env: dict[str, str],
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ls`, `walk` and `isdir` read one level page by page: a token that comes round again (the
+    same page forever) stops the listing with an error, as s3bulk ls does, and a page that fails
+    is an error after the attempts the AWS config allows, not a shorter directory."""
+    _listed_tree(minio, bucket, tmp_path)  # 1,100 objects under p/: two pages
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # a fault that lasts fails in seconds, not a minute
+    fs = S3BulkFileSystem(endpoint_url=hostile.server.endpoint, skip_instance_cache=True)
+    hostile.misbehave(RepeatToken(), operation="ListObjectsV2", bucket=bucket, when=continued)
+    with pytest.raises(OSError, match="continuation token it had given before"):
+        fs.ls(f"{bucket}/p", detail=False)
+    hostile.server.reset()
+    hostile.misbehave(ErrorIn200(), operation="ListObjectsV2", bucket=bucket, when=continued)
+    with pytest.raises(OSError, match="InternalError"):
+        fs.ls(f"{bucket}/p", detail=False)
+    # page one, then page two tried by AWS_MAX_ATTEMPTS as every s3bulk listing is: twice the
+    # attempts for a listing's page (`with_retries`), so 2 x 2 (the default 6 would make 12)
+    assert hostile.server.log.count("ListObjectsV2") == 1 + 2 * 2
+    hostile.server.reset()
+    assert len(fs.ls(f"{bucket}/p", detail=False)) == 1100
