@@ -60,7 +60,6 @@ class SyncSpec(TransferSpec):
         ),
     )
     max_delete: int | None = None  # --delete: stop the job before deleting more than this
-
     exact_timestamps: bool = field(
         default=False,
         metadata=option(
@@ -214,6 +213,7 @@ class SyncJob:
         problems: list[Failure] = []
         unchanged = 0
         unlisted = self.sides.unlisted
+        exact = self.exact_timestamps
         for source, destination in chunk:
             if source is None:
                 assert destination is not None
@@ -228,7 +228,7 @@ class SyncJob:
                 )
                 problems.append(Failure(path, "", why, skipped=not source.refused))
                 continue
-            decision = decide(source, destination, self.mode, self.sides.local_side, self.exact_timestamps)
+            decision = decide(source, destination, self.mode, self.sides.local_side, exact)
             if decision == "same":
                 unchanged += 1
                 continue

@@ -168,9 +168,7 @@ class TransferOptions:
     part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
-    keep_part_layout: bool = (
-        False  # sync --checksum: copies of multipart objects keep their parts (same ETag)
-    )
+    keep_part_layout: bool = False  # sync --checksum: multipart copies keep their parts (same ETag)
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
 
 
