@@ -43,6 +43,7 @@ from s3bulk._stores.storage import Storage
 PROTOCOLS = ("s3bulk", "s3", "s3a")
 DELETE_BATCH = 1000
 JOB_FROM = 16  # pairs: fewer are moved one by one, side by side, without a job's fixed cost
+LISTINGS_CACHE = ("use_listings_cache", "listings_expiry_time", "max_paths")  # fsspec's DirCache
 
 # During a bulk call: the (source, destination) pairs fsspec's own rules hand to the one-object
 # methods, collected to run as one job instead of one request each.
@@ -157,7 +158,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         batch_size: int | None = None,
         **storage_options: Any,
     ) -> None:
-        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size)
+        cache = {name: storage_options.pop(name) for name in LISTINGS_CACHE if name in storage_options}
+        super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size, **cache)
         self.settings = settings or settings_from(storage_options)
         self._storages: dict[int, Storage] = {}
         self.last_report: Report | None = None  # the last bulk call's job: counts, requests, failures
@@ -202,6 +204,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         bucket, key = _split(path)
         if not bucket:
             return _directory("")
+        known = self._known(path)
+        if known is not None:
+            return known
         storage = self._storage()
         if not key:
             try:
@@ -240,18 +245,22 @@ class S3BulkFileSystem(AsyncFileSystem):
             return buckets if detail else [each["name"] for each in buckets]
         from s3bulk._sources.listing import list_sequential
 
-        prefix = key + "/" if key else ""
-        entries: list[dict[str, Any]] = []
-        try:  # the project's paginator: a token that repeats, or a page that fails, raises
-            async for page in list_sequential(storage, bucket, prefix, delimiter="/"):
-                entries += [_directory(f"{bucket}/{each.rstrip('/')}") for each in page.common_prefixes]
-                entries += [_listed(bucket, each) for each in page.objects if each.key != prefix]
-        except Exception as exc:
-            raise _os_error(exc, path) from None
+        entries: list[dict[str, Any]] | None = None if kwargs.get("refresh") else self.dircache.get(path)
+        if entries is None:
+            entries = []
+            prefix = key + "/" if key else ""
+            try:  # the project's paginator: a token that repeats, or a page that fails, raises
+                async for page in list_sequential(storage, bucket, prefix, delimiter="/"):
+                    entries += [_directory(f"{bucket}/{each.rstrip('/')}") for each in page.common_prefixes]
+                    entries += [_listed(bucket, each) for each in page.objects if each.key != prefix]
+            except Exception as exc:
+                raise _os_error(exc, path) from None
+            entries.sort(key=lambda entry: entry["name"])
+            if entries:
+                self.dircache[path] = entries
         if not entries:
             info = await self._info(path)  # a file lists as itself; nothing there raises
             entries = [info] if info["type"] == "file" else []
-        entries.sort(key=lambda entry: entry["name"])
         return entries if detail else [entry["name"] for entry in entries]
 
     async def _find(
@@ -288,6 +297,8 @@ class S3BulkFileSystem(AsyncFileSystem):
             raise _os_error(exc, path) from None
         if withdirs:
             self._add_directories(found, path, key)
+        if entries and found:
+            self._keep_listings(found, path)
         if not found and not names and key:  # the path may name one object
             try:
                 itself = await self._info(path)
@@ -308,6 +319,45 @@ class S3BulkFileSystem(AsyncFileSystem):
         from s3bulk._sources.listing import list_prefix
 
         return list_prefix(self._storage(), bucket, prefix, concurrency=16, auto=True)
+
+    def _keep_listings(self, found: dict[str, dict[str, Any]], path: str) -> None:
+        """What a whole listing under `path` found, kept as fsspec's listings of each directory
+        in it (its files and subdirectories), as s3fs keeps them: the `info`, `isfile` and `open`
+        of each file that follow (a pyarrow dataset's, say) then cost no request."""
+        levels: dict[str, dict[str, dict[str, Any]]] = {}
+        for name, entry in found.items():
+            child, parent = name, name.rpartition("/")[0]
+            while len(parent) >= len(path) and child != path:
+                kept = levels.setdefault(parent, {})
+                if child in kept:
+                    break
+                kept[child] = entry if child == name else _directory(child)
+                child, parent = parent, parent.rpartition("/")[0]
+        for parent, children in levels.items():
+            self.dircache[parent] = sorted(children.values(), key=lambda entry: entry["name"])
+
+    def _known(self, path: str) -> dict[str, Any] | None:
+        """`path`'s entry in a kept listing: None when no kept listing says; FileNotFoundError
+        when its directory's says it is not there."""
+        if path in self.dircache:
+            return _directory(path)
+        found = self._ls_from_cache(path)
+        return found[0] if found else None
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        """Forget kept listings: all of them, or those at, above and under `path` (every write
+        and delete through this filesystem calls it for what it changed)."""
+        if path is None:
+            self.dircache.clear()
+        else:
+            path = self._strip_protocol(path)
+            for name in [each for each in self.dircache if each.startswith(path + "/")]:
+                self.dircache.pop(name, None)
+            above = path
+            while above:
+                self.dircache.pop(above, None)
+                above = self._parent(above)
+        super().invalidate_cache(path)
 
     @staticmethod
     def _add_directories(found: dict[str, dict[str, Any]], path: str, key: str) -> None:
@@ -405,6 +455,8 @@ class S3BulkFileSystem(AsyncFileSystem):
             await self._storage().put_bytes(bucket, key, bytes(value))
         except Exception as exc:
             raise _os_error(exc, path) from None
+        finally:
+            self._forget([path])
 
     async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", **kwargs: Any) -> None:
         if os.path.isdir(lpath):
@@ -421,6 +473,8 @@ class S3BulkFileSystem(AsyncFileSystem):
             await self._storage().upload(lpath, bucket, key, NO_ATTRIBUTES, Parts())
         except Exception as exc:
             raise _os_error(exc, rpath) from None
+        finally:
+            self._forget([rpath])
 
     async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
         rpath = self._strip_protocol(rpath)
@@ -454,6 +508,8 @@ class S3BulkFileSystem(AsyncFileSystem):
             )
         except Exception as exc:
             raise _os_error(exc, path1) from None
+        finally:
+            self._forget([path2])
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         await self._rm([path])
@@ -475,7 +531,10 @@ class S3BulkFileSystem(AsyncFileSystem):
             for bucket, keys in by_bucket.items()
             for start in range(0, len(keys), DELETE_BATCH)
         ]
-        results = await asyncio.gather(*(storage.delete_many(bucket, keys) for bucket, keys in batches))
+        try:
+            results = await asyncio.gather(*(storage.delete_many(bucket, keys) for bucket, keys in batches))
+        finally:
+            self._forget(names)
         for (bucket, _), failed in zip(batches, results, strict=True):
             for key, why in failed.items():
                 raise OSError(5, f"not deleted: {why}", f"{bucket}/{key}")
@@ -498,6 +557,7 @@ class S3BulkFileSystem(AsyncFileSystem):
         bucket, key = _split(self._strip_protocol(path))
         if bucket and not key:
             await self._storage().remove_bucket(bucket)
+            self.invalidate_cache(bucket)
 
     async def _touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
         if truncate or not await self._exists(path):
@@ -517,8 +577,18 @@ class S3BulkFileSystem(AsyncFileSystem):
         bucket, key = _split(path)
         size = block_size or 8 * 1024 * 1024
         if mode == "wb":
-            return self._files.open_writer(bucket, key, NO_ATTRIBUTES, buffer_size=size)
+            self.invalidate_cache(path)
+            return self._files.open_writer(
+                bucket, key, NO_ATTRIBUTES, buffer_size=size, on_close=lambda: self.invalidate_cache(path)
+            )
+        known = self._known(path)
+        if known is not None and known["type"] == "directory":
+            raise IsADirectoryError(21, "a prefix, not an object", path)
         try:
+            if known is not None:  # listed already: no HEAD for its size and ETag
+                return self._files.open_reader(
+                    bucket, key, buffer_size=size, size=known["size"], etag=known.get("ETag", "")
+                )
             return self._files.open_reader(bucket, key, buffer_size=size)
         except FileNotFoundError:
             raise FileNotFoundError(2, "no such object", path) from None
@@ -663,10 +733,34 @@ class S3BulkFileSystem(AsyncFileSystem):
         """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` (or
         `mv`) moves it, any other set as `s3bulk run`'s lines (one per pair). `callback` hears
         of objects as the job finishes them, not as fsspec hands them over."""
-        from s3bulk._api.base import run_async
 
         if not pairs:
             return
+        try:
+            await self._run(pairs, tree, callback, delete_sources)
+        finally:  # what changed, even in part, is listed afresh next time
+            changed = [destination for _, destination in pairs]
+            changed += [source for source, _ in pairs] if delete_sources else []
+            changed += [tree[1], *([tree[0]] if delete_sources else [])] if tree else []
+            self._forget([each for each in changed if each.startswith("s3://")])
+
+    def _forget(self, paths: list[str]) -> None:
+        """Drop the kept listings of the directories that hold `paths`, and of those under a path
+        that ends in '/' (a tree's root), at a lookup per directory, not a scan per object."""
+        for root in paths:
+            if root.endswith("/"):
+                self.invalidate_cache(root)
+        above = {self._parent(self._strip_protocol(path)) for path in paths}
+        while above:
+            for path in above:
+                self.dircache.pop(path, None)
+            above = {self._parent(path) for path in above if path} - {""}
+
+    async def _run(
+        self, pairs: list[tuple[str, str]], tree: tuple[str, str] | None, callback: Any, delete_sources: bool
+    ) -> None:
+        from s3bulk._api.base import run_async
+
         callback.set_size(len(pairs))
         if len(pairs) < JOB_FROM:
             await self._each(pairs, callback, delete_sources)

@@ -7,9 +7,10 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
+import errno
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -173,9 +174,10 @@ class ObjectWriter(io.RawIOBase):
     `flush` sends nothing early (a part flushed short would be refused, and the object is whole
     only on close); leaving a `with` block by an exception aborts the upload, as obstore's does."""
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: Any, on_close: Callable[[], None] | None = None) -> None:
         self._writer = writer
         self._written = 0
+        self._on_close = on_close
 
     def writable(self) -> bool:
         return True
@@ -195,7 +197,10 @@ class ObjectWriter(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            self._writer.close()
+            try:
+                self._writer.close()
+            finally:
+                self._closed_now()
         super().close()
 
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
@@ -203,7 +208,15 @@ class ObjectWriter(io.RawIOBase):
             self.close()
             return
         io.RawIOBase.close(self)  # closed to its user; the upload is left to obstore to abort
-        self._writer.__exit__(kind, value, traceback)
+        try:
+            self._writer.__exit__(kind, value, traceback)
+        finally:
+            self._closed_now()
+
+    def _closed_now(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+            self._on_close = None
 
 
 class ObjectReader(io.RawIOBase):
@@ -211,14 +224,21 @@ class ObjectReader(io.RawIOBase):
     ranged GET; reading on past that block streams the rest of the object in one GET (what
     keeps a far-away service's connection full: one ranged GET after another waits a round trip
     for each, and measured 2-3x slower at 20 ms RTT, bench/bench_open.py); a seek elsewhere drops
-    the stream. Every GET asks for the ETag the object had when opened, so an object replaced
-    midway fails the read instead of splicing two versions."""
+    the stream. An object no bigger than a block is fetched whole by its first read (a Parquet
+    reader's footer, then its columns: one GET, not two). Every GET asks for the ETag the object
+    had when opened, so an object replaced midway fails the read instead of splicing two
+    versions. Size and ETag already known (from a listing) save the HEAD that asks for them."""
 
-    def __init__(self, store: Any, key: str, *, block: int) -> None:
-        meta = obstore.head(store, key)
-        self.size: int = int(meta["size"])
-        self._etag = meta.get("e_tag") or ""
+    def __init__(
+        self, store: Any, key: str, *, block: int, size: int | None = None, etag: str = "", url: str = ""
+    ) -> None:
+        if size is None:
+            meta = obstore.head(store, key)
+            size, etag = int(meta["size"]), meta.get("e_tag") or ""
+        self.size: int = size
+        self._etag = etag if not etag or etag.startswith(('"', "W/")) else f'"{etag}"'
         self._store, self._key, self._block = store, key, max(1, block)
+        self._url = url or key  # what errors name
         self._held = memoryview(b"")  # bytes fetched, starting at `_held_at`
         self._held_at = 0
         self._stream: Iterator[Any] | None = None  # the rest of the object, from `_next` on
@@ -226,10 +246,24 @@ class ObjectReader(io.RawIOBase):
         self._position = 0
 
     def _get(self, byte_range: Any) -> Any:
+        from obstore.exceptions import NotFoundError, PreconditionError
+
         options: dict[str, Any] = {"range": byte_range}
         if self._etag:
             options["if_match"] = self._etag
-        return obstore.get(self._store, self._key, options=options)  # type: ignore[arg-type]
+        try:
+            return obstore.get(self._store, self._key, options=options)  # type: ignore[arg-type]
+        except PreconditionError:
+            raise OSError(
+                errno.ESTALE,
+                f"changed since it was opened or listed (its ETag is no longer {self._etag}): "
+                "open it again, after a fresh listing",
+                self._url,
+            ) from None
+        except NotFoundError:
+            raise FileNotFoundError(
+                errno.ENOENT, "deleted since it was opened or listed", self._url
+            ) from None
 
     def _fill(self) -> None:
         """Fetch what holds `_position`."""
@@ -241,6 +275,8 @@ class ObjectReader(io.RawIOBase):
             data = next(self._stream, None)
         if data is None:  # somewhere new (or a stream that ended early): one block
             self._stream = None
+            if self.size <= self._block:
+                position = 0  # the whole object, in one GET
             data = self._get((position, min(self.size, position + self._block))).bytes()
         self._held, self._held_at = memoryview(data), position
         self._next = position + len(self._held)
@@ -257,7 +293,7 @@ class ObjectReader(io.RawIOBase):
         offset = self._position - self._held_at
         if not 0 <= offset < len(self._held):
             self._fill()
-            offset = 0
+            offset = self._position - self._held_at
         view = memoryview(buffer).cast("B")
         count = min(len(view), len(self._held) - offset)
         view[:count] = self._held[offset : offset + count]
@@ -271,7 +307,7 @@ class ObjectReader(io.RawIOBase):
             offset = self._position - self._held_at
             if not 0 <= offset < len(self._held):
                 self._fill()
-                offset = 0
+                offset = self._position - self._held_at
             pieces.append(bytes(self._held[offset:]))
             self._position += len(pieces[-1])
         return b"".join(pieces)

@@ -308,16 +308,30 @@ class Storage:
         )
 
     # ---- file-like access (sync: obstore's buffered reader and writer) ---------------------------
-    def open_reader(self, bucket: str, key: str, *, buffer_size: int) -> Any:
+    def open_reader(
+        self, bucket: str, key: str, *, buffer_size: int, size: int | None = None, etag: str = ""
+    ) -> Any:
         """A file-like reader (read, readinto, seek, tell): `buffer_size` bytes for a read
-        somewhere new, the rest of the object streamed when reading goes on (`ObjectReader`)."""
+        somewhere new, the rest of the object streamed when reading goes on (`ObjectReader`);
+        `size` and `etag` known already spare it a HEAD."""
         _need_addressable(key)
-        reader = ObjectReader(self._store(f"s3://{bucket}"), key, block=buffer_size)
+        store = self._store(f"s3://{bucket}")
+        url = f"s3://{bucket}/{key}"
+        reader = ObjectReader(store, key, block=buffer_size, size=size, etag=etag, url=url)
         return io.BufferedReader(reader, buffer_size)
 
-    def open_writer(self, bucket: str, key: str, attributes: Attributes, *, buffer_size: int) -> Any:
+    def open_writer(
+        self,
+        bucket: str,
+        key: str,
+        attributes: Attributes,
+        *,
+        buffer_size: int,
+        on_close: Callable[[], None] | None = None,
+    ) -> Any:
         """A file-like writer that uploads `buffer_size` parts as they fill (multipart above one
-        part) and completes on close; leaving its `with` block by an exception aborts it."""
+        part) and completes on close (then calls `on_close`); leaving its `with` block by an
+        exception aborts it."""
         _need_addressable(key)
         if dataclasses.replace(attributes, tags=()).needs_signed_client:  # obstore's writer takes tags
             raise UsageError(
@@ -331,7 +345,8 @@ class Storage:
                 attributes=attributes.obstore(),
                 tags=dict(attributes.tags) or None,
                 buffer_size=buffer_size,
-            )
+            ),
+            on_close=on_close,
         )
 
     # ---- buckets -------------------------------------------------------------------------------
