@@ -3,13 +3,13 @@
     report = s3bulk.copy("s3://src/data/", "s3://dst/data/")
     assert report.ok, report.failures
 
-The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`, `resume`,
-`retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `gather`, `gather_to_file`,
-`doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they
-return and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every
-module is private (`s3bulk._*`), but `s3bulk.testing`: real servers on loopback for users' own
-tests, and `s3bulk.fsspec`: the `s3bulk://` filesystem for fsspec's users. Names load on first
-use (PEP 562), so `import s3bulk` and the CLI start fast.
+The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
+`resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
+`gather`, `gather_to_file`, `doctor` (each with an `_async` twin), `ls` and `ls_async`,
+`list_jobs`; the `Report` they return and its `Failure`s; the errors they raise; `AwsSettings`
+to say where and as whom. Every module is private (`s3bulk._*`), but `s3bulk.testing`: real
+servers on loopback for users' own tests, and `s3bulk.fsspec`: the `s3bulk://` filesystem for
+fsspec's users. Names load on first use (PEP 562), so `import s3bulk` and the CLI start fast.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ _EXPORTS = {
     "verify_vectors_async": "s3bulk._api.vectors",
     "count_vectors": "s3bulk._api.vectors",
     "count_vectors_async": "s3bulk._api.vectors",
+    "export_vectors": "s3bulk._api.vectors",
+    "export_vectors_async": "s3bulk._api.vectors",
     "get": "s3bulk._api.objects",
     "get_async": "s3bulk._api.objects",
     "get_to_file": "s3bulk._api.objects",
@@ -111,6 +113,8 @@ __all__ = [
     "count_vectors_async",
     "doctor",
     "doctor_async",
+    "export_vectors",
+    "export_vectors_async",
     "gather",
     "gather_async",
     "gather_to_file",

@@ -61,6 +61,7 @@ API = {
             "put_vectors",
             "verify_vectors",
             "count_vectors",
+            "export_vectors",
             "gather",
             "gather_to_file",
             "doctor",

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from s3bulk._api.base import Location, Progress, run_spec, sync_twin
 from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.export_vectors import ENGINE as EXPORT
+from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.put_vectors import PutVectorsSpec
 from s3bulk._config import AwsSettings
@@ -116,3 +118,43 @@ async def count_vectors_async(
 
 
 count_vectors = sync_twin(count_vectors_async)
+
+
+async def export_vectors_async(
+    bucket: str,
+    index: str | Iterable[str],
+    destination: Location,
+    *,
+    segments: int = ExportVectorsSpec.segments,
+    part_size: int | str = ExportVectorsSpec.part_size,
+    engine: str = EXPORT.engine,
+    concurrency: int = EXPORT.concurrency,
+    max_attempts: int | None = EXPORT.max_attempts,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Every vector of the indexes (key, float32 data, metadata as JSON text) into Parquet files
+    under `destination` (`INDEX/sSS-NNNNNN.parquet`, about `part_size` of vectors each), each
+    index listed in `segments` ListVectors segments side by side. A killed export resumes from
+    the last file of each segment (`s3bulk.resume`); `vectors put` of the files loads them back."""
+    return await run_spec(
+        ExportVectorsSpec,
+        EXPORT,
+        {
+            "bucket": bucket,
+            "indexes": patterns(index, "index"),
+            "destination": location(destination, "destination"),
+            "segments": segments,
+            "part_size": part_size,
+            "engine": engine,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+        },
+    )
+
+
+export_vectors = sync_twin(export_vectors_async)

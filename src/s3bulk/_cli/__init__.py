@@ -141,6 +141,11 @@ SUBMENU = {
     "vectors put": Entry(
         BEYOND, "Load embeddings at the per-index write limit", "s3bulk vectors put emb/ --bucket v --index i"
     ),
+    "vectors export": Entry(
+        BEYOND,
+        "Export every vector of an index to Parquet, resumable",
+        "s3bulk vectors export out/ --bucket v --index i",
+    ),
     "vectors verify": Entry(
         BEYOND,
         "Fetch a sample back and compare it with the source",

@@ -1,4 +1,5 @@
-"""`s3bulk vectors put|verify|count|create-bucket|create-index`: embeddings into S3 Vectors."""
+"""`s3bulk vectors put|export|verify|count|create-bucket|create-index`: embeddings into S3 Vectors
+and out again."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ from s3bulk._cli.options import (
     RayAddressOption,
     RegionOption,
     WorkersOption,
+    spec_options,
 )
 from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
+from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
@@ -163,6 +166,56 @@ def put_command(
             )
 
     return run_job(start, verb="vectors put", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
+
+
+@app.command("export")
+@guarded
+@spec_options(ExportVectorsSpec)
+def export_command(
+    destination: str | None = typer.Argument(
+        None, help="A new or empty directory: INDEX/sSS-NNNNNN.parquet files go in it."
+    ),
+    bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
+    index: list[str] | None = typer.Option(None, "--index", help="The index (repeat it for several)."),
+    engine: str | None = EngineOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="Parts written at once per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    given: dict[str, Any] | None = None,
+) -> int:
+    """Export keys, data and metadata to Parquet; --resume goes on from each segment's last file."""
+    from s3bulk._api.vectors import export_vectors_async
+
+    start = continuation(
+        "vectors-export",
+        resume,
+        retry_failed,
+        [destination, bucket, " ".join(index or ()) or None],
+        {"engine": engine},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, None, profile, region)
+        assert destination and bucket and index
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return export_vectors_async(
+                bucket,
+                index,
+                destination,
+                **(given or {}),
+                engine=engine or DEFAULT_ENGINE,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors export", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
 
 
 @app.command("verify")

@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError
@@ -32,6 +33,7 @@ DEFAULT_KEY_TEMPLATE = "{file}:{row}"
 # Parquet is read page by page through a buffer of this size. pyarrow's default reads a row
 # group's whole column at once: 4 GB for a million 1024-float vectors, its usual group size.
 PARQUET_READ_BYTES = 1024**2
+EXPORTED_METADATA = b"s3bulk.metadata_json"  # a footer key of `vectors export`'s files
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class EmbeddingSpec:
     key_column: str = "key"  # "": not named, found by `resolve_columns`
     vector_column: str = "vector"  # "": not named, found by `resolve_columns`
     metadata_columns: tuple[str, ...] = ()
+    # Parquet: a column of JSON objects, each a row's whole metadata (what `vectors export`
+    # writes, and says so in the file's footer, where `resolve_columns` finds it)
+    metadata_json_column: str | None = None
     keys_file: str | None = None  # .npy: one key per line, the files' rows in order
     key_template: str | None = None  # set: generate keys ("{file}:{row}"); the key column is unused
     settings: AwsSettings = field(default_factory=AwsSettings)
@@ -174,14 +179,20 @@ def resolve_columns(spec: EmbeddingSpec) -> tuple[EmbeddingSpec, str]:
     schema: the vector column is `vector`, else the one column of lists of numbers; the key
     column is `key`, else `id`. Returns the spec and a note saying what was chosen ("" when
     nothing needed choosing). More than one candidate, or none, is a usage error that says how
-    to name it. Blocking (reads a footer): run it in a thread."""
-    if spec.key_column and spec.vector_column:
-        return spec, ""
+    to name it. A file `vectors export` wrote says which column holds each row's metadata as
+    JSON: it is read as such, unless metadata columns are named. Blocking (reads a footer): run it
+    in a thread."""
     schema = _first_parquet_schema(spec)
     if schema is None:  # JSON Lines fields and .npy files use the plain names
         key, vector = spec.key_column or "key", spec.vector_column or "vector"
         return replace(spec, key_column=key, vector_column=vector), ""
     chosen = []
+    exported = (schema.metadata or {}).get(EXPORTED_METADATA)
+    if exported and not spec.metadata_columns and spec.metadata_json_column is None:
+        spec = replace(spec, metadata_json_column=exported.decode())
+        chosen.append(f"metadata as JSON from column {exported.decode()!r} (as vectors export wrote it)")
+    if spec.key_column and spec.vector_column and not chosen:
+        return spec, ""
     vector = spec.vector_column or _vector_column(schema)
     if not spec.vector_column and vector != "vector":
         chosen.append(f"vectors from column {vector!r}")
@@ -365,6 +376,8 @@ def _parquet_rows(
     handle: IO[bytes], piece: Slice, spec: EmbeddingSpec, chunk_rows: int
 ) -> Iterator[RowChunk]:
     columns = [spec.vector_column, *spec.metadata_columns]
+    if spec.metadata_json_column:
+        columns.append(spec.metadata_json_column)
     keyed = not spec.generated_keys("parquet")
     if keyed:
         columns.insert(0, spec.key_column)
@@ -382,9 +395,15 @@ def _parquet_rows(
             for position, key in enumerate(keys):
                 if not key:
                     problems.setdefault(position, f"key column {spec.key_column!r} is empty")
-        metadata = _metadata_rows(
-            {name: batch.column(name).to_pylist() for name in spec.metadata_columns}, count
-        )
+        if spec.metadata_json_column:
+            texts = batch.column(spec.metadata_json_column).to_pylist()
+            metadata: list[dict[str, Any] | None] | None = [
+                orjson.loads(text) if text else None for text in texts
+            ]
+        else:
+            metadata = _metadata_rows(
+                {name: batch.column(name).to_pylist() for name in spec.metadata_columns}, count
+            )
         yield RowChunk(row, keys, vectors, metadata, problems)
         row += count
 
@@ -450,8 +469,6 @@ def _npy_rows(handle: IO[bytes], piece: Slice, spec: EmbeddingSpec, chunk_rows: 
 
 
 def _jsonl_rows(handle: IO[bytes], piece: Slice, spec: EmbeddingSpec, chunk_rows: int) -> Iterator[RowChunk]:
-    import orjson
-
     keyed = not spec.generated_keys("jsonl")
     row = 0
     pending: list[bytes] = []

@@ -12,6 +12,7 @@ ServiceUnavailable count as throttling, which the caller's token buckets hear of
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import orjson
@@ -20,6 +21,9 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error
 from s3bulk._stores.http import SignedHttp
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
+
+MAX_LIST_RESULTS = 1000  # vectors in one ListVectors page
+MAX_SEGMENTS = 16  # parallel ListVectors segments of one index
 
 
 def vectors_endpoint(settings: AwsSettings) -> str:
@@ -111,6 +115,48 @@ class VectorsClient(SignedHttp):
         }
         vectors: list[dict[str, Any]] = (await self.call("GetVectors", body)).get("vectors", [])
         return vectors
+
+    async def list_pages(
+        self,
+        bucket: str,
+        index: str,
+        *,
+        segments: int = 1,
+        segment: int = 0,
+        token: str | None = None,
+        data: bool = False,
+        metadata: bool = False,
+        page: int = MAX_LIST_RESULTS,
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str | None]]:
+        """One segment of an index's ListVectors, page by page from `token` on: (vectors, the
+        token that goes on after them; None at the end). A token the service gave before in
+        this walk raises: the same page again would loop forever (or count twice)."""
+        seen: set[str] = set()
+        while True:
+            body: dict[str, Any] = {"vectorBucketName": bucket, "indexName": index, "maxResults": page}
+            if segments > 1:
+                body |= {"segmentCount": segments, "segmentIndex": segment}
+            if data:
+                body["returnData"] = True
+            if metadata:
+                body["returnMetadata"] = True
+            if token:
+                body["nextToken"] = token
+            reply = await self.call("ListVectors", body)
+            token = reply.get("nextToken") or None
+            if token is not None:
+                if token in seen:
+                    raise S3Error(
+                        200,
+                        "RepeatedToken",
+                        f"ListVectors of {bucket}/{index} (segment {segment} of {segments}) gave a "
+                        "continuation token it had given before: the listing would never end",
+                        "ListVectors",
+                    )
+                seen.add(token)
+            yield reply.get("vectors") or [], token
+            if token is None:
+                return
 
 
 def _error(operation: str, status: int, error_type: str, reply: bytes) -> S3Error:

@@ -221,18 +221,8 @@ async def count_vectors(
     client = VectorsClient(settings, max_connections=segments)
 
     async def segment(index: str, number: int) -> int:
-        found, token = 0, None
-        while True:
-            body: dict[str, Any] = {"vectorBucketName": bucket, "indexName": index, "maxResults": 1000}
-            if segments > 1:
-                body |= {"segmentCount": segments, "segmentIndex": number}
-            if token:
-                body["nextToken"] = token
-            reply = await client.call("ListVectors", body)
-            found += len(reply.get("vectors") or [])
-            token = reply.get("nextToken")
-            if not token:
-                return found
+        pages = client.list_pages(bucket, index, segments=segments, segment=number)
+        return sum([len(vectors) async for vectors, _ in pages])
 
     try:
         counts = {}

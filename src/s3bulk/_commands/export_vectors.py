@@ -1,0 +1,126 @@
+"""`vectors export`: every vector of one or more indexes into Parquet files, listed in parallel
+segments, resumable. The job (`s3bulk._vectors.export`) is loaded when one runs (numpy,
+pyarrow)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import ClassVar
+
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, patterns
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import Job
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._errors import UsageError, require_extra
+from s3bulk._flags import option, sized
+from s3bulk._stores.vectors import MAX_SEGMENTS
+
+MiB = 1024**2
+# Segments list side by side; parts of 64 MiB of vectors each (about 16,000 of 1,024 values) are
+# written as they fill, so memory holds about a part per segment, whatever the index's size.
+ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=512 * MiB)
+
+
+def _segments(text: str, flag: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_SEGMENTS:
+        raise UsageError(f"{flag} {text}: ListVectors lists an index in 1 to {MAX_SEGMENTS} segments")
+    return count
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportVectorsSpec(Spec):
+    command: ClassVar[str] = "vectors-export"
+    bucket: str
+    indexes: tuple[str, ...]
+    destination: str
+    segments: int = dataclasses.field(
+        default=MAX_SEGMENTS,
+        metadata=option(
+            "--segments",
+            help="ListVectors segments listed side by side, per index (1-16).",
+            read=_segments,
+            panel="speed",
+        ),
+    )
+    part_size: int = dataclasses.field(
+        default=64 * MiB,
+        metadata=sized("--part-size", help="Vectors' bytes per Parquet file (float32 values x 4)."),
+    )
+    engine: EngineSpec = ENGINE
+
+    def __post_init__(self) -> None:
+        require_extra("vectors", "s3bulk vectors export")
+        object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
+        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
+            raise UsageError("--index: name each index once")
+        if self.destination.startswith("s3://"):
+            raise UsageError("vectors export writes to a local directory; copy it on with s3bulk cp")
+        if not 1 <= self.segments <= MAX_SEGMENTS:
+            raise UsageError(f"segments={self.segments}: ListVectors lists an index in 1 to {MAX_SEGMENTS}")
+        if self.part_size < MiB:
+            raise UsageError(f"--part-size {self.part_size}: at least 1MiB")
+
+    def places(self) -> tuple[str, str]:
+        return "/".join((self.bucket, *self.indexes)), self.destination
+
+    def needs_credentials(self) -> bool:
+        return True
+
+    def absolute(self) -> ExportVectorsSpec:
+        return replace(self, destination=absolute(self.destination))
+
+
+class ExportVectorsCommand(Command):
+    name: ClassVar[str] = "vectors-export"
+    spec: ClassVar[type[Spec]] = ExportVectorsSpec
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        """The job, after reading each index's shape (a wrong name stops here) and claiming the
+        destination for this job: a directory another export wrote is refused (resume that job,
+        or choose another), so no two listings mix in one place."""
+        from s3bulk._vectors.export import ExportOptions, ExportVectorsJob
+        from s3bulk._vectors.indexes import index_shapes
+
+        assert isinstance(spec, ExportVectorsSpec)
+        requests: collections.Counter[str] = collections.Counter()
+        shapes = await index_shapes(settings, spec.bucket, spec.indexes, requests)
+        claim(spec.destination, plan.job_id)
+        options = ExportOptions(spec.bucket, spec.indexes, spec.destination, spec.segments, spec.part_size)
+        job = ExportVectorsJob(options, settings, shapes)
+        job.preflight_requests = dict(requests)
+        return job
+
+    def verb(self, job: Job) -> str:
+        return "vectors export"
+
+
+def claim(destination: str, job_id: str) -> None:
+    """Mark `destination` as this job's, or refuse it: it holds another export's files, or
+    anything else."""
+    from s3bulk._vectors.export import MARKER
+
+    directory = Path(destination)
+    marker = directory / MARKER
+    if marker.exists():
+        owner = marker.read_text().strip()
+        if job_id and owner == job_id:
+            return  # this job's own, resumed
+        how = f"resume it (s3bulk vectors export --resume {owner})" if owner else "remove it"
+        raise UsageError(f"{destination} holds an earlier export: {how}, or export into an empty directory")
+    if directory.exists() and any(directory.iterdir()):
+        raise UsageError(f"{destination} is not empty: export into a new or empty directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = marker.with_name(f"{MARKER}.partial")
+    temporary.write_text(job_id + "\n")
+    os.replace(temporary, marker)
+
+
+COMMANDS = (ExportVectorsCommand(),)  # found by the registry (s3bulk._commands)

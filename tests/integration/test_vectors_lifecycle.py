@@ -1,0 +1,197 @@
+"""An index's life after its first load (issue 52), against the S3 Vectors stand-in (segmented
+ListVectors, the per-index limits, counts per second: what moto lacks), each result checked from
+the server's side."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import S3BULK, run_cli
+
+from s3bulk.testing.vectorstandin import VectorsStandInServer
+
+_names = itertools.count()
+DIMENSION = 256  # 1 KiB a vector: a 1 MiB part holds 1,024
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[VectorsStandInServer]:
+    with VectorsStandInServer(vectors_per_second=100_000, requests_per_second=10_000) as server:
+        yield server  # type: ignore[misc]
+
+
+@pytest.fixture
+def env(standin: VectorsStandInServer) -> dict[str, str]:
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    return clean | standin.client_env()
+
+
+def new_index(env: dict[str, str], dimension: int = DIMENSION, bucket: str | None = None) -> tuple[str, str]:
+    """A new index, in a new vector bucket unless `bucket` names one."""
+    index = f"idx-{next(_names)}"
+    if bucket is None:
+        bucket = f"vb-{os.getpid()}-{next(_names)}"
+        made = run_cli(env, "vectors", "create-bucket", bucket)
+        assert made.returncode == 0, made.stderr
+    made = run_cli(
+        env, "vectors", "create-index", "--bucket", bucket, "--index", index, "--dimension", str(dimension)
+    )
+    assert made.returncode == 0, made.stderr
+    return bucket, index
+
+
+def source(path: Path, rows: int, seed: int = 3) -> tuple[Path, np.ndarray, list[str]]:
+    vectors = np.random.default_rng(seed).standard_normal((rows, DIMENSION)).astype(np.float32)
+    genres = [f"g{n % 7}" for n in range(rows)]
+    table = pa.table(
+        {
+            "key": [f"doc-{n:06d}" for n in range(rows)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIMENSION),
+            "genre": genres,
+        }
+    )
+    pq.write_table(table, path, row_group_size=2000)
+    return path, vectors, genres
+
+
+def contents(standin: VectorsStandInServer, bucket: str, index: str) -> dict[str, tuple[bytes, Any]]:
+    """The index as the server holds it: key -> (float32 bytes, metadata)."""
+    import asyncio
+
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.vectors import VectorsClient
+
+    async def listed() -> dict[str, tuple[bytes, Any]]:
+        client = VectorsClient(AwsSettings.from_env(vectors_endpoint_url=standin.endpoint))
+        found: dict[str, tuple[bytes, Any]] = {}
+        try:
+            async for page, _ in client.list_pages(bucket, index, data=True, metadata=True):
+                for entry in page:
+                    data = np.array(entry["data"]["float32"], dtype=np.float32).tobytes()
+                    found[entry["key"]] = (data, entry.get("metadata"))
+        finally:
+            await client.close()
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in standin.client_env().items():
+            patch.setenv(name, value)
+        return asyncio.run(listed())
+
+
+def summary(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.stdout, result.stderr
+    return dict(orjson.loads(result.stdout.strip().splitlines()[-1])["summary"])
+
+
+def exported_rows(directory: Path) -> pa.Table:
+    return pq.ParquetDataset(sorted(str(path) for path in directory.rglob("*.parquet"))).read()
+
+
+# ---- export -------------------------------------------------------------------------------------
+def test_export_then_put_into_a_new_index_gives_an_equal_index(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, vectors, genres = source(tmp_path / "docs.parquet", 5000)
+    bucket, index = new_index(env)
+    loaded = run_cli(
+        env, "vectors", "put", str(path), "--bucket", bucket, "--index", index, "--metadata-columns", "genre"
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    out = tmp_path / "out"
+
+    exported = run_cli(
+        env, "vectors", "export", str(out), "--bucket", bucket, "--index", index,
+        "--segments", "4", "--part-size", "1MiB", "--json",
+    )  # fmt: skip
+
+    assert exported.returncode == 0, exported.stderr
+    report = summary(exported)
+    assert report["vectors_done"] == 5000
+    # 4 segments of ~1,250 vectors: 2 pages each (at most 1,000 a page), and a part once the
+    # pages hold 1 MiB of vectors (1,024) or the segment ends: one part each
+    assert report["requests"]["ListVectors"] == 8 and report["objects_done"] == 4
+    table = exported_rows(out / index)
+    assert table.num_rows == 5000 and len(set(table.column("key").to_pylist())) == 5000
+    row = table.to_pylist()[123]
+    number = int(row["key"].split("-")[1])
+    assert np.array(row["vector"], dtype=np.float32).tobytes() == vectors[number].tobytes()
+    assert orjson.loads(row["metadata"]) == {"genre": genres[number]}
+
+    _, copy = new_index(env, bucket=bucket)
+    reloaded = run_cli(env, "vectors", "put", str(out / index), "--bucket", bucket, "--index", copy)
+    assert reloaded.returncode == 0, reloaded.stderr
+    assert "metadata as JSON from column 'metadata'" in reloaded.stderr + reloaded.stdout
+    original = contents(standin, bucket, index)
+    assert len(original) == 5000 and contents(standin, bucket, copy) == original
+
+
+def test_a_killed_export_resumes_from_each_segments_last_file(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 8000)
+    bucket, index = new_index(env)
+    assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+    out = tmp_path / "out"
+    export = [*S3BULK, "vectors", "export", str(out), "--bucket", bucket, "--index", index]
+    before = standin.stats()["requests"].get("ListVectors", 0)
+    standin.hold_after(1 + 2 * 2)  # GetIndex, then two pages of each of 2 segments: a part each
+    process = subprocess.Popen(
+        [*export, "--segments", "2", "--part-size", "1MiB"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while standin.stats()["held"] < 2 or len(list(out.rglob("s*.parquet"))) < 2:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        standin.release()
+    assert not list(out.rglob("*.partial"))  # nothing half-written is left as a part
+    first_run = standin.stats()["requests"]["ListVectors"] - before
+    job = (out / ".s3bulk-export").read_text().strip()
+
+    refused = run_cli(env, "vectors", "export", str(out), "--bucket", bucket, "--index", index)
+    assert refused.returncode == 2 and f"resume it (s3bulk vectors export --resume {job})" in refused.stderr
+
+    resumed = run_cli(env, "vectors", "export", "--resume", job, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    table = exported_rows(out / index)
+    assert table.num_rows == 8000 and len(set(table.column("key").to_pylist())) == 8000
+    # the resume listed on from each segment's last part: 8 pages in all, not 8 more
+    total = standin.stats()["requests"]["ListVectors"] - before
+    assert total <= 8 + first_run - 4 + 2, (first_run, total)
+    assert set(contents(standin, bucket, index)) == set(table.column("key").to_pylist())
+
+
+def test_export_refuses_what_it_cannot_do_before_anything_is_written(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket, index = new_index(env)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "mine.txt").write_text("keep")
+    cases = {
+        ("--index", "nope"): "index 'nope' not found",
+        ("--index", index, "--segments", "17"): "1 to 16 segments",
+        ("--index", index, "--part-size", "1KiB"): "at least 1MiB",
+    }
+    for extra, said in cases.items():
+        result = run_cli(env, "vectors", "export", str(tmp_path / "new"), "--bucket", bucket, *extra)
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    result = run_cli(env, "vectors", "export", str(tmp_path / "full"), "--bucket", bucket, "--index", index)
+    assert result.returncode == 2 and "is not empty" in result.stderr
+    assert (tmp_path / "full" / "mine.txt").read_text() == "keep" and not (tmp_path / "new").exists()
