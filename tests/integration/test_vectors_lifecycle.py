@@ -162,7 +162,7 @@ def test_a_killed_export_resumes_from_each_segments_last_file(
         standin.release()
     assert not list(out.rglob("*.partial"))  # nothing half-written is left as a part
     first_run = standin.stats()["requests"]["ListVectors"] - before
-    job = (out / ".s3bulk-export").read_text().strip()
+    job = orjson.loads((out / ".s3bulk-export").read_bytes())["job"]
 
     refused = run_cli(env, "vectors", "export", str(out), "--bucket", bucket, "--index", index)
     assert refused.returncode == 2 and f"resume it (s3bulk vectors export --resume {job})" in refused.stderr
@@ -175,6 +175,8 @@ def test_a_killed_export_resumes_from_each_segments_last_file(
     total = standin.stats()["requests"]["ListVectors"] - before
     assert total <= 8 + first_run - 4 + 2, (first_run, total)
     assert set(contents(standin, bucket, index)) == set(table.column("key").to_pylist())
+    again = run_cli(env, "vectors", "export", str(out), "--bucket", bucket, "--index", index)
+    assert again.returncode == 2 and "holds a finished export" in again.stderr
 
 
 def test_export_refuses_what_it_cannot_do_before_anything_is_written(

@@ -122,11 +122,14 @@ def summary_line(report: Report) -> str:
     seconds = report.wall_seconds
     if report.command.startswith("vectors"):
         rate = report.vectors_done / seconds if seconds else 0.0
-        head = (
-            f"{report.command} {verb}: {report.vectors_done:,} vectors in {report.objects_done:,} batches "
-            f"({human_bytes(report.bytes_done)} of JSON) in {seconds:.2f}s ({rate:,.0f} vectors/s)"
+        items, carried = (
+            ("files", "of vectors") if report.command == "vectors export" else ("batches", "of JSON")
         )
-        counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, "failed batches")]
+        head = (
+            f"{report.command} {verb}: {report.vectors_done:,} vectors in {report.objects_done:,} {items} "
+            f"({human_bytes(report.bytes_done)} {carried}) in {seconds:.2f}s ({rate:,.0f} vectors/s)"
+        )
+        counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, f"failed {items}")]
     else:
         noun = "range read" if report.command == "gather" else "object"
         # what was moved: a sync's deletes are items of its own, counted apart ("N deleted")

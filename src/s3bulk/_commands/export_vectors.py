@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import option, sized
+from s3bulk._report import Report
 from s3bulk._stores.vectors import MAX_SEGMENTS
 
 MiB = 1024**2
@@ -101,6 +103,12 @@ class ExportVectorsCommand(Command):
     def verb(self, job: Job) -> str:
         return "vectors export"
 
+    async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
+        """A whole export says so in its marker: nothing is left to resume there."""
+        assert isinstance(spec, ExportVectorsSpec)
+        if completed and not report.failures:
+            mark(spec.destination, report.job_id, finished=True)
+
 
 def claim(destination: str, job_id: str) -> None:
     """Mark `destination` as this job's, or refuse it: it holds another export's files, or
@@ -110,16 +118,34 @@ def claim(destination: str, job_id: str) -> None:
     directory = Path(destination)
     marker = directory / MARKER
     if marker.exists():
-        owner = marker.read_text().strip()
+        written = json.loads(marker.read_text())
+        owner = written.get("job", "")
         if job_id and owner == job_id:
             return  # this job's own, resumed
-        how = f"resume it (s3bulk vectors export --resume {owner})" if owner else "remove it"
-        raise UsageError(f"{destination} holds an earlier export: {how}, or export into an empty directory")
+        if written.get("finished"):
+            raise UsageError(f"{destination} holds a finished export: export into a new or empty directory")
+        if not owner:
+            raise UsageError(
+                f"{destination} holds an unfinished export that kept no journal (journal=False): "
+                "export into a new or empty directory"
+            )
+        raise UsageError(
+            f"{destination} holds an unfinished export: resume it (s3bulk vectors export --resume {owner}), "
+            "or export into a new or empty directory"
+        )
     if directory.exists() and any(directory.iterdir()):
         raise UsageError(f"{destination} is not empty: export into a new or empty directory")
     directory.mkdir(parents=True, exist_ok=True)
+    mark(destination, job_id)
+
+
+def mark(destination: str, job_id: str, *, finished: bool = False) -> None:
+    """The destination's marker: which job writes there, and whether it finished."""
+    from s3bulk._vectors.export import MARKER
+
+    marker = Path(destination) / MARKER
     temporary = marker.with_name(f"{MARKER}.partial")
-    temporary.write_text(job_id + "\n")
+    temporary.write_text(json.dumps({"job": job_id, "finished": finished}) + "\n")
     os.replace(temporary, marker)
 
 
