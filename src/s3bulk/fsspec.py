@@ -732,13 +732,13 @@ class S3BulkFileSystem(AsyncFileSystem):
     ) -> None:
         """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` (or
         `mv`) moves it, any other set as `s3bulk run`'s lines (one per pair). `callback` hears
-        of objects as the job finishes them, not as fsspec hands them over."""
-
+        of objects as the job finishes them, not as fsspec hands them over. What it changed, even
+        in part, is listed afresh next time."""
         if not pairs:
             return
         try:
             await self._run(pairs, tree, callback, delete_sources)
-        finally:  # what changed, even in part, is listed afresh next time
+        finally:
             changed = [destination for _, destination in pairs]
             changed += [source for source, _ in pairs] if delete_sources else []
             changed += [tree[1], *([tree[0]] if delete_sources else [])] if tree else []
@@ -759,6 +759,7 @@ class S3BulkFileSystem(AsyncFileSystem):
     async def _run(
         self, pairs: list[tuple[str, str]], tree: tuple[str, str] | None, callback: Any, delete_sources: bool
     ) -> None:
+        """`_move`'s work: a few pairs one by one, a tree as cp/mv, other sets as run's lines."""
         from s3bulk._api.base import run_async
 
         callback.set_size(len(pairs))

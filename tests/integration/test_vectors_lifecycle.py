@@ -197,3 +197,34 @@ def test_export_refuses_what_it_cannot_do_before_anything_is_written(
     result = run_cli(env, "vectors", "export", str(tmp_path / "full"), "--bucket", bucket, "--index", index)
     assert result.returncode == 2 and "is not empty" in result.stderr
     assert (tmp_path / "full" / "mine.txt").read_text() == "keep" and not (tmp_path / "new").exists()
+
+
+def test_a_listing_whose_token_comes_round_again_stops_with_an_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A service that hands back the token it was given would make a listing go on forever (an
+    export without end, a count that never returns): it is an error after the first repeat."""
+    with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as server:
+        env = env | server.client_env()
+        path, _, _ = source(tmp_path / "docs.parquet", 2500)
+        bucket, index = new_index(env)
+        assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+        server.repeat_tokens()
+        counted = run_cli(env, "vectors", "count", "--bucket", bucket, "--index", index, "--segments", "1")
+        exported = run_cli(
+            env,
+            "vectors",
+            "export",
+            str(tmp_path / "out"),
+            "--bucket",
+            bucket,
+            "--index",
+            index,
+            "--segments",
+            "1",
+        )
+        requests = server.stats()["requests"]["ListVectors"]
+    said = "gave a continuation token it had given before"
+    assert counted.returncode != 0 and said in counted.stderr, counted.stderr
+    assert exported.returncode != 0 and said in exported.stderr + exported.stdout, exported.stderr
+    assert requests <= 2 * 3  # each: page 1, page 2 (its token), page 2 again: stopped there

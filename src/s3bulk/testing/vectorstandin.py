@@ -13,7 +13,8 @@ answers 429 TooManyRequestsException. `GET /_standin/stats` gives the requests b
 throttled ones, and per index the vectors written and deleted in each second;
 `POST /_standin/hold?after=N` answers N more requests, then holds every later one unanswered
 until `POST /_standin/release`: a test stops a job at an exact point of its work (and kills it
-there) without racing it.
+there) without racing it. `POST /_standin/repeat-token` makes every later ListVectors page
+give the token it was asked with (a service bug that would make a listing go on forever).
 """
 
 from __future__ import annotations
@@ -195,12 +196,14 @@ class StandIn:
         self.hold_at: int | None = None
         self.held = 0
         self.released = asyncio.Event()
+        self.repeat_token = False
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_get("/_standin/stats", self._stats)
         app.router.add_post("/_standin/hold", self._hold)
         app.router.add_post("/_standin/release", self._release)
+        app.router.add_post("/_standin/repeat-token", self._repeat_token)
         app.router.add_post("/{operation}", self._handle)
         return app
 
@@ -208,6 +211,10 @@ class StandIn:
         self.hold_at, self.held = self.answered + int(request.query["after"]), 0
         self.released.clear()
         return web.Response(text="holding")
+
+    async def _repeat_token(self, request: web.Request) -> web.Response:
+        self.repeat_token = True
+        return web.Response(text="repeating")
 
     async def _release(self, request: web.Request) -> web.Response:
         self.hold_at = None
@@ -365,7 +372,9 @@ class StandIn:
         data, metadata = bool(body.get("returnData")), bool(body.get("returnMetadata"))
         reply: dict[str, Any] = {"vectors": [index.entry(slot, data, metadata) for slot in slots]}
         if following is not None:
-            reply["nextToken"] = _token(following, segments, segment)
+            reply["nextToken"] = (
+                token if self.repeat_token and token else _token(following, segments, segment)
+            )
         return reply
 
     def op_QueryVectors(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -437,6 +446,9 @@ class VectorsStandInServer(Server):
 
     def release(self) -> None:
         self._admin("POST", "release")
+
+    def repeat_tokens(self) -> None:
+        self._admin("POST", "repeat-token")
 
     def _admin(self, method: str, path: str) -> bytes:
         import urllib.request
