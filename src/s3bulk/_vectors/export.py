@@ -142,7 +142,7 @@ class ExportVectorsJob:
         dimension = self.shapes[segment.index].dimension
         rows_per_part = max(1, self.options.part_bytes // (4 * dimension))
         keys: list[str] = []
-        data: list[Any] = []
+        arrays: list[np.ndarray] = []  # a page's floats as float32 at once: a tenth of Python's lists
         metadata: list[str | None] = []
         pages = self._client.list_pages(
             self.options.bucket,
@@ -156,15 +156,17 @@ class ExportVectorsJob:
         async for vectors, following in pages:
             for vector in vectors:
                 keys.append(vector["key"])
-                data.append(vector["data"]["float32"])
                 found = vector.get("metadata")
                 metadata.append(None if found is None else orjson.dumps(found).decode())
-            ctx.stats.objects_listed += len(vectors)
+            floats = [vector["data"]["float32"] for vector in vectors]
+            arrays.append(np.array(floats, dtype=np.float32).reshape(len(vectors), dimension))
+            del floats, vectors
+            ctx.stats.objects_listed += len(arrays[-1])
             if len(keys) >= rows_per_part or following is None:
-                array = np.array(data, dtype=np.float32).reshape(len(keys), dimension)
+                array = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
                 part = Part(segment.index, segment.number, number, keys, array, metadata, following or "")
                 yield ctx.drop_done([part], self.item_id)
-                number, keys, data, metadata = number + 1, [], [], []
+                number, keys, arrays, metadata = number + 1, [], [], []
 
     async def run(self, part: Part, ctx: WorkerContext) -> int:
         with ctx.stats.timed("write"):
