@@ -80,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vectors", default="200000,50000")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tools", default="s3bulk vectors export,boto3 paginator")
     parser.add_argument("--output", default=str(ROOT / "out" / "vectors_export.json"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="s3bulk-bench-export-"))
@@ -120,9 +121,10 @@ def main() -> None:
         for count in (int(each) for each in args.vectors.split(",")):
             index = f"i{count}"
             asyncio.run(load(server.endpoint, index, count))
-            runs: dict[str, list[tuple[float, float, float]]] = {tool: [] for tool in tools}
+            chosen = args.tools.split(",")
+            runs: dict[str, list[tuple[float, float, float]]] = {tool: [] for tool in chosen}
             for round_ in range(args.runs):
-                order = list(tools)[round_ % 2 :] + list(tools)[: round_ % 2]
+                order = chosen[round_ % len(chosen) :] + chosen[: round_ % len(chosen)]
                 for tool in order:
                     out = work / f"{index}-{round_}-{tool.split()[0]}"
                     if tool.startswith("boto3"):

@@ -22,9 +22,10 @@ from s3bulk._report import Report
 from s3bulk._stores.vectors import MAX_SEGMENTS
 
 MiB = 1024**2
-# Segments list side by side; parts of 64 MiB of vectors each (about 16,000 of 1,024 values) are
-# written as they fill, so memory holds about a part per segment, whatever the index's size.
-ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=512 * MiB)
+# Segments list side by side; parts of 16 MiB of vectors each (4,096 of 1,024 values) are
+# written as they fill, so memory holds about a part and a page per segment (16 of each, at
+# most), whatever the index's size; the budget lets a few parts per segment wait to be written.
+ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=256 * MiB)
 
 
 def _segments(text: str, flag: str) -> int:
@@ -53,7 +54,7 @@ class ExportVectorsSpec(Spec):
         ),
     )
     part_size: int = dataclasses.field(
-        default=64 * MiB,
+        default=16 * MiB,
         metadata=sized("--part-size", help="Vectors' bytes per Parquet file (float32 values x 4)."),
     )
     engine: EngineSpec = ENGINE

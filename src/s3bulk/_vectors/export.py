@@ -40,7 +40,7 @@ class ExportOptions:
     indexes: tuple[str, ...]
     destination: str  # a directory: DEST/INDEX/sSS-NNNNNN.parquet
     segments: int = 16
-    part_bytes: int = 64 * 1024**2  # vectors' float32 bytes per Parquet file
+    part_bytes: int = 16 * 1024**2  # vectors' float32 bytes per Parquet file
 
 
 @dataclass(frozen=True)
