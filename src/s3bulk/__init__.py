@@ -5,7 +5,7 @@
 
 The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
 `resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
-`gather`, `gather_to_file`, `doctor` (each with an `_async` twin), `ls` and `ls_async`,
+`delete_vectors`, `gather`, `gather_to_file`, `doctor` (each with an `_async` twin), `ls` and `ls_async`,
 `list_jobs`; the `Report` they return and its `Failure`s; the errors they raise; `AwsSettings`
 to say where and as whom. Every module is private (`s3bulk._*`), but `s3bulk.testing`: real
 servers on loopback for users' own tests, and `s3bulk.fsspec`: the `s3bulk://` filesystem for
@@ -47,6 +47,8 @@ _EXPORTS = {
     "verify_vectors_async": "s3bulk._api.vectors",
     "count_vectors": "s3bulk._api.vectors",
     "count_vectors_async": "s3bulk._api.vectors",
+    "delete_vectors": "s3bulk._api.vectors",
+    "delete_vectors_async": "s3bulk._api.vectors",
     "export_vectors": "s3bulk._api.vectors",
     "export_vectors_async": "s3bulk._api.vectors",
     "get": "s3bulk._api.objects",
@@ -111,6 +113,8 @@ __all__ = [
     "copy_async",
     "count_vectors",
     "count_vectors_async",
+    "delete_vectors",
+    "delete_vectors_async",
     "doctor",
     "doctor_async",
     "export_vectors",

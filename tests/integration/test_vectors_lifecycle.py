@@ -228,3 +228,86 @@ def test_a_listing_whose_token_comes_round_again_stops_with_an_error(
     assert counted.returncode != 0 and said in counted.stderr, counted.stderr
     assert exported.returncode != 0 and said in exported.stderr + exported.stdout, exported.stderr
     assert requests <= 2 * 3  # each: page 1, page 2 (its token), page 2 again: stopped there
+
+
+# ---- delete -------------------------------------------------------------------------------------
+def test_delete_by_key_list_and_by_parquet_keys_leaves_the_rest(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 3000)
+    bucket, index = new_index(env)
+    assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+    gone = [f"doc-{n:06d}" for n in range(0, 3000, 3)]  # 1,000 keys
+    listed = tmp_path / "gone.txt"
+    listed.write_text("\n".join([*gone, "", "  ", "doc-000000", "never-loaded"]) + "\n")
+    before = standin.stats()["requests"].get("DeleteVectors", 0)
+
+    planned = run_cli(
+        env, "vectors", "delete", str(listed), "--bucket", bucket, "--index", index, "--dry-run"
+    )
+    assert planned.returncode == 0, planned.stderr
+    said = planned.stdout + planned.stderr
+    assert "1,001 vectors in 3 requests into 1 index: at least 0.4 s at 2,500 vectors/s" in said, said
+    assert standin.stats()["requests"].get("DeleteVectors", 0) == before
+    assert len(contents(standin, bucket, index)) == 3000
+
+    deleted = run_cli(env, "vectors", "delete", str(listed), "--bucket", bucket, "--index", index, "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    # 1,001 distinct keys (blank lines left out, the repeated key once): 500 + 500 + 1
+    assert summary(deleted)["vectors_done"] == 1001
+    assert standin.stats()["requests"]["DeleteVectors"] - before == 3
+    left = contents(standin, bucket, index)
+    assert len(left) == 2000 and not set(gone) & set(left)
+
+    some = pq.read_table(path).slice(1, 600)  # rows 1-600: 400 of them still there
+    pq.write_table(some, tmp_path / "some.parquet")
+    by_source = run_cli(
+        env, "vectors", "delete", str(tmp_path / "some.parquet"), "--bucket", bucket, "--index", index,
+        "--max-delete", "450", "--concurrency", "1", "--json",
+    )  # fmt: skip
+    assert by_source.returncode == 1, by_source.stderr  # stopped by the cap, as rm is
+    assert "--max-delete 450 reached" in by_source.stdout + by_source.stderr
+    assert summary(by_source)["vectors_done"] == 450
+    first = set(some.column("key").to_pylist()[:450])  # in the file's order, one request at a time
+    assert set(contents(standin, bucket, index)) == set(left) - first
+
+
+def test_delete_from_stdin_resumes_after_a_kill_and_refuses_bad_input(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 4000)
+    bucket, index = new_index(env)
+    assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+    keys = "".join(f"doc-{n:06d}\n" for n in range(4000))
+    standin.hold_after(1 + 3)  # GetIndex, three DeleteVectors; the rest wait
+    delete = [*S3BULK, "vectors", "delete", "--files-from", "-", "--bucket", bucket, "--index", index]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    process = subprocess.Popen(delete, env=env, start_new_session=True, **pipes)  # type: ignore[call-overload]
+    assert process.stdin is not None
+    process.stdin.write(keys.encode())
+    process.stdin.close()
+    try:
+        while standin.stats()["held"] < 1:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        standin.release()
+    jobs = run_cli(env, "jobs", "--json")
+    job = orjson.loads(jobs.stdout.strip().splitlines()[0])["job_id"]
+    resumed = run_cli(env, "vectors", "delete", "--resume", job, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert summary(resumed)["objects_already_done"] >= 1  # what the killed run finished is not sent
+    assert contents(standin, bucket, index) == {}
+
+    cases = {
+        (str(path),): "missing arguments: see s3bulk vectors delete --help",  # no index
+        (str(path), "--index", index, "--files-from", str(path)): "name the keys once",
+        ("--index", index): "name the keys once",
+        (str(path), "--index", "nope"): "index 'nope' not found",
+        (str(path), "--index", index, "--max-delete", "-1"): "--max-delete -1",
+    }
+    for args, said in cases.items():
+        result = run_cli(env, "vectors", "delete", "--bucket", bucket, *args)
+        assert result.returncode == 2 and said in result.stderr, (args, result.stderr)

@@ -62,6 +62,7 @@ API = {
             "verify_vectors",
             "count_vectors",
             "export_vectors",
+            "delete_vectors",
             "gather",
             "gather_to_file",
             "doctor",

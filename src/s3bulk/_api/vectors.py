@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from s3bulk._api.base import Location, Progress, run_spec, sync_twin
 from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.delete_vectors import ENGINE as DELETE
+from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ENGINE as EXPORT
 from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._commands.put_vectors import ENGINE as VECTORS
@@ -158,3 +160,52 @@ async def export_vectors_async(
 
 
 export_vectors = sync_twin(export_vectors_async)
+
+
+async def delete_vectors_async(
+    bucket: str,
+    index: str | Iterable[str],
+    keys_from: Location | Iterable[Location] = (),
+    *,
+    files_from: Location | None = None,
+    key_column: str = DeleteVectorsSpec.key_column,
+    max_delete: int | None = DeleteVectorsSpec.max_delete,
+    vectors_per_second: float = DeleteVectorsSpec.vectors_per_second,
+    requests_per_second: float = DeleteVectorsSpec.requests_per_second,
+    dry_run: bool = False,
+    engine: str = DELETE.engine,
+    concurrency: int = DELETE.concurrency,
+    max_attempts: int | None = DELETE.max_attempts,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Delete the keys that `keys_from` names (text files, one key per line, or Parquet files'
+    key column) or that `files_from` lists, 500 per DeleteVectors, at each index's write limits
+    (shared with puts). Several indexes: each key from the index `put_vectors` sent it to.
+    `max_delete`: delete at most that many, then stop the job; `dry_run`: count them, and the
+    report's notes say how long the deletes take at the limits."""
+    return await run_spec(
+        DeleteVectorsSpec,
+        DELETE,
+        {
+            "bucket": bucket,
+            "indexes": patterns(index, "index"),
+            "keys_from": locations(keys_from, "keys_from"),
+            "files_from": None if files_from is None else location(files_from, "files_from"),
+            "key_column": key_column,
+            "max_delete": max_delete,
+            "vectors_per_second": vectors_per_second,
+            "requests_per_second": requests_per_second,
+            "dry_run": dry_run,
+            "engine": engine,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+        },
+    )
+
+
+delete_vectors = sync_twin(delete_vectors_async)

@@ -146,6 +146,11 @@ SUBMENU = {
         "Export every vector of an index to Parquet, resumable",
         "s3bulk vectors export out/ --bucket v --index i",
     ),
+    "vectors delete": Entry(
+        BEYOND,
+        "Delete vectors by key, at the per-index write limit",
+        "s3bulk vectors delete gone.txt --bucket v --index i --dry-run",
+    ),
     "vectors verify": Entry(
         BEYOND,
         "Fetch a sample back and compare it with the source",

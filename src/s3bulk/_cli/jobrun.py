@@ -61,7 +61,8 @@ def continuation(
     job_id = resume or retry_failed
     if job_id is None:
         if any(value is None for value in positional):
-            raise UsageError(f"missing arguments: see s3bulk {command} --help (or --resume JOB)")
+            shown = command.replace("-", " ")  # vectors-put is run as `s3bulk vectors put`
+            raise UsageError(f"missing arguments: see s3bulk {shown} --help (or --resume JOB)")
         return None
     if any(value is not None for value in positional):
         raise UsageError(f"--resume/--retry-failed {job_id} reuses the job's own locations: drop them")

@@ -116,19 +116,22 @@ def object_line(command: str, record: dict[str, Any]) -> str:
     return f"{verb}: {source} to {destination}"
 
 
+# a vectors command's items, and what its bytes are ("" when it moves none worth naming)
+VECTORS_ITEMS = {"vectors export": ("files", "of vectors"), "vectors delete": ("requests", "")}
+
+
 def summary_line(report: Report) -> str:
     """What the job did, in one line: counts always, a rate once it means something."""
     verb = "stopped" if report.aborted else "would do" if report.dry_run else "done"
     seconds = report.wall_seconds
     if report.command.startswith("vectors"):
         rate = report.vectors_done / seconds if seconds else 0.0
-        items, carried = (
-            ("files", "of vectors") if report.command == "vectors export" else ("batches", "of JSON")
-        )
-        head = (
-            f"{report.command} {verb}: {report.vectors_done:,} vectors in {report.objects_done:,} {items} "
-            f"({human_bytes(report.bytes_done)} {carried}) in {seconds:.2f}s ({rate:,.0f} vectors/s)"
-        )
+        items, carried = VECTORS_ITEMS.get(report.command, ("batches", "of JSON"))
+        noun = items if report.objects_done != 1 else items[:-1]
+        vectors = f"{report.vectors_done:,} vector{'' if report.vectors_done == 1 else 's'}"
+        head = f"{report.command} {verb}: {vectors} in {report.objects_done:,} {noun} "
+        head += f"({human_bytes(report.bytes_done)} {carried}) " if carried else ""
+        head += f"in {seconds:.2f}s" + ("" if report.dry_run else f" ({rate:,.0f} vectors/s)")
         counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, f"failed {items}")]
     else:
         noun = "range read" if report.command == "gather" else "object"

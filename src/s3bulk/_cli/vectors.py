@@ -1,5 +1,5 @@
-"""`s3bulk vectors put|export|verify|count|create-bucket|create-index`: embeddings into S3 Vectors
-and out again."""
+"""`s3bulk vectors put|export|delete|verify|count|create-bucket|create-index`: embeddings into S3
+Vectors, out again, and away."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from s3bulk._cli.jobrun import (
+    DryRunOption,
     JsonOption,
     QuietOption,
     ResumeOption,
@@ -29,6 +30,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
+from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
@@ -216,6 +218,62 @@ def export_command(
             )
 
     return run_job(start, verb="vectors export", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
+
+
+@app.command("delete")
+@guarded
+@spec_options(DeleteVectorsSpec)
+def delete_command(
+    keys_from: list[str] | None = typer.Argument(
+        None, help="Files of keys (one per line) or Parquet files (their key column)."
+    ),
+    bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
+    index: list[str] | None = typer.Option(
+        None, "--index", help="The index; several: each key from the index vectors put sent it to."
+    ),
+    dry_run: bool = DryRunOption,
+    engine: str | None = EngineOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="DeleteVectors requests in flight per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    s3_endpoint_url: str | None = S3EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    given: dict[str, Any] | None = None,
+) -> int:
+    """Delete vectors by key, 500 per request, at the per-index write limit."""
+    from s3bulk._api.vectors import delete_vectors_async
+
+    given = given or {}
+    start = continuation(
+        "vectors-delete",
+        resume,
+        retry_failed,
+        [bucket, " ".join(index or ()) or None],
+        {"engine": engine},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
+        assert bucket and index
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return delete_vectors_async(
+                bucket,
+                index,
+                keys_from or (),
+                **given,
+                dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors delete", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
 
 
 @app.command("verify")

@@ -96,7 +96,7 @@ class Spec:
 
     def one_worker_reason(self) -> str:
         """Why this job must run as one worker, or "": a --max-delete cap is one count that
-        every delete of the job takes from (`remove.DeleteCap`)."""
+        every delete of the job takes from (`engine.caps.DeleteCap`)."""
         if getattr(self, "max_delete", None) is not None:
             return "--max-delete keeps one count of the job's deletes"
         return ""

@@ -9,10 +9,10 @@ still carry many keys: keys gather for a moment and go out together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._errors import ItemError, UsageError
 from s3bulk._report import Failure
@@ -22,36 +22,6 @@ from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
 def check_max_delete(limit: int | None) -> None:
     if limit is not None and limit < 0:
         raise UsageError(f"--max-delete {limit}: give a count of objects, 0 or more")
-
-
-class DeleteCap:
-    """--max-delete: this run deletes at most `limit` objects. The delete that would pass it is
-    not sent; the job stops there, once, with one line (`stop`), and what was not deleted is not
-    journaled, so a resume with a higher cap does it. One worker holds the count (the runner
-    runs such a job as one worker), so taking from it needs no lock."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.left = limit
-
-    @property
-    def message(self) -> str:
-        return (
-            f"--max-delete {self.limit} reached, so nothing more is deleted "
-            "(a resume deletes up to --max-delete more)"
-        )
-
-    def take(self, wanted: int, stop: Callable[[str], None]) -> int:
-        """How many of `wanted` deletes may go ahead; fewer stops the job."""
-        granted = min(wanted, self.left)
-        self.left -= granted
-        if granted < wanted:
-            stop(self.message)
-        return granted
-
-    def give_back(self, count: int) -> None:
-        """Deletes taken but not made (mv's copy failed)."""
-        self.left += count
 
 
 class BatchDeleter:

@@ -14,9 +14,10 @@ from email.utils import parsedate_to_datetime
 from functools import cached_property
 from typing import Any
 
-from s3bulk._commands.deletes import BatchDeleter, DeleteCap
+from s3bulk._commands.deletes import BatchDeleter
 from s3bulk._commands.transfer import Direction, TransferOptions, content_type, direction_of, unchanged
 from s3bulk._config import AwsSettings
+from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, classify
 from s3bulk._plan.diff import newer

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, as_epoch, patterns
-from s3bulk._commands.deletes import DeleteBatch, DeleteCap, check_max_delete, run_delete_batch
+from s3bulk._commands.deletes import DeleteBatch, check_max_delete, run_delete_batch
 from s3bulk._config import AwsSettings
+from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError

@@ -27,7 +27,6 @@ import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import WorkerContext
-from s3bulk._engine.ratelimit import TokenBucket
 from s3bulk._errors import JobAborted
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import (
@@ -45,6 +44,7 @@ from s3bulk._vectors.limits import (
     REQUESTS_PER_SECOND,
     VECTORS_PER_SECOND,
 )
+from s3bulk._vectors.pacing import IndexPace
 from s3bulk._vectors.payload import hashed_body
 from s3bulk._vectors.validate import check_rows
 
@@ -102,7 +102,7 @@ class PutVectorsJob:
         self.preflight_requests: dict[str, int] = {}  # GetIndex calls made before the engine starts
         self.preflight_notes: list[str] = []  # what was decided for the user (columns found)
         self._client: VectorsClient | None = None
-        self._limits: dict[str, tuple[TokenBucket, TokenBucket]] = {}
+        self._limits: dict[str, IndexPace] = {}
         self._rejects: int | None = None
         self._builders: ThreadPoolExecutor | None = None
 
@@ -150,13 +150,15 @@ class PutVectorsJob:
             policy=retrier.policy,
         )
         self._builders = ThreadPoolExecutor(BUILD_THREADS, thread_name_prefix="s3bulk-body")
-        share = max(1, self.workers)
+        options = self.options
         self._limits = {
-            index: (
-                TokenBucket(self.options.vectors_per_second / share, burst=self.batch_rows),
-                TokenBucket(self.options.requests_per_second / share, burst=max(1.0, 10 / share)),
+            index: IndexPace(
+                options.vectors_per_second,
+                options.requests_per_second,
+                burst=self.batch_rows,
+                workers=self.workers,
             )
-            for index in self.options.indexes
+            for index in options.indexes
         }
 
     async def expand(self, piece: Slice, ctx: WorkerContext) -> AsyncIterator[list[VectorBatch]]:
@@ -260,7 +262,6 @@ class PutVectorsJob:
     async def run(self, batch: VectorBatch, ctx: WorkerContext) -> int:
         """One PutVectors (two, if metadata pushes the body past 20 MiB); returns body bytes."""
         assert self._client is not None
-        vectors_bucket, requests_bucket = self._limits[batch.index]
         with ctx.stats.timed("build"):
             body = await asyncio.get_running_loop().run_in_executor(
                 self._builders,
@@ -273,25 +274,8 @@ class PutVectorsJob:
             )
         if len(body.data) > MAX_REQUEST_BYTES and len(batch.keys) > 1:
             return sum([await self.run(half, ctx) for half in _halves(batch)])
-        client, sent_at = self._client, 0.0
-
-        async def attempt() -> None:
-            """Every attempt, the first and each retry, waits for its tokens first."""
-            nonlocal sent_at
-            waited = vectors_bucket.waited + requests_bucket.waited
-            await vectors_bucket.acquire(len(batch.keys))
-            await requests_bucket.acquire(1)
-            ctx.stats.stage_seconds["rate"] += vectors_bucket.waited + requests_bucket.waited - waited
-            sent_at = vectors_bucket.now()
-            await client.call_once("PutVectors", body.data, body.sha256)
-
-        def throttled() -> None:  # a refusal of what was sent before the last cut is old news
-            vectors_bucket.throttled(sent_at)
-            requests_bucket.throttled(sent_at)
-
-        await client.retry(attempt, "PutVectors", throttled)
-        vectors_bucket.delivered(len(batch.keys))
-        requests_bucket.delivered(1)
+        pace = self._limits[batch.index]
+        await pace.send(self._client, "PutVectors", body.data, len(batch.keys), ctx, body.sha256)
         ctx.stats.vectors_done += len(batch.keys)
         return len(body.data)
 

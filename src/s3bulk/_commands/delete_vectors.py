@@ -1,0 +1,188 @@
+"""`vectors delete`: keys out of one or more indexes, 500 per DeleteVectors, at the index's write
+limits, journaled, with --dry-run (what it would delete, and how long that takes at the limits)
+and --max-delete. The job (`s3bulk._vectors.delete`) is loaded when one runs."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, manifest, patterns
+from s3bulk._commands.deletes import check_max_delete
+from s3bulk._config import AwsSettings
+from s3bulk._engine.job import Job
+from s3bulk._engine.spec import EngineSpec
+from s3bulk._errors import UsageError, require_extra
+from s3bulk._flags import option, verbatim
+from s3bulk._report import Report
+from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND
+
+ENGINE = EngineSpec(concurrency=16, max_attempts=8)
+
+
+def _count(text: str, flag: str) -> int:
+    try:
+        return int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise UsageError(f"{flag} {text}: give a count, e.g. 10000") from None
+
+
+def _rate(text: str, flag: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = 0.0
+    if not rate > 0:
+        raise UsageError(f"{flag} {text}: give a positive rate")
+    return rate
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteVectorsSpec(Spec):
+    command: ClassVar[str] = "vectors-delete"
+    bucket: str
+    indexes: tuple[str, ...]
+    keys_from: tuple[str, ...] = ()  # text files of keys, or Parquet files (their key column)
+    files_from: str | None = dataclasses.field(
+        default=None,
+        metadata=option("--files-from", help="Keys to delete, one per line (- reads stdin).", read=verbatim),
+    )
+    key_column: str = dataclasses.field(
+        default="",
+        metadata=option(
+            "--key-column", help="Parquet sources: the keys' column (default: key, else id).", read=verbatim
+        ),
+    )
+    max_delete: int | None = dataclasses.field(
+        default=None,
+        metadata=option("--max-delete", help="Delete at most this many vectors, then stop.", read=_count),
+    )
+    vectors_per_second: float = dataclasses.field(
+        default=VECTORS_PER_SECOND,
+        metadata=option(
+            "--vectors-per-second",
+            help="Per index, shared with puts: the service's write limit.",
+            read=_rate,
+            shown=lambda value: f"{value:g}",
+            panel="speed",
+        ),
+    )
+    requests_per_second: float = dataclasses.field(
+        default=REQUESTS_PER_SECOND,
+        metadata=option(
+            "--requests-per-second",
+            help="Per index: PutVectors and DeleteVectors together.",
+            read=_rate,
+            shown=lambda value: f"{value:g}",
+            panel="speed",
+        ),
+    )
+    engine: EngineSpec = ENGINE
+
+    def __post_init__(self) -> None:
+        require_extra("vectors", "s3bulk vectors delete")
+        object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
+        object.__setattr__(self, "keys_from", patterns(self.keys_from, "keys_from"))
+        if self.files_from is not None:
+            object.__setattr__(self, "files_from", manifest(self.files_from, "--files-from"))
+        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
+            raise UsageError("--index: name each index once (several: keys go where vectors put sent them)")
+        if bool(self.keys_from) == (self.files_from is not None):
+            raise UsageError(
+                "vectors delete: name the keys once: files of keys or Parquet files as arguments, "
+                "or --files-from FILE (- for stdin)"
+            )
+        check_max_delete(self.max_delete)
+        for name in ("vectors_per_second", "requests_per_second"):
+            if not getattr(self, name) > 0:
+                raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.keys_from or ((self.files_from,) if self.files_from else ())
+
+    def places(self) -> tuple[str, str]:
+        return " ".join(self.sources), "/".join((self.bucket, *self.indexes))
+
+    def needs_credentials(self) -> bool:
+        return True
+
+    def absolute(self) -> DeleteVectorsSpec:
+        return replace(
+            self,
+            keys_from=tuple(absolute(each) for each in self.keys_from),
+            files_from=absolute(self.files_from) if self.files_from else None,
+        )
+
+
+class DeleteVectorsCommand(Command):
+    name: ClassVar[str] = "vectors-delete"
+    spec: ClassVar[type[Spec]] = DeleteVectorsSpec
+
+    async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
+        """The job, after reading each index (a wrong name stops here, before any delete)."""
+        from s3bulk._vectors.delete import DeleteOptions, DeleteVectorsJob
+        from s3bulk._vectors.indexes import index_shapes
+
+        assert isinstance(spec, DeleteVectorsSpec)
+        requests: collections.Counter[str] = collections.Counter()
+        await index_shapes(settings, spec.bucket, spec.indexes, requests)
+        options = DeleteOptions(
+            bucket=spec.bucket,
+            indexes=spec.indexes,
+            keys_from=spec.sources,
+            key_column=spec.key_column,
+            vectors_per_second=spec.vectors_per_second,
+            requests_per_second=spec.requests_per_second,
+            dry_run=spec.dry_run,
+            max_delete=spec.max_delete,
+            concurrency=spec.engine.concurrency,
+        )
+        job = DeleteVectorsJob(options, settings, workers=plan.workers)
+        job.preflight_requests = dict(requests)
+        return job
+
+    def verb(self, job: Job) -> str:
+        return "vectors delete"
+
+    async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
+        """A dry run says how long the deletes take at the limits the indexes allow."""
+        assert isinstance(spec, DeleteVectorsSpec)
+        if spec.dry_run:
+            report.notes.append(
+                time_at_limits(
+                    report.vectors_done,
+                    report.objects_done,
+                    len(spec.indexes),
+                    spec.vectors_per_second,
+                    spec.requests_per_second,
+                )
+            )
+
+
+def time_at_limits(
+    vectors: int, requests: int, indexes: int, vectors_per_second: float, requests_per_second: float
+) -> str:
+    """The least time `vectors` in `requests` take when each of `indexes` takes at most so many a
+    second (the keys spread evenly over them, as the key hash spreads them)."""
+    seconds = max(vectors / (vectors_per_second * indexes), requests / (requests_per_second * indexes))
+    spread = f"across {indexes} indexes" if indexes > 1 else "into 1 index"
+    return (
+        f"{vectors:,} vectors in {requests:,} requests {spread}: at least {_duration(seconds)} at "
+        f"{vectors_per_second:,.0f} vectors/s and {requests_per_second:,.0f} requests/s per index"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+COMMANDS = (DeleteVectorsCommand(),)  # found by the registry (s3bulk._commands)
