@@ -1,10 +1,17 @@
-"""What a job's requests would cost at S3 Standard list prices: the one price table in the code.
+"""What a job's requests would cost at list prices: the one price table in the code.
 
-Prices are US East (N. Virginia), S3 Standard, per 1,000 requests, as published by AWS in 2025.
-Other regions and storage classes differ by a few tens of percent; data transfer out of AWS and
-storage are not requests and are not counted here. DELETE (and the multi-object DeleteObjects
-POST, which AWS bills as deletes) is free; a multipart upload's initiate/complete calls and every
-part are PUT-class; HEAD is GET-class.
+S3: prices are US East (N. Virginia), S3 Standard, per 1,000 requests, as published by AWS in
+2025. Other regions and storage classes differ by a few tens of percent; data transfer out of
+AWS and storage are not requests and are not counted here. DELETE (and the multi-object
+DeleteObjects POST, which AWS bills as deletes) is free; a multipart upload's initiate/complete
+calls and every part are PUT-class; HEAD is GET-class.
+
+S3 Vectors bills by the data, not the request: PutVectors $0.20 per GB of logical data written
+(the vectors' float32 values, keys and metadata), storage $0.06 per GB-month, QueryVectors $2.50
+per million requests plus the data each query processes (tiered by the index's size, not priced
+here), as the S3 pricing page's worked examples give them (us-east-1, read 2026-09-20). What
+they do not give (GetVectors, ListVectors, DeleteVectors) is not priced here: a vectors job's
+requests are left out of the S3 request cost, not priced as GETs.
 """
 
 from __future__ import annotations
@@ -20,9 +27,35 @@ PRICE_PER_1000 = {
 }
 PRICE_SOURCE = "S3 Standard list prices, us-east-1"
 
+VECTORS_PUT_PER_GB = 0.20
+VECTORS_STORAGE_PER_GB_MONTH = 0.06
+VECTORS_QUERIES_PER_MILLION = 2.50
+VECTORS_PRICE_SOURCE = "S3 Vectors prices, us-east-1, read 2026-09-20"
+VECTORS_OPERATIONS = frozenset(
+    {"PutVectors", "GetVectors", "ListVectors", "DeleteVectors", "QueryVectors", "GetIndex", "CreateIndex"}
+)
+GB = 1024**3
+
 
 def request_cost(requests: dict[str, int]) -> float:
-    """Dollars for these requests; an unknown kind is priced like GET rather than ignored."""
+    """Dollars for these S3 requests; an unknown kind is priced like GET rather than ignored, and
+    S3 Vectors operations are left to `vectors_costs` (they are billed by the data)."""
     return sum(
-        count * PRICE_PER_1000.get(kind, PRICE_PER_1000["GET"]) / 1000 for kind, count in requests.items()
+        count * PRICE_PER_1000.get(kind, PRICE_PER_1000["GET"]) / 1000
+        for kind, count in requests.items()
+        if kind not in VECTORS_OPERATIONS
     )
+
+
+def vectors_costs(logical_bytes: int, queries: int = 0) -> str:
+    """What writing `logical_bytes` of vectors (and `queries` QueryVectors) costs, in words."""
+    gigabytes = logical_bytes / GB
+    parts = [
+        f"{gigabytes:,.2f} GB of vector data: PutVectors ${gigabytes * VECTORS_PUT_PER_GB:,.2f}, "
+        f"storage ${gigabytes * VECTORS_STORAGE_PER_GB_MONTH:,.2f}/month"
+    ]
+    if queries:
+        parts.append(
+            f"{queries:,} queries ${queries * VECTORS_QUERIES_PER_MILLION / 1e6:,.2f} + data processed"
+        )
+    return "; ".join(parts) + f" ({VECTORS_PRICE_SOURCE})"

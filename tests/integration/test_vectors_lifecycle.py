@@ -311,3 +311,26 @@ def test_delete_from_stdin_resumes_after_a_kill_and_refuses_bad_input(
     for args, said in cases.items():
         result = run_cli(env, "vectors", "delete", "--bucket", bucket, *args)
         assert result.returncode == 2 and said in result.stderr, (args, result.stderr)
+
+
+# ---- the bill and the time before the run -------------------------------------------------------
+def test_put_dry_run_checks_every_row_sends_nothing_and_states_cost_and_time(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 6000)
+    bucket, first = new_index(env)
+    _, second = new_index(env, bucket=bucket)
+    before = standin.stats()["requests"].get("PutVectors", 0)
+
+    planned = run_cli(
+        env, "vectors", "put", str(path), "--bucket", bucket, "--index", first, "--index", second, "--dry-run"
+    )
+
+    assert planned.returncode == 0, planned.stderr
+    said = planned.stdout + planned.stderr
+    assert "vectors put would do: 6,000 vectors in" in said
+    # 6,000 x 256 float32 = 5.86 MiB; at 2,500 vectors/s per index, two indexes: 1.2 s at least
+    assert "0.01 GB of vector data: PutVectors $0.00, storage $0.00/month (S3 Vectors prices" in said
+    assert "6,000 vectors in" in said and "across 2 indexes: at least 1.2 s at 2,500 vectors/s" in said
+    assert standin.stats()["requests"].get("PutVectors", 0) == before
+    assert contents(standin, bucket, first) == {} and contents(standin, bucket, second) == {}

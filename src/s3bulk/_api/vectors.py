@@ -38,6 +38,7 @@ async def put_vectors_async(
     requests_per_second: float = PutVectorsSpec.requests_per_second,
     on_error: str = PutVectorsSpec.on_error,
     rejects: Location | None = None,
+    dry_run: bool = False,
     engine: str = VECTORS.engine,
     workers: int | None = None,
     concurrency: int = VECTORS.concurrency,

@@ -112,6 +112,7 @@ def put_command(
         "--rejects",
         help="Where bad rows are listed, as JSON lines (default: next to the job's journal).",
     ),
+    dry_run: bool = DryRunOption,
     engine: str | None = EngineOption,
     ray_address: str | None = RayAddressOption,
     journal_url: str | None = JournalUrlOption,
@@ -158,6 +159,7 @@ def put_command(
                 requests_per_second=requests_per_second,
                 on_error=on_error,
                 rejects=rejects,
+                dry_run=dry_run,
                 engine=engine or DEFAULT_ENGINE,
                 workers=workers,
                 ray_address=ray_address,
@@ -167,7 +169,7 @@ def put_command(
                 on_progress=on_progress,
             )
 
-    return run_job(start, verb="vectors put", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
+    return run_job(start, verb="vectors put", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
 
 
 @app.command("export")

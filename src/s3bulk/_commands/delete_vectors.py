@@ -17,7 +17,7 @@ from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import option, verbatim
 from s3bulk._report import Report
-from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND
+from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
 ENGINE = EngineSpec(concurrency=16, max_attempts=8)
 
@@ -160,29 +160,6 @@ class DeleteVectorsCommand(Command):
                     spec.requests_per_second,
                 )
             )
-
-
-def time_at_limits(
-    vectors: int, requests: int, indexes: int, vectors_per_second: float, requests_per_second: float
-) -> str:
-    """The least time `vectors` in `requests` take when each of `indexes` takes at most so many a
-    second (the keys spread evenly over them, as the key hash spreads them)."""
-    seconds = max(vectors / (vectors_per_second * indexes), requests / (requests_per_second * indexes))
-    spread = f"across {indexes} indexes" if indexes > 1 else "into 1 index"
-    return (
-        f"{vectors:,} vectors in {requests:,} requests {spread}: at least {_duration(seconds)} at "
-        f"{vectors_per_second:,.0f} vectors/s and {requests_per_second:,.0f} requests/s per index"
-    )
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 COMMANDS = (DeleteVectorsCommand(),)  # found by the registry (s3bulk._commands)

@@ -19,10 +19,13 @@ from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._journal.local import private_directory, state_dir
+from s3bulk._pricing import vectors_costs
+from s3bulk._report import Report
 from s3bulk._vectors.limits import (
     MAX_VECTORS_PER_REQUEST,
     REQUESTS_PER_SECOND,
     VECTORS_PER_SECOND,
+    time_at_limits,
 )
 
 MiB = 1024**2
@@ -143,6 +146,7 @@ class PutVectorsCommand(Command):
             on_error=spec.on_error,
             rejects_path=spec.rejects,
             concurrency=spec.engine.concurrency,
+            dry_run=spec.dry_run,
         )
         requests: collections.Counter[str] = collections.Counter()
         shapes = await index_shapes(settings, options.bucket, options.indexes, requests)
@@ -153,6 +157,26 @@ class PutVectorsCommand(Command):
 
     def verb(self, job: Job) -> str:
         return "vectors put"
+
+    async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
+        """What the load costs and, before it runs (--dry-run), how long it takes at the limits."""
+        from s3bulk._vectors.job import PutVectorsJob
+
+        assert isinstance(spec, PutVectorsSpec) and isinstance(job, PutVectorsJob)
+        dimension = max(shape.dimension for shape in job.shapes.values())
+        report.notes.append(
+            vectors_costs(report.vectors_done * 4 * dimension) + "; keys and metadata add theirs"
+        )
+        if spec.dry_run:
+            report.notes.append(
+                time_at_limits(
+                    report.vectors_done,
+                    report.objects_done,
+                    len(spec.indexes),
+                    spec.vectors_per_second,
+                    spec.requests_per_second,
+                )
+            )
 
 
 def default_rejects_path(job_id: str) -> str:

@@ -66,6 +66,7 @@ class PutOptions:
     on_error: str = "abort"  # or "skip": bad rows go to the rejects file, the rest loads
     rejects_path: str = "s3bulk-rejects.jsonl"
     concurrency: int = 16
+    dry_run: bool = False  # read, check and build every batch; send none
 
 
 @dataclass
@@ -274,8 +275,9 @@ class PutVectorsJob:
             )
         if len(body.data) > MAX_REQUEST_BYTES and len(batch.keys) > 1:
             return sum([await self.run(half, ctx) for half in _halves(batch)])
-        pace = self._limits[batch.index]
-        await pace.send(self._client, "PutVectors", body.data, len(batch.keys), ctx, body.sha256)
+        if not self.options.dry_run:
+            pace = self._limits[batch.index]
+            await pace.send(self._client, "PutVectors", body.data, len(batch.keys), ctx, body.sha256)
         ctx.stats.vectors_done += len(batch.keys)
         return len(body.data)
 

@@ -1,0 +1,27 @@
+"""The bill and the time a vectors job states before it runs (issue 52, item 5)."""
+
+from __future__ import annotations
+
+from s3bulk._pricing import request_cost, vectors_costs
+from s3bulk._vectors.limits import time_at_limits
+
+
+def test_time_at_the_limits_of_one_index_and_of_eight() -> None:
+    ten_million = 10_000_000
+    one = time_at_limits(ten_million, ten_million // 500, 1, 2500, 1000)
+    eight = time_at_limits(ten_million, ten_million // 500, 8, 2500, 1000)
+    assert one.startswith("10,000,000 vectors in 20,000 requests into 1 index: at least 66.7 min")
+    assert "across 8 indexes: at least 8.3 min" in eight
+    # small batches: the request limit binds, not the vectors'
+    assert "at least 10.0 s" in time_at_limits(10_000, 10_000, 1, 2500, 1000)
+
+
+def test_vectors_are_priced_by_their_data_and_left_out_of_the_s3_request_cost() -> None:
+    one_gb_of_vectors = 262_144 * 1024 * 4  # 262,144 vectors of 1,024 float32 values
+    said = vectors_costs(one_gb_of_vectors, queries=1_000_000)
+    assert said.startswith(
+        "1.00 GB of vector data: PutVectors $0.20, storage $0.06/month; 1,000,000 queries $2.50"
+    )
+    assert "read 2026-09-20" in said
+    assert request_cost({"PutVectors": 1000, "ListVectors": 1000}) == 0.0
+    assert request_cost({"PUT": 1000, "GET": 1000}) == 0.005 + 0.0004
