@@ -47,15 +47,16 @@ def request_cost(requests: dict[str, int]) -> float:
     )
 
 
-def vectors_costs(logical_bytes: int, queries: int = 0) -> str:
-    """What writing `logical_bytes` of vectors (and `queries` QueryVectors) costs, in words."""
+def vectors_costs(logical_bytes: int = 0, queries: int = 0) -> str:
+    """What writing `logical_bytes` of vectors, and `queries` QueryVectors, cost, in words."""
     gigabytes = logical_bytes / GB
-    parts = [
-        f"{gigabytes:,.2f} GB of vector data: PutVectors ${gigabytes * VECTORS_PUT_PER_GB:,.2f}, "
-        f"storage ${gigabytes * VECTORS_STORAGE_PER_GB_MONTH:,.2f}/month"
-    ]
-    if queries:
+    parts = []
+    if logical_bytes or not queries:
         parts.append(
-            f"{queries:,} queries ${queries * VECTORS_QUERIES_PER_MILLION / 1e6:,.2f} + data processed"
+            f"{gigabytes:,.2f} GB of vector data: PutVectors ${gigabytes * VECTORS_PUT_PER_GB:,.2f}, "
+            f"storage ${gigabytes * VECTORS_STORAGE_PER_GB_MONTH:,.2f}/month"
         )
+    if queries:
+        dollars = queries * VECTORS_QUERIES_PER_MILLION / 1e6
+        parts.append(f"{queries:,} queries ${dollars:,.2f} and the data they process")
     return "; ".join(parts) + f" ({VECTORS_PRICE_SOURCE})"

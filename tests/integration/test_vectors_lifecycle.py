@@ -334,3 +334,55 @@ def test_put_dry_run_checks_every_row_sends_nothing_and_states_cost_and_time(
     assert "6,000 vectors in" in said and "across 2 indexes: at least 1.2 s at 2,500 vectors/s" in said
     assert standin.stats()["requests"].get("PutVectors", 0) == before
     assert contents(standin, bucket, first) == {} and contents(standin, bucket, second) == {}
+
+
+# ---- query --------------------------------------------------------------------------------------
+def test_query_writes_each_querys_answers_and_measures_recall(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, vectors, genres = source(tmp_path / "docs.parquet", 3000)
+    bucket, index = new_index(env)
+    loaded = run_cli(
+        env, "vectors", "put", str(path), "--bucket", bucket, "--index", index, "--metadata-columns", "genre"
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    queries = vectors[:600] + np.float32(0.01)  # near rows 0-599: each one's nearest is its row
+    table = pa.table(
+        {
+            "key": [f"q{n}" for n in range(600)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(queries.ravel()), DIMENSION),
+        }
+    )
+    pq.write_table(table, tmp_path / "queries.parquet")
+    before = standin.stats()["requests"].get("QueryVectors", 0)
+
+    asked = run_cli(
+        env, "vectors", "query", str(tmp_path / "queries.parquet"), "--bucket", bucket, "--index", index,
+        "-k", "5", "-o", str(tmp_path / "results"), "--recall", "50", "--json",
+    )  # fmt: skip
+
+    assert asked.returncode == 0, asked.stderr
+    report = summary(asked)
+    assert report["vectors_done"] == 600
+    assert standin.stats()["requests"]["QueryVectors"] - before == 600
+    results = pq.ParquetDataset(sorted(str(p) for p in (tmp_path / "results").glob("*.parquet"))).read()
+    assert results.num_rows == 600 * 5
+    rows = results.to_pylist()
+    first = {row["query"]: row for row in rows if row["rank"] == 1}
+    assert all(first[f"q{n}"]["key"] == f"doc-{n:06d}" for n in range(600))  # the service's answers
+    assert orjson.loads(first["q7"]["metadata"]) == {"genre": genres[7]}
+    # the stand-in searches exactly: recall 1.0, measured by listing the whole index with its data
+    assert any("recall@5 over 50 sampled queries: 1.000" in note for note in report["notes"]), report["notes"]
+
+    filtered = run_cli(
+        env, "vectors", "query", str(tmp_path / "queries.parquet"), "--bucket", bucket, "--index", index,
+        "-k", "3", "-o", str(tmp_path / "g1"), "--filter", '{"genre": "g1"}',
+    )  # fmt: skip
+    assert filtered.returncode == 0, filtered.stderr
+    answers = pq.ParquetDataset(sorted(str(p) for p in (tmp_path / "g1").glob("*.parquet"))).read()
+    assert {orjson.loads(text)["genre"] for text in answers.column("metadata").to_pylist()} == {"g1"}
+    bad = run_cli(
+        env, "vectors", "query", str(tmp_path / "queries.parquet"), "--bucket", bucket, "--index", index,
+        "-o", str(tmp_path / "bad"), "--filter", "{genre: g1}",
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--filter '{genre: g1}' is not JSON" in bad.stderr

@@ -63,6 +63,7 @@ API = {
             "count_vectors",
             "export_vectors",
             "delete_vectors",
+            "query_vectors",
             "gather",
             "gather_to_file",
             "doctor",

@@ -25,3 +25,25 @@ def test_vectors_are_priced_by_their_data_and_left_out_of_the_s3_request_cost() 
     assert "read 2026-09-20" in said
     assert request_cost({"PutVectors": 1000, "ListVectors": 1000}) == 0.0
     assert request_cost({"PUT": 1000, "GET": 1000}) == 0.005 + 0.0004
+
+
+def test_recall_counts_the_exact_neighbours_the_answers_hold() -> None:
+    from s3bulk._vectors.query import recall_at_k
+
+    exact = {"q1": ["a", "b", "c", "d"], "q2": ["e", "f", "g", "h"]}
+    answers = {"q1": ["a", "b", "x", "y"], "q2": ["h", "g", "f", "e"]}
+    assert recall_at_k(answers, exact) == 6 / 8
+    assert recall_at_k({}, exact) == 0.0 and recall_at_k(answers, {}) == 1.0
+
+
+def test_distances_are_the_services_cosine_and_euclidean() -> None:
+    import numpy as np
+
+    from s3bulk._vectors.query import _distances
+
+    queries = np.array([[1.0, 0.0], [0.0, 2.0]], dtype=np.float32)
+    rows = np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 4.0]], dtype=np.float32)
+    cosine = _distances("cosine", queries, np.linalg.norm(queries, axis=1), rows)
+    euclidean = _distances("euclidean", queries, np.linalg.norm(queries, axis=1), rows)
+    assert np.allclose(cosine, [[0.0, 1.0, 0.4], [1.0, 0.0, 0.2]])
+    assert np.allclose(euclidean, [[1.0, np.sqrt(2), np.sqrt(20)], [np.sqrt(8), 1.0, 3.0]])

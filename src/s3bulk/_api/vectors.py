@@ -14,6 +14,8 @@ from s3bulk._commands.export_vectors import ENGINE as EXPORT
 from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.put_vectors import PutVectorsSpec
+from s3bulk._commands.query_vectors import ENGINE as QUERY
+from s3bulk._commands.query_vectors import QueryVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._errors import require_extra
 from s3bulk._report import Report
@@ -210,3 +212,53 @@ async def delete_vectors_async(
 
 
 delete_vectors = sync_twin(delete_vectors_async)
+
+
+async def query_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str,
+    output: Location,
+    *,
+    top_k: int = QueryVectorsSpec.top_k,
+    filter: str | None = QueryVectorsSpec.filter,
+    recall: int = QueryVectorsSpec.recall,
+    queries_per_second: float = QueryVectorsSpec.queries_per_second,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    engine: str = QUERY.engine,
+    concurrency: int = QUERY.concurrency,
+    max_attempts: int | None = QUERY.max_attempts,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """One QueryVectors per query vector of `sources` (read as `put_vectors` reads rows; the
+    key column names each query), the `top_k` answers written as Parquet rows (query, rank, key,
+    distance, metadata as JSON) under `output`. `recall=N`: N queries' answers are checked
+    against the exact neighbours over the whole index; the report's notes give recall@k."""
+    return await run_spec(
+        QueryVectorsSpec,
+        QUERY,
+        {
+            "sources": locations(sources, "sources"),
+            "bucket": bucket,
+            "index": index,
+            "output": location(output, "output"),
+            "top_k": top_k,
+            "filter": filter,
+            "recall": recall,
+            "queries_per_second": queries_per_second,
+            "key_column": key_column,
+            "vector_column": vector_column,
+            "engine": engine,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+        },
+    )
+
+
+query_vectors = sync_twin(query_vectors_async)

@@ -151,6 +151,11 @@ SUBMENU = {
         "Delete vectors by key, at the per-index write limit",
         "s3bulk vectors delete gone.txt --bucket v --index i --dry-run",
     ),
+    "vectors query": Entry(
+        BEYOND,
+        "Run many queries, results as Parquet rows; --recall checks them",
+        "s3bulk vectors query q.parquet --bucket v --index i -k 10 -o results/",
+    ),
     "vectors verify": Entry(
         BEYOND,
         "Fetch a sample back and compare it with the source",

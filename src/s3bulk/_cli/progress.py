@@ -117,7 +117,11 @@ def object_line(command: str, record: dict[str, Any]) -> str:
 
 
 # a vectors command's items, and what its bytes are ("" when it moves none worth naming)
-VECTORS_ITEMS = {"vectors export": ("files", "of vectors"), "vectors delete": ("requests", "")}
+VECTORS_ITEMS = {
+    "vectors export": ("files", "of vectors"),
+    "vectors delete": ("requests", ""),
+    "vectors query": ("files", ""),
+}
 
 
 def summary_line(report: Report) -> str:

@@ -1,5 +1,5 @@
-"""`s3bulk vectors put|export|delete|verify|count|create-bucket|create-index`: embeddings into S3
-Vectors, out again, and away."""
+"""`s3bulk vectors put|export|delete|query|verify|count|create-bucket|create-index`: embeddings
+into S3 Vectors, out again, away, and asked."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
 from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ExportVectorsSpec
+from s3bulk._commands.query_vectors import QueryVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
@@ -276,6 +277,63 @@ def delete_command(
             )
 
     return run_job(start, verb="vectors delete", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+
+
+@app.command("query")
+@guarded
+@spec_options(QueryVectorsSpec)
+def query_command(
+    sources: list[str] | None = SourcesArgument,
+    bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
+    index: str | None = typer.Option(None, "--index", help="The index."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="A directory for the results' Parquet files."
+    ),
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
+    engine: str | None = EngineOption,
+    concurrency: int = typer.Option(4, "--concurrency", help="Chunks of 256 queries in flight per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    s3_endpoint_url: str | None = S3EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    given: dict[str, Any] | None = None,
+) -> int:
+    """Run a file of query vectors against an index; results as Parquet rows."""
+    from s3bulk._api.vectors import query_vectors_async
+
+    start = continuation(
+        "vectors-query",
+        resume,
+        retry_failed,
+        [" ".join(sources or ()) or None, bucket, index, output],
+        {"engine": engine},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
+        assert sources and bucket and index and output
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return query_vectors_async(
+                sources,
+                bucket,
+                index,
+                output,
+                **(given or {}),
+                key_column=key_column,
+                vector_column=vector_column,
+                engine=engine or DEFAULT_ENGINE,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors query", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
 
 
 @app.command("verify")
