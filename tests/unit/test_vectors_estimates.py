@@ -46,4 +46,4 @@ def test_distances_are_the_services_cosine_and_euclidean() -> None:
     cosine = _distances("cosine", queries, np.linalg.norm(queries, axis=1), rows)
     euclidean = _distances("euclidean", queries, np.linalg.norm(queries, axis=1), rows)
     assert np.allclose(cosine, [[0.0, 1.0, 0.4], [1.0, 0.0, 0.2]])
-    assert np.allclose(euclidean, [[1.0, np.sqrt(2), np.sqrt(20)], [np.sqrt(8), 1.0, 3.0]])
+    assert np.allclose(euclidean, [[1.0, np.sqrt(2), np.sqrt(20)], [np.sqrt(8), 1.0, np.sqrt(13)]])
