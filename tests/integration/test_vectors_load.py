@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import S3BULK, Endpoint, new_bucket, run_cli
 
+from s3bulk._vectors.digest import HASH_KEY, content_hash, without_hash
 from s3bulk.testing.throttle import ThrottlingProxy
 
 _names = itertools.count()
@@ -119,7 +120,11 @@ def test_parquet_load_verify_and_rerun_overwrites(moto: Endpoint, tmp_path: Path
     row = 1234
     entry = found[f"doc-{row:05d}"]
     assert np.array(entry["data"]["float32"], dtype=np.float32).tobytes() == vectors[row].tobytes()
-    assert entry["metadata"] == {"genre": genres[row]}
+    # the user's metadata, and the content hash vectors sync compares by
+    assert entry["metadata"] == {
+        "genre": genres[row],
+        HASH_KEY: content_hash(vectors[row], {"genre": genres[row]}),
+    }
 
     again = run_cli(env, *put)  # a new job, not a resume: every key is written again, in place
     assert again.returncode == 0, again.stderr
@@ -237,7 +242,7 @@ def test_npy_keys_file_jsonl_and_s3_sources(
     )
     assert report.ok and report.vectors_done == 50
     entry = stored(moto, bucket, index)["j7"]
-    assert entry["metadata"] == {"lang": "en"}
+    assert without_hash(entry["metadata"]) == {"lang": "en"} and HASH_KEY in entry["metadata"]
     write_parquet(tmp_path / "d.parquet", vectors[:10])
     minio.client().upload_file(str(tmp_path / "d.parquet"), source_bucket, "other/d.parquet")
     report = put_vectors(f"s3://{source_bucket}/other/d.parquet", bucket, index, settings=settings)
@@ -495,7 +500,8 @@ def test_create_bucket_and_index_commands(moto: Endpoint) -> None:
             "dataType": "float32",
             "dimension": 1024,
             "distanceMetric": "euclidean",
-            "metadataConfiguration": {"nonFilterableMetadataKeys": ["text"]},  # moto drops it
+            # moto drops it; the content hash s3bulk's puts add takes no filterable room
+            "metadataConfiguration": {"nonFilterableMetadataKeys": ["text", HASH_KEY]},
         }
     found = vectors_client(moto.server.endpoint).get_index(vectorBucketName=bucket, indexName="docs")["index"]
     assert found["dimension"] == 1024 and found["distanceMetric"] == "euclidean"

@@ -456,6 +456,7 @@ def create_index_command(
     """Create an index (float32) in a vector bucket."""
     from s3bulk._errors import UsageError
     from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.digest import HASH_KEY
 
     if metric not in ("cosine", "euclidean"):
         raise UsageError(f"--metric {metric!r}: use cosine or euclidean")
@@ -465,7 +466,10 @@ def create_index_command(
     async def create() -> None:
         client = VectorsClient(_settings(endpoint_url, None, profile, region))
         try:
-            await client.create_index(bucket, index, dimension, metric, tuple(non_filterable))
+            # the content hash every s3bulk put adds (sync compares by it): not filterable, so
+            # it takes nothing from the 2 KB of filterable metadata
+            keys = tuple(dict.fromkeys([*non_filterable, HASH_KEY]))
+            await client.create_index(bucket, index, dimension, metric, keys)
         finally:
             await client.close()
 

@@ -37,6 +37,7 @@ from s3bulk._sources.embeddings import (
     read_slice,
 )
 from s3bulk._stores.vectors import VectorsClient
+from s3bulk._vectors.digest import with_hashes
 from s3bulk._vectors.indexes import IndexShape, index_of
 from s3bulk._vectors.limits import (
     MAX_REQUEST_BYTES,
@@ -172,7 +173,15 @@ class PutVectorsJob:
             yield ctx.drop_done(batches, self.item_id)
 
     def _checked(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
-        """The chunk without its bad rows (written to the rejects file), or JobAborted."""
+        """The chunk without its bad rows (written to the rejects file), or JobAborted; each good
+        row's metadata with its content hash, where the limits leave room (`digest`)."""
+        checked = self._without_bad_rows(piece, chunk, ctx)
+        shapes = [self.shapes[index] for index in set(self.options.indexes)]
+        non_filterable = frozenset.intersection(*(shape.non_filterable for shape in shapes))
+        hashed = with_hashes(checked.vectors, checked.metadata, non_filterable)
+        return RowChunk(checked.first_row, checked.keys, checked.vectors, hashed, checked.problems)
+
+    def _without_bad_rows(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
         problems = dict(chunk.problems)
         for index in set(self.options.indexes):
             shape = self.shapes[index]

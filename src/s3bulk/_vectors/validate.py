@@ -47,14 +47,14 @@ def check_rows(
         elif zero[row]:
             reason = "all-zero vector: a cosine index cannot store it"
         elif metadata is not None and metadata[row]:
-            reason = _metadata_problem(metadata[row] or {}, non_filterable)
+            reason = metadata_problem(metadata[row] or {}, non_filterable)
         if reason:
             problems[row] = reason
         seen.setdefault(key, row)
     return problems
 
 
-def _metadata_problem(metadata: dict[str, Any], non_filterable: frozenset[str]) -> str:
+def metadata_problem(metadata: dict[str, Any], non_filterable: frozenset[str]) -> str:
     if len(metadata) > MAX_METADATA_KEYS:
         return f"metadata has {len(metadata)} keys (at most {MAX_METADATA_KEYS})"
     size = len(orjson.dumps(metadata))

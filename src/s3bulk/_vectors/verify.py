@@ -24,6 +24,7 @@ from s3bulk._errors import UsageError
 from s3bulk._sources.embeddings import EmbeddingSpec, Slice, open_file, plan_slices, read_slice
 from s3bulk._stores.retry import Meter
 from s3bulk._stores.vectors import VectorsClient
+from s3bulk._vectors.digest import without_hash
 from s3bulk._vectors.indexes import index_of, index_shapes
 from s3bulk._vectors.validate import check_rows
 
@@ -128,7 +129,7 @@ def _compare(group: list[Expected], found: dict[str, dict[str, Any]], report: Ve
                 else len(row.vector)
             )
             report.differ.append((row.key, f"data: {changed} of {len(row.vector)} values differ"))
-        elif (stored.get("metadata") or None) != expected_metadata:
+        elif without_hash(stored.get("metadata")) != expected_metadata:
             report.differ.append(
                 (row.key, f"metadata: stored {stored.get('metadata')!r}, source {expected_metadata!r}")
             )
