@@ -5,7 +5,7 @@
 
 The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
 `resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
-`delete_vectors`, `query_vectors`, `gather`, `gather_to_file`, `doctor` (each with an `_async`
+`delete_vectors`, `query_vectors`, `sync_vectors`, `gather`, `gather_to_file`, `doctor` (each with an `_async`
 twin), `ls` and `ls_async`, `list_jobs`; the `Report` they return and its `Failure`s; the errors
 they raise; `AwsSettings` to say where and as whom. Every module is private (`s3bulk._*`), but
 `s3bulk.testing`: real servers on loopback for users' own tests, and `s3bulk.fsspec`: the
@@ -46,6 +46,8 @@ _EXPORTS = {
     "put_vectors_async": "s3bulk._api.vectors",
     "query_vectors": "s3bulk._api.vectors",
     "query_vectors_async": "s3bulk._api.vectors",
+    "sync_vectors": "s3bulk._api.vectors",
+    "sync_vectors_async": "s3bulk._api.vectors",
     "verify_vectors": "s3bulk._api.vectors",
     "verify_vectors_async": "s3bulk._api.vectors",
     "count_vectors": "s3bulk._api.vectors",
@@ -163,6 +165,8 @@ __all__ = [
     "retry_failed_async",
     "sync",
     "sync_async",
+    "sync_vectors",
+    "sync_vectors_async",
     "verify_vectors",
     "verify_vectors_async",
 ]

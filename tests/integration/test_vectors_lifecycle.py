@@ -387,3 +387,172 @@ def test_query_writes_each_querys_answers_and_measures_recall(
         "-o", str(tmp_path / "bad"), "--filter", "{genre: g1}",
     )  # fmt: skip
     assert bad.returncode == 2 and "--filter '{genre: g1}' is not JSON" in bad.stderr
+
+
+# ---- sync ---------------------------------------------------------------------------------------
+def stored_as_source(standin: VectorsStandInServer, bucket: str, index: str) -> dict[str, tuple[bytes, Any]]:
+    """The index's contents with each vector's metadata as the user gave it (no content hash)."""
+    return {key: (data, without_hash(meta)) for key, (data, meta) in contents(standin, bucket, index).items()}
+
+
+def source_contents(path: Path) -> dict[str, tuple[bytes, Any]]:
+    table = pq.read_table(path).to_pylist()
+    return {
+        row["key"]: (np.array(row["vector"], dtype=np.float32).tobytes(), {"genre": row["genre"]})
+        for row in table
+    }
+
+
+def test_sync_puts_what_changed_deletes_what_is_gone_and_then_has_nothing_to_do(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, vectors, genres = source(tmp_path / "docs.parquet", 3000)
+    bucket, index = new_index(env)
+    sync = ["vectors", "sync", "--bucket", bucket, "--index", index, "--metadata-columns", "genre", "--json"]
+
+    first = run_cli(env, *sync[:2], str(path), *sync[2:])
+    assert first.returncode == 0, first.stderr
+    assert summary(first)["vectors_done"] == 3000 and stored_as_source(
+        standin, bucket, index
+    ) == source_contents(path)
+
+    puts = standin.stats()["requests"]["PutVectors"]
+    again = run_cli(env, *sync[:2], str(path), *sync[2:])
+    assert again.returncode == 0, again.stderr
+    assert summary(again)["vectors_done"] == 0 and summary(again)["objects_unchanged"] == 3000
+    assert standin.stats()["requests"]["PutVectors"] == puts  # equal by the hashes listed: nothing sent
+
+    changed = vectors.copy()
+    changed[0:30] += 1.0  # 30 vectors changed
+    genres = list(genres)
+    genres[100:130] = ["moved"] * 30  # 30 rows' metadata changed
+    keep = [n for n in range(3000) if not 200 <= n < 230]  # 30 rows gone from the source
+    keys = [f"doc-{n:06d}" for n in keep] + [f"new-{n}" for n in range(30)]  # 30 new
+    rows = np.concatenate([changed[keep], np.random.default_rng(9).standard_normal((30, DIMENSION))]).astype(
+        np.float32
+    )
+    table = pa.table(
+        {
+            "key": keys,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), DIMENSION),
+            "genre": [genres[n] for n in keep] + ["new"] * 30,
+        }
+    )
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(table, edited, row_group_size=700)
+
+    planned = run_cli(env, *sync[:2], str(edited), *sync[2:], "--delete", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert "(90 to put, 30 to delete)" in planned.stdout + planned.stderr
+    assert len(contents(standin, bucket, index)) == 3000
+
+    synced = run_cli(env, *sync[:2], str(edited), *sync[2:], "--delete")
+    assert synced.returncode == 0, synced.stderr
+    report = summary(synced)
+    assert (report["vectors_done"], report["objects_deleted"], report["objects_unchanged"]) == (90, 30, 2910)
+    assert stored_as_source(standin, bucket, index) == source_contents(edited)
+    settled = run_cli(env, *sync[:2], str(edited), *sync[2:], "--delete")
+    assert summary(settled)["vectors_done"] == 0 and summary(settled)["objects_deleted"] == 0
+
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(table.slice(0, 0), empty)
+    refused = run_cli(env, *sync[:2], str(empty), *sync[2:], "--delete")
+    assert refused.returncode == 2 and "--allow-empty-source" in refused.stderr
+    assert len(contents(standin, bucket, index)) == 3000
+
+
+def test_sync_compares_vectors_stored_without_a_hash_by_reading_them_back(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """An index another tool loaded has no content hashes: equal vectors are read back
+    (GetVectors, 100 a request) and left alone; only the different ones are put."""
+    import asyncio
+
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.payload import put_vectors_body
+
+    path, vectors, genres = source(tmp_path / "docs.parquet", 1000)
+    bucket, index = new_index(env)
+    other = vectors.copy()
+    other[:10] *= 2.0  # the other tool's copy differs in 10 rows
+
+    async def load_without_hashes() -> None:
+        client = VectorsClient(AwsSettings.from_env(vectors_endpoint_url=standin.endpoint))
+        try:
+            for start in range(0, 1000, 500):
+                keys = [f"doc-{n:06d}" for n in range(start, start + 500)]
+                metadata = [{"genre": genres[n]} for n in range(start, start + 500)]
+                await client.put_vectors(
+                    put_vectors_body(bucket, index, keys, other[start : start + 500], metadata)
+                )
+        finally:
+            await client.close()
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in standin.client_env().items():
+            patch.setenv(name, value)
+        asyncio.run(load_without_hashes())
+    gets = standin.stats()["requests"].get("GetVectors", 0)
+
+    synced = run_cli(
+        env,
+        "vectors",
+        "sync",
+        str(path),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--metadata-columns",
+        "genre",
+        "--json",
+    )
+
+    assert synced.returncode == 0, synced.stderr
+    report = summary(synced)
+    assert report["vectors_done"] == 10 and report["objects_unchanged"] == 990
+    assert standin.stats()["requests"]["GetVectors"] - gets == 10  # 1,000 keys, 100 a request
+    assert stored_as_source(standin, bucket, index) == source_contents(path)
+
+
+def test_a_killed_sync_resumed_plans_again_and_sends_only_the_rest(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 6000)
+    bucket, index = new_index(env)
+    sync = [
+        *S3BULK,
+        "vectors",
+        "sync",
+        str(path),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--metadata-columns",
+        "genre",
+    ]
+    standin.hold_after(1 + 16 + 4)  # GetIndex, the 16 segments' listing, then 4 PutVectors of 12
+    process = subprocess.Popen(
+        sync, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        while standin.stats()["held"] < 1:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        standin.release()
+    stored_before = len(contents(standin, bucket, index))
+    assert 2000 <= stored_before < 6000
+    jobs = run_cli(env, "jobs", "--json")
+    job = orjson.loads(jobs.stdout.strip().splitlines()[0])["job_id"]
+
+    resumed = run_cli(env, "vectors", "sync", "--resume", job, "--json")
+
+    assert resumed.returncode == 0, resumed.stderr
+    report = summary(resumed)
+    assert report["objects_unchanged"] == stored_before and report["vectors_done"] == 6000 - stored_before
+    assert stored_as_source(standin, bucket, index) == source_contents(path)

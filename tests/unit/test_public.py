@@ -64,6 +64,7 @@ API = {
             "export_vectors",
             "delete_vectors",
             "query_vectors",
+            "sync_vectors",
             "gather",
             "gather_to_file",
             "doctor",

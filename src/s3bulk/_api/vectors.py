@@ -16,6 +16,8 @@ from s3bulk._commands.put_vectors import ENGINE as VECTORS
 from s3bulk._commands.put_vectors import PutVectorsSpec
 from s3bulk._commands.query_vectors import ENGINE as QUERY
 from s3bulk._commands.query_vectors import QueryVectorsSpec
+from s3bulk._commands.sync_vectors import ENGINE as SYNC
+from s3bulk._commands.sync_vectors import SyncVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._errors import require_extra
 from s3bulk._report import Report
@@ -262,3 +264,62 @@ async def query_vectors_async(
 
 
 query_vectors = sync_twin(query_vectors_async)
+
+
+async def sync_vectors_async(
+    sources: Location | Iterable[Location],
+    bucket: str,
+    index: str | Iterable[str],
+    *,
+    format: str | None = None,
+    key_column: str | None = None,
+    vector_column: str | None = None,
+    metadata_columns: str | Iterable[str] = (),
+    delete: bool = SyncVectorsSpec.delete,
+    max_delete: int | None = SyncVectorsSpec.max_delete,
+    allow_empty_source: bool = SyncVectorsSpec.allow_empty_source,
+    vectors_per_second: float = SyncVectorsSpec.vectors_per_second,
+    requests_per_second: float = SyncVectorsSpec.requests_per_second,
+    rejects: Location | None = None,
+    dry_run: bool = False,
+    engine: str = SYNC.engine,
+    concurrency: int = SYNC.concurrency,
+    max_attempts: int | None = SYNC.max_attempts,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Make the indexes equal to the source (named as for `put_vectors_async`): put what is new
+    or changed, leave what is equal (by the content hash s3bulk's puts keep; vectors stored
+    without one are read back to compare), and with `delete` remove what the source lacks, at
+    most `max_delete`, never all of it from an empty source unless `allow_empty_source`. A
+    second run right after finds nothing to do."""
+    return await run_spec(
+        SyncVectorsSpec,
+        SYNC,
+        {
+            "sources": locations(sources, "sources"),
+            "bucket": bucket,
+            "indexes": patterns(index, "index"),
+            "format": format,
+            "key_column": key_column,
+            "vector_column": vector_column,
+            "metadata_columns": patterns(metadata_columns, "metadata_columns"),
+            "delete": delete,
+            "max_delete": max_delete,
+            "allow_empty_source": allow_empty_source,
+            "vectors_per_second": vectors_per_second,
+            "requests_per_second": requests_per_second,
+            "rejects": None if rejects is None else location(rejects, "rejects"),
+            "dry_run": dry_run,
+            "engine": engine,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+        },
+    )
+
+
+sync_vectors = sync_twin(sync_vectors_async)

@@ -156,6 +156,11 @@ SUBMENU = {
         "Run many queries, results as Parquet rows; --recall checks them",
         "s3bulk vectors query q.parquet --bucket v --index i -k 10 -o results/",
     ),
+    "vectors sync": Entry(
+        BEYOND,
+        "Make an index equal to a source: put what changed, --delete what is gone",
+        "s3bulk vectors sync emb/ --bucket v --index i --delete --dry-run",
+    ),
     "vectors verify": Entry(
         BEYOND,
         "Fetch a sample back and compare it with the source",

@@ -121,6 +121,7 @@ VECTORS_ITEMS = {
     "vectors export": ("files", "of vectors"),
     "vectors delete": ("requests", ""),
     "vectors query": ("files", ""),
+    "vectors sync": ("batches", "of JSON"),
 }
 
 

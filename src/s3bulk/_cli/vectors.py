@@ -1,5 +1,5 @@
-"""`s3bulk vectors put|export|delete|query|verify|count|create-bucket|create-index`: embeddings
-into S3 Vectors, out again, away, and asked."""
+"""`s3bulk vectors put|sync|export|delete|query|verify|count|create-bucket|create-index`:
+embeddings into S3 Vectors, kept equal to their source, out again, away, and asked."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from s3bulk._cli.progress import json_line
 from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._commands.query_vectors import QueryVectorsSpec
+from s3bulk._commands.sync_vectors import SyncVectorsSpec
 from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
@@ -44,6 +45,9 @@ app = typer.Typer(
 BucketOption = typer.Option(..., "--bucket", help="The vector bucket.")
 IndexesOption = typer.Option(
     ..., "--index", help="The index; repeat it to shard rows over several indexes by key."
+)
+IndexesSyncOption = typer.Option(
+    None, "--index", help="The index; repeat it for several (keys sharded as vectors put shards them)."
 )
 VectorsEndpointOption = typer.Option(
     None, "--endpoint-url", help="S3 Vectors endpoint (default: AWS_ENDPOINT_URL_S3VECTORS or AWS)."
@@ -334,6 +338,73 @@ def query_command(
             )
 
     return run_job(start, verb="vectors query", as_json=as_json, dry_run=False, quiet=quiet, stats=stats)
+
+
+@app.command("sync")
+@guarded
+@spec_options(SyncVectorsSpec)
+def sync_command(
+    sources: list[str] | None = SourcesArgument,
+    bucket: str | None = typer.Option(None, "--bucket", help="The vector bucket."),
+    index: list[str] | None = IndexesSyncOption,
+    format: str | None = FormatOption,
+    key_column: str | None = KeyColumnOption,
+    vector_column: str | None = VectorColumnOption,
+    metadata_columns: str | None = MetadataOption,
+    vectors_per_second: float = typer.Option(
+        2500, "--vectors-per-second", help="Per index, puts and deletes together: the service's limit."
+    ),
+    requests_per_second: float = typer.Option(1000, "--requests-per-second", help="Per index."),
+    rejects: str | None = typer.Option(None, "--rejects", help="Where bad rows are listed (JSON lines)."),
+    dry_run: bool = DryRunOption,
+    engine: str | None = EngineOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    s3_endpoint_url: str | None = S3EndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    given: dict[str, Any] | None = None,
+) -> int:
+    """Make indexes equal to a source: put what is new or changed, --delete what it lacks."""
+    from s3bulk._api.vectors import sync_vectors_async
+
+    start = continuation(
+        "vectors-sync",
+        resume,
+        retry_failed,
+        [" ".join(sources or ()) or None, bucket, " ".join(index or ()) or None],
+        {"engine": engine},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
+        assert sources and bucket and index
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return sync_vectors_async(
+                sources,
+                bucket,
+                index,
+                **(given or {}),
+                format=format,
+                key_column=key_column,
+                vector_column=vector_column,
+                metadata_columns=_columns(metadata_columns),
+                vectors_per_second=vectors_per_second,
+                requests_per_second=requests_per_second,
+                rejects=rejects,
+                dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
 
 
 @app.command("verify")

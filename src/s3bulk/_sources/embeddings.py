@@ -83,6 +83,11 @@ class RowChunk:
     vectors: np.ndarray  # (rows, dimension) float32
     metadata: list[dict[str, Any] | None] | None
     problems: dict[int, str] = field(default_factory=dict)
+    numbers: list[int] | None = None  # each row's number in its file, when not consecutive
+
+    def number(self, position: int) -> int:
+        """The row's number in its file."""
+        return self.numbers[position] if self.numbers is not None else self.first_row + position
 
 
 # ---- files, local or on S3 -------------------------------------------------------------------

@@ -165,7 +165,15 @@ class DeleteVectorsJob:
         }
         self._cap = DeleteCap(options.max_delete) if options.max_delete is not None else None
 
+    def share_limits(self, limits: dict[str, IndexPace]) -> None:
+        """Draw on these budgets (a sync's puts'): the service counts puts and deletes together."""
+        self._limits = limits
+
     async def expand(self, chunk: KeyChunk, ctx: WorkerContext) -> AsyncIterator[list[VectorDeletes]]:
+        yield ctx.drop_done(self.batches_of(chunk), self.item_id)
+
+    def batches_of(self, chunk: KeyChunk) -> list[VectorDeletes]:
+        """A chunk's keys routed to their index, 500 per DeleteVectors (a key named twice, once)."""
         indexes = self.options.indexes
         routed: dict[str, list[str]] = {index: [] for index in indexes}
         for key in dict.fromkeys(chunk.keys):  # a key named twice is deleted once
@@ -176,7 +184,7 @@ class DeleteVectorsJob:
             for number, start in enumerate(range(0, len(keys), MAX_KEYS_PER_DELETE)):
                 batch = keys[start : start + MAX_KEYS_PER_DELETE]
                 items.append(VectorDeletes(f"{chunk.number}-{number}{suffix}", index, batch))
-        yield ctx.drop_done(items, self.item_id)
+        return items
 
     async def run(self, item: VectorDeletes, ctx: WorkerContext) -> BatchOutcome:
         assert self._client is not None

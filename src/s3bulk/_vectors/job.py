@@ -169,8 +169,11 @@ class PutVectorsJob:
         while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
             if piece.stop is None:  # JSON Lines: rows are known once read
                 ctx.stats.objects_listed += len(chunk.keys)
-            batches = self._batches(piece, self._checked(piece, chunk, ctx))
-            yield ctx.drop_done(batches, self.item_id)
+            yield ctx.drop_done(self.batches_of(piece, chunk, ctx), self.item_id)
+
+    def batches_of(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> list[VectorBatch]:
+        """A chunk's good rows (its content hashes added) in batches, each for one index."""
+        return self._batches(piece, self._checked(piece, chunk, ctx))
 
     def _checked(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
         """The chunk without its bad rows (written to the rejects file), or JobAborted; each good
@@ -179,7 +182,9 @@ class PutVectorsJob:
         shapes = [self.shapes[index] for index in set(self.options.indexes)]
         non_filterable = frozenset.intersection(*(shape.non_filterable for shape in shapes))
         hashed = with_hashes(checked.vectors, checked.metadata, non_filterable)
-        return RowChunk(checked.first_row, checked.keys, checked.vectors, hashed, checked.problems)
+        return RowChunk(
+            checked.first_row, checked.keys, checked.vectors, hashed, checked.problems, checked.numbers
+        )
 
     def _without_bad_rows(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
         problems = dict(chunk.problems)
@@ -202,7 +207,7 @@ class PutVectorsJob:
         if self.options.on_error == "abort":
             row = rejected[0]
             raise JobAborted(
-                f"row {chunk.first_row + row} of {piece.path}: {problems[row]} "
+                f"row {chunk.number(row)} of {piece.path}: {problems[row]} "
                 f"({len(rejected)} bad row(s) in this chunk, listed in {self.options.rejects_path}; "
                 "fix the source and --resume the job, or pass --on-error skip to load the rest)"
             )
@@ -215,6 +220,7 @@ class PutVectorsJob:
             [chunk.keys[n] for n in rows],
             chunk.vectors[keep],
             [chunk.metadata[n] for n in rows] if chunk.metadata is not None else None,
+            numbers=[chunk.number(int(n)) for n in rows],  # the kept rows' own numbers, for batch ids
         )
 
     def _reject(self, piece: Slice, chunk: RowChunk, rows: list[int], problems: dict[int, str]) -> None:
@@ -225,7 +231,7 @@ class PutVectorsJob:
             orjson.dumps(
                 {
                     "file": piece.path,
-                    "row": chunk.first_row + row,
+                    "row": chunk.number(row),
                     "key": chunk.keys[row],
                     "reason": problems[row],
                 }
@@ -255,7 +261,7 @@ class PutVectorsJob:
                 part = chosen[start : start + self.batch_rows]
                 if not len(part):
                     continue
-                first, last = chunk.first_row + int(part[0]), chunk.first_row + int(part[-1])
+                first, last = chunk.number(int(part[0])), chunk.number(int(part[-1]))
                 suffix = f"@{index}" if len(indexes) > 1 else ""
                 batches.append(
                     VectorBatch(
@@ -289,6 +295,11 @@ class PutVectorsJob:
             await pace.send(self._client, "PutVectors", body.data, len(batch.keys), ctx, body.sha256)
         ctx.stats.vectors_done += len(batch.keys)
         return len(body.data)
+
+    @property
+    def limits(self) -> dict[str, IndexPace]:
+        """Each index's write budget in this worker (a sync's deletes draw on it too)."""
+        return self._limits
 
     def item_id(self, batch: VectorBatch) -> str:
         return batch.id
