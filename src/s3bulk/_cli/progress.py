@@ -133,10 +133,11 @@ def summary_line(report: Report) -> str:
         rate = report.vectors_done / seconds if seconds else 0.0
         items, carried = VECTORS_ITEMS.get(report.command, ("batches", "of JSON"))
         noun = items if report.objects_done != 1 else items[:-1]
-        vectors = f"{report.vectors_done:,} vector{'' if report.vectors_done == 1 else 's'}"
+        one, many = ("query", "queries") if report.command == "vectors query" else ("vector", "vectors")
+        vectors = f"{report.vectors_done:,} {one if report.vectors_done == 1 else many}"
         head = f"{report.command} {verb}: {vectors} in {report.objects_done:,} {noun} "
         head += f"({human_bytes(report.bytes_done)} {carried}) " if carried else ""
-        head += f"in {seconds:.2f}s" + ("" if report.dry_run else f" ({rate:,.0f} vectors/s)")
+        head += f"in {seconds:.2f}s" + ("" if report.dry_run else f" ({rate:,.0f} {many}/s)")
         counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, f"failed {items}")]
     else:
         noun = "range read" if report.command == "gather" else "object"

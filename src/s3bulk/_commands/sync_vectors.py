@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -122,10 +123,15 @@ class SyncVectorsCommand(Command):
         )
         source, note = await asyncio.to_thread(resolve_columns, source)
         client = VectorsClient(settings, max_connections=16, meter=Meter(requests))
+        started = time.monotonic()
         try:
             planned = await plan_sync(client, source, spec.bucket, spec.indexes, spec.delete)
         finally:
             await client.close()
+        planning = (
+            f"planned in {time.monotonic() - started:.2f}s: {planned.stored:,} stored vectors listed, "
+            f"{planned.source_rows:,} source rows read"
+        )
         deleting = sum(len(keys) for keys in planned.deletes.values())
         if spec.delete and deleting and not planned.source_rows and not spec.allow_empty_source:
             raise UsageError(
@@ -164,7 +170,7 @@ class SyncVectorsCommand(Command):
         )
         job = SyncVectorsJob(put, delete if deleting else None, planned)
         job.preflight_requests = dict(requests)
-        job.preflight_notes = [note] if note else []
+        job.preflight_notes = [*([note] if note else []), planning]
         if planned.compared_by_reading:
             job.preflight_notes.append(
                 f"{planned.compared_by_reading:,} stored vectors had no content hash (loaded by another "

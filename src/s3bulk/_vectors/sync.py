@@ -52,6 +52,7 @@ class SyncPlan:
     puts: list[PutRows] = field(default_factory=list)
     deletes: dict[str, list[str]] = field(default_factory=dict)  # index -> keys the source lacks
     unchanged: int = 0
+    stored: int = 0  # vectors the indexes held when listed
     source_rows: int = 0
     compared_by_reading: int = 0  # stored without a hash: read back to compare
 
@@ -80,7 +81,7 @@ async def plan_sync(
     """What to put and what to delete, from complete listings and a complete read of the source
     (an error in either raises, and nothing is planned)."""
     stored = {index: await listed_hashes(client, bucket, index) for index in indexes}
-    plan = SyncPlan()
+    plan = SyncPlan(stored=sum(len(each) for each in stored.values()))
     seen: dict[str, set[str]] = {index: set() for index in indexes}
     changed: dict[str, tuple[Slice, set[int]]] = {}  # slice name -> its rows to put
     unknown: list[tuple[str, str, str, str, int]] = []  # index, key, source hash, slice name, row
