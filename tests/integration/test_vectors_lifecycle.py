@@ -556,3 +556,62 @@ def test_a_killed_sync_resumed_plans_again_and_sends_only_the_rest(
     report = summary(resumed)
     assert report["objects_unchanged"] == stored_before and report["vectors_done"] == 6000 - stored_before
     assert stored_as_source(standin, bucket, index) == source_contents(path)
+
+
+def test_sync_delete_never_deletes_a_key_whose_source_row_is_bad(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A row the source has but cannot be loaded (no vector) stops the sync as put stops; its
+    key is the source's all the same, so --delete leaves its stored vector alone."""
+    path, vectors, _ = source(tmp_path / "docs.parquet", 1200)
+    bucket, index = new_index(env)
+    assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+    rows: list[Any] = [vectors[n].tolist() for n in range(1200)]
+    rows[5] = None  # a row whose vector the reader cannot read at all
+    table = pa.table(
+        {
+            "key": [f"doc-{n:06d}" for n in range(1200)],
+            "vector": pa.array(rows, type=pa.list_(pa.float32(), DIMENSION)),
+        }
+    )
+    pq.write_table(table, tmp_path / "broken.parquet")
+
+    synced = run_cli(
+        env,
+        "vectors",
+        "sync",
+        str(tmp_path / "broken.parquet"),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--delete",
+    )
+
+    assert synced.returncode != 0 and "row 5 of" in synced.stderr, synced.stderr
+    assert "doc-000005" in contents(standin, bucket, index) and len(contents(standin, bucket, index)) == 1200
+    assert _planned_deletes(standin, tmp_path / "broken.parquet", bucket, index) == []  # not even planned
+
+
+def _planned_deletes(standin: VectorsStandInServer, path: Path, bucket: str, index: str) -> list[str]:
+    import asyncio
+
+    from s3bulk._config import AwsSettings
+    from s3bulk._sources.embeddings import EmbeddingSpec
+    from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.sync import plan_sync
+
+    async def planned() -> list[str]:
+        settings = AwsSettings.from_env(vectors_endpoint_url=standin.endpoint)
+        client = VectorsClient(settings)
+        try:
+            source = EmbeddingSpec((str(path),), settings=settings)
+            plan = await plan_sync(client, source, bucket, (index,), True)
+        finally:
+            await client.close()
+        return plan.deletes[index]
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in standin.client_env().items():
+            patch.setenv(name, value)
+        return asyncio.run(planned())

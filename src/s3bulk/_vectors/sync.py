@@ -90,11 +90,11 @@ async def plan_sync(
         for position, key in enumerate(chunk.keys):
             plan.source_rows += 1
             row = chunk.number(position)
+            index = index_of(key, indexes)
+            seen[index].add(key)  # a key the source has is never deleted, even if its row is bad
             if position in chunk.problems:
                 rows.add(row)  # the put names the problem, as put does
                 continue
-            index = index_of(key, indexes)
-            seen[index].add(key)
             metadata = chunk.metadata[position] if chunk.metadata is not None else None
             digest = content_hash(chunk.vectors[position], metadata)
             have = stored[index].get(key)
