@@ -615,3 +615,30 @@ def _planned_deletes(standin: VectorsStandInServer, path: Path, bucket: str, ind
         for name, value in standin.client_env().items():
             patch.setenv(name, value)
         return asyncio.run(planned())
+
+
+def test_sync_gathers_sparse_changes_into_full_requests(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Five changed rows far apart in one row group go out in one PutVectors, not one each."""
+    path, vectors, genres = source(tmp_path / "docs.parquet", 3000)
+    bucket, index = new_index(env)
+    sync = ["vectors", "sync", "--bucket", bucket, "--index", index, "--metadata-columns", "genre", "--json"]
+    assert run_cli(env, *sync[:2], str(path), *sync[2:]).returncode == 0
+    changed = vectors.copy()
+    changed[[0, 600, 1200, 1800, 2400]] *= -1.0
+    table = pa.table(
+        {
+            "key": [f"doc-{n:06d}" for n in range(3000)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(changed.ravel()), DIMENSION),
+            "genre": genres,
+        }
+    )
+    pq.write_table(table, tmp_path / "sparse.parquet", row_group_size=3000)
+    puts = standin.stats()["requests"]["PutVectors"]
+
+    synced = run_cli(env, *sync[:2], str(tmp_path / "sparse.parquet"), *sync[2:])
+
+    assert synced.returncode == 0 and summary(synced)["vectors_done"] == 5, synced.stderr
+    assert standin.stats()["requests"]["PutVectors"] - puts == 1
+    assert stored_as_source(standin, bucket, index) == source_contents(tmp_path / "sparse.parquet")

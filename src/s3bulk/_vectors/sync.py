@@ -196,13 +196,20 @@ class SyncVectorsJob:
             assert self.delete is not None
             yield self.delete.batches_of(descriptor)
             return
-        chunks = read_slice(
-            descriptor.piece, self.put.source, self.put.batch_rows * len(self.put.options.indexes)
-        )
+        full = self.put.batch_rows * len(self.put.options.indexes)
+        chunks = read_slice(descriptor.piece, self.put.source, full)
+        pending: list[RowChunk] = []  # the changed rows, gathered into full batches: a sparse
+        held = 0  # change (1% of rows) would otherwise go out a few rows a PutVectors
         while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
             wanted = [n for n in range(len(chunk.keys)) if chunk.number(n) in descriptor.rows]
             if wanted:
-                yield self.put.batches_of(descriptor.piece, _only(chunk, wanted), ctx)
+                pending.append(_only(chunk, wanted))
+                held += len(wanted)
+            if held >= full:
+                yield self.put.batches_of(descriptor.piece, _joined(pending), ctx)
+                pending, held = [], 0
+        if pending:
+            yield self.put.batches_of(descriptor.piece, _joined(pending), ctx)
 
     async def run(self, item: VectorBatch | VectorDeletes, ctx: WorkerContext) -> int | BatchOutcome:
         if isinstance(item, VectorDeletes):
@@ -229,6 +236,25 @@ class SyncVectorsJob:
         await self.put.close(ctx)
         if self.delete is not None:
             await self.delete.close(ctx)
+
+
+def _joined(chunks: list[RowChunk]) -> RowChunk:
+    """Several chunks' rows as one, each keeping its number in the file."""
+    if len(chunks) == 1:
+        return chunks[0]
+    keys = [key for chunk in chunks for key in chunk.keys]
+    metadata = (
+        [entry for chunk in chunks for entry in (chunk.metadata or [None] * len(chunk.keys))]
+        if any(chunk.metadata is not None for chunk in chunks)
+        else None
+    )
+    problems: dict[int, str] = {}
+    numbers: list[int] = []
+    for chunk in chunks:
+        problems.update({len(numbers) + n: why for n, why in chunk.problems.items()})
+        numbers += [chunk.number(n) for n in range(len(chunk.keys))]
+    vectors = np.concatenate([chunk.vectors for chunk in chunks])
+    return RowChunk(numbers[0], keys, vectors, metadata, problems, numbers)
 
 
 def _only(chunk: RowChunk, positions: list[int]) -> RowChunk:
