@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3bulk._config import parse_size, parse_switch, size_text
+from s3bulk._errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,14 @@ def three_way(*flags: str, help: str, panel: str = "speed") -> dict[str, Flag]:
     return option(*flags, help=help, read=parse_switch, shown=lambda value: "auto", panel=panel)
 
 
+def count(text: str, flag: str) -> int:
+    """A count as people write it (10000, 10,000, 10_000)."""
+    try:
+        return int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise UsageError(f"{flag} {text}: give a count, e.g. 10000") from None
+
+
 INCLUDE = option("--include", help="Only names matching this glob (repeatable).")
 EXCLUDE = option("--exclude", help="Leave out names matching this glob (repeatable).")
 FILES_FROM = option(
@@ -62,6 +71,7 @@ FILES_FROM = option(
     read=verbatim,
 )
 PART_SIZE = sized("--part-size", help="Multipart part size.")
+MAX_DELETE = option("--max-delete", help="Delete at most this many, then stop the job.", read=count)
 LIST_RANGES = three_way(
     "--list-ranges",
     help="List key ranges in parallel: auto (where a StartAfter probe costs less than a page), on, off.",

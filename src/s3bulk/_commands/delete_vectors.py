@@ -15,18 +15,11 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import option, verbatim
+from s3bulk._flags import MAX_DELETE, option, verbatim
 from s3bulk._report import Report
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
 ENGINE = EngineSpec(concurrency=16, max_attempts=8)
-
-
-def _count(text: str, flag: str) -> int:
-    try:
-        return int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise UsageError(f"{flag} {text}: give a count, e.g. 10000") from None
 
 
 def _rate(text: str, flag: str) -> float:
@@ -55,10 +48,7 @@ class DeleteVectorsSpec(Spec):
             "--key-column", help="Parquet sources: the keys' column (default: key, else id).", read=verbatim
         ),
     )
-    max_delete: int | None = dataclasses.field(
-        default=None,
-        metadata=option("--max-delete", help="Delete at most this many vectors, then stop.", read=_count),
-    )
+    max_delete: int | None = dataclasses.field(default=None, metadata=MAX_DELETE)
     vectors_per_second: float = dataclasses.field(
         default=VECTORS_PER_SECOND,
         metadata=option(

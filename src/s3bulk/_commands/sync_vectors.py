@@ -20,18 +20,11 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import option
+from s3bulk._flags import MAX_DELETE, option
 from s3bulk._report import Report
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
 ENGINE = replace(PUT_ENGINE)
-
-
-def _count(text: str, flag: str) -> int:
-    try:
-        return int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise UsageError(f"{flag} {text}: give a count, e.g. 10000") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,10 +41,7 @@ class SyncVectorsSpec(Spec):
         default=False,
         metadata=option("--delete", help="Delete the vectors whose keys the source no longer has."),
     )
-    max_delete: int | None = dataclasses.field(
-        default=None,
-        metadata=option("--max-delete", help="Delete at most this many vectors, then stop.", read=_count),
-    )
+    max_delete: int | None = dataclasses.field(default=None, metadata=MAX_DELETE)
     allow_empty_source: bool = dataclasses.field(
         default=False,
         metadata=option(
