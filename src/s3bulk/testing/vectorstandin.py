@@ -10,7 +10,8 @@ Python lists), and does not check signatures. Limits per index, as the service p
 PutVectors and DeleteVectors together at most `requests_per_second` requests and
 `vectors_per_second` vectors a second (a token bucket with a second's burst), above which it
 answers 429 TooManyRequestsException. `GET /_standin/stats` gives the requests by operation, the
-throttled ones, and per index the vectors written and deleted in each second;
+throttled ones, and per index the vectors written and deleted and the requests refused in each
+second;
 `POST /_standin/hold?after=N` answers N more requests, then holds every later one unanswered
 until `POST /_standin/release`: a test stops a job at an exact point of its work (and kills it
 there) without racing it. `POST /_standin/repeat-token` makes every later ListVectors page
@@ -191,6 +192,7 @@ class StandIn:
         self.throttled: Counter[str] = Counter()
         self.written: dict[str, Counter[int]] = defaultdict(Counter)  # index -> second -> vectors
         self.deleted: dict[str, Counter[int]] = defaultdict(Counter)
+        self.refused: dict[str, Counter[int]] = defaultdict(Counter)  # index -> second -> 429s
         self.started = time.monotonic()
         self.answered = 0
         self.hold_at: int | None = None
@@ -227,6 +229,7 @@ class StandIn:
             "throttled": self.throttled,
             "written": {index: dict(seconds) for index, seconds in self.written.items()},
             "deleted": {index: dict(seconds) for index, seconds in self.deleted.items()},
+            "refused": {index: dict(seconds) for index, seconds in self.refused.items()},
             "held": self.held,
         }
         return web.Response(
@@ -319,6 +322,7 @@ class StandIn:
             key, (_Rate(self.vectors_per_second), _Rate(self.requests_per_second))
         )
         if not requests.take(1) or not vectors.take(count):
+            self.refused[name][self._second()] += 1
             raise StandInError(
                 429, "TooManyRequestsException", f"{operation}: rate exceeded for index {name}"
             )
