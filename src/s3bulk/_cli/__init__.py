@@ -125,7 +125,7 @@ MENU = {
     "map": Entry(BEYOND, "Run your Python function over every object", "s3bulk map mymodule:fn s3://b/in/"),
     "vectors": Entry(
         BEYOND,
-        "Load, verify and count embeddings in S3 Vectors",
+        "S3 Vectors in bulk: load, sync, export, delete, query",
         "s3bulk vectors put emb/ --bucket v --index i",
     ),
     "gather": Entry(

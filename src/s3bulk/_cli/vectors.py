@@ -38,7 +38,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
 app = typer.Typer(
-    help="Bulk-load embeddings into S3 Vectors at the per-index write limit, verify and count them.",
+    help="S3 Vectors in bulk at the per-index limits: load, sync, export, delete, query, verify, count.",
     no_args_is_help=True,
 )
 
