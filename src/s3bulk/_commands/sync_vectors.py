@@ -24,7 +24,7 @@ from s3bulk._flags import MAX_DELETE, option
 from s3bulk._report import Report
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
-ENGINE = replace(PUT_ENGINE)
+ENGINE = PUT_ENGINE  # a sync sends what a put sends, and its deletes
 
 
 @dataclass(frozen=True, kw_only=True)
