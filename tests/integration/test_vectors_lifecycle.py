@@ -642,3 +642,32 @@ def test_sync_gathers_sparse_changes_into_full_requests(
     assert synced.returncode == 0 and summary(synced)["vectors_done"] == 5, synced.stderr
     assert standin.stats()["requests"]["PutVectors"] - puts == 1
     assert stored_as_source(standin, bucket, index) == source_contents(tmp_path / "sparse.parquet")
+
+
+def test_sync_delete_from_a_directory_it_cannot_read_whole_deletes_nothing(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A source directory with a subdirectory the user cannot read is not a source without those
+    rows: the sync stops, non-zero, before anything is deleted."""
+    from conftest import without_root
+
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    path, _, _ = source(tmp_path / "all.parquet", 2000)
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, 1000), tree / "a.parquet")
+    pq.write_table(table.slice(1000, 1000), tree / "sub" / "b.parquet")
+    bucket, index = new_index(env)
+    sync = ["vectors", "sync", str(tree), "--bucket", bucket, "--index", index, "--metadata-columns", "genre"]
+    assert run_cli(env, *sync).returncode == 0
+    assert len(contents(standin, bucket, index)) == 2000
+    (tree / "sub").chmod(0)
+    try:
+        refused = subprocess.run(
+            without_root([*S3BULK, *sync, "--delete"]), env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        (tree / "sub").chmod(0o755)
+    assert refused.returncode != 0 and "sub" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert len(contents(standin, bucket, index)) == 2000

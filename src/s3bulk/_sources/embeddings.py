@@ -117,7 +117,8 @@ def find_files(spec: EmbeddingSpec) -> Iterator[tuple[str, str, str]]:
             continue
         path = os.path.abspath(os.path.expanduser(argument))
         if os.path.isdir(path):
-            found = sorted(os.path.join(root, name) for root, _, names in os.walk(path) for name in names)
+            walked = os.walk(path, onerror=_unreadable)  # a directory left out is rows left out
+            found = sorted(os.path.join(root, name) for root, _, names in walked for name in names)
             matched = [(each, os.path.relpath(each, path)) for each in found if _format_of(each, spec, False)]
             if not matched:
                 raise UsageError(f"{argument}: no .parquet, .npy or .jsonl files in this directory")
@@ -127,6 +128,11 @@ def find_files(spec: EmbeddingSpec) -> Iterator[tuple[str, str, str]]:
             yield path, os.path.basename(path), _format_of(path, spec)
         else:
             raise UsageError(f"{argument} does not exist: check the source path")
+
+
+def _unreadable(error: OSError) -> None:
+    """A directory the walk cannot read stops it: a sync would take its files' keys as gone."""
+    raise UsageError(f"{error.filename}: cannot read this directory ({error.strerror}): fix its permissions")
 
 
 def _s3_files(location: S3Location, spec: EmbeddingSpec) -> Iterator[tuple[str, str, str]]:
