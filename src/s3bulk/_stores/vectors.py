@@ -47,6 +47,11 @@ class VectorsClient(SignedHttp):
         super().__init__(settings, vectors_endpoint(settings), max_connections=max_connections, meter=meter)
         self.retry = Retrier(policy or RetryPolicy(), self.meter)
 
+    @classmethod
+    def for_worker(cls, settings: AwsSettings, retrier: Retrier, connections: int) -> VectorsClient:
+        """A job worker's client: its requests counted, and retried, as the worker's retrier says."""
+        return cls(settings, max_connections=connections, meter=retrier.meter, policy=retrier.policy)
+
     def error(self, status: int, headers: dict[str, str], payload: bytes, what: str) -> S3Error:
         error_type = next(
             (value for name, value in headers.items() if name.lower() == "x-amzn-errortype"), ""

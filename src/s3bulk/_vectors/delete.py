@@ -146,14 +146,8 @@ class DeleteVectorsJob:
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        retrier = ctx.retrier
         options = self.options
-        self._client = VectorsClient(
-            self.settings,
-            max_connections=max(8, options.concurrency),
-            meter=retrier.meter,
-            policy=retrier.policy,
-        )
+        self._client = VectorsClient.for_worker(self.settings, ctx.retrier, max(8, options.concurrency))
         self._limits = {
             index: IndexPace(
                 options.vectors_per_second,

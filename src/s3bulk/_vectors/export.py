@@ -127,10 +127,7 @@ class ExportVectorsJob:
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        retrier = ctx.retrier
-        self._client = VectorsClient(
-            self.settings, max_connections=self.options.segments, meter=retrier.meter, policy=retrier.policy
-        )
+        self._client = VectorsClient.for_worker(self.settings, ctx.retrier, self.options.segments)
 
     async def expand(self, segment: Segment, ctx: WorkerContext) -> AsyncIterator[list[Part]]:
         assert self._client is not None

@@ -46,7 +46,7 @@ from s3bulk._vectors.limits import (
     VECTORS_PER_SECOND,
 )
 from s3bulk._vectors.pacing import IndexPace
-from s3bulk._vectors.payload import hashed_body
+from s3bulk._vectors.payload import HashedBody, hashed_body
 from s3bulk._vectors.validate import check_rows
 
 # Bodies are written and hashed in threads beside the event loop, neither holding the GIL.
@@ -144,13 +144,7 @@ class PutVectorsJob:
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        retrier = ctx.retrier
-        self._client = VectorsClient(
-            self.settings,
-            max_connections=max(8, self.options.concurrency),
-            meter=retrier.meter,
-            policy=retrier.policy,
-        )
+        self._client = VectorsClient.for_worker(self.settings, ctx.retrier, max(8, self.options.concurrency))
         self._builders = ThreadPoolExecutor(BUILD_THREADS, thread_name_prefix="s3bulk-body")
         options = self.options
         self._limits = {
@@ -172,21 +166,11 @@ class PutVectorsJob:
             yield ctx.drop_done(self.batches_of(piece, chunk, ctx), self.item_id)
 
     def batches_of(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> list[VectorBatch]:
-        """A chunk's good rows (its content hashes added) in batches, each for one index."""
+        """A chunk's good rows in batches, each for one index."""
         return self._batches(piece, self._checked(piece, chunk, ctx))
 
     def _checked(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
-        """The chunk without its bad rows (written to the rejects file), or JobAborted; each good
-        row's metadata with its content hash, where the limits leave room (`digest`)."""
-        checked = self._without_bad_rows(piece, chunk, ctx)
-        shapes = [self.shapes[index] for index in set(self.options.indexes)]
-        non_filterable = frozenset.intersection(*(shape.non_filterable for shape in shapes))
-        hashed = with_hashes(checked.vectors, checked.metadata, non_filterable)
-        return RowChunk(
-            checked.first_row, checked.keys, checked.vectors, hashed, checked.problems, checked.numbers
-        )
-
-    def _without_bad_rows(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
+        """The chunk without its bad rows (written to the rejects file), or JobAborted."""
         problems = dict(chunk.problems)
         for index in set(self.options.indexes):
             shape = self.shapes[index]
@@ -279,15 +263,7 @@ class PutVectorsJob:
         """One PutVectors (two, if metadata pushes the body past 20 MiB); returns body bytes."""
         assert self._client is not None
         with ctx.stats.timed("build"):
-            body = await asyncio.get_running_loop().run_in_executor(
-                self._builders,
-                hashed_body,
-                self.options.bucket,
-                batch.index,
-                batch.keys,
-                batch.vectors,
-                batch.metadata,
-            )
+            body = await asyncio.get_running_loop().run_in_executor(self._builders, self._body, batch)
         if len(body.data) > MAX_REQUEST_BYTES and len(batch.keys) > 1:
             return sum([await self.run(half, ctx) for half in _halves(batch)])
         if not self.options.dry_run:
@@ -295,6 +271,14 @@ class PutVectorsJob:
             await pace.send(self._client, "PutVectors", body.data, len(batch.keys), ctx, body.sha256)
         ctx.stats.vectors_done += len(batch.keys)
         return len(body.data)
+
+    def _body(self, batch: VectorBatch) -> HashedBody:
+        """In a builder thread: each row's metadata with its content hash, where the limits leave
+        room (`digest`; BLAKE2b releases the GIL, as the body's writer does), then the body."""
+        shapes = [self.shapes[index] for index in set(self.options.indexes)]
+        room = frozenset.intersection(*(shape.non_filterable for shape in shapes))
+        metadata = with_hashes(batch.vectors, batch.metadata, room)
+        return hashed_body(self.options.bucket, batch.index, batch.keys, batch.vectors, metadata)
 
     @property
     def limits(self) -> dict[str, IndexPace]:

@@ -73,13 +73,14 @@ class QueryVectorsJob:
         self.preflight_notes: list[str] = []
         self._client: VectorsClient | None = None
         self._pace: TokenBucket | None = None
+        self._filter: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {name: value for name, value in self.__dict__.items() if not name.startswith("_")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._client, self._pace = None, None
+        self._client, self._pace, self._filter = None, None, None
 
     # ---- driver side --------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Slice]:
@@ -97,13 +98,8 @@ class QueryVectorsJob:
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
-        retrier = ctx.retrier
-        self._client = VectorsClient(
-            self.settings,
-            max_connections=max(8, self.options.concurrency),
-            meter=retrier.meter,
-            policy=retrier.policy,
-        )
+        self._client = VectorsClient.for_worker(self.settings, ctx.retrier, max(8, self.options.concurrency))
+        self._filter = orjson.loads(self.options.filter) if self.options.filter else None  # read once
         rate = self.options.queries_per_second
         self._pace = TokenBucket(rate, burst=max(1.0, min(rate, 10.0))) if rate > 0 else None
         Path(self.options.output).mkdir(parents=True, exist_ok=True)
@@ -138,8 +134,8 @@ class QueryVectorsJob:
             "returnDistance": True,
             "returnMetadata": True,
         }
-        if self.options.filter:
-            body["filter"] = orjson.loads(self.options.filter)
+        if self._filter is not None:
+            body["filter"] = self._filter
         client, pace = self._client, self._pace
 
         async def attempt() -> dict[str, Any]:
