@@ -14,6 +14,7 @@ def test_time_at_the_limits_of_one_index_and_of_eight() -> None:
     assert "across 8 indexes: at least 8.3 min" in eight
     # small batches: the request limit binds, not the vectors'
     assert "at least 10.0 s" in time_at_limits(10_000, 10_000, 1, 2500, 1000)
+    assert time_at_limits(1, 1, 1, 2500, 1000).startswith("1 vector in 1 request into 1 index")
 
 
 def test_vectors_are_priced_by_their_data_and_left_out_of_the_s3_request_cost() -> None:

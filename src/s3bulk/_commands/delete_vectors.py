@@ -11,13 +11,14 @@ from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, manifest, patterns
 from s3bulk._commands.deletes import check_max_delete
+from s3bulk._commands.vectorwrites import check_targets, dry_run_note
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import MAX_DELETE, option, verbatim
 from s3bulk._report import Report
-from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
+from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
 ENGINE = EngineSpec(concurrency=16, max_attempts=8)
 
@@ -77,17 +78,13 @@ class DeleteVectorsSpec(Spec):
         object.__setattr__(self, "keys_from", patterns(self.keys_from, "keys_from"))
         if self.files_from is not None:
             object.__setattr__(self, "files_from", manifest(self.files_from, "--files-from"))
-        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
-            raise UsageError("--index: name each index once (several: keys go where vectors put sent them)")
+        check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
         if bool(self.keys_from) == (self.files_from is not None):
             raise UsageError(
                 "vectors delete: name the keys once: files of keys or Parquet files as arguments, "
                 "or --files-from FILE (- for stdin)"
             )
         check_max_delete(self.max_delete)
-        for name in ("vectors_per_second", "requests_per_second"):
-            if not getattr(self, name) > 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be positive")
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -142,13 +139,7 @@ class DeleteVectorsCommand(Command):
         assert isinstance(spec, DeleteVectorsSpec)
         if spec.dry_run:
             report.notes.append(
-                time_at_limits(
-                    report.vectors_done,
-                    report.objects_done,
-                    len(spec.indexes),
-                    spec.vectors_per_second,
-                    spec.requests_per_second,
-                )
+                dry_run_note(report, len(spec.indexes), spec.vectors_per_second, spec.requests_per_second)
             )
 
 

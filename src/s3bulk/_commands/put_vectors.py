@@ -14,27 +14,22 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, patterns
+from s3bulk._commands.vectorwrites import (
+    WRITE_ENGINE,
+    check_format,
+    check_targets,
+    default_rejects_path,
+    dry_run_note,
+)
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._pricing import vectors_costs
 from s3bulk._report import Report
-from s3bulk._vectors.limits import (
-    MAX_VECTORS_PER_REQUEST,
-    REQUESTS_PER_SECOND,
-    VECTORS_PER_SECOND,
-    time_at_limits,
-)
+from s3bulk._vectors.limits import MAX_VECTORS_PER_REQUEST, REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
-MiB = 1024**2
-FORMATS = (None, "parquet", "npy", "jsonl")
-# A batch costs ~6 MB of the byte budget (its rows and their JSON), so 48 MiB keeps about eight
-# PutVectors in flight: what a service that answers slowly needs to be kept busy (with 32 MiB,
-# five, a load through 250 ms and 20 MB/s per connection took 24 s against 15 s), and what
-# bounds memory when it answers slower still.
-ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=48 * MiB)
+ENGINE = WRITE_ENGINE
 # What one process builds, signs and sends (orjson bodies, ~50 us of CPU per 1024-float vector
 # here, hashed in a thread of its own): when the indexes' limits together ask for no more, one
 # process keeps ahead of them.
@@ -75,13 +70,8 @@ class PutVectorsSpec(Spec):
             raise UsageError(
                 f"--batch-size {self.batch_size}: PutVectors takes 1 to {MAX_VECTORS_PER_REQUEST} vectors"
             )
-        for name in ("vectors_per_second", "requests_per_second"):
-            if not getattr(self, name) > 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be positive")
-        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
-            raise UsageError("--index: name each index once (several shard the rows by key)")
-        if self.format not in FORMATS:
-            raise UsageError(f"--format {self.format!r}: use parquet, npy or jsonl")
+        check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
+        check_format(self.format)
 
     def places(self) -> tuple[str, str]:
         return " ".join(self.sources), "/".join((self.bucket, *self.indexes))
@@ -169,24 +159,8 @@ class PutVectorsCommand(Command):
         )
         if spec.dry_run:
             report.notes.append(
-                time_at_limits(
-                    report.vectors_done,
-                    report.objects_done,
-                    len(spec.indexes),
-                    spec.vectors_per_second,
-                    spec.requests_per_second,
-                )
+                dry_run_note(report, len(spec.indexes), spec.vectors_per_second, spec.requests_per_second)
             )
-
-
-def default_rejects_path(job_id: str) -> str:
-    """Next to the job's journal (so every run of a job appends to one list), or, for a job
-    without a journal, in the current directory."""
-    if not job_id:
-        return os.path.abspath("s3bulk-rejects.jsonl")
-    directory = state_dir()
-    private_directory(directory)
-    return str(directory / f"{job_id}.rejects.jsonl")
 
 
 COMMANDS = (PutVectorsCommand(),)  # found by the registry (s3bulk._commands)

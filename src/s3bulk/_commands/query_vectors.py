@@ -15,7 +15,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import option, verbatim
+from s3bulk._flags import count, option, verbatim
 from s3bulk._report import Report
 
 ENGINE = EngineSpec(concurrency=4, max_attempts=8)  # 4 chunks of 256 queries in flight
@@ -29,13 +29,6 @@ def _positive(text: str, flag: str) -> int:
     if count < 1:
         raise UsageError(f"{flag} {text}: give a count of 1 or more")
     return count
-
-
-def _count(text: str, flag: str) -> int:
-    try:
-        return max(0, int(text))
-    except ValueError:
-        raise UsageError(f"{flag} {text}: give a count") from None
 
 
 def _rate(text: str, flag: str) -> float:
@@ -64,7 +57,7 @@ class QueryVectorsSpec(Spec):
         metadata=option(
             "--recall",
             help="Check this many queries' answers against exact neighbours (lists the whole index).",
-            read=_count,
+            read=count,
         ),
     )
     queries_per_second: float = dataclasses.field(

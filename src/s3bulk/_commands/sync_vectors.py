@@ -14,8 +14,7 @@ from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, patterns
 from s3bulk._commands.deletes import check_max_delete
-from s3bulk._commands.put_vectors import ENGINE as PUT_ENGINE
-from s3bulk._commands.put_vectors import default_rejects_path
+from s3bulk._commands.vectorwrites import WRITE_ENGINE, check_format, check_targets, default_rejects_path
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
@@ -24,7 +23,7 @@ from s3bulk._flags import MAX_DELETE, option
 from s3bulk._report import Report
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
-ENGINE = PUT_ENGINE  # a sync sends what a put sends, and its deletes
+ENGINE = WRITE_ENGINE  # a sync sends what a put sends, and its deletes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,14 +58,11 @@ class SyncVectorsSpec(Spec):
         object.__setattr__(self, "sources", locations(self.sources, "sources"))
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
         object.__setattr__(self, "metadata_columns", patterns(self.metadata_columns, "metadata_columns"))
-        if not self.indexes or len(set(self.indexes)) != len(self.indexes):
-            raise UsageError("--index: name each index once (several shard the keys as vectors put does)")
+        check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
+        check_format(self.format)
         check_max_delete(self.max_delete)
         if (self.max_delete is not None or self.allow_empty_source) and not self.delete:
             raise UsageError("--max-delete and --allow-empty-source go with --delete")
-        for name in ("vectors_per_second", "requests_per_second"):
-            if not getattr(self, name) > 0:
-                raise UsageError(f"--{name.replace('_', '-')} must be positive")
 
     def places(self) -> tuple[str, str]:
         return " ".join(self.sources), "/".join((self.bucket, *self.indexes))

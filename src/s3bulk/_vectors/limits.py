@@ -14,8 +14,9 @@ def time_at_limits(
     second (the keys spread evenly over them, as the key hash spreads them)."""
     seconds = max(vectors / (vectors_per_second * indexes), requests / (requests_per_second * indexes))
     spread = f"across {indexes} indexes" if indexes > 1 else "into 1 index"
+    counted = f"{vectors:,} vector{'s' * (vectors != 1)} in {requests:,} request{'s' * (requests != 1)}"
     return (
-        f"{vectors:,} vectors in {requests:,} requests {spread}: at least {_duration(seconds)} at "
+        f"{counted} {spread}: at least {_duration(seconds)} at "
         f"{vectors_per_second:,.0f} vectors/s and {requests_per_second:,.0f} requests/s per index"
     )
 

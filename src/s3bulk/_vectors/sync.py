@@ -85,7 +85,9 @@ async def plan_sync(
     seen: dict[str, set[str]] = {index: set() for index in indexes}
     changed: dict[str, tuple[Slice, set[int]]] = {}  # slice name -> its rows to put
     unknown: list[tuple[str, str, str, str, int]] = []  # index, key, source hash, slice name, row
-    for piece, chunk in await asyncio.to_thread(lambda: list(_chunks(source))):
+    chunks = _chunks(source)  # read a chunk at a time: the source may be larger than memory
+    while (read := await asyncio.to_thread(next, chunks, None)) is not None:
+        piece, chunk = read
         rows = changed.setdefault(_name(piece), (piece, set()))[1]
         for position, key in enumerate(chunk.keys):
             plan.source_rows += 1
@@ -172,17 +174,20 @@ class SyncVectorsJob:
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[PutRows | KeyChunk]:
         stats.objects_listed += self.plan.source_rows
         stats.objects_unchanged += self.plan.unchanged
-        for each in self.plan.puts:
+        for each in self._descriptors():
             yield each
+
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[PutRows | KeyChunk]:
+        """A new plan is the retry: what the last run stored is equal now, what it deleted gone."""
+        return self._descriptors()
+
+    def _descriptors(self) -> Iterator[PutRows | KeyChunk]:
+        yield from self.plan.puts
         number = 0
         for keys in self.plan.deletes.values():
             for start in range(0, len(keys), CHUNK_KEYS):
                 yield KeyChunk(number, tuple(keys[start : start + CHUNK_KEYS]))
                 number += 1
-
-    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
-        """A new plan is the retry: what the last run stored is equal now."""
-        yield from self.plan.puts
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
