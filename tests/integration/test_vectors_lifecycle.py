@@ -314,6 +314,87 @@ def test_delete_from_stdin_resumes_after_a_kill_and_refuses_bad_input(
         assert result.returncode == 2 and said in result.stderr, (args, result.stderr)
 
 
+def test_delete_by_filter_deletes_each_indexs_matches_from_that_index(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two indexes holding the same keys with other metadata (loaded one by one, not sharded):
+    each loses exactly its own matches, counted by a dry run first, found by listing it."""
+    path, _, genres = source(tmp_path / "docs.parquet", 3000)
+    bucket, first = new_index(env)
+    _, second = new_index(env, bucket=bucket)
+    shifted = pq.read_table(path).set_column(2, "genre", pa.array([f"g{(n + 1) % 7}" for n in range(3000)]))
+    pq.write_table(shifted, tmp_path / "shifted.parquet")
+    for index, loaded in ((first, path), (second, tmp_path / "shifted.parquet")):
+        put = run_cli(
+            env,
+            "vectors",
+            "put",
+            str(loaded),
+            "--bucket",
+            bucket,
+            "--index",
+            index,
+            "--metadata-columns",
+            "genre",
+        )
+        assert put.returncode == 0, put.stderr
+    where = ["--bucket", bucket, "--index", first, "--index", second]
+    condition = '{"$or": [{"genre": "g3"}, {"genre": {"$in": ["g5"]}}]}'
+    before = standin.stats()["requests"].get("DeleteVectors", 0)
+
+    planned = run_cli(env, "vectors", "delete", *where, "--filter", condition, "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    said = planned.stdout + planned.stderr
+    matched = {index: sum(genre in ("g3", "g5") for genre in kept) for index, kept in
+               ((first, genres), (second, shifted.column("genre").to_pylist()))}  # fmt: skip
+    for index, count in matched.items():
+        assert f"{index}: 3,000 vectors listed" in said and f"{count:,} match the filter" in said, said
+    assert standin.stats()["requests"].get("DeleteVectors", 0) == before
+
+    deleted = run_cli(env, "vectors", "delete", *where, "--filter", condition, "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert summary(deleted)["vectors_done"] == sum(matched.values())
+    for index, loaded in ((first, path), (second, tmp_path / "shifted.parquet")):
+        table = pq.read_table(loaded)
+        keep = {key for key, genre in zip(table["key"].to_pylist(), table["genre"].to_pylist(), strict=True)
+                if genre not in ("g3", "g5")}  # fmt: skip
+        assert set(contents(standin, bucket, index)) == keep, index
+
+
+def test_delete_by_filter_after_a_listing_that_broke_deletes_nothing(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """What a filter deletes rests on a complete listing: one that fails part-way stops the job
+    before any DeleteVectors, and leaves no list of matches for a resume to trust."""
+    with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as server:
+        env = env | server.client_env()
+        path, _, _ = source(tmp_path / "docs.parquet", 33_000)  # segments of three pages
+        bucket, index = new_index(env)
+        put = run_cli(
+            env,
+            "vectors",
+            "put",
+            str(path),
+            "--bucket",
+            bucket,
+            "--index",
+            index,
+            "--metadata-columns",
+            "genre",
+        )
+        assert put.returncode == 0, put.stderr
+        server.repeat_tokens()
+        deleted = run_cli(
+            env, "vectors", "delete", "--bucket", bucket, "--index", index, "--filter", '{"genre": "g1"}'
+        )
+        sent = server.stats()["requests"].get("DeleteVectors", 0)
+        held = server.stats()
+    assert deleted.returncode != 0, deleted.stdout
+    assert "gave a continuation token it had given before" in deleted.stderr + deleted.stdout, deleted.stderr
+    assert sent == 0, held
+    assert not list(Path(os.environ["S3BULK_STATE_DIR"]).glob(f"*.{index}.matches.parquet*"))
+
+
 # ---- the bill and the time before the run -------------------------------------------------------
 def test_put_dry_run_checks_every_row_sends_nothing_and_states_cost_and_time(
     standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
@@ -386,7 +467,7 @@ def test_query_writes_each_querys_answers_and_measures_recall(
         env, "vectors", "query", str(tmp_path / "queries.parquet"), "--bucket", bucket, "--index", index,
         "-o", str(tmp_path / "bad"), "--filter", "{genre: g1}",
     )  # fmt: skip
-    assert bad.returncode == 2 and "--filter '{genre: g1}' is not JSON" in bad.stderr
+    assert bad.returncode == 2 and "--filter '{genre: g1}': not JSON" in bad.stderr
 
 
 # ---- sync ---------------------------------------------------------------------------------------

@@ -173,6 +173,7 @@ async def delete_vectors_async(
     keys_from: Location | Iterable[Location] = (),
     *,
     files_from: Location | None = None,
+    filter: str | None = DeleteVectorsSpec.filter,
     key_column: str = DeleteVectorsSpec.key_column,
     max_delete: int | None = DeleteVectorsSpec.max_delete,
     vectors_per_second: float = DeleteVectorsSpec.vectors_per_second,
@@ -186,8 +187,10 @@ async def delete_vectors_async(
     on_progress: Progress = None,
 ) -> Report:
     """Delete the keys that `keys_from` names (text files, one key per line, or Parquet files'
-    key column) or that `files_from` lists, 500 per DeleteVectors, at each index's write limits
-    (shared with puts). Several indexes: each key from the index `put_vectors` sent it to.
+    key column), that `files_from` lists, or whose metadata matches `filter` (JSON, as
+    QueryVectors takes it: '{"genre": "drama"}'; each index listed whole, the matches kept for a
+    resume), 500 per DeleteVectors, at each index's write limits (shared with puts). Several
+    indexes: each key from the index `put_vectors` sent it to (a filter's, where it was found).
     `max_delete`: delete at most that many, then stop the job; `dry_run`: count them, and the
     report's notes say how long the deletes take at the limits."""
     return await run_spec(
@@ -198,6 +201,7 @@ async def delete_vectors_async(
             "indexes": patterns(index, "index"),
             "keys_from": locations(keys_from, "keys_from"),
             "files_from": None if files_from is None else location(files_from, "files_from"),
+            "filter": filter,
             "key_column": key_column,
             "max_delete": max_delete,
             "vectors_per_second": vectors_per_second,

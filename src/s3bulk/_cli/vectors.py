@@ -252,7 +252,7 @@ def delete_command(
     region: str | None = RegionOption,
     given: dict[str, Any] | None = None,
 ) -> int:
-    """Delete vectors by key, 500 per request, at the per-index write limit."""
+    """Delete vectors by key or by a metadata filter, 500 per request, at the per-index write limit."""
     from s3bulk._api.vectors import delete_vectors_async
 
     given = given or {}

@@ -1,11 +1,15 @@
-"""`vectors delete`: keys out of one or more indexes, 500 per DeleteVectors, at the index's write
-limits, journaled, with --dry-run (what it would delete, and how long that takes at the limits)
-and --max-delete. The job (`s3bulk._vectors.delete`) is loaded when one runs."""
+"""`vectors delete`: keys out of one or more indexes (named in files, on stdin, or found by a
+metadata filter), 500 per DeleteVectors, at the index's write limits, journaled, with --dry-run
+(what it would delete, and how long that takes at the limits) and --max-delete. The job
+(`s3bulk._vectors.delete`) is loaded when one runs."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import os
+import tempfile
+import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -17,7 +21,10 @@ from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import MAX_DELETE, option, verbatim
+from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._report import Report
+from s3bulk._stores.retry import Meter
+from s3bulk._vectors.filters import parse_filter
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
 ENGINE = EngineSpec(concurrency=16, max_attempts=8)
@@ -42,6 +49,15 @@ class DeleteVectorsSpec(Spec):
     files_from: str | None = dataclasses.field(
         default=None,
         metadata=option("--files-from", help="Keys to delete, one per line (- reads stdin).", read=verbatim),
+    )
+    filter: str | None = dataclasses.field(
+        default=None,
+        metadata=option(
+            "--filter",
+            help='Delete the vectors whose metadata matches, as JSON: \'{"source": "old-crawl"}\' '
+            "(each index listed whole).",
+            read=verbatim,
+        ),
     )
     key_column: str = dataclasses.field(
         default="",
@@ -79,11 +95,13 @@ class DeleteVectorsSpec(Spec):
         if self.files_from is not None:
             object.__setattr__(self, "files_from", manifest(self.files_from, "--files-from"))
         check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
-        if bool(self.keys_from) == (self.files_from is not None):
+        if [bool(self.keys_from), self.files_from is not None, self.filter is not None].count(True) != 1:
             raise UsageError(
                 "vectors delete: name the keys once: files of keys or Parquet files as arguments, "
-                "or --files-from FILE (- for stdin)"
+                "--files-from FILE (- for stdin), or --filter JSON"
             )
+        if self.filter is not None:
+            parse_filter(self.filter)
         check_max_delete(self.max_delete)
 
     @property
@@ -91,7 +109,8 @@ class DeleteVectorsSpec(Spec):
         return self.keys_from or ((self.files_from,) if self.files_from else ())
 
     def places(self) -> tuple[str, str]:
-        return " ".join(self.sources), "/".join((self.bucket, *self.indexes))
+        named = " ".join(self.sources) or f"--filter {self.filter}"
+        return named, "/".join((self.bucket, *self.indexes))
 
     def needs_credentials(self) -> bool:
         return True
@@ -109,17 +128,25 @@ class DeleteVectorsCommand(Command):
     spec: ClassVar[type[Spec]] = DeleteVectorsSpec
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
-        """The job, after reading each index (a wrong name stops here, before any delete)."""
+        """The job, after reading each index (a wrong name stops here, before any delete) and,
+        for a filter, listing what matches it."""
         from s3bulk._vectors.delete import DeleteOptions, DeleteVectorsJob
         from s3bulk._vectors.indexes import index_shapes
 
         assert isinstance(spec, DeleteVectorsSpec)
         requests: collections.Counter[str] = collections.Counter()
         await index_shapes(settings, spec.bucket, spec.indexes, requests)
+        notes: list[str] = []
+        keys_from = spec.sources
+        keys_index: tuple[str, ...] = ()  # each keys file's own index: a filter's listings
+        if spec.filter is not None:
+            keys_from = await _matches(spec, settings, plan.job_id, requests, notes)
+            keys_index = spec.indexes
         options = DeleteOptions(
             bucket=spec.bucket,
             indexes=spec.indexes,
-            keys_from=spec.sources,
+            keys_from=keys_from,
+            keys_index=keys_index,
             key_column=spec.key_column,
             vectors_per_second=spec.vectors_per_second,
             requests_per_second=spec.requests_per_second,
@@ -129,6 +156,7 @@ class DeleteVectorsCommand(Command):
         )
         job = DeleteVectorsJob(options, settings, workers=plan.workers)
         job.preflight_requests = dict(requests)
+        job.preflight_notes = notes
         return job
 
     def verb(self, job: Job) -> str:
@@ -141,6 +169,45 @@ class DeleteVectorsCommand(Command):
             report.notes.append(
                 dry_run_note(report, len(spec.indexes), spec.vectors_per_second, spec.requests_per_second)
             )
+
+
+async def _matches(
+    spec: DeleteVectorsSpec,
+    settings: AwsSettings,
+    job_id: str,
+    requests: collections.Counter[str],
+    notes: list[str],
+) -> tuple[str, ...]:
+    """Per index, a Parquet file of the keys the filter matches, listed once: beside the job's
+    journal, where a resume finds it and deletes what the first listing found (a listing that
+    broke left no file, and lists again)."""
+    from s3bulk._stores.vectors import VectorsClient
+    from s3bulk._vectors.delete import list_matches
+
+    assert spec.filter is not None
+    condition = parse_filter(spec.filter)
+    if job_id:
+        directory = state_dir()
+        private_directory(directory)
+        folder = str(directory)
+    else:
+        folder = tempfile.mkdtemp(prefix="s3bulk-filter-")
+    paths = tuple(f"{folder}/{job_id or 'job'}.{index}.matches.parquet" for index in spec.indexes)
+    client = VectorsClient(settings, max_connections=16, meter=Meter(requests))
+    try:
+        for index, path in zip(spec.indexes, paths, strict=True):
+            if os.path.exists(path):
+                notes.append(f"{index}: the keys the filter matched when the job began")
+                continue
+            started = time.monotonic()
+            listed, matched = await list_matches(client, spec.bucket, index, condition, path)
+            notes.append(
+                f"{index}: {listed:,} vectors listed in {time.monotonic() - started:.2f}s, "
+                f"{matched:,} match the filter"
+            )
+    finally:
+        await client.close()
+    return paths
 
 
 COMMANDS = (DeleteVectorsCommand(),)  # found by the registry (s3bulk._commands)

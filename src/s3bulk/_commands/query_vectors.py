@@ -17,6 +17,7 @@ from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import count, option, verbatim
 from s3bulk._report import Report
+from s3bulk._vectors.filters import parse_filter
 
 ENGINE = EngineSpec(concurrency=4, max_attempts=8)  # 4 chunks of 256 queries in flight
 
@@ -82,14 +83,7 @@ class QueryVectorsSpec(Spec):
         if self.top_k < 1 or self.recall < 0:
             raise UsageError("--top-k 1 or more, --recall 0 or more")
         if self.filter is not None:
-            import json
-
-            try:
-                parsed = json.loads(self.filter)
-            except ValueError as error:
-                raise UsageError(f"--filter {self.filter!r} is not JSON: {error}") from None
-            if not isinstance(parsed, dict):
-                raise UsageError('--filter takes a JSON object, e.g. \'{"genre": "news"}\'')
+            parse_filter(self.filter)  # a mistake is one line now, not a 400 per query later
 
     def places(self) -> tuple[str, str]:
         return " ".join(self.sources), f"{self.bucket}/{self.index}"

@@ -1,9 +1,12 @@
 """`vectors delete`: keys out of S3 Vectors indexes, 500 per DeleteVectors, as one engine job.
 
 The keys come from a list (one per line: a file, or stdin spooled beside the journals so a
-resume reads the same list) or from the key column of Parquet files (what was loaded, deleted
-again). The driver reads them in chunks of `CHUNK_KEYS`, numbered in the order read; a worker
-routes a chunk's keys to their index (by the same hash `vectors put` shards with) and sends
+resume reads the same list), from the key column of Parquet files (what was loaded, deleted
+again), or from a metadata filter: each index listed whole (keys and metadata, in parallel
+segments), the keys that match kept in a Parquet file beside the journals, whole or not at all,
+so a resume deletes what the first listing found. The driver reads them in chunks of
+`CHUNK_KEYS`, numbered in the order read; a worker routes a chunk's keys to their index (the
+one they were listed from, or by the same hash `vectors put` shards with) and sends
 batches of at most 500 under the index's write budget, which PutVectors shares. The journal
 records each batch by chunk and number, so a resumed job sends again only what was in flight.
 """
@@ -11,6 +14,7 @@ records each batch by chunk and number, so a resumed job sends again only what w
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +24,9 @@ from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._errors import UsageError
 from s3bulk._report import WorkerStats
-from s3bulk._stores.vectors import VectorsClient
+from s3bulk._stores.multipart import parts_group
+from s3bulk._stores.vectors import MAX_SEGMENTS, VectorsClient
+from s3bulk._vectors.filters import matches
 from s3bulk._vectors.indexes import index_of
 from s3bulk._vectors.pacing import IndexPace
 
@@ -33,6 +39,9 @@ class DeleteOptions:
     bucket: str
     indexes: tuple[str, ...]
     keys_from: tuple[str, ...]  # text files of keys, or Parquet files (their key column)
+    # each file's own index (a filter's matches, listed from it), in place of the index a key
+    # hashes to; empty: keys are routed as `vectors put` shards them
+    keys_index: tuple[str, ...] = ()
     key_column: str = ""  # Parquet: "" is `key`, else `id`
     vectors_per_second: float = 2500.0
     requests_per_second: float = 1000.0
@@ -47,6 +56,7 @@ class KeyChunk:
 
     number: int
     keys: tuple[str, ...]
+    index: str | None = None  # the index they were listed from: deleted there, not routed
 
     def __str__(self) -> str:
         return f"keys {self.number * CHUNK_KEYS:,} to {self.number * CHUNK_KEYS + len(self.keys) - 1:,}"
@@ -96,6 +106,51 @@ def _parquet_keys(path: str, key_column: str, settings: AwsSettings) -> Iterator
             yield from (str(key) for key in batch.column(0).to_pylist() if key is not None and key != "")
 
 
+async def list_matches(
+    client: VectorsClient, bucket: str, index: str, condition: dict[str, Any], path: str
+) -> tuple[int, int]:
+    """(vectors listed, keys matched): the keys of `index` whose metadata the filter matches,
+    into a Parquet file (a `key` column), from ListVectors in 16 segments with metadata. The
+    file is written under a temporary name and renamed once every segment was listed to its
+    end: a listing that broke leaves no file, and nothing is deleted from it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    temporary = f"{path}.partial"
+    listed, matched = 0, 0
+    pending: list[str] = []
+    with pq.ParquetWriter(temporary, pa.schema([("key", pa.string())])) as writer:
+
+        def flush() -> None:
+            nonlocal pending
+            if pending:
+                writer.write_table(pa.table({"key": pa.array(pending, type=pa.string())}))
+                pending = []
+
+        async def segment(number: int) -> None:
+            nonlocal listed, matched
+            pages = client.list_pages(bucket, index, segments=MAX_SEGMENTS, segment=number, metadata=True)
+            async for vectors, _ in pages:
+                listed += len(vectors)
+                found = [vector["key"] for vector in vectors if matches(condition, vector.get("metadata"))]
+                matched += len(found)
+                pending.extend(found)
+                if len(pending) >= CHUNK_KEYS:
+                    flush()
+
+        try:
+            async with parts_group() as group:  # a segment that fails stops the others
+                for number in range(MAX_SEGMENTS):
+                    group.create_task(segment(number))
+            flush()
+        except BaseException:
+            writer.close()
+            os.unlink(temporary)
+            raise
+    os.replace(temporary, path)
+    return listed, matched
+
+
 class DeleteVectorsJob:
     """The Job (engine/job.py) that deletes vectors; picklable plain settings until `open`."""
 
@@ -127,15 +182,19 @@ class DeleteVectorsJob:
             yield chunk
 
     def _chunks(self) -> Iterator[KeyChunk]:
-        keys = read_keys(self.options.keys_from, self.options.key_column, self.settings)
-        number, pending = 0, []
-        for key in keys:
-            pending.append(key)
-            if len(pending) == CHUNK_KEYS:
-                yield KeyChunk(number, tuple(pending))
-                number, pending = number + 1, []
-        if pending:
-            yield KeyChunk(number, tuple(pending))
+        """Each source's keys in chunks, numbered across the sources (a chunk holds one file's)."""
+        number = 0
+        owners = self.options.keys_index or (None,) * len(self.options.keys_from)
+        for path, index in zip(self.options.keys_from, owners, strict=True):
+            pending: list[str] = []
+            for key in read_keys((path,), self.options.key_column, self.settings):
+                pending.append(key)
+                if len(pending) == CHUNK_KEYS:
+                    yield KeyChunk(number, tuple(pending), index)
+                    number, pending = number + 1, []
+            if pending:
+                yield KeyChunk(number, tuple(pending), index)
+                number += 1
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[KeyChunk]:
         """The chunks holding failed batches, whole: their batches that did finish are skipped."""
@@ -171,7 +230,7 @@ class DeleteVectorsJob:
         indexes = self.options.indexes
         routed: dict[str, list[str]] = {index: [] for index in indexes}
         for key in dict.fromkeys(chunk.keys):  # a key named twice is deleted once
-            routed[index_of(key, indexes)].append(key)
+            routed[chunk.index or index_of(key, indexes)].append(key)
         items = []
         for index, keys in routed.items():
             suffix = f"@{index}" if len(indexes) > 1 else ""

@@ -26,6 +26,7 @@ import numpy as np
 from s3bulk._engine.job import BatchOutcome, WorkerContext
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import EmbeddingSpec, RowChunk, Slice, plan_slices, read_slice
+from s3bulk._stores.multipart import parts_group
 from s3bulk._stores.vectors import MAX_SEGMENTS, VectorsClient
 from s3bulk._vectors.delete import CHUNK_KEYS, DeleteVectorsJob, KeyChunk, VectorDeletes
 from s3bulk._vectors.digest import HASH_KEY, content_hash, without_hash
@@ -71,7 +72,9 @@ async def listed_hashes(client: VectorsClient, bucket: str, index: str) -> dict[
             for vector in vectors:
                 found[vector["key"]] = str((vector.get("metadata") or {}).get(HASH_KEY, ""))
 
-    await asyncio.gather(*(segment(number) for number in range(MAX_SEGMENTS)))
+    async with parts_group() as group:  # a segment that fails stops the others
+        for number in range(MAX_SEGMENTS):
+            group.create_task(segment(number))
     return found
 
 
