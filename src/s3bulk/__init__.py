@@ -5,12 +5,12 @@
 
 The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
 `resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
-`delete_vectors`, `query_vectors`, `sync_vectors`, `gather`, `gather_to_file`, `doctor` (each with an `_async`
-twin), `ls` and `ls_async`, `list_jobs`; the `Report` they return and its `Failure`s; the errors
-they raise; `AwsSettings` to say where and as whom. Every module is private (`s3bulk._*`), but
-`s3bulk.testing`: real servers on loopback for users' own tests, and `s3bulk.fsspec`: the
-`s3bulk://` filesystem for fsspec's users. Names load on first use (PEP 562), so `import s3bulk`
-and the CLI start fast.
+`delete_vectors`, `query_vectors`, `sync_vectors`, `copy_vectors`, `gather`, `gather_to_file`,
+`doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they return
+and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every module is
+private (`s3bulk._*`), but `s3bulk.testing`: real servers on loopback for users' own tests, and
+`s3bulk.fsspec`: the `s3bulk://` filesystem for fsspec's users. Names load on first use (PEP 562),
+so `import s3bulk` and the CLI start fast.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ _EXPORTS = {
     "query_vectors_async": "s3bulk._api.vectors",
     "sync_vectors": "s3bulk._api.vectors",
     "sync_vectors_async": "s3bulk._api.vectors",
+    "copy_vectors": "s3bulk._api.vectors",
+    "copy_vectors_async": "s3bulk._api.vectors",
     "verify_vectors": "s3bulk._api.vectors",
     "verify_vectors_async": "s3bulk._api.vectors",
     "count_vectors": "s3bulk._api.vectors",
@@ -116,6 +118,8 @@ __all__ = [
     "check_async",
     "copy",
     "copy_async",
+    "copy_vectors",
+    "copy_vectors_async",
     "count_vectors",
     "count_vectors_async",
     "delete_vectors",

@@ -25,7 +25,7 @@ class Flag:
     read: Callable[[str, str], Any] | None = None  # (text, flag) -> the field's value
     shown: Callable[[Any], str] | None = None  # the default as the help shows it ("8MiB")
     opposite: bool = False
-    panel: str = "selection"  # selection, speed or job: the help's section
+    panel: str = "selection"  # selection, speed, job or account: the help's section
 
 
 def verbatim(text: str, flag: str) -> str:

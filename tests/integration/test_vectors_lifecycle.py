@@ -231,6 +231,138 @@ def test_a_listing_whose_token_comes_round_again_stops_with_an_error(
     assert requests <= 2 * 3  # each: page 1, page 2 (its token), page 2 again: stopped there
 
 
+# ---- copy ---------------------------------------------------------------------------------------
+def index_metric(server: VectorsStandInServer, bucket: str, index: str) -> str:
+    import boto3
+
+    client = boto3.client(
+        "s3vectors",
+        endpoint_url=server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+    )
+    return str(client.get_index(vectorBucketName=bucket, indexName=index)["index"]["distanceMetric"])
+
+
+def test_copy_into_a_new_index_elsewhere_with_another_metric_gives_an_equal_index(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The source on one server (another account's endpoint), the copy on another, made by
+    --create with the other metric: every key, float32 value and metadata entry equal, and the
+    content hashes kept, so a sync from the source afterwards finds nothing to do."""
+    path, _, _ = source(tmp_path / "docs.parquet", 5000)
+    bucket, index = new_index(env)
+    loaded = run_cli(
+        env, "vectors", "put", str(path), "--bucket", bucket, "--index", index, "--metadata-columns", "genre"
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as mine:
+        here = env | mine.client_env()
+        made = run_cli(here, "vectors", "create-bucket", "mine")
+        assert made.returncode == 0, made.stderr
+
+        copied = run_cli(
+            here, "vectors", "copy", "--bucket", bucket, "--index", index, "--to-bucket", "mine",
+            "--to-index", "docs-l2", "--create", "--metric", "euclidean",
+            "--source-endpoint-url", standin.endpoint, "--json",
+        )  # fmt: skip
+
+        assert copied.returncode == 0, copied.stderr
+        report = summary(copied)
+        assert report["vectors_done"] == 5000
+        assert "created mine/docs-l2 (256 dimensions, euclidean)" in report["notes"]
+        assert index_metric(mine, "mine", "docs-l2") == "euclidean"
+        assert contents(mine, "mine", "docs-l2") == contents(standin, bucket, index)
+        synced = run_cli(
+            here, "vectors", "sync", str(path), "--bucket", "mine", "--index", "docs-l2",
+            "--metadata-columns", "genre", "--delete", "--json",
+        )  # fmt: skip
+        assert synced.returncode == 0, synced.stderr
+        assert summary(synced)["objects_unchanged"] == 5000 and summary(synced)["vectors_done"] == 0
+        assert mine.stats()["requests"].get("GetVectors", 0) == 0  # compared by the copied hashes
+
+
+def test_a_killed_copy_resumed_sends_only_what_it_had_not_stored(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 12_000)
+    bucket, index = new_index(env)
+    loaded = run_cli(
+        env, "vectors", "put", str(path), "--bucket", bucket, "--index", index, "--metadata-columns", "genre"
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as mine:
+        here = env | mine.client_env()
+        assert run_cli(here, "vectors", "create-bucket", "mine").returncode == 0
+        copy = [
+            *S3BULK, "vectors", "copy", "--bucket", bucket, "--index", index, "--to-bucket", "mine",
+            "--to-index", "copy", "--create", "--source-endpoint-url", standin.endpoint,
+        ]  # fmt: skip
+        mine.hold_after(2 + 10)  # GetIndex, CreateIndex, 10 PutVectors; the rest wait
+        process = subprocess.Popen(
+            copy, env=here, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            while mine.stats()["held"] < 1:
+                assert process.poll() is None, process.communicate()
+                time.sleep(0.05)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            mine.release()
+        stored_before = len(contents(mine, "mine", "copy"))
+        assert 0 < stored_before < 12_000
+        puts_before = mine.stats()["requests"]["PutVectors"]
+        job = orjson.loads(run_cli(here, "jobs", "--json").stdout.strip().splitlines()[0])["job_id"]
+
+        resumed = run_cli(here, "vectors", "copy", "--resume", job, "--json")
+
+        assert resumed.returncode == 0, resumed.stderr
+        report = summary(resumed)
+        assert report["objects_already_done"] >= 10  # the batches stored before the kill: not sent
+        assert report["vectors_done"] < 12_000
+        assert mine.stats()["requests"]["PutVectors"] - puts_before == report["objects_done"]
+        assert contents(mine, "mine", "copy") == contents(standin, bucket, index)
+
+
+def test_copy_refuses_what_it_cannot_do_before_anything_is_sent(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, _, _ = source(tmp_path / "docs.parquet", 100)
+    bucket, index = new_index(env)
+    assert run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index).returncode == 0
+    _, narrow = new_index(env, dimension=8, bucket=bucket)
+    _, other = new_index(env, bucket=bucket)
+    before = standin.stats()["requests"]
+    cases = {
+        ("--to-index", narrow): f"index {bucket}/{narrow} holds vectors of 8 values, the source 256",
+        ("--to-index", "absent"): f"index {bucket}/absent not found: pass --create",
+        ("--to-index", index): "copy into another index",
+        ("--to-index", other, "--create", "--metric", "euclidean"): "exists with metric cosine",
+        (
+            "--to-index",
+            "new",
+            "--metric",
+            "euclidean",
+        ): "--metric and --non-filterable shape the index --create",
+        (
+            "--to-index",
+            "new",
+            "--create",
+            "--metric",
+            "manhattan",
+        ): "--metric 'manhattan': use cosine or euclidean",
+    }
+    for args, said in cases.items():
+        result = run_cli(env, "vectors", "copy", "--bucket", bucket, "--index", index, *args)
+        assert result.returncode == 2 and said in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    after = standin.stats()["requests"]
+    for operation in ("PutVectors", "CreateIndex", "ListVectors"):
+        assert after.get(operation, 0) == before.get(operation, 0), operation
+
+
 # ---- delete -------------------------------------------------------------------------------------
 def test_delete_by_key_list_and_by_parquet_keys_leaves_the_rest(
     standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path

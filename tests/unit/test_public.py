@@ -65,6 +65,7 @@ API = {
             "delete_vectors",
             "query_vectors",
             "sync_vectors",
+            "copy_vectors",
             "gather",
             "gather_to_file",
             "doctor",

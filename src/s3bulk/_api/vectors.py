@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from s3bulk._api.base import Location, Progress, run_spec, sync_twin
 from s3bulk._commands.base import location, locations, patterns
+from s3bulk._commands.copy_vectors import ENGINE as COPY
+from s3bulk._commands.copy_vectors import CopyVectorsSpec
 from s3bulk._commands.delete_vectors import ENGINE as DELETE
 from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ENGINE as EXPORT
@@ -327,3 +329,68 @@ async def sync_vectors_async(
 
 
 sync_vectors = sync_twin(sync_vectors_async)
+
+
+async def copy_vectors_async(
+    bucket: str,
+    index: str | Iterable[str],
+    to_index: str | Iterable[str],
+    *,
+    to_bucket: str | None = CopyVectorsSpec.to_bucket,
+    create: bool = CopyVectorsSpec.create,
+    metric: str | None = CopyVectorsSpec.metric,
+    non_filterable: str | Iterable[str] = CopyVectorsSpec.non_filterable,
+    source_profile: str | None = CopyVectorsSpec.source_profile,
+    source_region: str | None = CopyVectorsSpec.source_region,
+    source_endpoint_url: str | None = CopyVectorsSpec.source_endpoint_url,
+    segments: int = CopyVectorsSpec.segments,
+    vectors_per_second: float = CopyVectorsSpec.vectors_per_second,
+    requests_per_second: float = CopyVectorsSpec.requests_per_second,
+    on_error: str = CopyVectorsSpec.on_error,
+    rejects: Location | None = None,
+    dry_run: bool = False,
+    engine: str = COPY.engine,
+    concurrency: int = COPY.concurrency,
+    max_attempts: int | None = COPY.max_attempts,
+    journal: bool = True,
+    settings: AwsSettings | None = None,
+    on_progress: Progress = None,
+) -> Report:
+    """Every vector of `index` (several: all of them) in `bucket` into `to_index` (several: the
+    vectors sharded over them by key, as `put_vectors` shards) in `to_bucket` (default: the
+    same bucket). The source may be in another account or region (`source_profile`,
+    `source_region`, `source_endpoint_url`); `create` makes a missing destination with the
+    source's dimension and its `metric` and `non_filterable` keys unless these are given: how an
+    index's metric or non-filterable keys change. Written at the destination's write limits; a
+    resumed copy lists the source again and sends only what it has not stored."""
+    return await run_spec(
+        CopyVectorsSpec,
+        COPY,
+        {
+            "bucket": bucket,
+            "indexes": patterns(index, "index"),
+            "to_indexes": patterns(to_index, "to_index"),
+            "to_bucket": to_bucket,
+            "create": create,
+            "metric": metric,
+            "non_filterable": patterns(non_filterable, "non_filterable"),
+            "source_profile": source_profile,
+            "source_region": source_region,
+            "source_endpoint_url": source_endpoint_url,
+            "segments": segments,
+            "vectors_per_second": vectors_per_second,
+            "requests_per_second": requests_per_second,
+            "on_error": on_error,
+            "rejects": None if rejects is None else location(rejects, "rejects"),
+            "dry_run": dry_run,
+            "engine": engine,
+            "concurrency": concurrency,
+            "max_attempts": max_attempts,
+            "journal": journal,
+            "settings": settings,
+            "on_progress": on_progress,
+        },
+    )
+
+
+copy_vectors = sync_twin(copy_vectors_async)

@@ -146,9 +146,14 @@ SUBMENU = {
         "Export every vector of an index to Parquet, resumable",
         "s3bulk vectors export out/ --bucket v --index i",
     ),
+    "vectors copy": Entry(
+        BEYOND,
+        "Copy an index into another (bucket, account, region; a new metric with --create)",
+        "s3bulk vectors copy --bucket v --index i --to-index i2 --create --metric euclidean",
+    ),
     "vectors delete": Entry(
         BEYOND,
-        "Delete vectors by key, at the per-index write limit",
+        "Delete vectors by key or by metadata filter, at the per-index write limit",
         "s3bulk vectors delete gone.txt --bucket v --index i --dry-run",
     ),
     "vectors query": Entry(

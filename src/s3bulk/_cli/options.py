@@ -270,7 +270,7 @@ in_panel(
     TpsLimitOption,
 )
 in_panel(JOB, JournalUrlOption, MaxDeleteOption)
-PANELS = {"selection": SELECTION, "speed": SPEED, "job": JOB}
+PANELS = {"selection": SELECTION, "speed": SPEED, "job": JOB, "account": ACCOUNT}
 
 
 # options that commands without a transfer spec read themselves (rm, ls, map, check, run):

@@ -1,5 +1,6 @@
-"""`s3bulk vectors put|sync|export|delete|query|verify|count|create-bucket|create-index`:
-embeddings into S3 Vectors, kept equal to their source, out again, away, and asked."""
+"""`s3bulk vectors put|sync|export|copy|delete|query|verify|count|create-bucket|create-index`:
+embeddings into S3 Vectors, kept equal to their source, out again, into another index, away,
+and asked."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from s3bulk._cli.options import (
 )
 from s3bulk._cli.output import guarded
 from s3bulk._cli.progress import json_line
+from s3bulk._commands.copy_vectors import CopyVectorsSpec
 from s3bulk._commands.delete_vectors import DeleteVectorsSpec
 from s3bulk._commands.export_vectors import ExportVectorsSpec
 from s3bulk._commands.query_vectors import QueryVectorsSpec
@@ -38,7 +40,8 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.strategies import DEFAULT_ENGINE
 
 app = typer.Typer(
-    help="S3 Vectors in bulk at the per-index limits: load, sync, export, delete, query, verify, count.",
+    help="S3 Vectors in bulk at the per-index limits: load, sync, export, copy, delete, query, verify, "
+    "count.",
     no_args_is_help=True,
 )
 
@@ -405,6 +408,62 @@ def sync_command(
             )
 
     return run_job(start, verb="vectors sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+
+
+@app.command("copy")
+@guarded
+@spec_options(CopyVectorsSpec)
+def copy_command(
+    bucket: str | None = typer.Option(None, "--bucket", help="The source's vector bucket."),
+    index: list[str] | None = typer.Option(None, "--index", help="The source index (repeat it for several)."),
+    to_index: list[str] | None = typer.Option(
+        None, "--to-index", help="The destination index; repeat it to shard the vectors over several by key."
+    ),
+    rejects: str | None = typer.Option(
+        None, "--rejects", help="Where refused vectors are listed (JSON lines)."
+    ),
+    dry_run: bool = DryRunOption,
+    engine: str | None = EngineOption,
+    concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per worker."),
+    resume: str | None = ResumeOption,
+    retry_failed: str | None = RetryFailedOption,
+    as_json: bool = JsonOption,
+    quiet: bool = QuietOption,
+    stats: bool = StatsOption,
+    endpoint_url: str | None = VectorsEndpointOption,
+    profile: str | None = ProfileOption,
+    region: str | None = RegionOption,
+    given: dict[str, Any] | None = None,
+) -> int:
+    """Copy indexes into others (--create: with another metric), at the destination's limits."""
+    from s3bulk._api.vectors import copy_vectors_async
+
+    start = continuation(
+        "vectors-copy",
+        resume,
+        retry_failed,
+        [bucket, " ".join(index or ()) or None, " ".join(to_index or ()) or None],
+        {"engine": engine},
+    )
+    if start is None:
+        settings = _settings(endpoint_url, None, profile, region)
+        assert bucket and index and to_index
+
+        def start(on_progress: Any, on_records: Any) -> Any:
+            return copy_vectors_async(
+                bucket,
+                index,
+                to_index,
+                **(given or {}),
+                rejects=rejects,
+                dry_run=dry_run,
+                engine=engine or DEFAULT_ENGINE,
+                concurrency=concurrency,
+                settings=settings,
+                on_progress=on_progress,
+            )
+
+    return run_job(start, verb="vectors copy", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
 
 
 @app.command("verify")

@@ -15,7 +15,12 @@ from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, manifest, patterns
 from s3bulk._commands.deletes import check_max_delete
-from s3bulk._commands.vectorwrites import check_targets, dry_run_note
+from s3bulk._commands.vectorwrites import (
+    check_targets,
+    dry_run_note,
+    requests_per_second_field,
+    vectors_per_second_field,
+)
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
@@ -25,19 +30,8 @@ from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._report import Report
 from s3bulk._stores.retry import Meter
 from s3bulk._vectors.filters import parse_filter
-from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
 ENGINE = EngineSpec(concurrency=16, max_attempts=8)
-
-
-def _rate(text: str, flag: str) -> float:
-    try:
-        rate = float(text)
-    except ValueError:
-        rate = 0.0
-    if not rate > 0:
-        raise UsageError(f"{flag} {text}: give a positive rate")
-    return rate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,26 +60,8 @@ class DeleteVectorsSpec(Spec):
         ),
     )
     max_delete: int | None = dataclasses.field(default=None, metadata=MAX_DELETE)
-    vectors_per_second: float = dataclasses.field(
-        default=VECTORS_PER_SECOND,
-        metadata=option(
-            "--vectors-per-second",
-            help="Per index, shared with puts: the service's write limit.",
-            read=_rate,
-            shown=lambda value: f"{value:g}",
-            panel="speed",
-        ),
-    )
-    requests_per_second: float = dataclasses.field(
-        default=REQUESTS_PER_SECOND,
-        metadata=option(
-            "--requests-per-second",
-            help="Per index: PutVectors and DeleteVectors together.",
-            read=_rate,
-            shown=lambda value: f"{value:g}",
-            panel="speed",
-        ),
-    )
+    vectors_per_second: float = vectors_per_second_field()
+    requests_per_second: float = requests_per_second_field()
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:

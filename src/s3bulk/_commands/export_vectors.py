@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, patterns
+from s3bulk._commands.vectorwrites import segments_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import option, sized
+from s3bulk._flags import sized
 from s3bulk._report import Report
 from s3bulk._stores.vectors import MAX_SEGMENTS
 
@@ -28,31 +29,13 @@ MiB = 1024**2
 ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=256 * MiB)
 
 
-def _segments(text: str, flag: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if not 1 <= count <= MAX_SEGMENTS:
-        raise UsageError(f"{flag} {text}: ListVectors lists an index in 1 to {MAX_SEGMENTS} segments")
-    return count
-
-
 @dataclass(frozen=True, kw_only=True)
 class ExportVectorsSpec(Spec):
     command: ClassVar[str] = "vectors-export"
     bucket: str
     indexes: tuple[str, ...]
     destination: str
-    segments: int = dataclasses.field(
-        default=MAX_SEGMENTS,
-        metadata=option(
-            "--segments",
-            help="ListVectors segments listed side by side, per index (1-16).",
-            read=_segments,
-            panel="speed",
-        ),
-    )
+    segments: int = segments_field()
     part_size: int = dataclasses.field(
         default=16 * MiB,
         metadata=sized("--part-size", help="Vectors' bytes per Parquet file (float32 values x 4)."),

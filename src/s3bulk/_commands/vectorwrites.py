@@ -1,16 +1,21 @@
-"""What the commands that write to S3 Vectors indexes share (vectors put, sync and delete): the
-engine settings of a write, where bad rows are listed, the checks of the indexes and rates they
-are given, and the time their writes take at the per-index limits."""
+"""What the commands that write to S3 Vectors indexes share (vectors put, sync, delete, copy): the
+engine settings of a write, where bad rows are listed, the options and checks of the rates they
+write at, of the indexes and segments they are given, and the time their writes take at the
+per-index limits."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Any
 
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError
+from s3bulk._flags import option
 from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._report import Report
-from s3bulk._vectors.limits import time_at_limits
+from s3bulk._stores.vectors import MAX_SEGMENTS
+from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
 
 MiB = 1024**2
 # A batch costs ~6 MB of the byte budget (its rows and their JSON), so 48 MiB keeps about eight
@@ -21,6 +26,61 @@ WRITE_ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=48
 
 
 FORMATS = (None, "parquet", "npy", "jsonl")  # None: by each file's suffix
+
+
+def _rate(text: str, flag: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = 0.0
+    if not rate > 0:
+        raise UsageError(f"{flag} {text}: give a positive rate")
+    return rate
+
+
+def vectors_per_second_field() -> Any:
+    """A spec's per-index vectors/s, with its option (declared here once for every writer)."""
+    flag = option(
+        "--vectors-per-second",
+        help="Per index, shared with puts and deletes: the service's write limit.",
+        read=_rate,
+        shown=lambda value: f"{value:g}",
+        panel="speed",
+    )
+    return dataclasses.field(default=VECTORS_PER_SECOND, metadata=flag)
+
+
+def requests_per_second_field() -> Any:
+    """A spec's per-index PutVectors+DeleteVectors requests/s, with its option."""
+    flag = option(
+        "--requests-per-second",
+        help="Per index: PutVectors and DeleteVectors together.",
+        read=_rate,
+        shown=lambda value: f"{value:g}",
+        panel="speed",
+    )
+    return dataclasses.field(default=REQUESTS_PER_SECOND, metadata=flag)
+
+
+def read_segments(text: str, flag: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_SEGMENTS:
+        raise UsageError(f"{flag} {text}: ListVectors lists an index in 1 to {MAX_SEGMENTS} segments")
+    return count
+
+
+def segments_field() -> Any:
+    """A spec's count of ListVectors segments listed side by side, with its option."""
+    flag = option(
+        "--segments",
+        help="ListVectors segments listed side by side, per index (1-16).",
+        read=read_segments,
+        panel="speed",
+    )
+    return dataclasses.field(default=MAX_SEGMENTS, metadata=flag)
 
 
 def check_format(format: str | None) -> None:

@@ -41,21 +41,29 @@ async def index_shapes(
     try:
         shapes = {}
         for index in indexes:
-            try:
-                found = await client.get_index(bucket, index)
-            except S3Error as error:
-                if error.status == 404 or error.code in ("NotFoundException", "ResourceNotFoundException"):
-                    raise UsageError(
-                        f"index {index!r} not found in vector bucket {bucket!r}: create it with "
-                        f"s3bulk vectors create-index --bucket {bucket} --index {index} --dimension N"
-                    ) from None
-                raise
-            config = found.get("metadataConfiguration") or {}
-            shapes[index] = IndexShape(
-                int(found["dimension"]),
-                str(found.get("distanceMetric", "cosine")),
-                frozenset(config.get("nonFilterableMetadataKeys") or ()),
-            )
+            shape = await find_index(client, bucket, index)
+            if shape is None:
+                raise UsageError(
+                    f"index {index!r} not found in vector bucket {bucket!r}: create it with "
+                    f"s3bulk vectors create-index --bucket {bucket} --index {index} --dimension N"
+                )
+            shapes[index] = shape
         return shapes
     finally:
         await client.close()
+
+
+async def find_index(client: VectorsClient, bucket: str, index: str) -> IndexShape | None:
+    """The index's shape (GetIndex), or None when there is no such index."""
+    try:
+        found = await client.get_index(bucket, index)
+    except S3Error as error:
+        if error.status == 404 or error.code in ("NotFoundException", "ResourceNotFoundException"):
+            return None
+        raise
+    config = found.get("metadataConfiguration") or {}
+    return IndexShape(
+        int(found["dimension"]),
+        str(found.get("distanceMetric", "cosine")),
+        frozenset(config.get("nonFilterableMetadataKeys") or ()),
+    )

@@ -90,13 +90,13 @@ class PutVectorsJob:
 
     def __init__(
         self,
-        source: EmbeddingSpec,
+        source: EmbeddingSpec | None,
         options: PutOptions,
         settings: AwsSettings,
         shapes: dict[str, IndexShape],
         workers: int = 1,
     ) -> None:
-        self.source = source
+        self.source = source  # None: the rows come from elsewhere (a copy's listing)
         self.options = options
         self.settings = settings
         self.shapes = shapes
@@ -123,6 +123,7 @@ class PutVectorsJob:
 
     # ---- driver side --------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Slice]:
+        assert self.source is not None
         slices = plan_slices(self.source)
         while (piece := await asyncio.to_thread(next, slices, None)) is not None:
             if piece.stop is not None:  # "objects" of a vectors job are rows
@@ -132,6 +133,7 @@ class PutVectorsJob:
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         """The slices holding failed batches ("path#first-last[@index]"). They are read whole;
         their batches that did finish are skipped as on any resume."""
+        assert self.source is not None
         failed: dict[str, list[int]] = {}
         for page in rows:
             for item_id, _ in page:
@@ -158,6 +160,7 @@ class PutVectorsJob:
         }
 
     async def expand(self, piece: Slice, ctx: WorkerContext) -> AsyncIterator[list[VectorBatch]]:
+        assert self.source is not None
         chunk_rows = self.batch_rows * len(self.options.indexes)
         chunks = read_slice(piece, self.source, chunk_rows)
         while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:

@@ -204,6 +204,7 @@ class SyncVectorsJob:
             assert self.delete is not None
             yield self.delete.batches_of(descriptor)
             return
+        assert self.put.source is not None
         full = self.put.batch_rows * len(self.put.options.indexes)
         chunks = read_slice(descriptor.piece, self.put.source, full)
         pending: list[RowChunk] = []  # the changed rows, gathered into full batches: a sparse
