@@ -527,6 +527,42 @@ def test_delete_by_filter_after_a_listing_that_broke_deletes_nothing(
     assert not list(Path(os.environ["S3BULK_STATE_DIR"]).glob(f"*.{index}.matches.parquet*"))
 
 
+# ---- several indexes at once ---------------------------------------------------------------------
+def test_put_index_per_file_loads_each_file_into_the_index_named_after_it(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two files of different dimensions, one job: each file's rows in its own index (checked
+    against that index's shape, not the other's), nothing in the other."""
+    bucket = f"vb-{os.getpid()}-{next(_names)}"
+    assert run_cli(env, "vectors", "create-bucket", bucket).returncode == 0
+    files = tmp_path / "by-file"
+    files.mkdir()
+    expected = {}
+    for name, dimension, rows in (("films-2023", 8, 700), ("films-2024", 16, 1200)):
+        made = run_cli(
+            env, "vectors", "create-index", "--bucket", bucket, "--index", name, "--dimension", str(dimension)
+        )
+        assert made.returncode == 0, made.stderr
+        vectors = np.random.default_rng(dimension).standard_normal((rows, dimension)).astype(np.float32)
+        keys = [f"{name[-2:]}-{n}" for n in range(rows)]
+        flat = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dimension)
+        pq.write_table(pa.table({"key": keys, "vector": flat}), files / f"{name}.parquet")
+        expected[name] = {key: vectors[n].tobytes() for n, key in enumerate(keys)}
+
+    loaded = run_cli(env, "vectors", "put", str(files), "--bucket", bucket, "--index-per-file", "--json")
+
+    assert loaded.returncode == 0, loaded.stderr
+    assert summary(loaded)["vectors_done"] == 1900
+    for name, stored in expected.items():
+        assert {key: data for key, (data, _) in contents(standin, bucket, name).items()} == stored, name
+
+    (files / "Films 2025.parquet").write_bytes((files / "films-2023.parquet").read_bytes())
+    refused = run_cli(env, "vectors", "put", str(files), "--bucket", bucket, "--index-per-file")
+    assert refused.returncode == 2 and "'Films 2025', which S3 Vectors refuses" in refused.stderr
+    both = run_cli(env, "vectors", "put", str(files), "--bucket", bucket, "--index-per-file", "--index", "x")
+    assert both.returncode == 2 and "leave out --index" in both.stderr
+
+
 # ---- the bill and the time before the run -------------------------------------------------------
 def test_put_dry_run_checks_every_row_sends_nothing_and_states_cost_and_time(
     standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 async def put_vectors_async(
     sources: Location | Iterable[Location],
     bucket: str,
-    index: str | Iterable[str],
+    index: str | Iterable[str] = (),
     *,
+    index_per_file: bool = False,
     format: str | None = None,
     key_column: str | None = None,
     vector_column: str | None = None,
@@ -58,12 +59,14 @@ async def put_vectors_async(
     """Load embeddings from Parquet, .npy or JSON Lines files (local or s3://) into S3 Vectors.
 
     Each index gets `vectors_per_second` and `requests_per_second` (the service's documented
-    per-index write limits), backing off when throttled; several indexes shard the rows by key.
-    Without `vector_column`, a Parquet file's one list-of-numbers column holds the vectors (and
-    a `key` or `id` column the keys). Bad rows stop the job (`on_error="abort"`) or are left out
-    (`"skip"`); either way they are listed in the rejects file. The default engine runs one
-    process while the indexes' limits together ask for no more than one process builds (~20 ms
-    a batch), one per core above that (see s3bulk._commands.put_vectors)."""
+    per-index write limits), backing off when throttled; several indexes shard the rows by key;
+    `index_per_file` loads each file into the index named after it (`films-2024.parquet` into
+    `films-2024`), each at its own limits, in one job. Without `vector_column`, a Parquet file's one
+    list-of-numbers column holds the vectors (and a `key` or `id` column the keys). Bad rows stop
+    the job (`on_error="abort"`) or are left out (`"skip"`); either way they are listed in the
+    rejects file. The default engine runs one process while the indexes' limits together ask for no
+    more than one process builds (~20 ms a batch), one per core above that (see
+    s3bulk._commands.put_vectors)."""
     arguments = locals() | {
         "sources": locations(sources, "sources"),
         "indexes": patterns(index, "index"),

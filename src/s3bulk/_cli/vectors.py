@@ -101,6 +101,9 @@ def put_command(
     index: list[str] | None = typer.Option(
         None, "--index", help="The index; repeat it to shard rows over several indexes by key."
     ),
+    index_per_file: bool = typer.Option(
+        False, "--index-per-file", help="Each file into the index named after it (films.parquet: films)."
+    ),
     format: str | None = FormatOption,
     key_column: str | None = KeyColumnOption,
     vector_column: str | None = VectorColumnOption,
@@ -144,18 +147,23 @@ def put_command(
         "vectors-put",
         resume,
         retry_failed,
-        [" ".join(sources or ()) or None, bucket, " ".join(index or ()) or None],
+        [
+            " ".join(sources or ()) or None,
+            bucket,
+            " ".join(index or ()) or ("per file" if index_per_file else None),
+        ],
         {"engine": engine, "workers": workers, "ray_address": ray_address},
     )
     if start is None:
         settings = _settings(endpoint_url, s3_endpoint_url, profile, region)
-        assert sources and bucket and index
+        assert sources and bucket and (index or index_per_file)
 
         def start(on_progress: Any, on_records: Any) -> Any:
             return put_vectors_async(
                 sources,
                 bucket,
-                index,
+                index or (),
+                index_per_file=index_per_file,
                 format=format,
                 key_column=key_column,
                 vector_column=vector_column,

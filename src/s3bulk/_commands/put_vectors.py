@@ -11,7 +11,7 @@ import asyncio
 import collections
 import os
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, patterns
 from s3bulk._commands.vectorwrites import (
@@ -29,6 +29,9 @@ from s3bulk._pricing import vectors_costs
 from s3bulk._report import Report
 from s3bulk._vectors.limits import MAX_VECTORS_PER_REQUEST, REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
+if TYPE_CHECKING:
+    from s3bulk._sources.embeddings import EmbeddingSpec
+
 ENGINE = WRITE_ENGINE
 # What one process builds, signs and sends (orjson bodies, ~50 us of CPU per 1024-float vector
 # here, hashed in a thread of its own): when the indexes' limits together ask for no more, one
@@ -45,7 +48,8 @@ class PutVectorsSpec(Spec):
     command: ClassVar[str] = "vectors-put"
     sources: tuple[str, ...]
     bucket: str
-    indexes: tuple[str, ...]
+    indexes: tuple[str, ...]  # several: rows sharded over them by key
+    index_per_file: bool = False  # each file into the index named after it, in place of `indexes`
     format: str | None = None  # parquet, npy or jsonl; None: by each file's suffix
     key_column: str | None = None  # None: `key`, else `id` (Parquet)
     vector_column: str | None = None  # None: `vector`, else the one list-of-numbers column
@@ -70,7 +74,10 @@ class PutVectorsSpec(Spec):
             raise UsageError(
                 f"--batch-size {self.batch_size}: PutVectors takes 1 to {MAX_VECTORS_PER_REQUEST} vectors"
             )
-        check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
+        if self.index_per_file and self.indexes:
+            raise UsageError("--index-per-file names each file's index after the file: leave out --index")
+        if not self.index_per_file:
+            check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
         check_format(self.format)
 
     def places(self) -> tuple[str, str]:
@@ -138,6 +145,10 @@ class PutVectorsCommand(Command):
             concurrency=spec.engine.concurrency,
             dry_run=spec.dry_run,
         )
+        if spec.index_per_file:
+            owners = await asyncio.to_thread(_file_indexes, source)
+            indexes = tuple(dict.fromkeys(index for _, index in owners))
+            options = replace(options, indexes=indexes, file_indexes=owners)
         requests: collections.Counter[str] = collections.Counter()
         shapes = await index_shapes(settings, options.bucket, options.indexes, requests)
         job = PutVectorsJob(source, options, settings, shapes, workers=plan.workers)
@@ -158,9 +169,18 @@ class PutVectorsCommand(Command):
             vectors_costs(report.vectors_done * 4 * dimension) + "; keys and metadata add theirs"
         )
         if spec.dry_run:
+            indexes = len(job.options.indexes)
             report.notes.append(
-                dry_run_note(report, len(spec.indexes), spec.vectors_per_second, spec.requests_per_second)
+                dry_run_note(report, indexes, spec.vectors_per_second, spec.requests_per_second)
             )
+
+
+def _file_indexes(source: EmbeddingSpec) -> tuple[tuple[str, str], ...]:
+    """(path, index) of every source file, its index named after it. Blocking: lists and walks."""
+    from s3bulk._sources.embeddings import find_files
+    from s3bulk._vectors.indexes import index_for_file
+
+    return tuple((path, index_for_file(path)) for path, _, _ in find_files(source))
 
 
 COMMANDS = (PutVectorsCommand(),)  # found by the registry (s3bulk._commands)

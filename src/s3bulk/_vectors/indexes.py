@@ -4,8 +4,10 @@ against it before anything is sent), and which index a key goes to when several 
 from __future__ import annotations
 
 import collections
+import re
 import zlib
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3Error, UsageError
@@ -20,6 +22,22 @@ class IndexShape:
     dimension: int
     metric: str
     non_filterable: frozenset[str]
+
+
+INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # the service's rule for index names
+
+
+def index_for_file(path: str) -> str:
+    """The index a file loads into with --index-per-file: its name without the suffix
+    (`films-2024.parquet` → `films-2024`), which must be a name S3 Vectors takes."""
+    stem = PurePosixPath(path.replace("\\", "/")).name.split(".")[0]
+    if not INDEX_NAME.fullmatch(stem):
+        raise UsageError(
+            f"{path}: --index-per-file names its index {stem!r}, which S3 Vectors refuses (3-63 "
+            "lowercase letters, digits, hyphens and dots, a letter or digit at each end): rename the "
+            "file, or load it with --index NAME"
+        )
+    return stem
 
 
 def index_of(key: str, indexes: tuple[str, ...]) -> str:

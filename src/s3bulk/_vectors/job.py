@@ -68,6 +68,9 @@ class PutOptions:
     rejects_path: str = "s3bulk-rejects.jsonl"
     concurrency: int = 16
     dry_run: bool = False  # read, check and build every batch; send none
+    # (path, index) of each file that loads into an index of its own (--index-per-file), in
+    # place of sharding rows over `indexes` by key
+    file_indexes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -101,6 +104,7 @@ class PutVectorsJob:
         self.settings = settings
         self.shapes = shapes
         self.workers = workers
+        self.file_index = dict(options.file_indexes)  # a file's own index (--index-per-file)
         self.preflight_requests: dict[str, int] = {}  # GetIndex calls made before the engine starts
         self.preflight_notes: list[str] = []  # what was decided for the user (columns found)
         self._client: VectorsClient | None = None
@@ -175,7 +179,7 @@ class PutVectorsJob:
     def _checked(self, piece: Slice, chunk: RowChunk, ctx: WorkerContext) -> RowChunk:
         """The chunk without its bad rows (written to the rejects file), or JobAborted."""
         problems = dict(chunk.problems)
-        for index in set(self.options.indexes):
+        for index in self._targets(piece):
             shape = self.shapes[index]
             found = check_rows(
                 chunk.keys,
@@ -210,6 +214,11 @@ class PutVectorsJob:
             numbers=[chunk.number(int(n)) for n in rows],  # the kept rows' own numbers, for batch ids
         )
 
+    def _targets(self, piece: Slice) -> tuple[str, ...]:
+        """The indexes a slice's rows may go to: its file's own, or any the keys shard over."""
+        owned = self.file_index.get(piece.path)
+        return (owned,) if owned is not None else tuple(set(self.options.indexes))
+
     def _reject(self, piece: Slice, chunk: RowChunk, rows: list[int], problems: dict[int, str]) -> None:
         """One JSON line per bad row, appended with a single write so processes never interleave."""
         if self._rejects is None:
@@ -235,11 +244,13 @@ class PutVectorsJob:
         if not count:
             return []
         indexes = self.options.indexes
-        targets = (
-            np.array([indexes.index(index_of(key, indexes)) for key in chunk.keys])
-            if len(indexes) > 1
-            else np.zeros(count, dtype=int)
-        )
+        owned = self.file_index.get(piece.path)
+        if owned is not None:
+            targets = np.full(count, indexes.index(owned))
+        elif len(indexes) > 1:
+            targets = np.array([indexes.index(index_of(key, indexes)) for key in chunk.keys])
+        else:
+            targets = np.zeros(count, dtype=int)
         rows = np.arange(count)
         batches = []
         for number, index in enumerate(indexes):
