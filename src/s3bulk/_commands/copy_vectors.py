@@ -17,17 +17,16 @@ from s3bulk._commands.vectorwrites import (
     WRITE_ENGINE,
     check_targets,
     default_rejects_path,
-    dry_run_note,
     requests_per_second_field,
     segments_field,
     vectors_per_second_field,
+    write_notes,
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
 from s3bulk._flags import option, verbatim
-from s3bulk._pricing import vectors_costs
 from s3bulk._report import Report
 from s3bulk._stores.retry import Meter
 from s3bulk._stores.vectors import VectorsClient
@@ -220,14 +219,7 @@ class CopyVectorsCommand(Command):
         from s3bulk._vectors.copy import CopyVectorsJob
 
         assert isinstance(spec, CopyVectorsSpec) and isinstance(job, CopyVectorsJob)
-        dimension = max(shape.dimension for shape in job.put.shapes.values())
-        report.notes.append(
-            vectors_costs(report.vectors_done * 4 * dimension) + "; keys and metadata add theirs"
-        )
-        if spec.dry_run:
-            report.notes.append(
-                dry_run_note(report, len(spec.to_indexes), spec.vectors_per_second, spec.requests_per_second)
-            )
+        write_notes(report, job.put, spec)
 
 
 async def _destination_shapes(

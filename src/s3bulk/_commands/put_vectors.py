@@ -19,13 +19,12 @@ from s3bulk._commands.vectorwrites import (
     check_format,
     check_targets,
     default_rejects_path,
-    dry_run_note,
+    write_notes,
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._pricing import vectors_costs
 from s3bulk._report import Report
 from s3bulk._vectors.limits import MAX_VECTORS_PER_REQUEST, REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
@@ -164,15 +163,7 @@ class PutVectorsCommand(Command):
         from s3bulk._vectors.job import PutVectorsJob
 
         assert isinstance(spec, PutVectorsSpec) and isinstance(job, PutVectorsJob)
-        dimension = max(shape.dimension for shape in job.shapes.values())
-        report.notes.append(
-            vectors_costs(report.vectors_done * 4 * dimension) + "; keys and metadata add theirs"
-        )
-        if spec.dry_run:
-            indexes = len(job.options.indexes)
-            report.notes.append(
-                dry_run_note(report, indexes, spec.vectors_per_second, spec.requests_per_second)
-            )
+        write_notes(report, job, spec)
 
 
 def _file_indexes(source: EmbeddingSpec) -> tuple[tuple[str, str], ...]:

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError
 from s3bulk._flags import option
 from s3bulk._journal.local import private_directory, state_dir
+from s3bulk._pricing import vectors_costs
 from s3bulk._report import Report
 from s3bulk._stores.vectors import MAX_SEGMENTS
 from s3bulk._vectors.limits import REQUESTS_PER_SECOND, VECTORS_PER_SECOND, time_at_limits
+
+if TYPE_CHECKING:
+    from s3bulk._commands.base import Spec
+    from s3bulk._vectors.job import PutVectorsJob
 
 MiB = 1024**2
 # A batch costs ~6 MB of the byte budget (its rows and their JSON), so 48 MiB keeps about eight
@@ -105,6 +110,20 @@ def dry_run_note(report: Report, indexes: int, vectors_per_second: float, reques
     return time_at_limits(
         report.vectors_done, report.objects_done, indexes, vectors_per_second, requests_per_second
     )
+
+
+def write_notes(report: Report, put: PutVectorsJob, spec: Spec) -> None:
+    """What a put's (or copy's) writes cost at the published prices and, before it runs
+    (--dry-run), how long they take at the limits of the indexes it writes to."""
+    dimension = max(shape.dimension for shape in put.shapes.values())
+    report.notes.append(vectors_costs(report.vectors_done * 4 * dimension) + "; keys and metadata add theirs")
+    if spec.dry_run:
+        options = put.options
+        report.notes.append(
+            dry_run_note(
+                report, len(options.indexes), options.vectors_per_second, options.requests_per_second
+            )
+        )
 
 
 def default_rejects_path(job_id: str) -> str:
