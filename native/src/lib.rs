@@ -1,6 +1,7 @@
 //! s3bulk's native part: the work per byte that Python would do under the GIL, done without it.
 //!
-//! - `vectors`: the float32 rows of PutVectors bodies as JSON text.
+//! - `vectors`: the float32 rows of PutVectors bodies as JSON text, and read back from
+//!   ListVectors pages.
 //! - `checksums`: the CRC64NVME, CRC32C, CRC32, SHA-256 and SHA-1 S3 keeps with an object.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 //! - `gets`: GETs into files, handed over in batches rather than one by one; `parthash`: a
@@ -25,6 +26,7 @@ mod wake;
 #[pymodule]
 fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
+    module.add_function(wrap_pyfunction!(vectors::list_vectors_page, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::checksum, module)?)?;

@@ -131,6 +131,100 @@ fn write_body(target: &mut [u8], head: &[u8], before: &[&[u8]], values: &[f32], 
     body.at
 }
 
+/// A ListVectors page as ListVectors answers it: each vector's key, its data (`{"float32":
+/// [...]}`, read here), its metadata (kept as the JSON text it came as), and the token on.
+#[derive(serde::Deserialize)]
+struct Page<'a> {
+    #[serde(borrow, default)]
+    vectors: Vec<Listed<'a>>,
+    #[serde(rename = "nextToken", default)]
+    next_token: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Listed<'a> {
+    #[serde(borrow)]
+    key: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    data: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a serde_json::value::RawValue>,
+}
+
+/// What a page holds, read without the GIL.
+#[derive(Debug)]
+struct Rows {
+    keys: Vec<String>,
+    values: Vec<f32>,
+    with_data: bool,
+    metadata: Vec<Option<String>>,
+    next_token: Option<String>,
+}
+
+/// (keys, the float32 bytes or None, each vector's metadata text or None, the token on or None)
+type ListedPage<'py> = (Vec<String>, Option<Bound<'py, PyBytes>>, Vec<Option<String>>, Option<String>);
+
+/// One ListVectors answer (`reply`, its JSON) as (keys, the vectors' float32 bytes, row after
+/// row, or None when the page carries no data, each vector's metadata as JSON text or None,
+/// the token that goes on or None), read with the GIL released. With orjson and numpy the same
+/// page of 1,000 x 1024 cost ~96 ms of parsing into Python floats and 38 ms more to float32,
+/// all under the GIL: what bounded an export. Each value is read by Rust's own float32 parser,
+/// correctly rounded from its text, as the service wrote it from a float32.
+#[pyfunction]
+pub fn list_vectors_page<'py>(py: Python<'py>, reply: &[u8], dimension: usize) -> PyResult<ListedPage<'py>> {
+    let rows = py.detach(|| read_page(reply, dimension)).map_err(PyValueError::new_err)?;
+    let data = if rows.with_data {
+        // Safety: f32 has no padding; the bytes are the values' own, in native order (numpy reads
+        // them back as float32 on this machine).
+        let bytes = unsafe { std::slice::from_raw_parts(rows.values.as_ptr() as *const u8, rows.values.len() * 4) };
+        Some(PyBytes::new(py, bytes))
+    } else {
+        None
+    };
+    Ok((rows.keys, data, rows.metadata, rows.next_token))
+}
+
+fn read_page(reply: &[u8], dimension: usize) -> Result<Rows, String> {
+    let page: Page = serde_json::from_slice(reply).map_err(|error| format!("a ListVectors answer that is not its JSON: {error}"))?;
+    let with_data = page.vectors.iter().any(|vector| vector.data.is_some());
+    let mut rows = Rows {
+        keys: Vec::with_capacity(page.vectors.len()),
+        values: Vec::with_capacity(if with_data { page.vectors.len() * dimension } else { 0 }),
+        with_data,
+        metadata: Vec::with_capacity(page.vectors.len()),
+        next_token: page.next_token.filter(|token| !token.is_empty()),
+    };
+    for vector in page.vectors {
+        if with_data {
+            let data = vector.data.ok_or_else(|| format!("vector {:?} came without its data", vector.key))?;
+            let read = read_floats(data.get(), &mut rows.values)?;
+            if read != dimension {
+                return Err(format!("vector {:?} holds {read} values, not the index's {dimension}", vector.key));
+            }
+        }
+        rows.metadata.push(vector.metadata.map(|text| text.get().to_owned()).filter(|text| text != "null"));
+        rows.keys.push(vector.key.into_owned());
+    }
+    Ok(rows)
+}
+
+/// The values of `{"float32": [v, v, ...]}`, appended to `values`; returns how many.
+fn read_floats(data: &str, values: &mut Vec<f32>) -> Result<usize, String> {
+    let bad = || format!("vector data that is not {{\"float32\": [numbers]}}: {}", &data[..data.len().min(80)]);
+    let start = data.find("\"float32\"").ok_or_else(bad)?;
+    let open = start + data[start..].find('[').ok_or_else(bad)?;
+    let close = open + data[open..].find(']').ok_or_else(bad)?;
+    let inside = data[open + 1..close].trim();
+    if inside.is_empty() {
+        return Ok(0);
+    }
+    let before = values.len();
+    for text in inside.split(',') {
+        values.push(text.trim().parse::<f32>().map_err(|_| bad())?);
+    }
+    Ok(values.len() - before)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +243,21 @@ mod tests {
     fn rows_are_written_as_json_arrays_of_the_shortest_round_trip_text() {
         let text = body(&[0.5, -1.25, 3.0, 0.1, 1.0e-7, -0.0], 3);
         assert_eq!(text, r#"{"vectors":[{"key":"0","data":{"float32":[0.5,-1.25,3.0]}},{"key":"1","data":{"float32":[0.1,1e-7,-0.0]}}]}"#);
+    }
+
+    #[test]
+    fn a_page_is_read_into_keys_values_raw_metadata_and_its_token() {
+        let reply = br#"{"vectors":[{"key":"a\u00e9","data":{"float32":[0.1, -2.5e-7,3]},"metadata":{"g":["x",1]}},
+            {"key":"b","data":{"float32":[1,2,3]}}],"nextToken":"t1"}"#;
+        let rows = read_page(reply, 3).unwrap();
+        assert_eq!(rows.keys, vec!["a\u{e9}", "b"]);
+        assert_eq!(rows.values, vec![0.1f32, -2.5e-7, 3.0, 1.0, 2.0, 3.0]);
+        assert_eq!(rows.metadata, vec![Some(r#"{"g":["x",1]}"#.to_owned()), None]);
+        assert_eq!(rows.next_token.as_deref(), Some("t1"));
+        let keys_only = read_page(br#"{"vectors":[{"key":"a"}],"nextToken":""}"#, 3).unwrap();
+        assert!(!keys_only.with_data && keys_only.next_token.is_none());
+        assert!(read_page(br#"{"vectors":[{"key":"a","data":{"float32":[1,2]}}]}"#, 3).unwrap_err().contains("2 values"));
+        assert!(read_page(br#"{"vectors":[{"key":"a","data":{"float32":[1,"x",2]}}]}"#, 3).is_err());
     }
 
     #[test]

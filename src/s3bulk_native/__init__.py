@@ -1,5 +1,6 @@
 """s3bulk's Rust part (native/, pyo3), built by maturin into this package of the same wheel:
-PutVectors bodies written, and downloads hashed and landed, without the GIL."""
+PutVectors bodies written, ListVectors pages read, and downloads hashed and landed, without the
+GIL."""
 
 from s3bulk_native.s3bulk_native import (
     DiskFailed,
@@ -14,6 +15,7 @@ from s3bulk_native.s3bulk_native import (
     checksum_file,
     checksum_file_parts,
     crc_combine,
+    list_vectors_page,
     md5_file_parts,
     md5_many,
     put_vectors_body,
@@ -32,6 +34,7 @@ __all__ = [
     "checksum_file",
     "checksum_file_parts",
     "crc_combine",
+    "list_vectors_page",
     "md5_file_parts",
     "md5_many",
     "put_vectors_body",

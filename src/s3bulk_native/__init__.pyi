@@ -12,6 +12,14 @@ def put_vectors_body(
     C-contiguous (n, dimension) float32 array) as a JSON array, `after[i]`. ValueError for a row
     holding NaN or infinity."""
 
+def list_vectors_page(
+    reply: bytes, dimension: int
+) -> tuple[list[str], bytes | None, list[str | None], str | None]:
+    """One ListVectors answer's JSON as (keys, the vectors' float32 bytes row after row, or None
+    for a page without data, each vector's metadata as JSON text or None, the token that goes on
+    or None), read with the GIL released. ValueError for an answer that is not a page, or a
+    vector of another dimension."""
+
 def md5_many(buffers: Sequence[Any]) -> list[bytes]:
     """The MD5 digest (16 raw bytes) of each buffer (any C-contiguous buffer of bytes), in order,
     hashed side by side in SIMD lanes with the GIL released."""

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import WorkerContext
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import RowChunk, Slice
-from s3bulk._stores.vectors import VectorsClient
+from s3bulk._stores.vectors import ListedRows, VectorsClient
 from s3bulk._vectors.digest import without_hash
 from s3bulk._vectors.export import Segment
 from s3bulk._vectors.indexes import IndexShape
@@ -93,18 +94,13 @@ class CopyVectorsJob:
         dimension = self.source_shapes[segment.index].dimension
         full = self.put.batch_rows * len(self.put.options.indexes)
         piece = Slice(f"{self.options.bucket}/{segment.index}/s{segment.number:02d}", "", "vectors", 0, None)
-        pages = self._source.list_pages(
-            self.options.bucket,
-            segment.index,
-            segments=segment.count,
-            segment=segment.number,
-            data=True,
-            metadata=True,
+        pages = self._source.list_rows(
+            self.options.bucket, segment.index, dimension, segments=segment.count, segment=segment.number
         )
         listed, pending = 0, _Rows()
-        async for vectors, following in pages:
-            pending.add(vectors, dimension)
-            ctx.stats.objects_listed += len(vectors)
+        async for rows, following in pages:
+            pending.add(rows, dimension)
+            ctx.stats.objects_listed += len(rows.keys)
             if len(pending.keys) >= full or (following is None and pending.keys):
                 chunk = pending.chunk(listed)
                 listed += len(chunk.keys)
@@ -142,21 +138,20 @@ class CopyVectorsJob:
 
 
 class _Rows:
-    """Listed vectors waiting to fill a batch: keys, float32 rows (a page at a time, a tenth of
-    Python's lists), the user's metadata (the content hash left for the put to add again)."""
+    """Listed vectors waiting to fill a batch: keys, float32 rows (a page at a time, read
+    natively), the user's metadata (the content hash left for the put to add again)."""
 
     def __init__(self) -> None:
         self.keys: list[str] = []
         self.arrays: list[np.ndarray] = []
         self.metadata: list[dict[str, Any] | None] = []
 
-    def add(self, vectors: list[dict[str, Any]], dimension: int) -> None:
-        if not vectors:
+    def add(self, rows: ListedRows, dimension: int) -> None:
+        if not rows.keys:
             return
-        self.keys += [vector["key"] for vector in vectors]
-        self.metadata += [without_hash(vector.get("metadata")) for vector in vectors]
-        floats = [vector["data"]["float32"] for vector in vectors]
-        self.arrays.append(np.array(floats, dtype=np.float32).reshape(len(vectors), dimension))
+        self.keys += rows.keys
+        self.metadata += [without_hash(orjson.loads(text)) if text else None for text in rows.metadata]
+        self.arrays.append(np.frombuffer(rows.data, dtype=np.float32).reshape(len(rows.keys), dimension))
 
     def chunk(self, first_row: int) -> RowChunk:
         vectors = np.concatenate(self.arrays) if len(self.arrays) > 1 else self.arrays[0]

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import WorkerContext
@@ -139,26 +138,21 @@ class ExportVectorsJob:
         dimension = self.shapes[segment.index].dimension
         rows_per_part = max(1, self.options.part_bytes // (4 * dimension))
         keys: list[str] = []
-        arrays: list[np.ndarray] = []  # a page's floats as float32 at once: a tenth of Python's lists
+        arrays: list[np.ndarray] = []  # each page's float32 rows, read natively
         metadata: list[str | None] = []
-        pages = self._client.list_pages(
+        pages = self._client.list_rows(
             self.options.bucket,
             segment.index,
+            dimension,
             segments=segment.count,
             segment=segment.number,
             token=token,
-            data=True,
-            metadata=True,
         )
-        async for vectors, following in pages:
-            for vector in vectors:
-                keys.append(vector["key"])
-                found = vector.get("metadata")
-                metadata.append(None if found is None else orjson.dumps(found).decode())
-            floats = [vector["data"]["float32"] for vector in vectors]
-            arrays.append(np.array(floats, dtype=np.float32).reshape(len(vectors), dimension))
-            del floats, vectors
-            ctx.stats.objects_listed += len(arrays[-1])
+        async for rows, following in pages:
+            keys += rows.keys
+            metadata += rows.metadata  # the JSON text the service sent
+            arrays.append(np.frombuffer(rows.data, dtype=np.float32).reshape(len(rows.keys), dimension))
+            ctx.stats.objects_listed += len(rows.keys)
             if len(keys) >= rows_per_part or following is None:
                 array = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
                 part = Part(segment.index, segment.number, number, keys, array, metadata, following or "")

@@ -212,12 +212,15 @@ async def exact_neighbours(
     lock = asyncio.Lock()
 
     async def segment(number: int) -> None:
-        pages = client.list_pages(bucket, index, segments=MAX_SEGMENTS, segment=number, data=True)
-        async for vectors, _ in pages:
-            if not vectors:
+        dimension = queries.shape[1]
+        pages = client.list_rows(
+            bucket, index, dimension, segments=MAX_SEGMENTS, segment=number, metadata=False
+        )
+        async for listed, _ in pages:
+            if not listed.keys:
                 continue
-            keys = [vector["key"] for vector in vectors]
-            rows = np.array([vector["data"]["float32"] for vector in vectors], dtype=np.float32)
+            keys = listed.keys
+            rows = np.frombuffer(listed.data, dtype=np.float32).reshape(len(keys), dimension)
             distances = _distances(metric, queries, norms, rows)
             async with lock:
                 for n in range(len(queries)):
