@@ -78,10 +78,10 @@ class CopyVectorsJob:
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Segment]:
         """The segments holding failed batches, listed again whole (their stored batches skipped)."""
-        failed = {item_id.partition(":")[0] for page in rows for item_id, _ in page}
+        failed = {item_id.partition(":")[0] for page in rows for item_id, _ in page}  # BUCKET/INDEX/sNN
         for name in sorted(failed):
-            index, _, segment = name.rpartition("/s")
-            yield Segment(index, int(segment), self.options.segments)
+            _, index, segment = name.rsplit("/", 2)
+            yield Segment(index, int(segment.removeprefix("s")), self.options.segments)
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
