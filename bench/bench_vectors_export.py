@@ -2,7 +2,7 @@
 process (wall, CPU of the tree, peak RSS of the tree), on the S3 Vectors stand-in (its own
 process, limits lifted: export reads, and the service publishes no ListVectors rate).
 
-    uv run python bench/bench_vectors_export.py [--vectors 200000,50000] [--runs 3]
+    uv run python bench/bench_vectors_export.py [--vectors 200000,50000] [--runs 3] [--boto3-max N]
 
 The boto3 script is what the ListVectors documentation leads to: one paginator over the index
 with data and metadata, rows gathered in lists, written as one Parquet file at the end. Each
@@ -81,6 +81,9 @@ def main() -> None:
     parser.add_argument("--vectors", default="200000,50000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tools", default="s3bulk vectors export,boto3 paginator")
+    parser.add_argument(
+        "--boto3-max", type=int, default=0, help="run the boto3 script only on indexes this large or smaller"
+    )
     parser.add_argument("--output", default=str(ROOT / "out" / "vectors_export.json"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="s3bulk-bench-export-"))
@@ -121,7 +124,11 @@ def main() -> None:
         for count in (int(each) for each in args.vectors.split(",")):
             index = f"i{count}"
             asyncio.run(load(server.endpoint, index, count))
-            chosen = args.tools.split(",")
+            chosen = [
+                tool
+                for tool in args.tools.split(",")
+                if not (tool.startswith("boto3") and args.boto3_max and count > args.boto3_max)
+            ]
             runs: dict[str, list[tuple[float, float, float]]] = {tool: [] for tool in chosen}
             for round_ in range(args.runs):
                 order = chosen[round_ % len(chosen) :] + chosen[: round_ % len(chosen)]
