@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -139,8 +140,13 @@ class DeleteVectorsCommand(Command):
         return "vectors delete"
 
     async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
-        """A dry run says how long the deletes take at the limits the indexes allow."""
-        assert isinstance(spec, DeleteVectorsSpec)
+        """A dry run says how long the deletes take at the limits the indexes allow. A job
+        without a journal keeps no filter matches: nothing would resume from them."""
+        from s3bulk._vectors.delete import DeleteVectorsJob
+
+        assert isinstance(spec, DeleteVectorsSpec) and isinstance(job, DeleteVectorsJob)
+        if spec.filter is not None and not report.job_id:
+            shutil.rmtree(os.path.dirname(job.options.keys_from[0]), ignore_errors=True)
         if spec.dry_run:
             report.notes.append(
                 dry_run_note(report, len(spec.indexes), spec.vectors_per_second, spec.requests_per_second)
