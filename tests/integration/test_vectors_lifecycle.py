@@ -525,8 +525,13 @@ def test_delete_by_filter_deletes_each_indexs_matches_from_that_index(
     condition = '{"$or": [{"genre": "g3"}, {"genre": {"$in": ["g5"]}}]}'
     before = standin.stats()["requests"].get("DeleteVectors", 0)
 
-    planned = run_cli(env, "vectors", "delete", *where, "--filter", condition, "--dry-run")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    planned = run_cli(
+        env | {"TMPDIR": str(scratch)}, "vectors", "delete", *where, "--filter", condition, "--dry-run"
+    )
     assert planned.returncode == 0, planned.stderr
+    assert not list(scratch.glob("s3bulk-filter-*"))  # a dry run keeps no list of matches
     said = planned.stdout + planned.stderr
     matched = {index: sum(genre in ("g3", "g5") for genre in kept) for index, kept in
                ((first, genres), (second, shifted.column("genre").to_pylist()))}  # fmt: skip
