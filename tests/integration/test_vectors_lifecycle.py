@@ -56,6 +56,20 @@ def new_index(env: dict[str, str], dimension: int = DIMENSION, bucket: str | Non
     return bucket, index
 
 
+def load(
+    env: dict[str, str], path: Path, bucket: str, index: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """`vectors put` of a source into an index, at lifted limits."""
+    return run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index, *options)
+
+
+def last_job(env: dict[str, str], command: str) -> str:
+    """The newest job of `command` (vectors-delete, ...): a load just before it may share its
+    second, so the newest job of all is not always it."""
+    listed = run_cli(env, "jobs", "--json").stdout.strip().splitlines()
+    return next(str(job["job_id"]) for job in map(orjson.loads, listed) if job["command"] == command)
+
+
 def source(path: Path, rows: int, seed: int = 3) -> tuple[Path, np.ndarray, list[str]]:
     vectors = np.random.default_rng(seed).standard_normal((rows, DIMENSION)).astype(np.float32)
     genres = [f"g{n % 7}" for n in range(rows)]
@@ -110,19 +124,7 @@ def test_export_then_put_into_a_new_index_gives_an_equal_index(
 ) -> None:
     path, vectors, genres = source(tmp_path / "docs.parquet", 5000)
     bucket, index = new_index(env)
-    loaded = run_cli(
-        env,
-        "vectors",
-        "put",
-        *LIFTED,
-        str(path),
-        "--bucket",
-        bucket,
-        "--index",
-        index,
-        "--metadata-columns",
-        "genre",
-    )
+    loaded = load(env, path, bucket, index, "--metadata-columns", "genre")
     assert loaded.returncode == 0, loaded.stderr
     out = tmp_path / "out"
 
@@ -157,10 +159,7 @@ def test_a_killed_export_resumes_from_each_segments_last_file(
 ) -> None:
     path, _, _ = source(tmp_path / "docs.parquet", 8000)
     bucket, index = new_index(env)
-    assert (
-        run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index).returncode
-        == 0
-    )
+    assert load(env, path, bucket, index).returncode == 0
     out = tmp_path / "out"
     export = [*S3BULK, "vectors", "export", str(out), "--bucket", bucket, "--index", index]
     before = standin.stats()["requests"].get("ListVectors", 0)
@@ -225,12 +224,7 @@ def test_a_listing_whose_token_comes_round_again_stops_with_an_error(
         env = env | server.client_env()
         path, _, _ = source(tmp_path / "docs.parquet", 2500)
         bucket, index = new_index(env)
-        assert (
-            run_cli(
-                env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index
-            ).returncode
-            == 0
-        )
+        assert load(env, path, bucket, index).returncode == 0
         server.repeat_tokens()
         counted = run_cli(env, "vectors", "count", "--bucket", bucket, "--index", index, "--segments", "1")
         exported = run_cli(
@@ -274,19 +268,7 @@ def test_copy_into_a_new_index_elsewhere_with_another_metric_gives_an_equal_inde
     content hashes kept, so a sync from the source afterwards finds nothing to do."""
     path, _, _ = source(tmp_path / "docs.parquet", 5000)
     bucket, index = new_index(env)
-    loaded = run_cli(
-        env,
-        "vectors",
-        "put",
-        *LIFTED,
-        str(path),
-        "--bucket",
-        bucket,
-        "--index",
-        index,
-        "--metadata-columns",
-        "genre",
-    )
+    loaded = load(env, path, bucket, index, "--metadata-columns", "genre")
     assert loaded.returncode == 0, loaded.stderr
     with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as mine:
         here = env | mine.client_env()
@@ -319,19 +301,7 @@ def test_a_killed_copy_resumed_sends_only_what_it_had_not_stored(
 ) -> None:
     path, _, _ = source(tmp_path / "docs.parquet", 12_000)
     bucket, index = new_index(env)
-    loaded = run_cli(
-        env,
-        "vectors",
-        "put",
-        *LIFTED,
-        str(path),
-        "--bucket",
-        bucket,
-        "--index",
-        index,
-        "--metadata-columns",
-        "genre",
-    )
+    loaded = load(env, path, bucket, index, "--metadata-columns", "genre")
     assert loaded.returncode == 0, loaded.stderr
     with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as mine:
         here = env | mine.client_env()
@@ -339,6 +309,7 @@ def test_a_killed_copy_resumed_sends_only_what_it_had_not_stored(
         copy = [
             *S3BULK, "vectors", "copy", *LIFTED, "--bucket", bucket, "--index", index, "--to-bucket", "mine",
             "--to-index", "copy", "--create", "--source-endpoint-url", standin.endpoint,
+            "--concurrency", "2",  # few in flight: a held PutVectors is stored, only its answer waits
         ]  # fmt: skip
         mine.hold_after(2 + 10)  # GetIndex, CreateIndex, 10 PutVectors; the rest wait
         process = subprocess.Popen(
@@ -355,7 +326,7 @@ def test_a_killed_copy_resumed_sends_only_what_it_had_not_stored(
         stored_before = len(contents(mine, "mine", "copy"))
         assert 0 < stored_before < 12_000
         puts_before = mine.stats()["requests"]["PutVectors"]
-        job = orjson.loads(run_cli(here, "jobs", "--json").stdout.strip().splitlines()[0])["job_id"]
+        job = last_job(here, "vectors-copy")
 
         resumed = run_cli(here, "vectors", "copy", "--resume", job, "--json")
 
@@ -372,10 +343,7 @@ def test_copy_refuses_what_it_cannot_do_before_anything_is_sent(
 ) -> None:
     path, _, _ = source(tmp_path / "docs.parquet", 100)
     bucket, index = new_index(env)
-    assert (
-        run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index).returncode
-        == 0
-    )
+    assert load(env, path, bucket, index).returncode == 0
     _, narrow = new_index(env, dimension=8, bucket=bucket)
     _, other = new_index(env, bucket=bucket)
     before = standin.stats()["requests"]
@@ -413,10 +381,7 @@ def test_delete_by_key_list_and_by_parquet_keys_leaves_the_rest(
 ) -> None:
     path, _, _ = source(tmp_path / "docs.parquet", 3000)
     bucket, index = new_index(env)
-    assert (
-        run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index).returncode
-        == 0
-    )
+    assert load(env, path, bucket, index).returncode == 0
     gone = [f"doc-{n:06d}" for n in range(0, 3000, 3)]  # 1,000 keys
     listed = tmp_path / "gone.txt"
     listed.write_text("\n".join([*gone, "", "  ", "doc-000000", "never-loaded"]) + "\n")
@@ -457,10 +422,7 @@ def test_delete_from_stdin_resumes_after_a_kill_and_refuses_bad_input(
 ) -> None:
     path, _, _ = source(tmp_path / "docs.parquet", 4000)
     bucket, index = new_index(env)
-    assert (
-        run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index).returncode
-        == 0
-    )
+    assert load(env, path, bucket, index).returncode == 0
     keys = "".join(f"doc-{n:06d}\n" for n in range(4000))
     standin.hold_after(1 + 3)  # GetIndex, three DeleteVectors; the rest wait
     delete = [*S3BULK, "vectors", "delete", "--files-from", "-", "--bucket", bucket, "--index", index]
@@ -477,8 +439,7 @@ def test_delete_from_stdin_resumes_after_a_kill_and_refuses_bad_input(
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         standin.release()
-    jobs = run_cli(env, "jobs", "--json")
-    job = orjson.loads(jobs.stdout.strip().splitlines()[0])["job_id"]
+    job = last_job(env, "vectors-delete")
     resumed = run_cli(env, "vectors", "delete", "--resume", job, "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert summary(resumed)["objects_already_done"] >= 1  # what the killed run finished is not sent
@@ -507,19 +468,7 @@ def test_delete_by_filter_deletes_each_indexs_matches_from_that_index(
     shifted = pq.read_table(path).set_column(2, "genre", pa.array([f"g{(n + 1) % 7}" for n in range(3000)]))
     pq.write_table(shifted, tmp_path / "shifted.parquet")
     for index, loaded in ((first, path), (second, tmp_path / "shifted.parquet")):
-        put = run_cli(
-            env,
-            "vectors",
-            "put",
-            *LIFTED,
-            str(loaded),
-            "--bucket",
-            bucket,
-            "--index",
-            index,
-            "--metadata-columns",
-            "genre",
-        )
+        put = load(env, loaded, bucket, index, "--metadata-columns", "genre")
         assert put.returncode == 0, put.stderr
     where = ["--bucket", bucket, "--index", first, "--index", second]
     condition = '{"$or": [{"genre": "g3"}, {"genre": {"$in": ["g5"]}}]}'
@@ -593,7 +542,7 @@ def test_a_killed_delete_by_filter_resumed_deletes_what_the_first_listing_found(
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         standin.release()
-    job = orjson.loads(run_cli(env, "jobs", "--json").stdout.strip().splitlines()[0])["job_id"]
+    job = last_job(env, "vectors-delete")
     late = small_source(tmp_path / "late.parquet", 1, genres=["g1"], first=99_000)
     assert run_cli(env, "vectors", "put", *LIFTED, str(late), *where).returncode == 0
 
@@ -614,19 +563,7 @@ def test_delete_by_filter_after_a_listing_that_broke_deletes_nothing(
         env = env | server.client_env()
         path = small_source(tmp_path / "docs.parquet", 33_000)  # segments of three pages
         bucket, index = new_index(env, dimension=4)
-        put = run_cli(
-            env,
-            "vectors",
-            "put",
-            *LIFTED,
-            str(path),
-            "--bucket",
-            bucket,
-            "--index",
-            index,
-            "--metadata-columns",
-            "genre",
-        )
+        put = load(env, path, bucket, index, "--metadata-columns", "genre")
         assert put.returncode == 0, put.stderr
         server.repeat_tokens()
         deleted = run_cli(
@@ -709,19 +646,7 @@ def test_query_writes_each_querys_answers_and_measures_recall(
 ) -> None:
     path, vectors, genres = source(tmp_path / "docs.parquet", 3000)
     bucket, index = new_index(env)
-    loaded = run_cli(
-        env,
-        "vectors",
-        "put",
-        *LIFTED,
-        str(path),
-        "--bucket",
-        bucket,
-        "--index",
-        index,
-        "--metadata-columns",
-        "genre",
-    )
+    loaded = load(env, path, bucket, index, "--metadata-columns", "genre")
     assert loaded.returncode == 0, loaded.stderr
     queries = vectors[:600] + np.float32(0.01)  # near rows 0-599: each one's nearest is its row
     table = pa.table(
@@ -921,6 +846,8 @@ def test_a_killed_sync_resumed_plans_again_and_sends_only_the_rest(
         index,
         "--metadata-columns",
         "genre",
+        "--concurrency",
+        "2",  # few in flight: a held PutVectors is stored, only its answer waits
     ]
     standin.hold_after(1 + 16 + 4)  # GetIndex, the 16 segments' listing, then 4 PutVectors of 12
     process = subprocess.Popen(
@@ -936,8 +863,7 @@ def test_a_killed_sync_resumed_plans_again_and_sends_only_the_rest(
         standin.release()
     stored_before = len(contents(standin, bucket, index))
     assert 2000 <= stored_before < 6000
-    jobs = run_cli(env, "jobs", "--json")
-    job = orjson.loads(jobs.stdout.strip().splitlines()[0])["job_id"]
+    job = last_job(env, "vectors-sync")
 
     resumed = run_cli(env, "vectors", "sync", "--resume", job, "--json")
 
@@ -954,10 +880,7 @@ def test_sync_delete_never_deletes_a_key_whose_source_row_is_bad(
     key is the source's all the same, so --delete leaves its stored vector alone."""
     path, vectors, _ = source(tmp_path / "docs.parquet", 1200)
     bucket, index = new_index(env)
-    assert (
-        run_cli(env, "vectors", "put", *LIFTED, str(path), "--bucket", bucket, "--index", index).returncode
-        == 0
-    )
+    assert load(env, path, bucket, index).returncode == 0
     rows: list[Any] = [vectors[n].tolist() for n in range(1200)]
     rows[5] = None  # a row whose vector the reader cannot read at all
     table = pa.table(
