@@ -135,7 +135,7 @@ fn write_body(target: &mut [u8], head: &[u8], before: &[&[u8]], values: &[f32], 
 /// [...]}`, read here), its metadata (kept as the JSON text it came as), and the token on.
 #[derive(serde::Deserialize)]
 struct Page<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)] // every page has it: a 200 without it (an error's body) is no page
     vectors: Vec<Listed<'a>>,
     #[serde(rename = "nextToken", default)]
     next_token: Option<String>,
@@ -258,6 +258,7 @@ mod tests {
         assert!(!keys_only.with_data && keys_only.next_token.is_none());
         assert!(read_page(br#"{"vectors":[{"key":"a","data":{"float32":[1,2]}}]}"#, 3).unwrap_err().contains("2 values"));
         assert!(read_page(br#"{"vectors":[{"key":"a","data":{"float32":[1,"x",2]}}]}"#, 3).is_err());
+        assert!(read_page(br#"{"__type":"InternalServerException","message":"no"}"#, 3).is_err());
     }
 
     #[test]

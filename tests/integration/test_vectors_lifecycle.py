@@ -375,6 +375,32 @@ def test_copy_refuses_what_it_cannot_do_before_anything_is_sent(
         assert after.get(operation, 0) == before.get(operation, 0), operation
 
 
+def test_a_listing_page_that_answers_200_with_an_error_is_an_error_not_the_end(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A ListVectors that answers 200 with an error's body (no vectors, no token) is not the end
+    of a segment, where an export took it for one and was marked finished with part of the
+    index: retried, the export is whole; a count that meets nothing else fails, not short."""
+    with VectorsStandInServer(vectors_per_second=0, requests_per_second=0) as server:
+        env = env | server.client_env()
+        path = small_source(tmp_path / "docs.parquet", 20_000)  # segments of two pages
+        bucket, index = new_index(env, dimension=4)
+        assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+        server.error_pages(after=20, times=6)  # some segments' first pages, then six errors
+        out = tmp_path / "out"
+        exported = run_cli(env, "vectors", "export", str(out), "--bucket", bucket, "--index", index, "--json")
+        server.error_pages(after=0)  # from now on, every page
+        counted = run_cli(
+            env | {"AWS_MAX_ATTEMPTS": "2"}, "vectors", "count", "--bucket", bucket, "--index", index
+        )
+    assert exported.returncode == 0, exported.stderr
+    assert summary(exported)["vectors_done"] == 20_000
+    assert orjson.loads((out / ".s3bulk-export").read_text())["finished"]
+    assert sorted(exported_rows(out).column("key").to_pylist()) == [f"doc-{n:06d}" for n in range(20_000)]
+    said = "the service answered 200 with an error's body"
+    assert counted.returncode != 0 and said in counted.stderr, counted.stderr
+
+
 # ---- delete -------------------------------------------------------------------------------------
 def test_delete_by_key_list_and_by_parquet_keys_leaves_the_rest(
     standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import orjson
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import S3Error
+from s3bulk._errors import ItemError, S3Error
 from s3bulk._stores.http import SignedHttp
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 
@@ -87,6 +87,8 @@ class VectorsClient(SignedHttp):
         _, _, reply = await self.send(
             operation, "POST", url, headers=headers, body=payload, body_sha256=body_sha256
         )
+        if b'"__type"' in reply[:256]:  # an error's body in a 200: no answer at all
+            raise _error_in_ok(operation, reply)
         return reply
 
     async def call(self, operation: str, body: bytes | bytearray | dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +160,9 @@ class VectorsClient(SignedHttp):
 
         async def read(reply: bytes) -> tuple[list[dict[str, Any]], str | None]:
             found = orjson.loads(reply) if reply else {}
-            return found.get("vectors") or [], found.get("nextToken") or None
+            if not isinstance(found.get("vectors"), list):
+                raise _not_a_page(reply)
+            return found["vectors"], found.get("nextToken") or None
 
         walk = self._walk(bucket, index, segments, segment, token, data, metadata, page, read)
         async for vectors, following in walk:
@@ -184,7 +188,10 @@ class VectorsClient(SignedHttp):
 
         async def read(reply: bytes) -> tuple[ListedRows, str | None]:
             # in a thread, the GIL released: another segment's page is read on the other core
-            page = await asyncio.to_thread(s3bulk_native.list_vectors_page, reply, dimension)
+            try:
+                page = await asyncio.to_thread(s3bulk_native.list_vectors_page, reply, dimension)
+            except ValueError:
+                raise _not_a_page(reply) from None
             keys, data, texts, following = page
             return ListedRows(keys, data or b"", texts), following
 
@@ -239,6 +246,20 @@ class ListedRows:
     keys: list[str]
     data: bytes
     metadata: list[str | None]
+
+
+def _error_in_ok(operation: str, reply: bytes) -> ItemError:
+    """A 200 whose body is an error's (`__type`, as S3 Vectors' errors carry it): taken as an
+    answer, a ListVectors page of it was the segment's end (an export marked finished with part
+    of the index, a count short). Retryable, as the answer of a service in trouble."""
+    error = _error(operation, 200, "", reply)
+    return ItemError(f"{error}: the service answered 200 with an error's body", retryable=True)
+
+
+def _not_a_page(reply: bytes) -> ItemError:
+    """A 200 to ListVectors that is not a page (no `vectors`, which every page has)."""
+    seen = reply[:80].decode(errors="replace").strip() or "an empty body"
+    return ItemError(f"ListVectors: the service answered 200 with {seen!r}, not a page", retryable=True)
 
 
 def _error(operation: str, status: int, error_type: str, reply: bytes) -> S3Error:

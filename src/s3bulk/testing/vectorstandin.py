@@ -15,7 +15,10 @@ second;
 `POST /_standin/hold?after=N` answers N more requests, then holds every later one unanswered
 until `POST /_standin/release`: a test stops a job at an exact point of its work (and kills it
 there) without racing it. `POST /_standin/repeat-token` makes every later ListVectors page
-give the token it was asked with (a service bug that would make a listing go on forever).
+give the token it was asked with (a service bug that would make a listing go on forever);
+`POST /_standin/error-pages?after=N[&times=K]` answers the ListVectors after N more (K of them,
+or all) with 200 and an error's body, no vectors and no token (what a client that trusts a 200
+takes for the end).
 """
 
 from __future__ import annotations
@@ -199,6 +202,7 @@ class StandIn:
         self.held = 0
         self.released = asyncio.Event()
         self.repeat_token = False
+        self.error_pages: tuple[int, int] | None = None  # ListVectors answered with errors: (from, to)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024**2)
@@ -206,6 +210,7 @@ class StandIn:
         app.router.add_post("/_standin/hold", self._hold)
         app.router.add_post("/_standin/release", self._release)
         app.router.add_post("/_standin/repeat-token", self._repeat_token)
+        app.router.add_post("/_standin/error-pages", self._error_pages)
         app.router.add_post("/{operation}", self._handle)
         return app
 
@@ -217,6 +222,11 @@ class StandIn:
     async def _repeat_token(self, request: web.Request) -> web.Response:
         self.repeat_token = True
         return web.Response(text="repeating")
+
+    async def _error_pages(self, request: web.Request) -> web.Response:
+        first = self.requests["ListVectors"] + int(request.query["after"])
+        self.error_pages = first, first + int(request.query.get("times", 1 << 62))
+        return web.Response(text="erring")
 
     async def _release(self, request: web.Request) -> web.Response:
         self.hold_at = None
@@ -243,6 +253,10 @@ class StandIn:
             await self.released.wait()
         self.answered += 1
         self.requests[operation] += 1
+        erring = self.error_pages
+        if operation == "ListVectors" and erring and erring[0] < self.requests[operation] <= erring[1]:
+            error = {"__type": "InternalServerException", "message": "We encountered an internal error."}
+            return web.Response(body=orjson.dumps(error), content_type="application/json")
         try:
             body = orjson.loads(await request.read() or b"{}")
             handler = getattr(self, "op_" + operation, None)
@@ -453,6 +467,11 @@ class VectorsStandInServer(Server):
 
     def repeat_tokens(self) -> None:
         self._admin("POST", "repeat-token")
+
+    def error_pages(self, after: int, times: int | None = None) -> None:
+        """The ListVectors after `after` more (`times` of them, or all) answer 200 with an error's
+        body."""
+        self._admin("POST", f"error-pages?after={after}" + (f"&times={times}" if times else ""))
 
     def _admin(self, method: str, path: str) -> bytes:
         import urllib.request
