@@ -327,6 +327,8 @@ def test_a_killed_copy_resumed_sends_only_what_it_had_not_stored(
         assert 0 < stored_before < 12_000
         puts_before = mine.stats()["requests"]["PutVectors"]
         job = last_job(here, "vectors-copy")
+        listed = run_cli(here, "jobs").stdout  # how to go on, as the user runs it
+        assert f"continue: s3bulk vectors copy --resume {job}" in listed, listed
 
         resumed = run_cli(here, "vectors", "copy", "--resume", job, "--json")
 

@@ -45,11 +45,20 @@ def jobs_command(
             f"{job.job_id}  {created}  {job.command:<4}  {job.status:<11}  "
             f"done {job.done:,}  failed {job.failed:,}  {where}\n"
         )
+        run = _cli_name(job.command)
         if job.status == "interrupted":
-            out.write(f"    continue: s3bulk {job.command} --resume {job.job_id}\n")
+            out.write(f"    continue: s3bulk {run} --resume {job.job_id}\n")
         elif job.status == "failed":
-            out.write(f"    rerun failures: s3bulk {job.command} --retry-failed {job.job_id}\n")
+            out.write(f"    rerun failures: s3bulk {run} --retry-failed {job.job_id}\n")
     return 0
+
+
+def _cli_name(command: str) -> str:
+    """How the user runs a journaled command (`vectors-copy` is `s3bulk vectors copy`)."""
+    from s3bulk._commands import commands
+
+    known = commands().get(command)
+    return known.cli_name if known is not None else command
 
 
 COMMANDS = {"jobs": jobs_command}  # found by s3bulk._cli: the commands this module adds
