@@ -32,10 +32,9 @@
 //! s3bulk/_stores/gets.py is the Python side.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::{File, FileTimes, OpenOptions};
+use std::fs::{File, FileTimes};
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -54,6 +53,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::checksums::{self, Algorithm};
+use crate::folder::{folder_of, Folder};
 use crate::http::{built, header_pairs, message_of, options_from, Unanswered};
 use crate::md5::{engine, update_in_lockstep, window};
 use crate::pace::{at_most, joined, whole, Pace};
@@ -63,7 +63,7 @@ use crate::wake::{Outbox, Runner};
 use ::md5_many::Md5State;
 
 /// One GET of the object at `url` (signed for `region`): its bytes, up to `end` of them, into a
-/// new file at `path`, given the time `mtime` (seconds since the epoch; 0: left as it is),
+/// new file `path` of `folder` (a directory the caller opened, or None: the current one), given the time `mtime` (seconds since the epoch; 0: left as it is),
 /// asked for in checksum mode and checked by the checksum that comes when `check` says so, else
 /// hashed with MD5 when `hash` says so, and landed as `landing` says. With `start`, one range of
 /// a large object instead: its bytes `start..end` written at that offset into the file at
@@ -81,6 +81,8 @@ struct Job {
     end: u64,
     /// The range's file is hashed part by part as it is written (parthash.rs): its id there.
     hashed: Option<u64>,
+    #[pyo3(from_py_with = folder_of)]
+    folder: Folder,
     path: String,
     mtime: f64,
     hash: bool,
@@ -139,7 +141,7 @@ impl Checksumming {
     }
 }
 
-/// Where the written file goes once it is known to be right: to `target` (replacing a file there
+/// Where the written file goes once it is known to be right: to `target`, in the same folder (replacing a file there
 /// when `replace`, else only if none appeared meanwhile), if `size` bytes came and they match the
 /// checksum their answer carried, or where none came, their MD5 is `md5` (None: not checked).
 /// Anything else leaves the file where it was written, to the caller. Python's `gets.Landing`.
@@ -535,8 +537,8 @@ impl Stream {
     fn file(&mut self) -> std::io::Result<&mut File> {
         if self.file.is_none() {
             self.file = Some(match self.job.start {
-                None => new_file(&self.job.path)?,
-                Some(_) => OpenOptions::new().write(true).open(&self.job.path)?, // the caller's
+                None => self.job.folder.create(&self.job.path)?,
+                Some(_) => self.job.folder.open(&self.job.path, libc::O_WRONLY)?, // the caller's
             });
         }
         Ok(self.file.as_mut().expect("just made"))
@@ -565,7 +567,7 @@ impl Stream {
             disk(&err)
         } else if let Some(message) = failure {
             if self.file.take().is_some() && self.job.start.is_none() {
-                let _ = std::fs::remove_file(&self.job.path);
+                let _ = self.job.folder.remove(&self.job.path);
             }
             Outcome::failed(message)
         } else {
@@ -575,7 +577,7 @@ impl Stream {
                     self.file = None; // closed before it lands
                     let checksum = self.checksum.take().map(Checksumming::summed);
                     let checked = checksum.as_ref().and_then(|summed| summed.matched);
-                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.path, landing, self.written, md5.as_ref(), checked));
+                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.folder, &self.job.path, landing, self.written, md5.as_ref(), checked));
                     Outcome::Written { written: self.written, md5, checksum, landed }
                 }
                 (Err(err), _) | (_, Err(err)) => disk(&err),
@@ -803,13 +805,16 @@ impl Gets {
             .collect()
     }
 
-    /// The file at `path` (made by the caller), of `size` bytes, is to be hashed part by part
-    /// (parts of `part_size`) as the ranges given its id write into it: its id.
-    fn hash_parts(&self, path: String, size: u64, part_size: u64) -> PyResult<u64> {
+    /// The file `path` of `folder` (an open directory, or None: the current one; the file made
+    /// by the caller), of `size` bytes, is to be hashed part by part (parts of `part_size`) as
+    /// the ranges given its id write into it: its id.
+    #[pyo3(signature = (path, size, part_size, folder=None))]
+    fn hash_parts(&self, path: String, size: u64, part_size: u64, folder: Option<i32>) -> PyResult<u64> {
         if part_size == 0 {
             return Err(PyValueError::new_err("part_size must be positive"));
         }
-        Ok(self.hasher.add(&path, size, part_size)?)
+        let file = Folder::of(folder)?.open(&path, libc::O_RDONLY)?;
+        Ok(self.hasher.add(file, size, part_size))
     }
 
     /// The MD5 of each part of file `id`, once all are hashed: call it once every byte of the
@@ -934,11 +939,11 @@ fn write_and_land(tickets: &Tickets, job: &Job, body: &[u8], md5: Option<[u8; 16
     if !tickets.claim(job.ticket) {
         return Outcome::failed("cancelled");
     }
-    let outcome = match write_file(&job.path, body, job.mtime) {
+    let outcome = match write_file(&job.folder, &job.path, body, job.mtime) {
         Ok(()) => {
             let written = body.len() as u64;
             let checked = checksum.as_ref().and_then(|summed| summed.matched);
-            let landed = job.landing.as_ref().is_some_and(|landing| land(&job.path, landing, written, md5.as_ref(), checked));
+            let landed = job.landing.as_ref().is_some_and(|landing| land(&job.folder, &job.path, landing, written, md5.as_ref(), checked));
             Outcome::Written { written, md5, checksum, landed }
         }
         Err(err) => disk(&err),
@@ -958,32 +963,27 @@ fn md5_of(inputs: &[&[u8]]) -> Vec<[u8; 16]> {
     digests
 }
 
-/// The file at `path` moved to its target if its size is the one `landing` expects and its bytes
+/// The file `path` of `folder` moved to its target there if its size is the one `landing` expects and its bytes
 /// matched the checksum their answer carried (`checked`), or where none came, their MD5 is the
 /// one `landing` expects, as
 /// s3bulk/_stores/landing.py would: rename() over a file that was there before, link() (which
 /// fails rather than replace) where none was. false: left where it is, for the caller's
 /// `land`, which says why it cannot (a directory in the way, a file that appeared, a filesystem
 /// without hard links).
-fn land(path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<bool>) -> bool {
+fn land(folder: &Folder, path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<bool>) -> bool {
     let by_md5 = || landing.md5.as_deref().is_none_or(|expected| md5.is_some_and(|md5| md5[..] == *expected));
     let right = written == landing.size && checked.unwrap_or_else(by_md5);
     if !right {
         return false;
     }
     if landing.replace {
-        return std::fs::rename(path, &landing.target).is_ok();
+        return folder.rename(path, &landing.target).is_ok();
     }
-    if std::fs::hard_link(path, &landing.target).is_err() {
+    if folder.link(path, &landing.target).is_err() {
         return false;
     }
-    let _ = std::fs::remove_file(path); // landed: the target holds it now
+    let _ = folder.remove(path); // landed: the target holds it now
     true
-}
-
-/// A new file at `path`, empty.
-fn new_file(path: &str) -> std::io::Result<File> {
-    OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o666).open(path)
 }
 
 /// The file given the time `mtime` (when not 0).
@@ -995,9 +995,10 @@ fn set_time(file: &File, mtime: f64) -> std::io::Result<()> {
     file.set_times(FileTimes::new().set_modified(time).set_accessed(time))
 }
 
-/// `data` into a new file at `path`, given the time `mtime` (when not 0) before it is closed.
-fn write_file(path: &str, data: &[u8], mtime: f64) -> std::io::Result<()> {
-    let mut file = new_file(path)?;
+/// `data` into a new file `path` of `folder`, given the time `mtime` (when not 0) before it is
+/// closed.
+fn write_file(folder: &Folder, path: &str, data: &[u8], mtime: f64) -> std::io::Result<()> {
+    let mut file = folder.create(path)?;
     file.write_all(data)?;
     set_time(&file, mtime)
 }

@@ -5,7 +5,8 @@
 //! - `checksums`: the CRC64NVME, CRC32C, CRC32, SHA-256 and SHA-1 S3 keeps with an object.
 //! - `md5`: the MD5s that check downloads against their ETags, many bodies (or parts) at once.
 //! - `gets`: GETs into files, handed over in batches rather than one by one; `parthash`: a
-//!   large download's parts hashed as its ranges come.
+//!   large download's parts hashed as its ranges come; `folder`: their files named in a
+//!   directory the caller opened.
 //! - `http`: the signed client's requests (listings, multipart steps), sent the same way;
 //!   `filebody`: a multipart upload's part read from its file as it is sent; `pace`: a body
 //!   that comes too slowly fails.
@@ -14,6 +15,7 @@ use pyo3::prelude::*;
 
 mod checksums;
 mod filebody;
+mod folder;
 mod gets;
 mod http;
 mod md5;

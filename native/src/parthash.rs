@@ -131,8 +131,8 @@ impl Hasher {
     }
 
     /// A file of `size` bytes whose `part_size` parts are to be hashed as they are written: its id.
-    pub(crate) fn add(&self, path: &str, size: u64, part_size: u64) -> std::io::Result<u64> {
-        let file = Arc::new(File::open(path)?);
+    pub(crate) fn add(&self, file: File, size: u64, part_size: u64) -> u64 {
+        let file = Arc::new(file);
         let parts = size.div_ceil(part_size).max(1) as usize;
         let hash =
             PartHash { file, size, part_size, states: vec![Md5State::new(); parts], hashed: vec![0; parts], ranges: Vec::new(), failed: None, flush: false };
@@ -140,7 +140,7 @@ impl Hasher {
         files.1 += 1;
         let id = files.1;
         files.0.insert(id, Arc::new(Mutex::new(hash)));
-        Ok(id)
+        id
     }
 
     /// A range of file `id` starts at `start`: its index, for `wrote`.
@@ -341,7 +341,7 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let (hasher, mut thread) = Hasher::start().unwrap();
         let part_size = 2 * 1024 * 1024;
-        let id = hasher.add(path.to_str().unwrap(), data.len() as u64, part_size).unwrap();
+        let id = hasher.add(File::open(&path).unwrap(), data.len() as u64, part_size);
         for start in (0..data.len() as u64).step_by(1024 * 1024) {
             let index = hasher.range(id, start).unwrap();
             hasher.wrote(id, index, (start + 1024 * 1024).min(data.len() as u64));

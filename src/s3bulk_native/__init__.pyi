@@ -112,8 +112,10 @@ class Gets:
 
     def submit(self, jobs: Sequence[tuple[int, Any]]) -> None:
         """Start GETs: (ticket, job) each, the job with the attributes of `gets.GetJob`: url,
-        region (signed for it; unsigned without credentials), start, end, hashed, path, mtime,
-        hash, check, compute, landing. With start None, the object's bytes, up to `end` of them,
+        region (signed for it; unsigned without credentials), start, end, hashed, folder, path,
+        mtime, hash, check, compute, landing. `path` and `landing.target` are names in the open
+        directory `folder` (a descriptor, duplicated as the job is taken; None: paths), never
+        followed where they are links. With start None, the object's bytes, up to `end` of them,
         into a new file at `path` with the time `mtime` (0: left alone), asked for in checksum
         mode when `check` and checked by the full-object checksum the answer carries; where none
         came, their MD5 when `hash`; then moved to `landing.target` (landing: target, replace,
@@ -123,9 +125,10 @@ class Gets:
         found; hashed as they are written when `hashed` (`hash_parts`) and no checksum checks
         them."""
 
-    def hash_parts(self, path: str, size: int, part_size: int) -> int:
-        """The file at `path` (`size` bytes) is to be hashed in parts of `part_size` as the
-        ranges given the id returned write into it. OSError when it cannot be opened."""
+    def hash_parts(self, path: str, size: int, part_size: int, folder: int | None = None) -> int:
+        """The file at `path` (in the open directory `folder`, if given; `size` bytes) is to be
+        hashed in parts of `part_size` as the ranges given the id returned write into it.
+        OSError when it cannot be opened."""
 
     def part_digests(self, hashed: int) -> list[bytes] | None:
         """The MD5 of each part of the file `hashed`, waiting until every part is hashed (call

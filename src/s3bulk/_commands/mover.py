@@ -254,9 +254,16 @@ class Mover:
         ctx.stats.objects_deleted += 1
 
     async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
-        assert isinstance(self.source, S3Location)
+        assert isinstance(self.source, S3Location) and isinstance(self.destination, LocalLocation)
         got = await self.source_storage.download(
-            self.source.bucket, item.source, item.destination, item.size, item.mtime, self.parts, item.etag
+            self.source.bucket,
+            item.source,
+            item.destination,
+            item.size,
+            item.mtime,
+            self.parts,
+            item.etag,
+            root=str(self.destination.path),  # what is below it is opened without following links
         )
         if got.verified is False:  # said in the report, and in its record (`record`)
             ctx.stats.objects_unverified += 1

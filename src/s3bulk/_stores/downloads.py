@@ -3,7 +3,9 @@ never half-written, by the way `routes.download_route` decides: fetched into a t
 beside the target (by the native batch GETs, `gets.py`, or the signed client), checked by the
 full-object checksum the object keeps (its GET's, or its ranges' CRCs combined) or else its ETag,
 given the object's time, then landed (`landing.py`). A mismatch is fetched again; an ETag that
-looks like an MD5 and is none (SSE-KMS, SSE-C) gets a second opinion from a HEAD.
+looks like an MD5 and is none (SSE-KMS, SSE-C) gets a second opinion from a HEAD. Every file is
+made, written and landed by name in the directory opened for it (`folders.py`), which a
+directory swapped for a link meanwhile cannot change; only reads that check its bytes go by path.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ from s3bulk._stores.etags import (
     likeliest_part_size,
     single_part_md5,
 )
+from s3bulk._stores.folders import Folders
 from s3bulk._stores.gets import Gets, Landing
 from s3bulk._stores.landing import (
     directory_clash,
     disk_full,
     file_in_the_way,
+    kind,
     land,
     refused_write,
-    sweep_stale_parts,
-    temporary_path,
+    temporary_name,
 )
-from s3bulk._stores.localfiles import kind, set_time, write_checked, write_in_thread
+from s3bulk._stores.localfiles import new_file, set_time, write_checked, write_in_thread
 from s3bulk._stores.multipart import etag_parts, parts_group
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
@@ -64,14 +67,21 @@ class Downloaded(NamedTuple):
 
 @dataclass(slots=True)
 class _Place:
-    """Where a download is written (`temporary`) and where it lands, and whether it is there
-    already: the native GETs land a small file themselves, right after writing it (`gets.py`
-    says why)."""
+    """Where a download is written (`temporary`) and where it lands (`target`): names in the open
+    directory `folder` (`directory`, as users know it), and whether it is there already: the
+    native GETs land a small file themselves, right after writing it (`gets.py` says why)."""
 
+    folder: int
+    directory: str
     temporary: str
     target: str
     existed: bool
     landed: bool = False
+
+    @property
+    def written(self) -> str:
+        """The temporary file's path, for what only reads it back."""
+        return os.path.join(self.directory, self.temporary)
 
 
 def changed_on_the_way(bucket: str, key: str, checked_by: str) -> ItemError:
@@ -96,64 +106,74 @@ class Downloads:
         self.verify = verify  # checked against a checksum or ETag (--ignore-checksum: off)
         self.connections = connections
         self._gets: dict[str, Gets] = {}  # the native batch GETs, per bucket
-        self._made: set[str] = set()  # directories made (and swept) by this worker's downloads
+        self._folders = Folders()  # directories opened (made, and swept) by this worker's downloads
         self._temporaries = 0
 
     def close(self) -> None:
         for gets in self._gets.values():
             gets.close()
         self._gets.clear()
+        self._folders.close()
 
     async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
         return await self.retry(action, what)
 
     async def download(
-        self, bucket: str, key: str, target: str, size: int, mtime: float, parts: Parts, etag: str = ""
+        self,
+        bucket: str,
+        key: str,
+        target: str,
+        size: int,
+        mtime: float,
+        parts: Parts,
+        etag: str = "",
+        root: str = "",
     ) -> Downloaded:
         """The object into the file `target`, which is either absent or complete afterwards, never
         half-written: fetched into a temporary file beside it (again from the start if a fetch
         fails), size checked, checked against its `etag` or its checksum (`_fetch`), given the
-        object's time, then landed (landing.py). Says whether its bytes could be checked."""
+        object's time, then landed (landing.py). `root`: the destination directory the target
+        was placed under (cp's, sync's); the directories between them are opened without
+        following a link that leads outside it (`folders.py`). Without it, the target's own
+        directory is opened as it is named. Says whether its bytes could be checked."""
         parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
+        with contextlib.ExitStack() as held:
+            folder = self._open_folder(held, parent, root)
+            name = os.path.basename(target)
+            existed = kind(name, folder)
+            if existed == "directory":  # made for keys below this one: no need to fetch it to know
+                raise directory_clash(target)
+            self._temporaries += 1
+            temporary = temporary_name(target, self._temporaries)
+            place = _Place(folder, parent, temporary, name, existed=existed is not None)
+            landed = False
+            try:
+                fetched = await self._retrying(
+                    lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
+                    f"get s3://{bucket}/{key}",
+                )
+                if not place.landed:
+                    land(temporary, name, existed=place.existed, folder=folder, shown=target)
+                landed = True
+            except OSError as exc:
+                raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
+            finally:
+                if not landed:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary, dir_fd=folder)  # what is left of the fetch
+            return fetched
+
+    def _open_folder(self, held: contextlib.ExitStack, parent: str, root: str) -> int:
+        """The open directory `parent` (`Folders.held`, until `held` closes): below `root` when
+        it is there, else as it is named."""
+        inside = root.rstrip(os.sep) + os.sep
+        base, below = (root, parent[len(inside) :]) if root and parent.startswith(inside) else (parent, "")
         try:
-            self._make_parent(parent)
-        except OSError as exc:
-            raise refused_write(exc, parent) or exc from None
-        existed = kind(target)
-        if existed == "directory":  # made for keys below this one: no need to fetch it to know
-            raise directory_clash(target)
-        self._temporaries += 1
-        temporary = temporary_path(target, self._temporaries)
-        place = _Place(temporary, target, existed=existed is not None)
-        landed = False
-        try:
-            fetched = await self._retrying(
-                lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
-                f"get s3://{bucket}/{key}",
-            )
-            if not place.landed:
-                land(temporary, target, existed=place.existed)
-            landed = True
+            return held.enter_context(self._folders.held(base, below.strip(os.sep)))
+        except (FileExistsError, NotADirectoryError):
+            raise file_in_the_way(parent) or ItemError(f"cannot create {parent}", retryable=False) from None
         except OSError as exc:
             raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
-        finally:
-            if not landed:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)  # what is left of the fetch
-        return fetched
-
-    def _make_parent(self, parent: str) -> None:
-        if parent not in self._made:
-            try:
-                os.makedirs(parent, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise file_in_the_way(parent) or ItemError(
-                    f"cannot create {parent}", retryable=False
-                ) from None
-            sweep_stale_parts(parent)  # left by an earlier run killed outright
-            if len(self._made) > 100_000:
-                self._made.clear()
-            self._made.add(parent)
 
     async def _fetch(
         self,
@@ -173,7 +193,7 @@ class Downloads:
         except OSError as exc:
             raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
         if matches is False:
-            matches = await self._second_opinion(bucket, key, place.temporary, etag, size)
+            matches = await self._second_opinion(bucket, key, place.written, etag, size)
             if matches is False:
                 raise changed_on_the_way(bucket, key, "its ETag or checksum")
         return Downloaded(written, (matches is True) if self.verify else None)
@@ -242,12 +262,10 @@ class Downloads:
         if way is Way.NATIVE:
             written, matches = await self._get_native(bucket, key, place, size, mtime, etag)
         elif way in (Way.STREAMED, Way.RANGED):
-            written, matches = await self._fetch_streamed(
-                bucket, key, place.temporary, size, parts, etag, mtime
-            )
+            written, matches = await self._fetch_streamed(bucket, key, place, size, parts, etag, mtime)
         else:  # the signed client's: a key with a dot segment, a small multipart object, nothing
             written, matches = await self._fetch_signed(
-                bucket, key, place.temporary, size, parts, mtime, etag, whole=way is not Way.WHOLE
+                bucket, key, place, size, parts, mtime, etag, whole=way is not Way.WHOLE
             )
         if written != size:
             raise ItemError(
@@ -261,7 +279,7 @@ class Downloads:
         self,
         bucket: str,
         key: str,
-        temporary: str,
+        place: _Place,
         size: int,
         parts: Parts,
         mtime: float,
@@ -280,9 +298,10 @@ class Downloads:
             _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
         else:
             body = await self.client.get_range(bucket, key, 0, size + 1)
+        temporary, folder = place.temporary, place.folder
         if len(body) <= SMALL_BODY_MAX:
-            return write_checked(temporary, body, mtime, etag, parts.size)
-        return await write_in_thread(write_checked, temporary, body, mtime, etag, parts.size)
+            return write_checked(temporary, body, mtime, etag, parts.size, folder)
+        return await write_in_thread(write_checked, temporary, body, mtime, etag, parts.size, folder)
 
     async def _get_native(
         self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
@@ -294,7 +313,7 @@ class Downloads:
         gets = self._native_gets(bucket)
         self.meter.requests["GET"] += 1
         expected = single_part_md5(etag)
-        landing = Landing(place.target, place.existed, size, expected)
+        landing = Landing(place.target, place.existed, size, expected)  # in the same folder
         got = await gets.get_into(
             key,
             size + 1,
@@ -303,6 +322,7 @@ class Downloads:
             hash=expected is not None,
             check=self.verify,
             landing=landing,
+            folder=place.folder,
         )
         place.landed = got.landed
         if got.written != size:  # the wrong size fails on its own (_fetch_into)
@@ -320,7 +340,7 @@ class Downloads:
         return gets
 
     async def _fetch_streamed(
-        self, bucket: str, key: str, temporary: str, size: int, parts: Parts, etag: str, mtime: float
+        self, bucket: str, key: str, place: _Place, size: int, parts: Parts, etag: str, mtime: float
     ) -> tuple[int, bool | None]:
         """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
         part's writer thread (`gets.py`): above the threshold in ranges of `parts.size`,
@@ -335,20 +355,23 @@ class Downloads:
         ranged = size > parts.threshold
         crc = await self._full_object_crc(bucket, key) if self.verify and ranged else None
         part_size = likeliest_part_size(etag, size, parts.size) if etag and not crc else None
-        with open(temporary, "wb"):  # made here; the GETs write into it
-            pass
-        hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
+        temporary, folder = place.temporary, place.folder
+        os.close(new_file(temporary, folder))  # made here; the GETs write into it
+        hashed = gets.hash_parts(temporary, size, part_size, folder) if part_size else None
         checked: bool | None = None
         ranges: dict[int, tuple[str, int]] = {}  # start -> (the range's CRC, its length)
 
         async def fetch(start: int, end: int) -> int:
             nonlocal checked
             if ranged:
-                got = await gets.get_range_into(key, start, end, temporary, hashed, crc[0] if crc else None)
+                algorithm = crc[0] if crc else None
+                got = await gets.get_range_into(key, start, end, temporary, hashed, algorithm, folder=folder)
                 if got.checksum is not None:
                     ranges[start] = (base64.b64encode(got.checksum).decode(), got.written)
                 return got.written
-            got = await gets.get_into(key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed)
+            got = await gets.get_into(
+                key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed, folder=folder
+            )
             checked = got.checked
             return got.written
 
@@ -371,9 +394,10 @@ class Downloads:
                 gets.forget_parts(hashed)
         if checked is False and written == size:
             raise changed_on_the_way(bucket, key, "the checksum it came with")
-        set_time(temporary, mtime)
+        set_time(temporary, mtime, folder)
         if etag and checked is None and written == size:  # hashed as it came (`known`), or read back
-            checked = await asyncio.to_thread(etag_matches_file, temporary, etag, size, parts.size, known)
+            path = place.written
+            checked = await asyncio.to_thread(etag_matches_file, path, etag, size, parts.size, known)
         return written, checked
 
     async def _in_lanes(

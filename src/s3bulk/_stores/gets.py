@@ -16,7 +16,8 @@ back every outcome finished meanwhile. The landing is done there
 because a file written and waiting for the loop's next wake-up is a temporary file a process
 killed outright leaves behind (tests/integration/test_journal.py); a file that cannot land there (a
 mismatch, a clash) is left to the storage seam, which also keeps the retries and the second
-opinion on a mismatch.
+opinion on a mismatch. Its files are named in a directory the caller opened (`folder`, a
+descriptor the native part holds a duplicate of: `folders.py` says why), or as paths.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 
 class Landing(NamedTuple):
-    """Where a written file goes once it is right: to `target` (replacing a file there when
+    """Where a written file goes once it is right: to `target`, in its folder (replacing a file there when
     `replace`; else only if none appeared meanwhile, as `landing.land`), if `size` bytes came and
     their MD5 is `md5` (None: not checked)."""
 
@@ -56,6 +57,7 @@ class GetJob(NamedTuple):
     start: int | None  # None: the whole object
     end: int
     hashed: int | None
+    folder: int | None  # an open directory `path` and the landing's target are names in (None: paths)
     path: str
     mtime: float
     hash: bool
@@ -93,9 +95,8 @@ class Gets(Handover[Outcome]):
             error.job_wide = True
             raise error from None
         super().__init__(native)
-        self._asked: dict[
-            int, tuple[str, str]
-        ] = {}  # ticket -> (the file it writes, the key), until its outcome comes
+        # ticket -> (the file it writes, its folder, the key), until its outcome comes
+        self._asked: dict[int, tuple[str, int | None, str]] = {}
 
     async def get_into(
         self,
@@ -108,13 +109,15 @@ class Gets(Handover[Outcome]):
         check: bool,
         landing: Landing | None = None,
         hashed: int | None = None,
+        folder: int | None = None,
     ) -> Outcome:
         """The object's bytes, up to `end` of them (one more than expected tells that it grew),
-        into a new file at `path` with the time `mtime` (0: now), landed as `landing` says. With
+        into a new file at `path` (in the open directory `folder`, if given, as the landing's
+        target is) with the time `mtime` (0: now), landed as `landing` says. With
         `check`, asked for in checksum mode and checked by the checksum that comes; else (none
         came), hashed with MD5 when `hash`, or in parts as it is written when `hashed`
         (`hash_parts`). OSError for the file; S3Error or a retryable ItemError for the GET."""
-        return await self._get(key, None, end, hashed, path, mtime, hash, check, None, landing)
+        return await self._get(key, None, end, hashed, folder, path, mtime, hash, check, None, landing)
 
     async def get_range_into(
         self,
@@ -124,14 +127,15 @@ class Gets(Handover[Outcome]):
         path: str,
         hashed: int | None = None,
         checksum: str | None = None,
+        folder: int | None = None,
     ) -> Outcome:
-        """The object's bytes [start, end) written at offset `start` into the file at `path`,
-        which the caller made; `written` says how many (fewer: the object ended sooner). The
+        """The object's bytes [start, end) written at offset `start` into the file at `path` (in
+        the open directory `folder`, if given), which the caller made; `written` says how many (fewer: the object ended sooner). The
         caller checks the whole file: hashed as it is written when `hashed` (`hash_parts`), or
         by the CRCs of its ranges combined, each range's found when a `checksum` algorithm is
         named. OSError for the file (gone: a range still to come after the caller removed it);
         S3Error or a retryable ItemError for the GET."""
-        return await self._get(key, start, end, hashed, path, 0.0, False, False, checksum, None)
+        return await self._get(key, start, end, hashed, folder, path, 0.0, False, False, checksum, None)
 
     async def _get(
         self,
@@ -139,6 +143,7 @@ class Gets(Handover[Outcome]):
         start: int | None,
         end: int,
         hashed: int | None,
+        folder: int | None,
         path: str,
         mtime: float,
         hash: bool,
@@ -148,9 +153,9 @@ class Gets(Handover[Outcome]):
     ) -> Outcome:
         """The GET handed over, to the URL and signed for the region the signed client uses."""
         url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
-        job = GetJob(url, region, start, end, hashed, path, mtime, hash, check, compute, landing)
+        job = GetJob(url, region, start, end, hashed, folder, path, mtime, hash, check, compute, landing)
         ticket = self._ticket()
-        self._asked[ticket] = (path, key)
+        self._asked[ticket] = (path, folder, key)
         outcome = await self._handed(ticket, (job,))
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
@@ -163,11 +168,12 @@ class Gets(Handover[Outcome]):
             )
         return outcome
 
-    def hash_parts(self, path: str, size: int, part_size: int) -> int:
-        """The file at `path` (`size` bytes, made by the caller) is to be hashed in parts of
-        `part_size` as the ranges given the id returned write into it (native/src/parthash.rs).
-        Either `part_digests` or `forget_parts` must follow."""
-        return int(self._native.hash_parts(path, size, part_size))
+    def hash_parts(self, path: str, size: int, part_size: int, folder: int | None = None) -> int:
+        """The file at `path` (in the open directory `folder`, if given; `size` bytes, made by
+        the caller) is to be hashed in parts of `part_size` as the ranges given the id returned
+        write into it (native/src/parthash.rs). Either `part_digests` or `forget_parts` must
+        follow."""
+        return int(self._native.hash_parts(path, size, part_size, folder))
 
     async def part_digests(self, hashed: int) -> list[bytes] | None:
         """The MD5 of each part of the file `hashed`, once its ranges have written every byte
@@ -186,7 +192,8 @@ class Gets(Handover[Outcome]):
         left behind. The ticket has been handed over by now: a caller cancelled in the turn it
         asked resumes after `_submit`, which that turn scheduled first."""
         self._native.cancel(ticket)
-        _remove(self._asked.pop(ticket)[0])
+        path, folder, _ = self._asked.pop(ticket)
+        _remove(path, folder)
 
     def _before_submit(self) -> None:
         """Fresh credentials, if botocore refreshed them."""
@@ -196,7 +203,7 @@ class Gets(Handover[Outcome]):
             self._credentials = credentials
 
     def _settle(self, future: asyncio.Future[Outcome], outcome: Any) -> None:
-        path, key = self._asked.pop(outcome.ticket)
+        path, _, key = self._asked.pop(outcome.ticket)
         if isinstance(outcome, s3bulk_native.Written):
             landed, value = outcome.landed, outcome.checksum
             future.set_result(Outcome(outcome.written, outcome.md5, outcome.checked, landed, value))
@@ -216,8 +223,8 @@ class Gets(Handover[Outcome]):
         """Stop the GETs still running; once this returns, none writes a file any more, and the
         files of those whose callers were not told yet are gone."""
         super().close()
-        for path, _ in self._asked.values():  # none of these files will land
-            _remove(path)
+        for path, folder, _ in self._asked.values():  # none of these files will land
+            _remove(path, folder)
         self._asked.clear()
 
 
@@ -227,6 +234,8 @@ def _handed(credentials: Any) -> tuple[str, str, str | None] | None:
     )
 
 
-def _remove(path: str) -> None:
+def _remove(path: str, folder: int | None) -> None:
+    """The file a GET wrote, removed; its folder is still open, held by its download until the
+    download ends, which is after this."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        os.unlink(path, dir_fd=folder)

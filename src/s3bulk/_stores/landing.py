@@ -8,8 +8,11 @@ that appeared meanwhile (another program, a second job) is someone else's and is
 the item fails with a line that says so. A target that existed when the download began is
 replaced, as `cp` promises.
 
-A process killed outright (kill -9 of the whole job, a crash, a power cut) cannot remove its
-temporary files; the first download into a directory sweeps those whose process is gone.
+Every step names files in the directory opened for the download (`folders.py`), never by a path
+looked up again. A process killed outright (kill -9 of the whole job, a crash, a power cut)
+cannot remove its temporary files; the first download into a directory sweeps those whose
+process is gone, and a walk never takes one for a file of the tree (`is_temporary`): a later
+upload or sync of the directory neither uploads nor deletes anything for it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import stat
 
 from s3bulk._errors import ItemError, JobAborted
 
@@ -24,37 +29,46 @@ from s3bulk._errors import ItemError, JobAborted
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 PART_SUFFIX = ".s3bulk-part"  # a download in progress: renamed to its target once complete
+# `.NAME.PID-N.s3bulk-part`: what `temporary_name` makes, and nothing a user would name a file
+_TEMPORARY = re.compile(r"\..*\.(\d+)-\d+" + re.escape(PART_SUFFIX), re.DOTALL)
 
 
-def temporary_path(target: str, number: int) -> str:
-    """Beside the target (same filesystem, so the rename is atomic), hidden, and naming the
-    process that writes it: `.NAME.PID-N.s3bulk-part`."""
+def temporary_name(target: str, number: int) -> str:
+    """The name of a download's file while it is written, beside its target (same filesystem, so
+    the rename is atomic), hidden, and naming the process that writes it:
+    `.NAME.PID-N.s3bulk-part`."""
     name = os.path.basename(target)[:200]
-    return os.path.join(os.path.dirname(target), f".{name}.{os.getpid()}-{number}{PART_SUFFIX}")
+    return f".{name}.{os.getpid()}-{number}{PART_SUFFIX}"
 
 
-def sweep_stale_parts(directory: str) -> int:
-    """Remove the temporary files in `directory` whose writing process no longer exists."""
+def is_temporary(name: str) -> bool:
+    """Whether `name` is a download's file while it is written (s3bulk's own, never the user's)."""
+    return name.endswith(PART_SUFFIX) and _TEMPORARY.fullmatch(name) is not None
+
+
+def sweep_stale_parts(directory: str | int) -> int:
+    """Remove the temporary files in `directory` (a path, or an open directory's descriptor)
+    whose writing process no longer exists."""
     removed = 0
     try:
-        entries = list(os.scandir(directory))
+        names = [entry.name for entry in os.scandir(directory) if entry.name.endswith(PART_SUFFIX)]
     except OSError:
         return 0
-    for entry in entries:
-        removed += remove_if_stale(entry.path)
+    folder = directory if isinstance(directory, int) else None
+    base = "" if isinstance(directory, int) else directory
+    for name in names:
+        removed += remove_if_stale(os.path.join(base, name), folder)
     return removed
 
 
-def remove_if_stale(path: str) -> bool:
-    """Remove `path` if it is a temporary download file whose writing process is gone."""
-    name = os.path.basename(path)
-    if not name.endswith(PART_SUFFIX):
-        return False
-    owner = name[: -len(PART_SUFFIX)].rsplit(".", 1)[-1].split("-", 1)[0]
-    if not owner.isdigit() or _alive(int(owner)):
+def remove_if_stale(path: str, folder: int | None = None) -> bool:
+    """Remove `path` (in the open directory `folder`, if given) if it is a temporary download
+    file whose writing process is gone."""
+    found = _TEMPORARY.fullmatch(os.path.basename(path))
+    if found is None or _alive(int(found.group(1))):
         return False
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=folder)
     except OSError:
         return False
     return True
@@ -95,35 +109,51 @@ def file_in_the_way(parent: str) -> ItemError | None:
     return None
 
 
-def land(temporary: str, target: str, *, existed: bool) -> None:
-    """Move a complete temporary file to `target` (see the module's docstring)."""
+def kind(name: str, folder: int | None = None) -> str | None:
+    """ "directory" (or a link to one), "other", or None when nothing is at `name` (in the open
+    directory `folder`, if given): one lstat when nothing is there, as for most downloads."""
+    try:
+        mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(mode):
+        with contextlib.suppress(OSError):
+            mode = os.stat(name, dir_fd=folder).st_mode
+    return "directory" if stat.S_ISDIR(mode) else "other"
+
+
+def land(temporary: str, target: str, *, existed: bool, folder: int | None = None, shown: str = "") -> None:
+    """Move a complete temporary file to `target` (see the module's docstring); both names are
+    in the open directory `folder`, if given, and `shown` is the target's path as users know it."""
+    shown = shown or target
+    at = {"src_dir_fd": folder, "dst_dir_fd": folder}
     if existed:
         try:
-            os.replace(temporary, target)
+            os.replace(temporary, target, **at)
         except IsADirectoryError:  # became a directory while the object was fetched
-            raise directory_clash(target) from None
+            raise directory_clash(shown) from None
         return
     try:
-        os.link(temporary, target)
+        os.link(temporary, target, **at, follow_symlinks=False)
     except FileExistsError:
-        if os.path.isdir(target):
-            raise directory_clash(target) from None
+        if kind(target, folder) == "directory":
+            raise directory_clash(shown) from None
         raise ItemError(
-            f"{target} appeared while it was being downloaded and was left as it is; "
+            f"{shown} appeared while it was being downloaded and was left as it is; "
             "delete it and rerun (--retry-failed) to replace it",
             retryable=False,
         ) from None
     except OSError as exc:
         if exc.errno not in _NO_LINKS:
             raise
-        if os.path.lexists(target):  # the best such filesystems allow: a narrow race remains
+        if kind(target, folder) is not None:  # the best such filesystems allow: a narrow race remains
             raise ItemError(
-                f"{target} appeared while it was being downloaded; left as it is", retryable=False
+                f"{shown} appeared while it was being downloaded; left as it is", retryable=False
             ) from None
-        os.replace(temporary, target)
+        os.replace(temporary, target, **at)
         return
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
+        os.unlink(temporary, dir_fd=folder)
 
 
 def refused_write(exc: OSError, directory: str) -> ItemError | None:

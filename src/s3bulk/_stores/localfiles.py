@@ -35,16 +35,24 @@ async def write_in_thread(function: Callable[..., T], *args: Any) -> T:
 
 
 def write_checked(
-    path: str, data: bytes | memoryview | obstore.Bytes, mtime: float, etag: str, part_size: int
+    path: str,
+    data: bytes | memoryview | obstore.Bytes,
+    mtime: float,
+    etag: str,
+    part_size: int,
+    folder: int | None = None,
 ) -> tuple[int, bool | None]:
     """`write_file`, and whether the bytes match `etag` (None: not asked, or it cannot tell)."""
-    written = write_file(path, data, mtime)
+    written = write_file(path, data, mtime, folder)
     return written, etag_matches_bytes(memoryview(data), etag, part_size) if etag else None
 
 
-def write_file(path: str, data: bytes | memoryview | obstore.Bytes, mtime: float = 0.0) -> int:
-    """`data` into a new file at `path`, given the time `mtime` (when not 0) before it is closed."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+def write_file(
+    path: str, data: bytes | memoryview | obstore.Bytes, mtime: float = 0.0, folder: int | None = None
+) -> int:
+    """`data` into a new file at `path` (a name in the open directory `folder`, if given; never
+    through a link), given the time `mtime` (when not 0) before it is closed."""
+    descriptor = new_file(path, folder)
     try:
         written = os.write(descriptor, data)
         while written < len(data):  # a short write (a signal, a pipe-like filesystem): go on
@@ -56,22 +64,16 @@ def write_file(path: str, data: bytes | memoryview | obstore.Bytes, mtime: float
     return written
 
 
-def set_time(path: str, mtime: float) -> None:
+def new_file(path: str, folder: int | None = None) -> int:
+    """A new file at `path` (a name in the open directory `folder`, if given), empty, open to
+    write: a file there is emptied, a link there is not followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    return os.open(path, flags, 0o666, dir_fd=folder)
+
+
+def set_time(path: str, mtime: float, folder: int | None = None) -> None:
     if mtime:
-        os.utime(path, (mtime, mtime))
-
-
-def kind(path: str) -> str | None:
-    """ "directory" (or a link to one), "other", or None when nothing is at `path`: one lstat
-    when nothing is there, as for most downloads."""
-    try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if stat.S_ISLNK(mode):
-        with contextlib.suppress(OSError):
-            mode = os.stat(path).st_mode
-    return "directory" if stat.S_ISDIR(mode) else "other"
+        os.utime(path, (mtime, mtime), dir_fd=folder, follow_symlinks=False)
 
 
 def read_unchanged(path: str) -> bytes:

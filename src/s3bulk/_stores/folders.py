@@ -1,0 +1,145 @@
+"""The directories downloads write in, opened once and used by their descriptors (`openat` and
+friends), so that a directory swapped for a symbolic link while a job runs cannot send a file
+elsewhere.
+
+A path looked up again at every step is only as safe as the moment it was checked: `sync` and
+`cp` checked each directory of the destination once, then wrote files into it by path, and a
+directory swapped meanwhile for a link to elsewhere took 148 of them there. Here each directory
+below the destination's root is opened from its parent's descriptor, one component at a time,
+never through a link (`O_NOFOLLOW`), made if it is missing; a download then makes, writes, lands
+and removes its file by name in that open directory (`landing.py`, and the native part's GETs,
+`native/src/folder.rs`). Whatever the path turns into afterwards, the files go into the
+directory that was opened, which was inside the root. A link inside the destination that the user
+made to a directory inside it is followed as before: its target, resolved, must be inside the
+root, and is then opened the same way, component by component from the root.
+
+A worker keeps the directories it wrote in last open (`MOST_OPEN`), each held by the downloads
+using it: one `openat` per directory, not per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from s3bulk._errors import ItemError
+from s3bulk._stores.landing import file_in_the_way, sweep_stale_parts
+
+MOST_OPEN = 64  # directories a worker keeps open (more while more are in use at once)
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_BELOW = _DIRECTORY | os.O_NOFOLLOW  # a component below the root: never through a link
+
+
+class _Open:
+    __slots__ = ("fd", "holds")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.holds = 0
+
+
+class Folders:
+    """One worker's open directories, by (root, the path below it)."""
+
+    def __init__(self, most: int = MOST_OPEN) -> None:
+        self._open: OrderedDict[tuple[str, str], _Open] = OrderedDict()
+        self._most = most
+        self._closing = False
+
+    @contextlib.contextmanager
+    def held(self, root: str, below: str) -> Iterator[int]:
+        """The descriptor of directory `below` ('a/b', or '' for the root itself) under `root`,
+        made if missing (and swept of the temporary files of processes gone, once per opening),
+        open until the block ends. `root` is the user's (followed, as any path they give); each
+        component below it is opened without following links, or through one the user made
+        only where it leads to a directory inside the root. ItemError: it leads outside, or a
+        file is in the way; OSError: it cannot be made or opened."""
+        key = (root, below)
+        entry = self._open.get(key)
+        if entry is None:
+            entry = self._open[key] = _Open(self._opened(root, below))
+            sweep_stale_parts(entry.fd)  # left by an earlier run killed outright
+        self._open.move_to_end(key)
+        entry.holds += 1
+        try:
+            yield entry.fd
+        finally:
+            entry.holds -= 1
+            self._close_unused()
+
+    def _opened(self, root: str, below: str) -> int:
+        if not below:
+            return _open_root(root)
+        parent, _, name = below.rpartition("/")
+        with self.held(root, parent) as parent_fd:
+            return _open_below(parent_fd, name, root, below, self)
+
+    def _close_unused(self) -> None:
+        """The least recently used directories no download holds, closed down to `_most` (all
+        of them once the worker closes)."""
+        excess = len(self._open) - (0 if self._closing else self._most)
+        if excess <= 0:
+            return
+        for key in [key for key, entry in self._open.items() if not entry.holds][:excess]:
+            os.close(self._open.pop(key).fd)
+
+    def close(self) -> None:
+        """Close every directory; one a download still holds (a cancelled one, cleaning up),
+        once it lets go."""
+        self._closing = True
+        self._close_unused()
+
+
+def _open_root(root: str) -> int:
+    os.makedirs(root, exist_ok=True)
+    return os.open(root, _DIRECTORY)
+
+
+def _open_below(parent_fd: int, name: str, root: str, below: str, folders: Folders) -> int:
+    """Directory `name` in the open directory `parent_fd` (`below` under `root`), made if
+    missing; a link in its place only to a directory inside the root."""
+    for _ in range(2):
+        try:
+            return os.open(name, _BELOW, dir_fd=parent_fd)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # made meanwhile by another download
+                os.mkdir(name, 0o777, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                raise
+            if not _is_link(parent_fd, name):
+                raise file_in_the_way(os.path.join(root, below)) or exc from None
+            return _through_link(root, below, folders)
+    return os.open(name, _BELOW, dir_fd=parent_fd)
+
+
+def _through_link(root: str, below: str, folders: Folders) -> int:
+    """The directory a link the user made inside the destination leads to, if it is inside the
+    root: opened as its resolved path is, component by component from the root (so a link that
+    changes meanwhile is refused, not followed)."""
+    shown = os.path.join(root, below)
+    inside = os.path.relpath(os.path.realpath(shown), os.path.realpath(root))
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        raise ItemError(f"{shown} resolves outside the destination directory", retryable=False)
+    with folders.held(root, "") as at:
+        fd = os.dup(at)
+    for name in [] if inside == os.curdir else inside.split(os.sep):
+        try:
+            next_fd = os.open(name, _BELOW, dir_fd=fd)
+        except OSError as exc:
+            raise ItemError(f"{shown} leads nowhere that can be written: {exc.strerror}", retryable=False) from None
+        finally:
+            os.close(fd)
+        fd = next_fd
+    return fd
+
+
+def _is_link(parent_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,67 @@
+"""The local side under attack (issue 62, item 5), against MinIO: a directory of a download's
+destination swapped for a link while the job runs, `--files-from` names that lead out of the
+source, and the temporary files a killed download leaves."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from conftest import S3BULK, Endpoint, held_at, run_cli
+
+from s3bulk.testing.throttle import S3ThrottlingProxy
+
+OBJECTS = 400
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (links not followed), by its path below it."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = Path(directory, name)
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+def _body(number: int) -> bytes:
+    """Sizes across the ways a download takes: written at once (under 16 KiB), streamed to the
+    native writer thread, and in ranges (above the multipart threshold, lowered for the test)."""
+    size = (2_000, 40_000, 9 * 1024 * 1024 + 5)[0 if number % 50 else (number // 50) % 2 + 1]
+    return hashlib.sha256(b"%d" % number).digest() * (size // 32) + b"x" * (size % 32)
+
+
+@pytest.mark.parametrize("verb", ["cp", "sync"])
+def test_a_directory_swapped_for_a_link_mid_download_sends_no_file_outside(
+    minio: Endpoint, bucket: str, tmp_path: Path, verb: str
+) -> None:
+    """The job is held mid-way (the proxy answers 150 requests, then holds the rest), the
+    destination's directory `d` is moved aside and a link to a directory outside put in its
+    place, then the job goes on. Each directory was checked once, and files were written by
+    path: the rest went through the link (148 of them in the red team's run). Written relative
+    to the directory opened, they land in the moved directory, or fail by name: none outside."""
+    client = minio.client()
+    bodies = {f"d/f{number:04d}": _body(number) for number in range(OBJECTS)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=f"race/{key}", Body=body)
+    destination, outside = tmp_path / "dest", tmp_path / "outside"
+    outside.mkdir()
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        command = [*S3BULK, verb, f"s3://{bucket}/race/", f"{destination}/", "--multipart-threshold", "8MiB"]
+        with held_at(proxy, 150, command, env, tmp_path / "job.log") as job:
+            (destination / "d").rename(destination / "moved")
+            (destination / "d").symlink_to(outside, target_is_directory=True)
+            landed_before = len(_files(destination))
+            proxy.release()
+            code = job.wait(300)
+            output = job.output()
+    assert _files(outside) == {}, output
+    assert 0 < landed_before < OBJECTS  # the swap came mid-way
+    landed = _files(destination)
+    for name, data in landed.items():  # whatever landed is whole, in the directory opened
+        assert name.startswith("moved/") and data == bodies["d/" + name.removeprefix("moved/")], name
+    failed = OBJECTS - len(landed)
+    assert (code, failed) == (0, 0) or (code == 1 and f"{failed:,} failed" in output), output
