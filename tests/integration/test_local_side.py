@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, held_at, run_cli
+from conftest import S3BULK, Endpoint, held_at
 
 from s3bulk.testing.throttle import S3ThrottlingProxy
 

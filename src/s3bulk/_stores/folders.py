@@ -131,7 +131,8 @@ def _through_link(root: str, below: str, folders: Folders) -> int:
         try:
             next_fd = os.open(name, _BELOW, dir_fd=fd)
         except OSError as exc:
-            raise ItemError(f"{shown} leads nowhere that can be written: {exc.strerror}", retryable=False) from None
+            why = f"{shown} leads nowhere that can be written: {exc.strerror}"
+            raise ItemError(why, retryable=False) from None
         finally:
             os.close(fd)
         fd = next_fd

@@ -130,11 +130,12 @@ class Gets(Handover[Outcome]):
         folder: int | None = None,
     ) -> Outcome:
         """The object's bytes [start, end) written at offset `start` into the file at `path` (in
-        the open directory `folder`, if given), which the caller made; `written` says how many (fewer: the object ended sooner). The
-        caller checks the whole file: hashed as it is written when `hashed` (`hash_parts`), or
-        by the CRCs of its ranges combined, each range's found when a `checksum` algorithm is
-        named. OSError for the file (gone: a range still to come after the caller removed it);
-        S3Error or a retryable ItemError for the GET."""
+        the open directory `folder`, if given), which the caller made; `written` says how many
+        (fewer: the object ended sooner). The caller checks the whole file: hashed as it is
+        written when `hashed` (`hash_parts`), or by the CRCs of its ranges combined, each
+        range's found when a `checksum` algorithm is named. OSError for the file (gone: a range
+        still to come after the caller removed it); S3Error or a retryable ItemError for the
+        GET."""
         return await self._get(key, start, end, hashed, folder, path, 0.0, False, False, checksum, None)
 
     async def _get(

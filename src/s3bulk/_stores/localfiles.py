@@ -5,9 +5,7 @@ when its caller is cancelled."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
