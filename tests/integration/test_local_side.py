@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import time
 from pathlib import Path
 
+import fsspec
 import pytest
-from conftest import S3BULK, Endpoint, held_at
+from conftest import S3BULK, Endpoint, held_at, run_cli
 
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
@@ -65,3 +68,47 @@ def test_a_directory_swapped_for_a_link_mid_download_sends_no_file_outside(
         assert name.startswith("moved/") and data == bodies["d/" + name.removeprefix("moved/")], name
     failed = OBJECTS - len(landed)
     assert (code, failed) == (0, 0) or (code == 1 and f"{failed:,} failed" in output), output
+
+
+GET_ONE = """
+import sys, fsspec
+fs = fsspec.filesystem("s3bulk", endpoint_url=sys.argv[1], skip_instance_cache=True)
+fs.get(sys.argv[2], sys.argv[3])
+"""
+
+
+def test_a_killed_fsspec_get_leaves_a_temporary_that_is_swept_and_never_uploaded(
+    minio: Endpoint, aws_env: dict[str, str], bucket: str, tmp_path: Path
+) -> None:
+    """`fs.get` killed outright (SIGKILL) mid-way left `.s3bulk-XXXX` (218 MB in the red team's
+    run): nothing swept it, and a later `sync` of the directory uploaded it. Its temporary is
+    named as every download's is now: a sync of the directory does not upload it, and the next
+    download into the directory removes it."""
+    client = minio.client()
+    body = os.urandom(40 * 1024 * 1024)
+    client.put_object(Bucket=bucket, Key="big.bin", Body=body)
+    client.put_object(Bucket=bucket, Key="small.txt", Body=b"small")
+    destination = tmp_path / "dest"
+    destination.mkdir()
+    (destination / "mine.txt").write_bytes(b"the user's")
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        get = [f"{bucket}/big.bin", f"{destination}/big.bin"]
+        command = [sys.executable, "-c", GET_ONE, proxy.endpoint, *get]
+        # fsspec's 4 HEADs and 4 of the object's 5 ranges of 8 MiB are answered, the last held
+        with held_at(proxy, 8, command, minio.env, tmp_path / "get.log") as job:
+            while not [each for each in destination.glob(".*") if each.stat().st_size]:  # written into
+                assert job.poll() is None, job.output()
+                time.sleep(0.01)
+            job.kill_group()
+            job.wait()
+    left = [path.name for path in destination.iterdir() if path.name != "mine.txt"]
+    assert len(left) == 1 and left[0].startswith(".big.bin.") and left[0].endswith(".s3bulk-part"), left
+
+    synced = run_cli(minio.env, "sync", f"{destination}/", f"s3://{bucket}/up/")
+    assert synced.returncode == 0, synced.stderr
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="up/").get("Contents", [])
+    assert [each["Key"] for each in listed] == ["up/mine.txt"]
+
+    fs = fsspec.filesystem("s3bulk", endpoint_url=minio.server.endpoint, skip_instance_cache=True)
+    fs.get(f"{bucket}/small.txt", f"{destination}/small.txt")
+    assert sorted(path.name for path in destination.iterdir()) == ["mine.txt", "small.txt"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import itertools
 import os
-import tempfile
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
@@ -14,6 +14,8 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.s3xml import BucketInfo, VersionInfo
+
+_TEMPORARIES = itertools.count(1)  # this process's temporary files (`get_to_file_async`)
 
 
 async def get_async(
@@ -56,13 +58,19 @@ async def get_to_file_async(
     """One object into a local file, as concurrent ranges written in order; returns its size.
     `path` may start with ~, name a directory (one that exists, or ending in /: the object keeps
     its name there), and have parents still to make. The file appears whole or not at all
-    (written beside it, then renamed)."""
+    (written beside it, then renamed): named as every download's temporary file is
+    (`.NAME.PID-N.s3bulk-part`), so that one a killed process left is swept by the next
+    download into its directory, and no walk takes it for a file of the tree."""
     from s3bulk._objects import cat, object_location
+    from s3bulk._stores.landing import sweep_stale_parts, temporary_name
 
     target = _file_for(os.path.expanduser(os.fspath(path)), object_location(url).key)
+    directory = os.path.dirname(target)
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        handle = tempfile.NamedTemporaryFile(dir=os.path.dirname(target), prefix=".s3bulk-", delete=False)  # noqa: SIM115
+        os.makedirs(directory, exist_ok=True)
+        sweep_stale_parts(directory)  # left by an earlier download killed outright
+        temporary = os.path.join(directory, temporary_name(target, next(_TEMPORARIES)))
+        handle = builtins.open(temporary, "xb")  # noqa: SIM115 -- closed below
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, target) from None
     try:

@@ -27,7 +27,6 @@ from s3bulk._sources.listing import list_prefix, list_sequential
 from s3bulk._sources.local import walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores import checksums
-from s3bulk._stores.landing import PART_SUFFIX, remove_if_stale
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
 from s3bulk._stores.s3xml import epoch_seconds, listing_problem
 from s3bulk._stores.storage import Storage
@@ -200,12 +199,9 @@ class Sides:
         root = str(location.path)
         if not is_source and not location.path.exists():
             return
-        for entry in walk(root, self.options.spec.follow_symlinks and is_source):
-            if entry.relative.endswith(PART_SUFFIX) and not is_source:
-                # our own download in flight, not part of the tree; or one whose process was
-                # killed outright, which nothing else would ever remove
-                remove_if_stale(os.path.join(root, entry.relative))
-                continue
+        # s3bulk's temporary files are left out; at the destination, those of a process killed
+        # outright (which nothing else would ever remove) are removed
+        for entry in walk(root, self.options.spec.follow_symlinks and is_source, sweep=not is_source):
             unknown = bool(entry.problem) and entry.problem != NOT_UTF8  # what it holds, or is
             unreadable = unknown and entry.refused  # no filter can say it holds nothing wanted
             if filters and not unreadable and not filters.accepts(entry.relative, entry.size, entry.mtime):

@@ -8,7 +8,10 @@ Symbolic links are not followed unless asked (`--follow-symlinks`): a link may p
 tree or loop, so by default they are reported as skipped. When followed, a link to a directory
 that is already being walked (an ancestor: a loop) and a link to nothing are skipped and named.
 A name that is not UTF-8 (a Latin-1 `caf\xe9.txt`) cannot be an S3 key: it is refused by name, and
-the upload fails for it while the rest goes on.
+the upload fails for it while the rest goes on. s3bulk's own temporary files (a download in
+progress, or one a killed process left: `.NAME.PID-N.s3bulk-part`, `landing.is_temporary`) are
+no file of the tree: a walk never yields them, so no upload or sync takes them, nor deletes
+anything for them; a walk of a download's destination removes those whose process is gone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from stat import S_ISDIR, S_ISREG
 
 from s3bulk._errors import UsageError
+from s3bulk._stores.landing import is_temporary, remove_if_stale
 from s3bulk._text import NOT_UTF8, is_utf8
 
 
@@ -37,11 +41,12 @@ class UnreadableRoot(UsageError):
     """The directory walked cannot be read at all: nothing of it is known, so nothing is done."""
 
 
-def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
+def walk(root: str, follow_symlinks: bool = False, sweep: bool = False) -> Iterator[LocalEntry]:
     """The tree's entries in key order. A directory (or an entry) that cannot be read is an
     entry with a `problem` that the user must act on (`refused`): what it holds is unknown, and
     an upload that skipped it quietly, or a sync that then deleted its objects, would lose data.
-    The root itself unreadable raises UnreadableRoot."""
+    The root itself unreadable raises UnreadableRoot. s3bulk's temporary files are left out,
+    and with `sweep` (a download's destination) those whose process is gone are removed."""
     # a stack of open directories, each an iterator over its sorted entries: a directory is
     # entered exactly where its name falls among its siblings
     stack: list[_Open] = []
@@ -55,6 +60,10 @@ def walk(root: str, follow_symlinks: bool = False) -> Iterator[LocalEntry]:
             stack.pop()
             continue
         relative = f"{current.relative}/{entry.name}" if current.relative else entry.name
+        if is_temporary(entry.name):  # s3bulk's own, never the tree's
+            if sweep:
+                remove_if_stale(entry.path)
+            continue
         if not is_utf8(entry.name):  # os.fsdecode kept its bytes as surrogates: no key can hold them
             yield LocalEntry(relative, 0, NOT_UTF8, refused=True)
             continue
