@@ -112,3 +112,55 @@ def test_a_killed_fsspec_get_leaves_a_temporary_that_is_swept_and_never_uploaded
     fs = fsspec.filesystem("s3bulk", endpoint_url=minio.server.endpoint, skip_instance_cache=True)
     fs.get(f"{bucket}/small.txt", f"{destination}/small.txt")
     assert sorted(path.name for path in destination.iterdir()) == ["mine.txt", "small.txt"]
+
+
+def test_files_from_names_nothing_outside_the_source_nor_through_a_link(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """`cp --files-from` read `../outside.txt` and `/etc/hostname`, and followed a link a plain
+    `cp` skips. A name is a file below the source, as a walk finds it: one that leads out is
+    refused by name (exit 1, counted), a link on its way skipped as a walk skips it, and a retry
+    of the failures refuses them again."""
+    source = tmp_path / "src"
+    (source / "sub").mkdir(parents=True)
+    (source / "a.txt").write_bytes(b"a")
+    (source / "sub" / "b.txt").write_bytes(b"b")
+    (tmp_path / "outside.txt").write_bytes(b"secret")
+    (tmp_path / "outdir").mkdir()
+    (tmp_path / "outdir" / "inner.txt").write_bytes(b"inner secret")
+    (source / "link.txt").symlink_to(tmp_path / "outside.txt")
+    (source / "linkdir").symlink_to(tmp_path / "outdir")
+    refused = ["../outside.txt", "/etc/hostname", "sub/../../outside.txt"]
+    manifest = tmp_path / "names.txt"
+    names = ["a.txt", "./sub//b.txt", *refused, "link.txt", "linkdir/inner.txt"]
+    manifest.write_text("\n".join(names) + "\n")
+    result = run_cli(minio.env, "cp", "--files-from", str(manifest), f"{source}/", f"s3://{bucket}/p/")
+    assert result.returncode == 1, result.stderr
+    for name in refused:  # as the path it names
+        assert f"{os.path.join(source, name)}: not below the source directory" in result.stderr
+    for name in ("link.txt", "linkdir/inner.txt"):
+        assert f"{source}/{name}: symbolic link not followed (--follow-symlinks follows it)" in result.stderr
+    assert "3 failed" in result.stdout and "2 skipped" in result.stdout, result.stdout
+    client = minio.client()
+
+    def uploaded(prefix: str) -> dict[str, bytes]:
+        listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+        keys = [each["Key"] for each in listed]
+        return {key: client.get_object(Bucket=bucket, Key=key)["Body"].read() for key in keys}
+
+    assert uploaded("p/") == {"p/a.txt": b"a", "p/sub/b.txt": b"b"}
+    job = result.stderr.split("--retry-failed ")[-1].split()[0]
+    again = run_cli(minio.env, "cp", "--retry-failed", job)
+    assert again.returncode == 1 and "3 failed" in again.stdout, again.stdout + again.stderr
+    assert uploaded("p/") == {"p/a.txt": b"a", "p/sub/b.txt": b"b"}
+
+    followed = run_cli(
+        minio.env, "cp", "--follow-symlinks", "--files-from", str(manifest), f"{source}/", f"s3://{bucket}/f/"
+    )
+    assert followed.returncode == 1 and "3 failed" in followed.stdout, followed.stderr
+    assert uploaded("f/") == {
+        "f/a.txt": b"a",
+        "f/sub/b.txt": b"b",
+        "f/link.txt": b"secret",  # as a walk with --follow-symlinks takes it
+        "f/linkdir/inner.txt": b"inner secret",
+    }

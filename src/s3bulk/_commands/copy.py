@@ -158,7 +158,8 @@ class CopyJob:
         """A manifest's chunk as work: keys under the source prefix, or the directory's files."""
         if isinstance(self.source, S3Location):
             return NamedObjects(tuple(self.source.key + name for name in names))
-        return LocalBatch(self._local_root, tuple(named_files(self._local_root, names)))
+        follow = self.options.spec.follow_symlinks
+        return LocalBatch(self._local_root, tuple(named_files(self._local_root, names, follow)))
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:

@@ -20,7 +20,7 @@ import errno
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 
 from s3bulk._errors import UsageError
 from s3bulk._stores.landing import is_temporary, remove_if_stale
@@ -35,6 +35,9 @@ class LocalEntry:
     mtime: float = 0.0
     refused: bool = False  # the problem fails the item (the user must act), not just skips it
     directory: bool = False  # a directory (that could not be read): it sorts as its name + '/'
+
+
+LINK_NOT_FOLLOWED = "symbolic link not followed (--follow-symlinks follows it)"
 
 
 class UnreadableRoot(UsageError):
@@ -68,7 +71,7 @@ def walk(root: str, follow_symlinks: bool = False, sweep: bool = False) -> Itera
             yield LocalEntry(relative, 0, NOT_UTF8, refused=True)
             continue
         if entry.is_symlink() and not follow_symlinks:
-            yield LocalEntry(relative, 0, "symbolic link not followed (--follow-symlinks follows it)")
+            yield LocalEntry(relative, 0, LINK_NOT_FOLLOWED)
             continue
         try:
             stat = entry.stat(follow_symlinks=follow_symlinks)
@@ -128,28 +131,74 @@ def _key_order(entry: os.DirEntry[str], follow_symlinks: bool) -> str:
     return entry.name + "/" if is_dir else entry.name
 
 
-def named_files(root: str, names: Iterable[str]) -> Iterator[tuple[str, int, str, bool]]:
+def named_files(
+    root: str, names: Iterable[str], follow_symlinks: bool = False
+) -> Iterator[tuple[str, int, str, bool]]:
     """A manifest's names as files under `root`: (name, size, problem or "", refused) each,
-    stat now, so that a file that is not there, or is no regular file, is that item's failure."""
-    for name in names:
+    stat now, so that a file that is not there, or is no regular file, is that item's failure.
+    A name is a file below the root, as a walk would find it: one that leads out of it (an
+    absolute path, a `..`) is refused, and a link on its way is skipped as a walk skips it,
+    unless links are followed (`--follow-symlinks`)."""
+    links: dict[str, bool] = {}  # directories below the root looked at: whether each is a link
+    for given in names:
+        name = _below_root(given)
+        if name is None:
+            yield given, 0, "not below the source directory: --files-from names files relative to it", True
+            continue
+        if is_temporary(name.rpartition("/")[2]):
+            yield name, 0, "a download s3bulk has in progress (or left), not a file of the tree", False
+            continue
+        if not follow_symlinks and _through_link(root, name, links):
+            yield name, 0, LINK_NOT_FOLLOWED, False
+            continue
         try:
-            found = os.stat(os.path.join(root, name))
+            found = os.stat(os.path.join(root, name), follow_symlinks=follow_symlinks)
         except OSError as exc:
             yield name, 0, f"cannot read local file: {exc.strerror}", True
+            continue
+        if S_ISLNK(found.st_mode):
+            yield name, 0, LINK_NOT_FOLLOWED, False
             continue
         problem = "" if S_ISREG(found.st_mode) else "not a regular file"
         yield name, found.st_size, problem, bool(problem)
 
 
+def _below_root(name: str) -> str | None:
+    """`name` as a path below the root ('a/./b' and 'a//b' as 'a/b', as a walk names it), or
+    None when it leads out of it: absolute, or through '..'."""
+    if name.startswith("/"):
+        return None
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    return "/".join(parts) if parts and ".." not in parts else None
+
+
+def _through_link(root: str, name: str, links: dict[str, bool]) -> bool:
+    """Whether a directory on the way to `name` below `root` is a symbolic link."""
+    directory = ""
+    for part in name.split("/")[:-1]:
+        directory = f"{directory}/{part}" if directory else part
+        linked = links.get(directory)
+        if linked is None:
+            try:
+                linked = links[directory] = S_ISLNK(os.lstat(os.path.join(root, directory)).st_mode)
+            except OSError:
+                linked = links[directory] = False  # nothing there: the stat of the file says so
+        if linked:
+            return True
+    return False
+
+
 def walked_again(
     root: str, failed: Iterable[tuple[str, int]], follow_symlinks: bool
 ) -> Iterator[tuple[str, int, str, bool]]:
-    """The files of failed items (their names under `root`, and sizes) to try again, as
-    `named_files` gives them; a directory that could not be read then is walked now."""
-    for name, size in failed:
-        path = os.path.join(root, name)
-        if not os.path.isdir(path):
-            yield name, size, "", False
+    """The files of failed items (their names under `root`) to try again, as `named_files`
+    gives them (a name a manifest gave is no safer the second time); a directory that could
+    not be read then is walked now."""
+    for name, _ in failed:
+        below, path = _below_root(name), os.path.join(root, name)
+        linked = not follow_symlinks and (os.path.islink(path) or _through_link(root, below or "", {}))
+        if below is None or linked or not os.path.isdir(path):
+            yield from named_files(root, [name], follow_symlinks)
             continue
         try:
             for entry in walk(path, follow_symlinks):
