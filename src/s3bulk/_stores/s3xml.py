@@ -348,12 +348,19 @@ def delete_objects_body(entries: list[tuple[str, str]]) -> bytes:
     """A quiet DeleteObjects request of (key, version id; "" for the current object): the
     answer lists only the entries that failed."""
     objects = "".join(
-        f"<Object><Key>{html.escape(key, quote=False)}</Key>"
-        + (f"<VersionId>{html.escape(version, quote=False)}</VersionId>" if version else "")
+        f"<Object><Key>{_xml_text(key)}</Key>"
+        + (f"<VersionId>{_xml_text(version)}</VersionId>" if version else "")
         + "</Object>"
         for key, version in entries
     )
     return f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>{objects}</Delete>'.encode()
+
+
+def _xml_text(text: str) -> str:
+    """`text` as XML character data that reads back as itself: a carriage return as a character
+    reference, since an XML parser reads a raw one (or CR LF) as a line feed, and a DeleteObjects
+    of the key `a\rb` deleted `a\nb`."""
+    return html.escape(text, quote=False).replace("\r", "&#13;")
 
 
 def parse_delete_errors(body: bytes) -> list[tuple[tuple[str, str], str, str]]:
