@@ -731,7 +731,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         delete_sources: bool = False,
     ) -> None:
         """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` (or
-        `mv`) moves it, any other set as `s3bulk run`'s lines (one per pair). `callback` hears
+        `mv`) moves it, any other set as `s3bulk run`'s items (one per pair: keys are data, never
+        command text, `_commands/run.py`). `callback` hears
         of objects as the job finishes them, not as fsspec hands them over. What it changed, even
         in part, is listed afresh next time."""
         if not pairs:
@@ -759,7 +760,7 @@ class S3BulkFileSystem(AsyncFileSystem):
     async def _run(
         self, pairs: list[tuple[str, str]], tree: tuple[str, str] | None, callback: Any, delete_sources: bool
     ) -> None:
-        """`_move`'s work: a few pairs one by one, a tree as cp/mv, other sets as run's lines."""
+        """`_move`'s work: a few pairs one by one, a tree as cp/mv, other sets as run's items."""
         from s3bulk._api.base import run_async
 
         callback.set_size(len(pairs))
@@ -778,14 +779,13 @@ class S3BulkFileSystem(AsyncFileSystem):
                 *tree, follow_symlinks=True, journal=False, settings=self.settings, on_progress=progress
             )
         else:
-            from s3bulk._commands.run import RunSpec
+            from s3bulk._commands.run import RunSpec, item
 
             verb = "mv" if delete_sources else "cp"
-            with tempfile.NamedTemporaryFile("w", suffix=".s3bulk-run", delete=False) as handle:
-                for source, destination in pairs:
-                    handle.write(f"{verb} {_quoted(source)} {_quoted(destination)}\n")
+            with tempfile.NamedTemporaryFile("w", suffix=".s3bulk-items", delete=False) as handle:
+                handle.writelines(item(verb, source, destination) for source, destination in pairs)
             try:
-                spec = RunSpec(commands_file=handle.name)
+                spec = RunSpec(commands_file=handle.name, items=True)
                 report = await run_async(spec, settings=self.settings, journal=False, on_progress=progress)
             finally:
                 os.unlink(handle.name)
@@ -844,12 +844,6 @@ def _merged(
                 continue
         blocks.append((paths[at], start, end, [each]))
     return blocks
-
-
-def _quoted(place: str) -> str:
-    import shlex
-
-    return shlex.quote(place)
 
 
 def _http_date(value: str | None) -> datetime | None:

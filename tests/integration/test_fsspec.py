@@ -4,6 +4,7 @@ make, each checked by the objects or files it leaves."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -168,6 +169,69 @@ def test_mv_deletes_each_source_only_once_its_copy_is_there_and_progress_counts_
     fs.get(f"{bucket}/dst", f"{tmp_path}/", recursive=True, callback=seen)
     assert seen.size == 30 and seen.updates and seen.updates[-1] == 30
     assert (tmp_path / "dst/k029").read_bytes() == bytes([29]) * 29
+
+
+# Names a key may hold (anything but NUL): the first, quoted into a line of `s3bulk run`, split it,
+# and its second line (`rm s3://<bucket>/VICTIM`, the backslash read away) deleted VICTIM; the
+# rest break other quoting (\r, quotes, a line separator, NEL) or read as comments and options
+# (fsspec itself reads *, ? and [ in a path as a glob).
+ODD_NAMES = [
+    "x\nrm s3:/\\/{bucket}/VICTIM\n#",
+    "car\rriage",
+    "car\nriage",
+    'it\'s "quoted" $(x) `y`;z',
+    "tab\tand\x01control",
+    "#hash",
+    "-dash",
+    "close]bracket",
+    "line\u2028sep\x85nel",
+]
+
+
+def test_bulk_calls_over_many_paths_hand_keys_over_as_data_never_as_command_text(
+    fs: S3BulkFileSystem, minio: Endpoint, tmp_path: Path
+) -> None:
+    """fs.get, fs.copy, fs.mv and fs.put over 16 paths or more that are not one tree ran as
+    `s3bulk run` lines quoted with shlex: a key holding a newline split its line, and the line it
+    spelled ran (VICTIM deleted, exit 0). Every pair is now an item the job reads as data:
+    VICTIM survives each call, and each odd key's bytes arrive exactly where fsspec's rules name
+    (a list of paths into a directory: under their base names), and fs.rm deletes them alone."""
+    bucket = new_bucket(minio)
+    victim = f"{bucket}/VICTIM"
+    fs.pipe_file(victim, b"keep me")
+    odd = [name.format(bucket=bucket) for name in ODD_NAMES]
+    plain = [f"f{number:02d}" for number in range(16)]
+    bodies = {name: hashlib.sha256(name.encode()).digest() * len(name) for name in odd + plain}
+    fs.pipe({f"{bucket}/src/{name}": body for name, body in bodies.items()})
+    sources = fs.find(f"{bucket}/src/")
+    assert len(sources) == len(bodies) >= 16
+    base = {name: name.rsplit("/", 1)[-1] for name in bodies}  # where a list into a directory puts each
+
+    def landed_in(prefix: str) -> dict[str, bytes]:
+        return {path.removeprefix(prefix): fs.cat_file(path) for path in fs.find(prefix)}
+
+    fs.copy(sources, f"{bucket}/copied/")
+    assert fs.cat_file(victim) == b"keep me"
+    assert landed_in(f"{bucket}/copied/") == {base[name]: body for name, body in bodies.items()}
+
+    fs.get(sources, f"{tmp_path}/got/")
+    assert fs.cat_file(victim) == b"keep me"
+    got = {path.name: path.read_bytes() for path in (tmp_path / "got").iterdir()}
+    assert got == {base[name]: body for name, body in bodies.items()}
+
+    files = sorted(str(path) for path in (tmp_path / "got").iterdir())
+    fs.put(files, f"{bucket}/put/")
+    assert fs.cat_file(victim) == b"keep me"
+    assert landed_in(f"{bucket}/put/") == {base[name]: body for name, body in bodies.items()}
+
+    fs.mv(fs.find(f"{bucket}/put/"), f"{bucket}/moved/")
+    assert fs.cat_file(victim) == b"keep me"
+    assert landed_in(f"{bucket}/moved/") == {base[name]: body for name, body in bodies.items()}
+    assert fs.find(f"{bucket}/put/") == []
+
+    fs.rm(fs.find(f"{bucket}/copied/"))
+    assert fs.find(f"{bucket}/copied/") == [] and fs.cat_file(victim) == b"keep me"
+    assert len(fs.find(f"{bucket}/src/")) == len(bodies)
 
 
 def _gets(fs: S3BulkFileSystem) -> int:

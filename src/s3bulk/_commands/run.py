@@ -6,11 +6,19 @@ Each line names one object or one file (a prefix or a glob is refused by line nu
 `s3bulk cp` lists in parallel). The driver reads the file a chunk at a time; a worker parses its
 chunk, looks up the sizes the transfers need (a HEAD per object, a stat per file), and runs each
 line with the storage seam's own operations: download, upload, server-side copy, batched delete.
+
+A file of commands is text a person writes, and words a shell would split: s3bulk never writes
+one from keys, which may hold a newline, a quote, anything but NUL (a key `x\nrm s3://b/VICTIM`
+quoted into such a line split it, and its second line ran). What s3bulk hands over itself
+(`s3bulk.fsspec`'s calls over many paths) is a file of items (`RunSpec.items`): one JSON array
+`[verb, source, destination]` per line, written with every character past ASCII escaped, so no
+key can end a line or be read as anything but itself; each place is taken exactly as named.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 from collections.abc import AsyncIterator, Iterator
@@ -39,6 +47,7 @@ VERBS = ("cp", "mv", "rm")
 class RunSpec(Spec):
     command: ClassVar[str] = "run"
     commands_file: str  # the file of commands (stdin is first copied beside the journals)
+    items: bool = False  # the file holds items ([verb, source, destination] in JSON), not commands
     part_size: int = Parts.size
     multipart_threshold: int = Parts.threshold
 
@@ -66,6 +75,7 @@ class Line(NamedTuple):
     size: int = 0  # found by the worker (HEAD, stat) before the line runs
     etag: str = ""
     mtime: float = 0.0
+    exact: bool = False  # an item's: the destination is where it lands, never a directory to go in
 
 
 @dataclass(frozen=True)
@@ -100,15 +110,40 @@ def parse_line(number: int, text: str) -> Line:
     return Line(number, verb, places[0], places[1] if len(places) > 1 else "")
 
 
+ITEM_VERBS = ("cp", "mv")
+
+
+def item(verb: str, source: str, destination: str) -> str:
+    """One line of a file of items (`RunSpec.items`): the JSON array, ASCII only, so that a
+    newline, a carriage return or a line separator in a key is written as an escape."""
+    return json.dumps([verb, source, destination], ensure_ascii=True) + "\n"
+
+
+def parse_item(number: int, text: str) -> Line:
+    """One line of a file of items as a Line; ValueError names what is wrong with it. Nothing in
+    it is split, unquoted or read as a prefix or a glob: each place is the one named."""
+    try:
+        verb, source, destination = json.loads(text)
+    except ValueError:
+        raise ValueError("not an item: one JSON array [verb, source, destination] per line") from None
+    if verb not in ITEM_VERBS:
+        raise ValueError(f"{verb!r} is not a verb of an item: use {', '.join(ITEM_VERBS)}")
+    places = (source, destination)
+    if not all(isinstance(place, str) and place and "\x00" not in place for place in places):
+        raise ValueError("an item names two places, each a non-empty text without NUL")
+    if not any(place.startswith("s3://") for place in places):
+        raise ValueError("both places are local: run copies to, from or within S3")
+    return Line(number, verb, source, destination, exact=True)
+
+
 class RunCommand(Command):
     name: ClassVar[str] = "run"
     spec: ClassVar[type[Spec]] = RunSpec
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, RunSpec)
-        return RunJob(
-            settings, spec.commands_file, Parts(spec.part_size, 4, spec.multipart_threshold), spec.dry_run
-        )
+        parts = Parts(spec.part_size, 4, spec.multipart_threshold)
+        return RunJob(settings, spec.commands_file, parts, spec.dry_run, items=spec.items)
 
     def verb(self, job: Job) -> str:
         return "run"
@@ -120,6 +155,7 @@ class RunJob:
     commands_file: str
     parts: Parts
     dry_run: bool = False
+    items: bool = False  # the file's lines are items (`parse_item`), not commands
     preflight_requests: dict[str, int] = field(default_factory=dict)
     preflight_notes: list[str] = field(default_factory=list)
 
@@ -170,9 +206,10 @@ class RunJob:
     async def expand(self, descriptor: Lines, ctx: WorkerContext) -> AsyncIterator[list[Line]]:
         stats = ctx.stats
         parsed = []
+        parse = parse_item if self.items else parse_line
         for number, text in ctx.drop_done(list(descriptor.lines), lambda entry: str(entry[0])):
             try:
-                parsed.append(parse_line(number, text))
+                parsed.append(parse(number, text))
             except ValueError as exc:
                 stats.objects_failed += 1
                 stats.failures.append(Failure(f"line {number}: {text}", "", str(exc)))
@@ -280,8 +317,10 @@ class RunJob:
 
 def landing(line: Line) -> str:
     """Where a cp or mv line puts its object: the destination, or the source's name under it
-    when it is a prefix (ends in /) or a directory."""
+    when it is a prefix (ends in /) or a directory (an item's: the destination, always)."""
     destination = line.destination
+    if line.exact:
+        return destination
     if not destination.startswith("s3://"):
         if destination.endswith(("/", os.sep)) or os.path.isdir(destination):
             return local_target_path(destination, os.path.basename(parse_s3(line.source).key))
