@@ -164,3 +164,29 @@ def test_files_from_names_nothing_outside_the_source_nor_through_a_link(
         "f/link.txt": b"secret",  # as a walk with --follow-symlinks takes it
         "f/linkdir/inner.txt": b"inner secret",
     }
+
+
+def test_a_retried_sync_reads_a_key_named_like_a_delete_as_a_key(
+    minio: Endpoint, bucket: str, tmp_path: Path
+) -> None:
+    """sync journals a delete as `delete:` + the path, and a transfer by its name: a key named
+    `delete:<path>` whose download failed came back from --retry-failed as a delete of <path>,
+    anywhere on the machine. Here the key `delete:<victim>` fails (a directory is in its way),
+    then the retry runs: the victim is kept, and the key is fetched."""
+    victim = tmp_path / "elsewhere" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_bytes(b"not the job's")
+    key = f"src/delete:{victim}"
+    minio.client().put_object(Bucket=bucket, Key=key, Body=b"object")
+    destination = tmp_path / "dest"
+    in_the_way = destination / f"delete:{victim}".lstrip("/")
+    (in_the_way / "blocker").mkdir(parents=True)
+    first = run_cli(minio.env, "sync", f"s3://{bucket}/src/", f"{destination}/")
+    assert first.returncode == 1 and "1 failed" in first.stdout, first.stdout + first.stderr
+    (in_the_way / "blocker").rmdir()
+    in_the_way.rmdir()
+    job = first.stderr.split("--retry-failed ")[-1].split()[0]
+    again = run_cli(minio.env, "sync", "--retry-failed", job)
+    assert victim.read_bytes() == b"not the job's"
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert in_the_way.read_bytes() == b"object"

@@ -112,7 +112,10 @@ class SyncCommand(Command):
         return f"sync ({getattr(job, 'direction', '')})"
 
 
-DELETE_PREFIX = "delete:"
+# A delete's name in the journal: NUL first, which no key (no listing's XML carries one) and no
+# file name holds. With "delete:", a key named `delete:/some/path` whose transfer failed came back
+# from --retry-failed as a delete of /some/path.
+DELETE_PREFIX = "\x00delete:"
 
 
 @dataclass
