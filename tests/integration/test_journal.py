@@ -194,3 +194,17 @@ def test_journals_of_the_untyped_format_still_resume_and_unknown_ones_are_refuse
         "error: this job's journal has format 99, which this s3bulk does not read (it reads 2 and 1): "
         "resume it with the s3bulk that wrote it"
     ]
+
+
+def test_jobs_shows_each_job_on_its_own_line_whatever_its_places_hold(
+    minio: Endpoint, tmp_path: Path
+) -> None:
+    """A place holding a newline (legal in a key and a file name) printed as it is split its job's
+    line in two, and a terminal escape in it acted on the terminal: written as escapes."""
+    source = make_tree(tmp_path / "src\nnot a job\x1b[2J", {"a.txt": b"a"})
+    bucket = new_bucket(minio)
+    assert run_cli(minio.env, "cp", f"{source}/", f"s3://{bucket}/up/").returncode == 0
+    shown = run_cli(minio.env, "jobs")
+    assert shown.returncode == 0, shown.stderr
+    assert len(shown.stdout.splitlines()) == 1, shown.stdout
+    assert "\x1b" not in shown.stdout and "src\\x0anot a job\\x1b[2J/" in shown.stdout, repr(shown.stdout)

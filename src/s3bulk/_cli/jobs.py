@@ -9,6 +9,7 @@ import typer
 
 from s3bulk._cli.progress import json_line
 from s3bulk._journal.local import list_jobs, state_dir
+from s3bulk._text import printable
 
 
 def jobs_command(
@@ -24,7 +25,8 @@ def jobs_command(
         return 0
     for job in shown:
         args = job.spec.get("spec") or job.spec.get("args", {})  # format 2, or 1
-        where = " ".join(str(args[name]) for name in ("source", "target", "destination") if args.get(name))
+        named = (str(args[name]) for name in ("source", "target", "destination") if args.get(name))
+        where = " ".join(printable(place) for place in named)  # a newline in one is no new job
         if as_json:
             json_line(
                 {
