@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from s3bulk._config import cores
 from s3bulk._errors import UsageError
+from s3bulk._stores.folders import MOST_OPEN
 
 __all__ = [
     "AUTO_CEILING_FACTOR",
@@ -87,10 +88,12 @@ def in_the_driver(strategy: Strategy) -> Strategy:
 
 
 # What a process holds open besides its requests: the interpreter and its libraries, the
-# journal, the pipes to its workers, idle pooled connections.
-RESERVED_FILES = 128
+# journal, the pipes to its workers, idle pooled connections, the directories downloads write
+# in (`_stores.folders.MOST_OPEN`).
+RESERVED_FILES = 128 + MOST_OPEN
 # What one request in flight may hold open: its connection, the file it reads or writes, and
-# a spare (a second connection pool's, a temporary file beside a target).
+# a spare (a second connection pool's, a temporary file beside a target, the directory a native
+# GET writes in: its own duplicate of the descriptor).
 FILES_PER_REQUEST = 3
 
 
