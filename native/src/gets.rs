@@ -63,11 +63,12 @@ use crate::wake::{Outbox, Runner};
 use ::md5_many::Md5State;
 
 /// One GET of the object at `url` (signed for `region`): its bytes, up to `end` of them, into a
-/// new file `path` of `folder` (a directory the caller opened, or None: the current one), given the time `mtime` (seconds since the epoch; 0: left as it is),
-/// asked for in checksum mode and checked by the checksum that comes when `check` says so, else
-/// hashed with MD5 when `hash` says so, and landed as `landing` says. With `start`, one range of
-/// a large object instead: its bytes `start..end` written at that offset into the file at
-/// `path`, which the caller made (a range never makes it again: once the caller removed it, a
+/// new file `path` of `folder` (a directory the caller opened, folder.rs; None: the current one),
+/// given the time `mtime` (seconds since the epoch; 0: left as it is), asked for in checksum
+/// mode and checked by the checksum that comes when `check` says so, else hashed with MD5 when
+/// `hash` says so, and landed as `landing` says. With `start`, one range of a large object
+/// instead: its bytes `start..end` written at that offset into the file `path` of `folder`,
+/// which the caller made (a range never makes it again: once the caller removed it, a
 /// range still to come fails rather than leave it behind), their checksum `compute` found (the
 /// caller combines the ranges' CRCs into the object's). Read by name from Python's
 /// `gets.GetJob`; the ticket comes beside it.
@@ -141,10 +142,11 @@ impl Checksumming {
     }
 }
 
-/// Where the written file goes once it is known to be right: to `target`, in the same folder (replacing a file there
-/// when `replace`, else only if none appeared meanwhile), if `size` bytes came and they match the
-/// checksum their answer carried, or where none came, their MD5 is `md5` (None: not checked).
-/// Anything else leaves the file where it was written, to the caller. Python's `gets.Landing`.
+/// Where the written file goes once it is known to be right: to `target`, in the job's folder
+/// (replacing a file there when `replace`, else only if none appeared meanwhile), if `size`
+/// bytes came and they match the checksum their answer carried, or where none came, their MD5 is
+/// `md5` (None: not checked). Anything else leaves the file where it was written, to the
+/// caller. Python's `gets.Landing`.
 #[derive(FromPyObject)]
 struct Landing {
     target: String,
@@ -577,7 +579,8 @@ impl Stream {
                     self.file = None; // closed before it lands
                     let checksum = self.checksum.take().map(Checksumming::summed);
                     let checked = checksum.as_ref().and_then(|summed| summed.matched);
-                    let landed = self.job.landing.as_ref().is_some_and(|landing| land(&self.job.folder, &self.job.path, landing, self.written, md5.as_ref(), checked));
+                    let landed =
+                        self.job.landing.as_ref().is_some_and(|landing| land(&self.job.folder, &self.job.path, landing, self.written, md5.as_ref(), checked));
                     Outcome::Written { written: self.written, md5, checksum, landed }
                 }
                 (Err(err), _) | (_, Err(err)) => disk(&err),
@@ -963,13 +966,12 @@ fn md5_of(inputs: &[&[u8]]) -> Vec<[u8; 16]> {
     digests
 }
 
-/// The file `path` of `folder` moved to its target there if its size is the one `landing` expects and its bytes
-/// matched the checksum their answer carried (`checked`), or where none came, their MD5 is the
-/// one `landing` expects, as
-/// s3bulk/_stores/landing.py would: rename() over a file that was there before, link() (which
-/// fails rather than replace) where none was. false: left where it is, for the caller's
-/// `land`, which says why it cannot (a directory in the way, a file that appeared, a filesystem
-/// without hard links).
+/// The file `path` of `folder` moved to its target there if its size is the one `landing`
+/// expects and its bytes matched the checksum their answer carried (`checked`), or where none
+/// came, their MD5 is the one `landing` expects, as s3bulk/_stores/landing.py would: rename()
+/// over a file that was there before, link() (which fails rather than replace) where none was.
+/// false: left where it is, for the caller's `land`, which says why it cannot (a directory in
+/// the way, a file that appeared, a filesystem without hard links).
 fn land(folder: &Folder, path: &str, landing: &Landing, written: u64, md5: Option<&[u8; 16]>, checked: Option<bool>) -> bool {
     let by_md5 = || landing.md5.as_deref().is_none_or(|expected| md5.is_some_and(|md5| md5[..] == *expected));
     let right = written == landing.size && checked.unwrap_or_else(by_md5);

@@ -84,6 +84,14 @@ class _Place:
         return os.path.join(self.directory, self.temporary)
 
 
+def _under(root: str, parent: str) -> tuple[str, str]:
+    """(root, the path of `parent` below it) where `parent` is below `root`, else (`parent`, "")."""
+    inside = root.rstrip(os.sep) + os.sep
+    if root and parent.startswith(inside):
+        return root, parent[len(inside) :].strip(os.sep)
+    return parent, ""
+
+
 def changed_on_the_way(bucket: str, key: str, checked_by: str) -> ItemError:
     """The bytes received are not the object's: fetched again."""
     return ItemError(
@@ -137,8 +145,9 @@ class Downloads:
         following a link that leads outside it (`folders.py`). Without it, the target's own
         directory is opened as it is named. Says whether its bytes could be checked."""
         parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
-        with contextlib.ExitStack() as held:
-            folder = self._open_folder(held, parent, root)
+        base, below = _under(root, parent)
+        folder = self._hold_folder(parent, base, below)
+        try:
             name = os.path.basename(target)
             existed = kind(name, folder)
             if existed == "directory":  # made for keys below this one: no need to fetch it to know
@@ -162,14 +171,13 @@ class Downloads:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(temporary, dir_fd=folder)  # what is left of the fetch
             return fetched
+        finally:
+            self._folders.release(base, below)
 
-    def _open_folder(self, held: contextlib.ExitStack, parent: str, root: str) -> int:
-        """The open directory `parent` (`Folders.held`, until `held` closes): below `root` when
-        it is there, else as it is named."""
-        inside = root.rstrip(os.sep) + os.sep
-        base, below = (root, parent[len(inside) :]) if root and parent.startswith(inside) else (parent, "")
+    def _hold_folder(self, parent: str, root: str, below: str) -> int:
+        """The open directory `parent`, `below` under `root` (`Folders.hold`), or why not."""
         try:
-            return held.enter_context(self._folders.held(base, below.strip(os.sep)))
+            return self._folders.hold(root, below)
         except (FileExistsError, NotADirectoryError):
             raise file_in_the_way(parent) or ItemError(f"cannot create {parent}", retryable=False) from None
         except OSError as exc:

@@ -50,26 +50,37 @@ class Folders:
         self._most = most
         self._closing = False
 
-    @contextlib.contextmanager
-    def held(self, root: str, below: str) -> Iterator[int]:
+    def hold(self, root: str, below: str) -> int:
         """The descriptor of directory `below` ('a/b', or '' for the root itself) under `root`,
         made if missing (and swept of the temporary files of processes gone, once per opening),
-        open until the block ends. `root` is the user's (followed, as any path they give); each
-        component below it is opened without following links, or through one the user made
-        only where it leads to a directory inside the root. ItemError: it leads outside, or a
-        file is in the way; OSError: it cannot be made or opened."""
+        open until as many `release`s as `hold`s. `root` is the user's (followed, as any path
+        they give); each component below it is opened without following links, or through one
+        the user made only where it leads to a directory inside the root. ItemError: it leads
+        outside, or a file is in the way; OSError: it cannot be made or opened. (Two calls, not
+        a context manager: this is once per download, and a generator's costs 3x the lookup.)"""
         key = (root, below)
         entry = self._open.get(key)
         if entry is None:
             entry = self._open[key] = _Open(self._opened(root, below))
             sweep_stale_parts(entry.fd)  # left by an earlier run killed outright
-        self._open.move_to_end(key)
+        else:
+            self._open.move_to_end(key)
         entry.holds += 1
-        try:
-            yield entry.fd
-        finally:
-            entry.holds -= 1
+        return entry.fd
+
+    def release(self, root: str, below: str) -> None:
+        self._open[root, below].holds -= 1
+        if self._closing or len(self._open) > self._most:
             self._close_unused()
+
+    @contextlib.contextmanager
+    def held(self, root: str, below: str) -> Iterator[int]:
+        """`hold` until the block ends."""
+        fd = self.hold(root, below)
+        try:
+            yield fd
+        finally:
+            self.release(root, below)
 
     def _opened(self, root: str, below: str) -> int:
         if not below:
