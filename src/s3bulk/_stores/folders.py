@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from s3bulk._errors import ItemError
 from s3bulk._stores.landing import file_in_the_way, sweep_stale_parts
 
-MOST_OPEN = 64  # directories a worker keeps open (more while more are in use at once)
+MOST_OPEN = 32  # directories a worker keeps open (more while more are in use at once)
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _BELOW = _DIRECTORY | os.O_NOFOLLOW  # a component below the root: never through a link
 
