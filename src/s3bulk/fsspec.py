@@ -732,9 +732,8 @@ class S3BulkFileSystem(AsyncFileSystem):
     ) -> None:
         """Move (source, destination) pairs as one s3bulk job: a whole tree as `s3bulk cp` (or
         `mv`) moves it, any other set as `s3bulk run`'s items (one per pair: keys are data, never
-        command text, `_commands/run.py`). `callback` hears
-        of objects as the job finishes them, not as fsspec hands them over. What it changed, even
-        in part, is listed afresh next time."""
+        command text, `_commands/run.py`). `callback` hears of objects as the job finishes them,
+        not as fsspec hands them over. What it changed, even in part, is listed afresh next time."""
         if not pairs:
             return
         try:
