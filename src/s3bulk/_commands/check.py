@@ -92,16 +92,12 @@ class CheckJob:
         items: list[Any] = []
         problems: list[Failure] = []
         same = 0
-        unlisted = self.sides.unlisted
-        for source, destination in chunk:
-            if source is None:
+        for source, destination in self.sides.in_scope(chunk):
+            if source is None:  # the source's listing in full has no such name
                 assert destination is not None
-                if unlisted.covers(destination.relative):  # the source's side of it is not known
-                    continue
                 extra = url_of(self.destination, destination.name)
                 items.append(Difference("extra", extra, destination.size, "not at the source"))
                 continue
-            unlisted.saw(source)
             name = url_of(self.source, source.name)
             if source.problem:
                 problems.append(Failure(name, "", source.problem, skipped=not source.refused))

@@ -139,6 +139,27 @@ class Sides:
             if reader is not client:
                 await reader.close()
 
+    def in_scope(
+        self, chunk: list[tuple[Entry | None, Entry | None]]
+    ) -> Iterator[tuple[Entry | None, Entry | None]]:
+        """The merge's pairs the job acts on, in order. Both sides were listed whole, less the
+        names the globs or a manifest leave out; the window says only what is done to an entry.
+        A source entry outside it is passed over, and its name keeps what the destination holds
+        there: filtered out or not, a name the source holds is never extra. A destination entry
+        alone (its source None) is extra, and comes, only inside the window and where the source
+        could be listed (`Unlisted`): nothing outside the source's listing in full is a reason
+        to delete."""
+        unlisted = self.unlisted
+        for source, destination in chunk:
+            if source is None:
+                assert destination is not None
+                if not destination.outside and not unlisted.covers(destination.relative):
+                    yield None, destination
+                continue
+            unlisted.saw(source)
+            if not source.outside:
+                yield source, destination
+
     async def batches(
         self, stats: WorkerStats, plan: Callable[[list[tuple[Entry | None, Entry | None]]], DiffBatch]
     ) -> AsyncIterator[DiffBatch]:
@@ -184,14 +205,18 @@ class Sides:
                     if is_source:
                         entries.append(Entry(relative, 0, 0.0, "", info.key, problem, True, unlisted=True))
                     continue
-                if filters and not filters.accepts(relative, info.size, epoch_seconds(info.modified)):
+                if filters and not filters.takes_name(relative):
                     continue
+                modified = epoch_seconds(info.modified)
+                outside = not filters.in_window(info.size, modified)
                 if self.local_side and info.key.endswith("/"):  # a directory locally, never a file
                     if is_source and info.size:  # holding data that cannot land: named, skipped
-                        entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
+                        why = MARKER_DATA % info.size
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, why, outside=outside))
                     continue
-                modified, checksum = epoch_seconds(info.modified), info.checksum_algorithm
-                entries.append(Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum))
+                checksum = info.checksum_algorithm
+                entry = Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum)
+                entries.append(entry._replace(outside=True) if outside else entry)
             yield entries
 
     async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
@@ -208,19 +233,17 @@ class Sides:
                 continue
             unknown = bool(entry.problem) and entry.problem != NOT_UTF8  # what it holds, or is
             unreadable = unknown and entry.refused  # no filter can say it holds nothing wanted
-            if filters and not unreadable and not filters.accepts(entry.relative, entry.size, entry.mtime):
+            if filters and not unreadable and not filters.takes_name(entry.relative):
                 continue
+            outside = not unreadable and not filters.in_window(entry.size, entry.mtime)
+            path = os.path.join(root, entry.relative)
             if entry.problem:
                 if is_source:  # reported; what the destination holds under it is kept (Unlisted)
                     relative = entry.relative + "/" if entry.directory else entry.relative
-                    path = os.path.join(root, entry.relative)
-                    page.append(
-                        Entry(relative, 0, 0.0, "", path, entry.problem, entry.refused, unlisted=unknown)
-                    )
+                    problem, refused = entry.problem, entry.refused
+                    page.append(Entry(relative, 0, 0.0, "", path, problem, refused, unknown, outside=outside))
                 continue
-            page.append(
-                Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
-            )
+            page.append(Entry(entry.relative, entry.size, entry.mtime, "", path, outside=outside))
             if len(page) >= 1000:
                 yield page
                 page = []
