@@ -110,7 +110,10 @@ class CheckJob:
                 same += 1
             elif decision == "check":  # the file's checksum, or both objects' (HEADs), decides
                 etag = source.etag or destination.etag  # the S3 side's, when the other is a file
-                items.append(CheckItem(self.sides.transfer(source.relative, source.size, 0.0), etag))
+                try:
+                    items.append(CheckItem(self.sides.transfer(source.relative, source.size, 0.0), etag))
+                except ValueError as exc:  # a key no file may be named by (sync refuses it too)
+                    problems.append(Failure(name, "", f"refused key: {exc}"))
             else:
                 layouts = "-" in source.etag + destination.etag  # parts of other sizes: other ETags
                 why = "ETags differ" + (" (or only their multipart layouts do)" if layouts else "")
