@@ -33,6 +33,7 @@ class MemoryS3:
         self.requests: list[tuple[str, str, str]] = []  # (verb, bucket, key), in order
         # called with (verb, bucket, key) before each request is answered
         self.before: Callable[[str, str, str], None] | None = None
+        self.page_size = 1000  # a listing's page holds at most this many keys (S3 may give fewer than asked)
 
     def put(self, bucket: str, key: str, body: bytes, modified: float | None = None) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
@@ -104,6 +105,7 @@ class MemoryStorage:
         self.s3.request("LIST", bucket, prefix)
         after = continuation_token or start_after or ""
         keys = sorted(key for key in self._bucket(bucket) if key.startswith(prefix) and key > after)
+        max_keys = min(max_keys, self.s3.page_size)
         page, more = keys[:max_keys], len(keys) > max_keys
         objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for key in page]
         return ListPage(objects, [], more, page[-1] if more else None)

@@ -134,6 +134,7 @@ class Case:
     direction: str  # upload, download, copy (rm: its target is an S3 source)
     world: World
     options: Options
+    page_size: int = 1000  # keys per listing page, where the backend can say (the in-memory store)
 
     @property
     def local_pair(self) -> bool:
@@ -141,8 +142,9 @@ class Case:
         return self.command != "rm" and self.direction != "copy"
 
     def __str__(self) -> str:
-        world = self.world
-        return f"{self.command} ({self.direction}) {self.options}\n  {world.source}\n  {world.destination}"
+        pages = f" (pages of {self.page_size})" if self.page_size < 1000 else ""
+        sides = f"{self.world.source}\n  {self.world.destination}"
+        return f"{self.command} ({self.direction}){pages} {self.options}\n  {sides}"
 
 
 class Places(NamedTuple):
@@ -265,7 +267,8 @@ def cases(draw: st.DrawFn, *, odd_keys: bool = True, s3_conflicts: bool = True) 
     if command in ("mv", "cp"):
         for guard in ("no_clobber", "if_size_differ", "if_newer"):
             choices[guard] = draw(st.integers(0, 3)) == 0
-    return Case(command, direction, World(source, destination), Options(**choices))
+    page_size = draw(st.sampled_from((1, 2, 1000)))  # pages of one key: every merge crosses pages
+    return Case(command, direction, World(source, destination), Options(**choices), page_size)
 
 
 # ---- the oracle ----------------------------------------------------------------------------------
@@ -601,6 +604,7 @@ class MemoryBackend:
     def prepare(self, case: Case) -> Places:
         self.count += 1
         self.s3 = MemoryS3()
+        self.s3.page_size = case.page_size
         work = self.root / f"case{self.count}"
         shutil.rmtree(self.root, ignore_errors=True)  # the last case's files: they are read already
         work.mkdir(parents=True)

@@ -329,14 +329,21 @@ async def _objects_match(transfer: TransferItem, sides: Sides, stores: Stores) -
 
 async def _only_named(pages: AsyncIterator[list[Entry]], names: Iterator[str]) -> AsyncIterator[list[Entry]]:
     """The entries whose names a sorted manifest holds: both are in the same order, so one walk
-    down each finds them, whatever the size of either."""
+    down each finds them, whatever the size of either. An entry that could not be listed (a
+    directory that could not be read: `Unlisted`) is kept where the manifest names it or
+    anything under it: else what the manifest names there would look extra at the destination."""
     wanted = next(names, None)
     async for page in pages:
         kept = []
         for entry in page:
+            base = entry.relative.rstrip("/")
+            covered = False  # a name the manifest holds lies at or under this unlisted entry
             while wanted is not None and wanted < entry.relative:
+                covered = covered or (entry.unlisted and wanted == base)
                 wanted = next(names, None)
-            if wanted == entry.relative:
+            if wanted is not None and entry.unlisted:
+                covered = covered or wanted == base or wanted.startswith(base + "/")
+            if covered or wanted == entry.relative:
                 kept.append(entry)
         if kept:
             yield kept
