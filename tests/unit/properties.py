@@ -27,7 +27,7 @@ import fnmatch
 import math
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -364,7 +364,15 @@ def violations(case: Case, before: World, after: World, outcome: Outcome) -> lis
             f"{case.command} changed the source: {_changes(s0, s1)}; the destination: {_changes(d0, d1)}"
         )
     held = {n for n in s0 if entry(n)}  # every name the source holds: in the window or not, a link or not
-    extra = {n for n in d0 if entry(n) and n not in held and scope.named(n) and scope.inside(d0[n])}
+    # a link not followed may lead to a directory: what the source holds under it is not known
+    unknown = {n for n in held if s0[n].link and not options.follow_symlinks}
+
+    def extra_at(name: str) -> bool:
+        if not entry(name) or name in held or any(name.startswith(link + "/") for link in unknown):
+            return False
+        return scope.named(name) and scope.inside(d0[name])
+
+    extra = {n for n in d0 if extra_at(n)}
     if case.command == "check":
         return found + _check_verdict(case, outcome, moving, extra, s0, d0)
 
@@ -596,10 +604,13 @@ class MemoryBackend:
     """The engine running each case's real job (the spec the API builds, its command's build and
     finish) on an in-memory S3 (tests/unit/memory.py), its local side a directory under `root`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, writer: Callable[[Case, MemoryS3], Any] | None = None) -> None:
         self.root = root
         self.count = 0
         self.s3 = MemoryS3()
+        # another writer: given the case and the store laid out, returns what `MemoryS3.before`
+        # calls between requests (None: no other writer)
+        self.writer = writer
 
     def prepare(self, case: Case) -> Places:
         self.count += 1
@@ -620,6 +631,8 @@ class MemoryBackend:
                 for name, thing in held.items():
                     self.s3.put(side, f"{side[0]}/{name}", thing.body, thing.mtime)
                 places.append(f"s3://{side}/{side[0]}/")
+        if self.writer is not None:
+            self.s3.before = self.writer(case, self.s3)
         return Places(places[0], places[1], write_manifest(case, work))
 
     def read(self, case: Case, places: Places) -> World:

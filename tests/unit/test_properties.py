@@ -12,12 +12,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from properties import Case, MemoryBackend, cases, check_case
 
 EXAMPLES = int(os.environ.get("S3BULK_MEMORY_EXAMPLES", "200"))
 
 
+@pytest.mark.timeout(max(300, EXAMPLES))  # a second a case at most, on a loaded machine
 def test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope(tmp_path: Path) -> None:
     backend = MemoryBackend(tmp_path / "cases")
     tally: Counter[str] = Counter()

@@ -214,9 +214,10 @@ class Sides:
                         why = MARKER_DATA % info.size
                         entries.append(Entry(relative, 0, 0.0, "", info.key, why, outside=outside))
                     continue
-                checksum = info.checksum_algorithm
-                entry = Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum)
-                entries.append(entry._replace(outside=True) if outside else entry)
+                size, etag, checksum = info.size, info.etag, info.checksum_algorithm
+                entries.append(
+                    Entry(relative, size, modified, etag, info.key, checksum=checksum, outside=outside)
+                )
             yield entries
 
     async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
