@@ -30,9 +30,8 @@ from properties import (
     check_case,
     differences,
     flags_of,
-    lay_out_directory,
-    read_directory,
-    write_manifest,
+    lay_out,
+    read_world,
 )
 from properties import cases as option_cases
 
@@ -212,28 +211,17 @@ class MinioBackend:
         self.count += 1
         work = self.root / f"options{self.count}"
         work.mkdir(parents=True)
-        bucket = new_bucket(self.minio, "options")
-        places = []
-        for side, held, local in (
-            ("src", case.world.source, case.direction == "upload"),
-            ("dst", case.world.destination, case.direction == "download"),
-        ):
-            if local:
-                lay_out_directory(work / side, held)
-                places.append(f"{work / side}/")
-            else:
-                for name, thing in held.items():
-                    self.minio.client().put_object(Bucket=bucket, Key=f"{side}/{name}", Body=thing.body)
-                places.append(f"s3://{bucket}/{side}/")
-        return Places(places[0], places[1], write_manifest(case, work))
+        bucket, client = new_bucket(self.minio, "options"), self.minio.client()
+
+        def put(side: str, name: str, thing: Held) -> None:
+            client.put_object(Bucket=bucket, Key=f"{side}/{name}", Body=thing.body)
+
+        return lay_out(case, work, lambda side: f"s3://{bucket}/{side}/", put)
 
     def read(self, case: OptionCase, places: Places) -> World:
-        return World(self._side(places.source), self._side(places.destination))
+        return read_world(places, self._objects)
 
-    def _side(self, place: str) -> dict[str, Held]:
-        if not place.startswith("s3://"):
-            return read_directory(Path(place))
-        bucket, prefix = place[5:].split("/", 1)
+    def _objects(self, bucket: str, prefix: str) -> dict[str, Held]:
         client = self.minio.client()
         found = {}
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):

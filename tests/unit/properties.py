@@ -501,6 +501,38 @@ def lay_out_directory(root: Path, held: dict[str, Held]) -> None:
             os.symlink(os.path.relpath(root / target, (root / name).parent), root / name)
 
 
+def lay_out(
+    case: Case, work: Path, url: Callable[[str], str], put: Callable[[str, str, Held], None]
+) -> Places:
+    """Both sides of the case: a local one as files under `work`, an S3 one ("src" or "dst", at
+    `url(side)`) object by object through `put(side, name, held)`."""
+    places = []
+    for side, held, local in (
+        ("src", case.world.source, case.direction == "upload"),
+        ("dst", case.world.destination, case.direction == "download"),
+    ):
+        if local:
+            lay_out_directory(work / side, held)
+            places.append(f"{work / side}/")
+            continue
+        for name, thing in held.items():
+            put(side, name, thing)
+        places.append(url(side))
+    return Places(places[0], places[1], write_manifest(case, work))
+
+
+def read_world(places: Places, objects: Callable[[str, str], dict[str, Held]]) -> World:
+    """What both places hold: a directory read here, a prefix through `objects(bucket, prefix)`."""
+
+    def side(place: str) -> dict[str, Held]:
+        if not place.startswith("s3://"):
+            return read_directory(Path(place))
+        bucket, prefix = place[5:].split("/", 1)
+        return objects(bucket, prefix)
+
+    return World(side(places.source), side(places.destination))
+
+
 def read_directory(root: Path) -> dict[str, Held]:
     found = {}
     for directory, subdirectories, files in os.walk(root):
@@ -619,29 +651,19 @@ class MemoryBackend:
         work = self.root / f"case{self.count}"
         shutil.rmtree(self.root, ignore_errors=True)  # the last case's files: they are read already
         work.mkdir(parents=True)
-        places = []
-        for side, held, local in (
-            ("src", case.world.source, case.direction == "upload"),
-            ("dst", case.world.destination, case.direction == "download"),
-        ):
-            if local:
-                lay_out_directory(work / side, held)
-                places.append(f"{work / side}/")
-            else:
-                for name, thing in held.items():
-                    self.s3.put(side, f"{side[0]}/{name}", thing.body, thing.mtime)
-                places.append(f"s3://{side}/{side[0]}/")
+
+        def put(side: str, name: str, thing: Held) -> None:
+            self.s3.put(side, f"{side[0]}/{name}", thing.body, thing.mtime)
+
+        places = lay_out(case, work, lambda side: f"s3://{side}/{side[0]}/", put)
         if self.writer is not None:
             self.s3.before = self.writer(case, self.s3)
-        return Places(places[0], places[1], write_manifest(case, work))
+        return places
 
     def read(self, case: Case, places: Places) -> World:
-        return World(self._side(places.source), self._side(places.destination))
+        return read_world(places, self._objects)
 
-    def _side(self, place: str) -> dict[str, Held]:
-        if not place.startswith("s3://"):
-            return read_directory(Path(place))
-        bucket, prefix = place[5:].split("/", 1)
+    def _objects(self, bucket: str, prefix: str) -> dict[str, Held]:
         return {
             key[len(prefix) :]: Held(body, float(math.floor(self.s3.time_of(bucket, key))))
             for key, body in self.s3.buckets.get(bucket, {}).items()
