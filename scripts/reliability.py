@@ -1,7 +1,8 @@
 """`make reliability`: run the reliability scenarios and write RELIABILITY.md from what they measured.
 
 The scenarios are the test suite's own (tests/integration/test_faults.py, test_crashes.py,
-test_reliability.py, test_ray.py's killed worker and driver, and the bad-input tests): each
+test_reliability.py, test_ray.py's killed worker and driver, the bad-input tests, and the
+property over options in memory, tests/unit/test_properties.py, with --memory-examples): each
 records its figures through the `reliability` fixture when S3BULK_RELIABILITY_OUT names a file.
 Here the network faults run several rounds, the crash tests run S3BULK_CRASH_TRIALS seeded trials
 per job kind, and every bad-input check is listed with its pass/fail from pytest's JUnit report.
@@ -206,8 +207,22 @@ HOSTILE = [
         "tests/integration/test_never_delete.py::"
         "test_no_single_failure_makes_sync_delete_or_mv_delete_what_the_source_holds",
     ),
+    (
+        "any option (hypothesis: filters, windows, --files-from, guards, modes, directions, odd "
+        "names), on MinIO from the command line: nothing the source holds deleted, nothing outside "
+        "the scope touched, exit 0 only when done",
+        "tests/integration/test_never_delete.py::"
+        "test_no_option_makes_a_command_delete_what_the_source_holds_on_minio",
+    ),
+    (
+        "the same property in memory, --memory-examples cases (its figures are the 'never delete: "
+        "every option' table)",
+        "tests/unit/test_properties.py::"
+        "test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope",
+    ),
 ]
 ONCE = [
+    "tests/unit/test_properties.py",
     "tests/integration/test_crashes.py",
     "tests/integration/test_hostile.py",
     "tests/integration/test_never_delete.py",
@@ -236,7 +251,10 @@ def outcomes(junit_files: list[Path]) -> dict[str, str]:
         if not junit.exists():
             continue
         for case in ElementTree.parse(junit).iter("testcase"):
-            path = "tests/integration/" + case.get("classname", "").split(".")[-1] + ".py"
+            module = case.get("classname", "")  # tests.unit.test_properties
+            path = module.replace(".", "/") + ".py"
+            if not module.startswith("tests."):
+                path = "tests/integration/" + module.split(".")[-1] + ".py"
             name = case.get("name", "").split("[")[0]
             failed = case.find("failure") is not None or case.find("error") is not None
             key = f"{path}::{name}"
@@ -307,6 +325,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the 5,000-object network faults")
     parser.add_argument("--trials", type=int, default=10, help="SIGKILL trials per job kind")
     parser.add_argument("--examples", type=int, default=100, help="cases of the never-delete property")
+    parser.add_argument(
+        "--memory-examples", type=int, default=2000, help="cases of the property over options, in memory"
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "RELIABILITY.md")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -316,6 +337,7 @@ def main() -> int:
         "S3BULK_RELIABILITY_OUT": str(figures),
         "S3BULK_CRASH_TRIALS": str(args.trials),
         "S3BULK_PROPERTY_EXAMPLES": str(args.examples),
+        "S3BULK_MEMORY_EXAMPLES": str(args.memory_examples),
     }
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]

@@ -95,3 +95,19 @@ def test_check_holds_each_of_many_files_to_its_own_etag(minio: Endpoint, tmp_pat
     rows = [json.loads(line) for line in found.stdout.splitlines()]
     assert {Path(row["name"]).name for row in rows if row.get("status") == "differs"} == edited
     assert rows[-1]["summary"] == {"same": 37, "differs": 3}
+
+
+def test_a_key_no_file_may_be_named_by_is_named_not_a_traceback(minio: Endpoint, tmp_path: Path) -> None:
+    """check of a download whose key holds ESC, beside a local file of that name (one made with
+    --allow-control-chars): the key is refused as sync refuses it, named, exit 1; it was a
+    ValueError out of the plan."""
+    bucket = new_bucket(minio)
+    minio.client().put_object(Bucket=bucket, Key="p/ctl\x1bm", Body=b"a")
+    minio.client().put_object(Bucket=bucket, Key="p/plain", Body=b"b")
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "ctl\x1bm").write_bytes(b"a")
+    (tmp_path / "mirror" / "plain").write_bytes(b"b")
+    checked = run_cli(minio.env, "check", f"s3://{bucket}/p/", f"{tmp_path}/mirror/")
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr
+    assert "failed: " in checked.stdout and "control character" in checked.stdout, checked.stdout
+    assert "check: 1 the same" in checked.stderr, checked.stderr

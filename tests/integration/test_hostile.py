@@ -85,6 +85,25 @@ def test_sync_delete_keeps_what_lies_under_a_directory_it_cannot_read(
     assert sorted(bucket_digests(minio, bucket, "p/")) == sorted(["keep.txt", "locked-x.txt", *LOCKED])
 
 
+def test_sync_delete_of_named_files_keeps_what_lies_under_a_directory_it_cannot_read(
+    minio: Endpoint, bucket: str, locked_tree: Path, tmp_path: Path
+) -> None:
+    """--files-from keeps only the names it lists, on both sides; the entry saying a directory
+    could not be read is no such name, and it was dropped: what the manifest named under it then
+    looked extra, and sync --delete deleted it (issue 62)."""
+    assert run_cli(minio.env, "cp", f"{locked_tree}/", f"s3://{bucket}/p/").returncode == 0
+    names = tmp_path / "names.txt"
+    names.write_text("keep.txt\nlocked/f1.txt\nlocked/f2.txt\n")
+    (locked_tree / "locked").chmod(0)
+    result = run_as_user(
+        minio.env, "sync", "--delete", "--files-from", str(names), f"{locked_tree}/", f"s3://{bucket}/p/"
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "cannot read directory: Permission denied; nothing under it is deleted" in output
+    assert sorted(bucket_digests(minio, bucket, "p/")) == sorted(["keep.txt", "locked-x.txt", *LOCKED])
+
+
 def test_cp_of_a_tree_with_a_directory_it_cannot_read_fails_and_names_it(
     minio: Endpoint, bucket: str, locked_tree: Path
 ) -> None:

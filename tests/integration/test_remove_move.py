@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, sha256, tree_digests
@@ -125,3 +126,40 @@ def test_max_memory_fits_the_job_or_says_what_it_needs(
     assert too_small.returncode == 2
     assert "--max-memory 47.7 MiB is below the 92.0 MiB a job needs" in too_small.stderr
     assert bucket_digests(minio, bucket, "n/") == {}
+
+
+def test_rm_and_mv_of_a_manifest_take_only_what_the_filters_select(minio: Endpoint, tmp_path: Path) -> None:
+    """--files-from names the candidates; --include/--exclude and the window still select among
+    them (rm sent every named key to DeleteObjects, --exclude '*.keep' or not; mv of named files
+    moved, and so deleted, files outside the window)."""
+    bucket = new_bucket(minio)
+    client = minio.client()
+    for key in ("p/a.txt", "p/b.keep", "p/c.txt"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    names = tmp_path / "names.txt"
+    names.write_text("a.txt\nb.keep\n")
+    removed = run_cli(minio.env, "rm", "--files-from", str(names), "--exclude", "*.keep", f"s3://{bucket}/p/")
+    assert removed.returncode == 0, removed.stderr
+    assert sorted(bucket_digests(minio, bucket)) == ["p/b.keep", "p/c.txt"]
+    client.put_object(Bucket=bucket, Key="p/big.txt", Body=b"x" * 100)
+    names.write_text("b.keep\nbig.txt\nnot-there.txt\n")  # a window: each named key is looked up
+    sized = run_cli(minio.env, "rm", "--files-from", str(names), "--min-size", "10", f"s3://{bucket}/p/")
+    assert sized.returncode == 0, sized.stderr
+    assert sorted(bucket_digests(minio, bucket)) == ["p/b.keep", "p/c.txt"]
+
+    tree = make_tree(tmp_path / "src", {"old.txt": b"old", "new.txt": b"new"})
+    os.utime(tree / "old.txt", (1_577_836_800, 1_577_836_800))  # 2020-01-01
+    names.write_text("old.txt\nnew.txt\n")
+    moved = run_cli(
+        minio.env,
+        "mv",
+        "--files-from",
+        str(names),
+        "--newer-than",
+        "2025-01-01",
+        f"{tree}/",
+        f"s3://{bucket}/m/",
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert sorted(bucket_digests(minio, bucket, "m/")) == ["new.txt"]
+    assert sorted(path.name for path in tree.iterdir()) == ["old.txt"]

@@ -1,14 +1,18 @@
 """An in-memory stand-in for the storage seam (`_stores/storage.Storage`), for testing job logic
-without a server: the verbs cp, mv and sync call (list, head, copy, download, upload, delete), on
-buckets held in a dict, with a failure a test can ask for per key. Not a model of S3's corners:
-those are the real servers' tests."""
+without a server: the verbs cp, mv, sync, check and rm call (list, head, copy, download, upload,
+delete, a file against its object), on buckets held in a dict, each object with its
+LastModified, with a failure a test can ask for per key, and a hook run before every request
+(`MemoryS3.before`: where a test puts another writer's change between two requests). Not a
+model of S3's corners: those are the real servers' tests."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from email.utils import formatdate
 from typing import Any
 
 from s3bulk._errors import ItemError, S3Error
@@ -19,15 +23,33 @@ WHEN = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
 
 
 class MemoryS3:
-    """Buckets of objects (key -> bytes), and the keys whose next write or delete fails."""
+    """Buckets of objects (key -> bytes) and their times, and the keys whose next write or delete
+    fails. An object a job writes is modified "now" (`time.time()`), as a server's would be."""
 
     def __init__(self) -> None:
         self.buckets: dict[str, dict[str, bytes]] = {}
+        self.modified: dict[tuple[str, str], float] = {}  # (bucket, key) -> LastModified, when not WHEN
         self.refuse: dict[tuple[str, str], str] = {}  # (bucket, key) -> why a write or delete of it fails
         self.requests: list[tuple[str, str, str]] = []  # (verb, bucket, key), in order
+        # called with (verb, bucket, key) before each request is answered
+        self.before: Callable[[str, str, str], None] | None = None
+        self.page_size = 1000  # a listing's page holds at most this many keys (S3 may give fewer than asked)
 
-    def put(self, bucket: str, key: str, body: bytes) -> None:
+    def put(self, bucket: str, key: str, body: bytes, modified: float | None = None) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
+        self.modified[bucket, key] = WHEN.timestamp() if modified is None else modified
+
+    def written(self, bucket: str, key: str, body: bytes) -> None:
+        """An object a request wrote: modified now."""
+        self.put(bucket, key, body, time.time())
+
+    def request(self, verb: str, bucket: str, key: str) -> None:
+        self.requests.append((verb, bucket, key))
+        if self.before is not None:
+            self.before(verb, bucket, key)
+
+    def time_of(self, bucket: str, key: str) -> float:
+        return self.modified.get((bucket, key), WHEN.timestamp())
 
     def storage(self) -> Callable[..., MemoryStorage]:
         """What `Stores.make` takes: a storage on these buckets, whatever the settings say."""
@@ -50,9 +72,17 @@ class Maker:
         return MemoryStorage(_LIVE[self.number])
 
 
+class Meter:
+    """What `Storage.meter` counts: requests by kind (the in-memory store's are in `requests`)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, int] = {}
+
+
 class MemoryStorage:
     def __init__(self, s3: MemoryS3) -> None:
         self.s3 = s3
+        self.meter = Meter()
 
     def _bucket(self, bucket: str) -> dict[str, bytes]:
         return self.s3.buckets.setdefault(bucket, {})
@@ -72,55 +102,72 @@ class MemoryStorage:
         delimiter: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        self.s3.requests.append(("LIST", bucket, prefix))
+        self.s3.request("LIST", bucket, prefix)
         after = continuation_token or start_after or ""
         keys = sorted(key for key in self._bucket(bucket) if key.startswith(prefix) and key > after)
+        max_keys = min(max_keys, self.s3.page_size)
         page, more = keys[:max_keys], len(keys) > max_keys
-        objects = [_info(key, self._bucket(bucket)[key]) for key in page]
+        objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for key in page]
         return ListPage(objects, [], more, page[-1] if more else None)
 
     async def head(self, bucket: str, key: str, *_: Any, **__: Any) -> dict[str, str]:
-        self.s3.requests.append(("HEAD", bucket, key))
+        self.s3.request("HEAD", bucket, key)
         body = self._bucket(bucket).get(key)
         if body is None:  # as the signed client reads a HEAD's 404
             raise S3Error(404, "NotFound", "", f"head s3://{bucket}/{key}")
         return {
             "content-length": str(len(body)),
             "etag": _etag(body),
-            "last-modified": "Fri, 27 Nov 2026 10:00:00 GMT",
+            "last-modified": formatdate(int(self.s3.time_of(bucket, key)), usegmt=True),
         }
 
     async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> None:
-        self.s3.requests.append(("COPY", bucket, key))
+        self.s3.request("COPY", bucket, key)
         self._refused(bucket, key)
-        self._bucket(bucket)[key] = self._bucket(source_bucket)[source_key]
+        body = self._bucket(source_bucket).get(source_key)
+        if body is None:
+            raise S3Error(404, "NoSuchKey", "", f"copy s3://{source_bucket}/{source_key}")
+        self.s3.written(bucket, key, body)
 
     async def download(
         self, bucket: str, key: str, target: str, size: int, mtime: float, *_: Any, **__: Any
     ) -> Downloaded:
-        self.s3.requests.append(("GET", bucket, key))
-        body = self._bucket(bucket)[key]
+        self.s3.request("GET", bucket, key)
+        body = self._bucket(bucket).get(key)
+        if body is None:
+            raise S3Error(404, "NoSuchKey", "", f"get s3://{bucket}/{key}")
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         with open(target, "wb") as file:
             file.write(body)
+        if mtime:  # a download gives its file the object's time, as the storage seam does
+            os.utime(target, (mtime, mtime))
         return Downloaded(len(body), True)
 
     async def upload(self, path: str, bucket: str, key: str, *_: Any, **__: Any) -> int:
-        self.s3.requests.append(("PUT", bucket, key))
+        self.s3.request("PUT", bucket, key)
         self._refused(bucket, key)
         with open(path, "rb") as file:
-            self._bucket(bucket)[key] = file.read()
-        return len(self._bucket(bucket)[key])
+            body = file.read()
+        self.s3.written(bucket, key, body)
+        return len(body)
+
+    async def file_matches(
+        self, path: str, etag: str, size: int, part_size: int, *, bucket: str = "", key: str = ""
+    ) -> bool | None:
+        """Whether the file holds the object's bytes: its MD5 against the (single-part) ETag."""
+        with open(path, "rb") as file:
+            return _etag(file.read()) == etag
 
     async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:
         failed = {}
         for key in keys:
-            self.s3.requests.append(("DELETE", bucket, key))
+            self.s3.request("DELETE", bucket, key)
             why = self.s3.refuse.get((bucket, key))
             if why:
                 failed[key] = why
             else:
                 self._bucket(bucket).pop(key, None)
+                self.s3.modified.pop((bucket, key), None)
         return failed
 
     async def close(self) -> None:
@@ -131,5 +178,6 @@ def _etag(body: bytes) -> str:
     return '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
 
 
-def _info(key: str, body: bytes) -> ObjectInfo:
-    return ObjectInfo(key, len(body), WHEN.strftime("%Y-%m-%dT%H:%M:%S.000Z"), _etag(body))
+def _info(key: str, body: bytes, modified: float) -> ObjectInfo:
+    listed = datetime.fromtimestamp(int(modified), UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")  # to the second
+    return ObjectInfo(key, len(body), listed, _etag(body))

@@ -33,7 +33,8 @@ PAIRS: list[tuple[str, type[Any], frozenset[str]]] = [
         "check_async",
         CheckSpec,
         frozenset(field.name for field in dataclasses.fields(CheckSpec))
-        - {"source", "destination", "include", "exclude"},
+        - {"source", "destination", "include", "exclude", "files_from"}
+        - {"min_size", "max_size", "newer_than", "older_than"},
     ),
 ]
 

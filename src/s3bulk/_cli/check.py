@@ -11,17 +11,20 @@ from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
     ExcludeOption,
+    FilesFromOption,
     IncludeOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
     RegionOption,
     RequestPayerOption,
+    manifest_path,
     settings_from,
 )
 from s3bulk._cli.output import guarded, say
 from s3bulk._cli.progress import json_line
 from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
+from s3bulk._cli.window import with_window_options
 from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.loop import run_loop
 from s3bulk._text import printable
@@ -30,11 +33,13 @@ from s3bulk._text import printable
 @guarded
 @with_key_options
 @with_source_options
+@with_window_options
 def check_command(
     source: str = typer.Argument(..., help="s3://bucket/prefix/ or a directory."),
     destination: str = typer.Argument(..., help="s3://bucket/prefix/ or a directory."),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
+    files_from: str | None = FilesFromOption,
     as_json: bool = JsonOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
@@ -44,6 +49,10 @@ def check_command(
     request_payer: str | None = RequestPayerOption,
     source_side: SourceSide = SAME_SIDE,
     keys: CustomerKeys = NO_KEYS,
+    min_size: int | None = None,
+    max_size: int | None = None,
+    newer_than: float | None = None,
+    older_than: float | None = None,
 ) -> int:
     """Compare two trees (sizes, then ETags or the files' MD5, or the checksums the service
     keeps) and list what differs, is missing at DST or is extra there; copies nothing; exit 1
@@ -60,7 +69,20 @@ def check_command(
         source_side=source_side,
         request_payer=request_payer,
     )
-    report = run_loop(check_async(source, destination, include=include, exclude=exclude, settings=settings))
+    report = run_loop(
+        check_async(
+            source,
+            destination,
+            include=include,
+            exclude=exclude,
+            files_from=manifest_path(files_from),
+            min_size=min_size,
+            max_size=max_size,
+            newer_than=newer_than,
+            older_than=older_than,
+            settings=settings,
+        )
+    )
     out = sys.stdout
     counts: dict[str, int] = {}
     for failure in report.failures:

@@ -92,16 +92,12 @@ class CheckJob:
         items: list[Any] = []
         problems: list[Failure] = []
         same = 0
-        unlisted = self.sides.unlisted
-        for source, destination in chunk:
-            if source is None:
+        for source, destination in self.sides.in_scope(chunk):
+            if source is None:  # the source's listing in full has no such name
                 assert destination is not None
-                if unlisted.covers(destination.relative):  # the source's side of it is not known
-                    continue
                 extra = url_of(self.destination, destination.name)
                 items.append(Difference("extra", extra, destination.size, "not at the source"))
                 continue
-            unlisted.saw(source)
             name = url_of(self.source, source.name)
             if source.problem:
                 problems.append(Failure(name, "", source.problem, skipped=not source.refused))
@@ -114,7 +110,10 @@ class CheckJob:
                 same += 1
             elif decision == "check":  # the file's checksum, or both objects' (HEADs), decides
                 etag = source.etag or destination.etag  # the S3 side's, when the other is a file
-                items.append(CheckItem(self.sides.transfer(source.relative, source.size, 0.0), etag))
+                try:
+                    items.append(CheckItem(self.sides.transfer(source.relative, source.size, 0.0), etag))
+                except ValueError as exc:  # a key no file may be named by (sync refuses it too)
+                    problems.append(Failure(name, "", f"refused key: {exc}"))
             else:
                 layouts = "-" in source.etag + destination.etag  # parts of other sizes: other ETags
                 why = "ETags differ" + (" (or only their multipart layouts do)" if layouts else "")

@@ -10,6 +10,7 @@ its destination (refusing keys that would escape a local destination), and move 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -28,12 +29,11 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
-from s3bulk._errors import ItemError
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, ObjectBatch, SingleObject, find_object, iter_range
 from s3bulk._sources.local import LocalBatch, named_files, walk, walked_again
-from s3bulk._sources.manifest import NamedObjects, manifest_chunks
+from s3bulk._sources.manifest import NamedObjects, look_up, manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._text import NOT_UTF8, is_utf8
 from s3bulk._urls import (
@@ -43,7 +43,6 @@ from s3bulk._urls import (
     parse_location,
 )
 
-FIND_IN_FLIGHT = 32  # a manifest's objects looked up at once, per descriptor
 LOCAL_BATCH = 256
 
 
@@ -158,8 +157,11 @@ class CopyJob:
         """A manifest's chunk as work: keys under the source prefix, or the directory's files."""
         if isinstance(self.source, S3Location):
             return NamedObjects(tuple(self.source.key + name for name in names))
-        follow = self.options.spec.follow_symlinks
-        return LocalBatch(self._local_root, tuple(named_files(self._local_root, names, follow)))
+        root, window = self._local_root, self.options.filters
+        files = named_files(root, names, self.options.spec.follow_symlinks)
+        if window.windowed:  # the window selects among the names as it does in a walk
+            files = (each for each in files if each[2] or window.in_window(each[1], _mtime(root, each[0])))
+        return LocalBatch(root, tuple(files))
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:
@@ -237,27 +239,20 @@ class CopyJob:
                 yield self._map_objects(objects, ctx)
 
     async def _found(self, keys: tuple[str, ...], ctx: WorkerContext) -> list[ObjectInfo]:
-        """The objects a manifest names, looked up FIND_IN_FLIGHT at a time (a missing one is
-        its item's failure, not the job's)."""
+        """The objects a manifest names (`look_up`): a missing one is its item's failure, not
+        the job's."""
         assert isinstance(self.source, S3Location)
-        bucket, gate = self.source.bucket, asyncio.Semaphore(FIND_IN_FLIGHT)
-
-        async def find(key: str) -> ObjectInfo | None:
-            async with gate:
-                try:
-                    return await find_object(self.mover.source_storage, bucket, key)
-                except ItemError as error:
-                    url = f"s3://{bucket}/{key}"
-                    reason = (
-                        f"no such object: {url} (named by --files-from)"
-                        if not error.retryable
-                        else str(error)
-                    )
-                    ctx.stats.objects_failed += 1
-                    ctx.stats.failures.append(Failure(url, "", reason, item_id=key))
-                    return None
-
-        return [info for info in await asyncio.gather(*(find(key) for key in keys)) if info is not None]
+        bucket = self.source.bucket
+        found = []
+        for key, info in zip(keys, await look_up(self.mover.source_storage, bucket, keys), strict=True):
+            if isinstance(info, ObjectInfo):
+                found.append(info)
+                continue
+            url = f"s3://{bucket}/{key}"
+            reason = f"no such object: {url} (named by --files-from)" if not info.retryable else str(info)
+            ctx.stats.objects_failed += 1
+            ctx.stats.failures.append(Failure(url, "", reason, item_id=key))
+        return found
 
     def _source_is_many(self) -> bool:
         if self.options.spec.files_from is not None:
@@ -298,6 +293,14 @@ class CopyJob:
         stats.objects_listed += len(items)
         stats.bytes_listed += sum(item.size for item in items)
         return items
+
+
+def _mtime(root: str, name: str) -> float | None:
+    """A named file's modification time (None: it went since it was found; its upload says so)."""
+    try:
+        return os.stat(os.path.join(root, name)).st_mtime
+    except OSError:
+        return None
 
 
 COMMANDS = (CopyCommand(), MoveCommand())  # found by the registry (s3bulk._commands)

@@ -15,11 +15,11 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
-from s3bulk._errors import UsageError
+from s3bulk._errors import ItemError, UsageError
 from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Failure, Report, WorkerStats
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
-from s3bulk._sources.manifest import check_manifest, manifest_chunks
+from s3bulk._sources.manifest import NamedObjects, check_manifest, look_up, manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
 from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
 from s3bulk._urls import S3Location, parse_s3, relative_key
@@ -170,15 +170,28 @@ class RemoveJob:
 
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         if self.options.files_from is not None:  # named keys: no listing, sizes unknown
+            filters = self.options.filters
             for names in manifest_chunks(self.options.files_from, MAX_KEYS_PER_DELETE):
-                yield DeleteBatch(self.target.bucket, tuple((self.prefix + name, 0) for name in names))
+                keys = tuple(self.prefix + name for name in names if filters.takes_name(name))
+                if keys:
+                    yield self._named(keys)
                 await asyncio.sleep(0)
             return
         yield SingleObject(self.target.key) if self.single else KeyRange()
 
+    def _named(self, keys: tuple[str, ...]) -> DeleteBatch | NamedObjects:
+        """Named keys go straight to DeleteObjects, unless a window selects among them: then each
+        is looked up first, for its size and time."""
+        if self.options.filters.windowed:
+            return NamedObjects(keys)
+        return DeleteBatch(self.target.bucket, tuple((key, 0) for key in keys))
+
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
         for batch in rows:
-            yield DeleteBatch(self.target.bucket, tuple(batch))
+            if self.options.filters.windowed:  # looked up again: deleted only if still in the window
+                yield NamedObjects(tuple(key for key, _ in batch))
+            else:
+                yield DeleteBatch(self.target.bucket, tuple(batch))
 
     async def open(self, ctx: WorkerContext) -> None:
         self._storage = Storage(self.settings, connections=self.options.concurrency * 2, retry=ctx.retrier)
@@ -196,6 +209,12 @@ class RemoveJob:
                 yield [replace(descriptor, keys=tuple(keys))]
             return
         bucket = self.target.bucket
+        if isinstance(descriptor, NamedObjects):
+            named = self._listed(descriptor.keys, await look_up(self._storage, bucket, descriptor.keys), ctx)
+            batch = self._batch([info for info in named if self._wanted(info)], ctx)
+            if batch:
+                yield batch
+            return
         if isinstance(descriptor, SingleObject):
             found = await find_object(self._storage, bucket, descriptor.key)
             yield self._batch([found], ctx)
@@ -212,6 +231,21 @@ class RemoveJob:
             batch = self._batch([info for info in objects if self._wanted(info)], ctx)
             if batch:
                 yield batch
+
+    def _listed(
+        self, keys: tuple[str, ...], found: list[ObjectInfo | ItemError], ctx: WorkerContext
+    ) -> list[ObjectInfo]:
+        """The named objects found; one not there is nothing to delete, one that could not be
+        looked up is its item's failure (and not deleted)."""
+        listed = []
+        for key, info in zip(keys, found, strict=True):
+            if isinstance(info, ObjectInfo):
+                listed.append(info)
+            elif info.retryable:
+                ctx.stats.objects_failed += 1
+                url = f"s3://{self.target.bucket}/{key}"
+                ctx.stats.failures.append(Failure(url, "", str(info), item_id=key))
+        return listed
 
     def _batch(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[DeleteBatch]:
         """One DeleteBatch of the keys an earlier run did not delete yet (empty: none left)."""

@@ -138,6 +138,27 @@ class Sides:
             if reader is not client:
                 await reader.close()
 
+    def in_scope(
+        self, chunk: list[tuple[Entry | None, Entry | None]]
+    ) -> Iterator[tuple[Entry | None, Entry | None]]:
+        """The merge's pairs the job acts on, in order. Both sides were listed whole, less the
+        names the globs or a manifest leave out; the window says only what is done to an entry.
+        A source entry outside it is passed over, and its name keeps what the destination holds
+        there: filtered out or not, a name the source holds is never extra. A destination entry
+        alone (its source None) is extra, and comes, only inside the window and where the source
+        could be listed (`Unlisted`): nothing outside the source's listing in full is a reason
+        to delete."""
+        unlisted = self.unlisted
+        for source, destination in chunk:
+            if source is None:
+                assert destination is not None
+                if not destination.outside and not unlisted.covers(destination.relative):
+                    yield None, destination
+                continue
+            unlisted.saw(source)
+            if not source.outside:
+                yield source, destination
+
     async def batches(
         self, stats: WorkerStats, plan: Callable[[list[tuple[Entry | None, Entry | None]]], DiffBatch]
     ) -> AsyncIterator[DiffBatch]:
@@ -183,14 +204,19 @@ class Sides:
                     if is_source:
                         entries.append(Entry(relative, 0, 0.0, "", info.key, problem, True, unlisted=True))
                     continue
-                if filters and not filters.accepts(relative, info.size, epoch_seconds(info.modified)):
+                if filters and not filters.takes_name(relative):
                     continue
+                modified = epoch_seconds(info.modified)
+                outside = not filters.in_window(info.size, modified)
                 if self.local_side and info.key.endswith("/"):  # a directory locally, never a file
                     if is_source and info.size:  # holding data that cannot land: named, skipped
-                        entries.append(Entry(relative, 0, 0.0, "", info.key, MARKER_DATA % info.size))
+                        why = MARKER_DATA % info.size
+                        entries.append(Entry(relative, 0, 0.0, "", info.key, why, outside=outside))
                     continue
-                modified, checksum = epoch_seconds(info.modified), info.checksum_algorithm
-                entries.append(Entry(relative, info.size, modified, info.etag, info.key, checksum=checksum))
+                size, etag, checksum = info.size, info.etag, info.checksum_algorithm
+                entries.append(
+                    Entry(relative, size, modified, etag, info.key, checksum=checksum, outside=outside)
+                )
             yield entries
 
     async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
@@ -204,19 +230,17 @@ class Sides:
         for entry in walk(root, self.options.spec.follow_symlinks and is_source, sweep=not is_source):
             unknown = bool(entry.problem) and entry.problem != NOT_UTF8  # what it holds, or is
             unreadable = unknown and entry.refused  # no filter can say it holds nothing wanted
-            if filters and not unreadable and not filters.accepts(entry.relative, entry.size, entry.mtime):
+            if filters and not unreadable and not filters.takes_name(entry.relative):
                 continue
+            outside = not unreadable and not filters.in_window(entry.size, entry.mtime)
+            path = os.path.join(root, entry.relative)
             if entry.problem:
                 if is_source:  # reported; what the destination holds under it is kept (Unlisted)
                     relative = entry.relative + "/" if entry.directory else entry.relative
-                    path = os.path.join(root, entry.relative)
-                    page.append(
-                        Entry(relative, 0, 0.0, "", path, entry.problem, entry.refused, unlisted=unknown)
-                    )
+                    problem, refused = entry.problem, entry.refused
+                    page.append(Entry(relative, 0, 0.0, "", path, problem, refused, unknown, outside=outside))
                 continue
-            page.append(
-                Entry(entry.relative, entry.size, entry.mtime, "", os.path.join(root, entry.relative))
-            )
+            page.append(Entry(entry.relative, entry.size, entry.mtime, "", path, outside=outside))
             if len(page) >= 1000:
                 yield page
                 page = []
@@ -302,14 +326,21 @@ async def _objects_match(transfer: TransferItem, sides: Sides, stores: Stores) -
 
 async def _only_named(pages: AsyncIterator[list[Entry]], names: Iterator[str]) -> AsyncIterator[list[Entry]]:
     """The entries whose names a sorted manifest holds: both are in the same order, so one walk
-    down each finds them, whatever the size of either."""
+    down each finds them, whatever the size of either. An entry that could not be listed (a
+    directory that could not be read: `Unlisted`) is kept where the manifest names it or
+    anything under it: else what the manifest names there would look extra at the destination."""
     wanted = next(names, None)
     async for page in pages:
         kept = []
         for entry in page:
+            base = entry.relative.rstrip("/")
+            covered = False  # a name the manifest holds lies at or under this unlisted entry
             while wanted is not None and wanted < entry.relative:
+                covered = covered or (entry.unlisted and wanted == base)
                 wanted = next(names, None)
-            if wanted == entry.relative:
+            if wanted is not None and entry.unlisted:
+                covered = covered or wanted == base or wanted.startswith(base + "/")
+            if covered or wanted == entry.relative:
                 kept.append(entry)
         if kept:
             yield kept

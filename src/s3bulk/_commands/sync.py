@@ -215,15 +215,13 @@ class SyncJob:
         deletes: list[tuple[str, int]] = []
         problems: list[Failure] = []
         unchanged = 0
-        unlisted = self.sides.unlisted
         exact = self.exact_timestamps
-        for source, destination in chunk:
-            if source is None:
+        for source, destination in self.sides.in_scope(chunk):
+            if source is None:  # extra: the source's listing in full has no such name
                 assert destination is not None
-                if self.delete and not unlisted.covers(destination.relative):
+                if self.delete:
                     deletes.append((destination.name, destination.size))
                 continue
-            unlisted.saw(source)
             if source.problem:
                 path = self._shown_as(source)
                 why = source.problem + (

@@ -40,6 +40,7 @@ class Entry(NamedTuple):
     refused: bool = False  # the problem fails the item (a name that is not UTF-8), not just skips it
     unlisted: bool = False  # what the source holds at this name and under it is not known (Unlisted)
     checksum: str = ""  # the full-object checksum's algorithm, when the listing names it
+    outside: bool = False  # outside the size/time window: nothing is done to it, yet its name is held
 
 
 class Unlisted:

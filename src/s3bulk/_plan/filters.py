@@ -4,6 +4,12 @@ the size and time window (--min-size, --max-size, --newer-than, --older-than; --
 
 Like s5cmd: with any --include, a key must match one of them; a key matching any --exclude is
 left out (exclude wins). `*` matches across `/`, so `*.txt` selects text files at any depth.
+
+The globs decide which names are in the job (`takes_name`): on both sides of a sync alike, since
+a name is the same on both. The window is about one entry's size and time (`in_window`), which
+differ between a file and its object (an object's LastModified is when it was written; a file
+grows): it selects what is done to that entry, never whether its name exists. sync and check ask
+each separately (`_commands/sides.py`); cp, mv and rm act on one side only and ask `accepts`.
 """
 
 from __future__ import annotations
@@ -46,11 +52,14 @@ class Filters:
         )
 
     def accepts(self, relative: str, size: int | None = None, mtime: float | None = None) -> bool:
+        """Whether the globs take the name and the window the entry's size and time."""
+        return self.takes_name(relative) and self.in_window(size, mtime)
+
+    def takes_name(self, relative: str) -> bool:
+        """Whether --include/--exclude take the name into the job at all."""
         if self._include_re is not None and not self._include_re.match(relative):
             return False
-        if self._exclude_re is not None and self._exclude_re.match(relative):
-            return False
-        return self.in_window(size, mtime)
+        return self._exclude_re is None or not self._exclude_re.match(relative)
 
     def in_window(self, size: int | None, mtime: float | None) -> bool:
         if size is not None:

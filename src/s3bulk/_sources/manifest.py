@@ -5,6 +5,7 @@ first copied into the state directory, so that a resume can read it again."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import os
 import shutil
@@ -15,7 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from s3bulk._errors import UsageError
+from s3bulk._errors import ItemError, UsageError
+from s3bulk._sources.listing import Lister, find_object
+from s3bulk._stores.s3xml import ObjectInfo
 
 MANIFEST_CHUNK = 1000  # names per work descriptor
 
@@ -102,3 +105,22 @@ class NamedObjects:
 
     def __str__(self) -> str:
         return f"{len(self.keys)} named objects from {self.keys[0]}" if self.keys else "no objects"
+
+
+FIND_IN_FLIGHT = 32  # a manifest's objects looked up at once, per descriptor
+
+
+async def look_up(client: Lister, bucket: str, keys: tuple[str, ...]) -> list[ObjectInfo | ItemError]:
+    """The objects a manifest names, each found by `find_object` (what a window selects by, and
+    what a copy needs), FIND_IN_FLIGHT at a time, in the manifest's order: an ItemError where
+    one is not there (not retryable) or could not be looked up."""
+    gate = asyncio.Semaphore(FIND_IN_FLIGHT)
+
+    async def find(key: str) -> ObjectInfo | ItemError:
+        async with gate:
+            try:
+                return await find_object(client, bucket, key)
+            except ItemError as error:
+                return error
+
+    return list(await asyncio.gather(*(find(key) for key in keys)))

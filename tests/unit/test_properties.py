@@ -1,0 +1,60 @@
+"""The rule every delete rests on, over every option (issue 62; `properties.py`): sync, mv, cp,
+check and rm, in each direction, under every filter, window, manifest, guard and comparison
+mode, with sides whose names, bytes, sizes and times differ, run as real jobs by the engine on
+the in-memory store. `make test` tries S3BULK_MEMORY_EXAMPLES cases (200 by default), `make
+reliability` thousands, and records them in RELIABILITY.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from properties import Case, MemoryBackend, cases, check_case
+
+EXAMPLES = int(os.environ.get("S3BULK_MEMORY_EXAMPLES", "200"))
+
+
+@pytest.mark.timeout(max(300, EXAMPLES))  # a second a case at most, on a loaded machine
+def test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope(tmp_path: Path) -> None:
+    backend = MemoryBackend(tmp_path / "cases")
+    tally: Counter[str] = Counter()
+
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(case=cases())
+    def one(case: Case) -> None:
+        outcome = check_case(case, backend)
+        tally[f"{case.command} {case.direction}"] += 1
+        tally["exit 0" if outcome.exit_code == 0 else f"exit {outcome.exit_code}"] += 1
+
+    started = time.perf_counter()
+    one()
+    seconds = time.perf_counter() - started
+    examples = sum(count for kind, count in tally.items() if not kind.startswith("exit"))
+    _record(examples, seconds, tally)
+
+
+def _record(examples: int, seconds: float, tally: Counter[str]) -> None:
+    """Its row of RELIABILITY.md, when scripts/reliability.py asks for figures (as the integration
+    tests' `reliability` fixture writes them)."""
+    out = os.environ.get("S3BULK_RELIABILITY_OUT")
+    if not out:
+        return
+    row = {
+        "scenario": "never delete: every option (in memory)",
+        "how": "hypothesis over sync (--delete, modes, --exact-timestamps, --max-delete), mv, cp "
+        "(-n/-s/-u), check and rm, uploads, downloads and S3 to S3, every filter, window and "
+        "--files-from, odd names, sides of other bytes, sizes and times; the engine running each "
+        "real job on the in-memory store",
+        "examples": examples,
+        "exit_0": tally["exit 0"],
+        "violations": 0,
+        "seconds": round(seconds, 1),
+        "examples_per_second": round(examples / seconds, 1),
+    }
+    with open(out, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
