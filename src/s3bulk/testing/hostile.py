@@ -244,6 +244,24 @@ class CutBody(Fault):
         return response
 
 
+@dataclass
+class Meanwhile(Fault):
+    """Another writer: `change()` (a PUT or DELETE of the same object, sent straight to the
+    server) runs just before the request goes on, or with `after`, once the server has done it
+    and before its answer goes back: the object changes between two requests of a job."""
+
+    change: Callable[[], object]
+    after: bool = False
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        if not self.after:
+            await asyncio.to_thread(self.change)
+        status, headers, body = await exchange.forward()
+        if self.after:
+            await asyncio.to_thread(self.change)
+        return self.reply(exchange, status, headers, body)
+
+
 class LostAnswer(Fault):
     """The request is done by the server, but the connection is reset before its answer."""
 
