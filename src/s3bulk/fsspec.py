@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import functools
 import os
 import tempfile
@@ -24,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error, UsageError, require_extra
+from s3bulk._errors import ItemError, S3Error, UsageError, changed_meanwhile, require_extra
 
 try:
     from fsspec.asyn import AsyncFileSystem, _run_coros_in_chunks, sync
@@ -107,6 +108,10 @@ def _split(path: str) -> tuple[str, str]:
 def _os_error(exc: Exception, path: str) -> Exception:
     """An s3bulk error as fsspec's callers catch them: FileNotFoundError, PermissionError, or an
     OSError naming the S3 code."""
+    if changed_meanwhile(exc):
+        return OSError(
+            errno.ESTALE, "changed since it was listed: invalidate_cache(), then read it again", path
+        )
     if isinstance(exc, S3Error):
         if exc.status == 404 or exc.code in ("NoSuchKey", "NoSuchBucket", "NotFound"):
             return FileNotFoundError(2, f"no such object or bucket ({exc.code or exc.status})", path)
@@ -374,22 +379,34 @@ class S3BulkFileSystem(AsyncFileSystem):
     async def _cat_file(
         self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
     ) -> bytes:
+        """The object's bytes (checked as `cp` checks a download: `Storage.get_object`), or bytes
+        [start, end) of it, of the version a listing or an `info` of it saw when there was one
+        (If-Match): the ranges of one file that `cat_ranges` reads are then of one version."""
         path = self._strip_protocol(path)
         bucket, key = _split(path)
         storage = self._storage()
         try:
             if start is None and end is None:
                 return await storage.get_object(bucket, key)
+            etag = self._known_etag(path)
             if (start is not None and start < 0) or (end is not None and end < 0) or end is None:
-                size = (await self._info(path))["size"]
+                info = await self._info(path)
+                size, etag = info["size"], str(info.get("ETag", ""))
                 start = 0 if start is None else (start if start >= 0 else max(0, size + start))
                 end = size if end is None else (end if end >= 0 else max(0, size + end))
             start = start or 0
             if end <= start:
                 return b""
-            return await storage.get_range(bucket, key, start, end)
+            return await storage.get_range(bucket, key, start, end, if_match=etag)
         except Exception as exc:
             raise _os_error(exc, path) from None
+
+    def _known_etag(self, path: str) -> str:
+        """The ETag a kept listing says `path` has ("" when none says)."""
+        try:
+            return str((self._known(path) or {}).get("ETag", ""))
+        except FileNotFoundError:
+            return ""
 
     async def _cat_ranges(
         self,

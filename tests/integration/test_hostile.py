@@ -347,10 +347,10 @@ def test_cat_and_get_fail_a_body_of_the_right_size_and_wrong_bytes(
     hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, times=1)
     flipped = subprocess.run([*S3BULK, "cat", f"s3://{bucket}/obj"], env=hostile.env, capture_output=True)
     assert flipped.returncode == 1, flipped.stderr
-    assert b"the bytes received do not match its ETag" in flipped.stderr
+    assert b"the bytes received do not match its CRC64NVME" in flipped.stderr  # what s3bulk sent
     hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, times=1)
     os.environ["AWS_ENDPOINT_URL"] = hostile.server.endpoint  # aws_env restores it
-    with pytest.raises(s3bulk.S3BulkError, match="do not match its ETag"):
+    with pytest.raises(s3bulk.S3BulkError, match="do not match its CRC64NVME"):
         s3bulk.get(f"s3://{bucket}/obj")
 
 

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.conditional import Version
 from s3bulk._stores.downloads import Downloaded
+from s3bulk._stores.s3 import quoted
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
 
 WHEN = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
@@ -90,10 +92,11 @@ class MemoryStorage:
             "last-modified": "Fri, 27 Nov 2026 10:00:00 GMT",
         }
 
-    async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> None:
+    async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> Version:
         self.s3.requests.append(("COPY", bucket, key))
         self._refused(bucket, key)
-        self._bucket(bucket)[key] = self._bucket(source_bucket)[source_key]
+        body = self._bucket(bucket)[key] = self._bucket(source_bucket)[source_key]
+        return Version(_etag(body), len(body))
 
     async def download(
         self, bucket: str, key: str, target: str, size: int, mtime: float, *_: Any, **__: Any
@@ -103,7 +106,7 @@ class MemoryStorage:
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         with open(target, "wb") as file:
             file.write(body)
-        return Downloaded(len(body), True)
+        return Downloaded(len(body), True, _etag(body))
 
     async def upload(self, path: str, bucket: str, key: str, *_: Any, **__: Any) -> int:
         self.s3.requests.append(("PUT", bucket, key))
@@ -112,13 +115,19 @@ class MemoryStorage:
             self._bucket(bucket)[key] = file.read()
         return len(self._bucket(bucket)[key])
 
-    async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:
+    async def delete_many(
+        self, bucket: str, keys: list[str], etags: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """A key in `etags` only while it has that ETag, as S3 takes the condition."""
         failed = {}
         for key in keys:
             self.s3.requests.append(("DELETE", bucket, key))
             why = self.s3.refuse.get((bucket, key))
+            body = self._bucket(bucket).get(key)
             if why:
                 failed[key] = why
+            elif etags and key in etags and (body is None or _etag(body) != quoted(etags[key])):
+                failed[key] = "PreconditionFailed (412)" if body is not None else "NoSuchKey (404)"
             else:
                 self._bucket(bucket).pop(key, None)
         return failed

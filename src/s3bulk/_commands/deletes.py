@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, WorkerContext
-from s3bulk._errors import ItemError, UsageError
+from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._report import Failure
 from s3bulk._stores.storage import MAX_KEYS_PER_DELETE, Storage
 
@@ -24,29 +24,97 @@ def check_max_delete(limit: int | None) -> None:
         raise UsageError(f"--max-delete {limit}: give a count of objects, 0 or more")
 
 
+# An ETag no version of any object has: a delete on this condition is refused by a service that
+# takes conditions on deletes, and done by one that ignores them (`BatchDeleter._learn`).
+NO_VERSION_HAS = "s3bulk-no-version-has-this-etag"
+CHANGED_AFTER_COPY = (
+    "it changed after it was copied: kept, with what was written meanwhile (the copy holds the "
+    "version before; run the mv again to move it)"
+)
+
+
 class BatchDeleter:
     """Each caller awaits the deletion of its own key; keys that arrive within `linger` seconds
-    of each other (or 1,000 of them) share one DeleteObjects request."""
+    of each other (or 1,000 of them) share one DeleteObjects request.
+
+    mv names the version it copied (its ETag), and a source is deleted only while it is still
+    that version: another writer's newer one is kept. S3 takes the condition in DeleteObjects
+    (an <ETag> per key) and refuses the key that changed; some servers ignore it and delete
+    (MinIO, versitygw's DeleteObjects: docs/compatibility.md). So until the service has shown
+    that it takes it, each key is looked at by a HEAD just before its delete, and the first one
+    asks the service (`_learn`). Where it ignores conditions, a write between that HEAD and the
+    delete is lost: the window docs/compatibility.md names."""
 
     def __init__(self, storage: Storage, bucket: str, linger: float = 0.02) -> None:
         self.storage = storage
         self.bucket = bucket
         self.linger = linger
-        self._pending: dict[str, asyncio.Future[None]] = {}
+        self._pending: dict[str, tuple[str, asyncio.Future[bool]]] = {}  # key -> (ETag, its delete)
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
+        self.conditions: bool | None = None  # whether the service takes conditions on deletes
+        self._learning: asyncio.Future[None] | None = None
 
-    async def delete(self, key: str) -> None:
-        """Returns once `key` is deleted; raises ItemError (not retryable) if it could not be."""
+    async def delete(self, key: str, etag: str = "") -> bool:
+        """Returns once `key` is deleted (True), or found gone already (False); raises ItemError
+        (not retryable) if it could not be, or, with `etag`, if it no longer has that ETag."""
+        if etag and self.conditions is None:
+            if self._learning is None:
+                deleted = await self._learn(key, etag)
+                if deleted is not None:
+                    return deleted
+            else:
+                await asyncio.shield(self._learning)
+                if self.conditions is None:  # the key that asked could not: this one asks
+                    return await self.delete(key, etag)
+                if not self.conditions and not await self._unchanged(key, etag):
+                    return False
+        elif etag and not self.conditions and not await self._unchanged(key, etag):
+            return False
+        return await self._batched(key, etag if self.conditions else "")
+
+    async def _unchanged(self, key: str, etag: str) -> bool:
+        """Whether the key still has `etag` (False: it is gone already), as a HEAD says now;
+        ItemError if it has another."""
+        try:
+            head = await self.storage.head(self.bucket, key)
+        except S3Error as error:
+            if error.status == 404:
+                return False
+            raise ItemError(str(error), retryable=False) from None
+        if head.get("etag", "").strip('"') != etag.strip('"'):
+            raise ItemError(CHANGED_AFTER_COPY, retryable=False)
+        return True
+
+    async def _learn(self, key: str, etag: str) -> bool | None:
+        """Whether the service takes conditions on deletes, asked with this key once a HEAD said
+        it is unchanged: its delete on an ETag no version has is refused by a service that takes
+        them, and done by one that does not (which is then the delete asked for). Returns
+        whether the key was deleted (None: not yet, a conditional delete is to follow)."""
+        self._learning = asyncio.get_running_loop().create_future()
+        try:
+            if not await self._unchanged(key, etag):
+                return False
+            failed = await self.storage.delete_many(self.bucket, [key], {key: NO_VERSION_HAS})
+            refused = failed.get(key)
+            self.conditions = refused is not None and "PreconditionFailed" in refused
+            if refused is None:
+                return True
+            return None if self.conditions else await self._batched(key, "")
+        finally:
+            self._learning.set_result(None)
+            self._learning = None
+
+    async def _batched(self, key: str, etag: str) -> bool:
         loop = asyncio.get_running_loop()
-        future = self._pending.get(key)
-        if future is None:
-            future = self._pending[key] = loop.create_future()
+        held = self._pending.get(key)
+        if held is None:
+            held = self._pending[key] = (etag, loop.create_future())
         if len(self._pending) >= MAX_KEYS_PER_DELETE:
             self._flush()
         elif self._timer is None:
             self._timer = loop.call_later(self.linger, self._flush)
-        await asyncio.shield(future)
+        return await asyncio.shield(held[1])
 
     def _flush(self) -> None:
         if self._timer is not None:
@@ -59,18 +127,24 @@ class BatchDeleter:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, batch: dict[str, asyncio.Future[None]]) -> None:
+    async def _send(self, batch: dict[str, tuple[str, asyncio.Future[bool]]]) -> None:
+        etags = {key: etag for key, (etag, _) in batch.items() if etag}
         try:
-            failed = await self.storage.delete_many(self.bucket, list(batch))
+            failed = await self.storage.delete_many(self.bucket, list(batch), etags)
         except Exception as exc:  # a bug must still fail every waiting caller, not hang them
             failed = dict.fromkeys(batch, f"internal error: {exc!r}")
-        for key, future in batch.items():
+        for key, (etag, future) in batch.items():
+            reason = failed.get(key)
             if future.done():
                 continue
-            if key in failed:
-                future.set_exception(ItemError(failed[key], retryable=False))
+            if reason is None:
+                future.set_result(True)
+            elif etag and "PreconditionFailed" in reason:
+                future.set_exception(ItemError(CHANGED_AFTER_COPY, retryable=False))
+            elif etag and "NoSuchKey" in reason:  # a condition on a key that is gone
+                future.set_result(False)
             else:
-                future.set_result(None)
+                future.set_exception(ItemError(reason, retryable=False))
 
 
 class LocalDelete(NamedTuple):
