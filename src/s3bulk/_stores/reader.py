@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from s3bulk._stores.storage import Storage
 
 T = TypeVar("T")
-AHEAD = 4  # blocks fetched ahead of a read in order: memory is (1 + AHEAD) blocks
+AHEAD = 2  # blocks fetched ahead of a read in order: memory is (1 + AHEAD) blocks
 
 
 class Background:
