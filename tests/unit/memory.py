@@ -27,6 +27,9 @@ class MemoryS3:
         self.buckets: dict[str, dict[str, bytes]] = {}
         self.refuse: dict[tuple[str, str], str] = {}  # (bucket, key) -> why a write or delete of it fails
         self.requests: list[tuple[str, str, str]] = []  # (verb, bucket, key), in order
+        # whether a delete's condition (its ETag) is looked at, in DeleteObjects and in a
+        # DeleteObject: S3 does; MinIO and Garage do in neither (they delete), versitygw in the second
+        self.conditional_deletes = (True, True)
 
     def put(self, bucket: str, key: str, body: bytes) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
@@ -118,19 +121,31 @@ class MemoryStorage:
     async def delete_many(
         self, bucket: str, keys: list[str], etags: dict[str, str] | None = None
     ) -> dict[str, str]:
-        """A key in `etags` only while it has that ETag, as S3 takes the condition."""
+        """A key in `etags` only while it has that ETag, where the condition is looked at."""
         failed = {}
         for key in keys:
             self.s3.requests.append(("DELETE", bucket, key))
-            why = self.s3.refuse.get((bucket, key))
-            body = self._bucket(bucket).get(key)
+            why = self._delete(bucket, key, (etags or {}).get(key, ""), self.s3.conditional_deletes[0])
             if why:
                 failed[key] = why
-            elif etags and key in etags and (body is None or _etag(body) != quoted(etags[key])):
-                failed[key] = "PreconditionFailed (412)" if body is not None else "NoSuchKey (404)"
-            else:
-                self._bucket(bucket).pop(key, None)
         return failed
+
+    async def delete_object(self, bucket: str, key: str, etag: str = "") -> None:
+        self.s3.requests.append(("DELETE", bucket, key))
+        why = self._delete(bucket, key, etag, self.s3.conditional_deletes[1])
+        if why:
+            raise S3Error(412 if why.startswith("Precondition") else 403, why.split()[0], "", f"delete {key}")
+
+    def _delete(self, bucket: str, key: str, etag: str, conditional: bool) -> str:
+        """Why the key was not deleted ("" when it was)."""
+        why = self.s3.refuse.get((bucket, key))
+        body = self._bucket(bucket).get(key)
+        if why:
+            return why
+        if conditional and etag and (body is None or _etag(body) != quoted(etag)):
+            return "PreconditionFailed (412)" if body is not None else "NoSuchKey (404)"
+        self._bucket(bucket).pop(key, None)
+        return ""
 
     async def close(self) -> None:
         pass

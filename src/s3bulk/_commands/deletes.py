@@ -39,11 +39,11 @@ class BatchDeleter:
 
     mv names the version it copied (its ETag), and a source is deleted only while it is still
     that version: another writer's newer one is kept. S3 takes the condition in DeleteObjects
-    (an <ETag> per key) and refuses the key that changed; some servers ignore it and delete
-    (MinIO, versitygw's DeleteObjects: docs/compatibility.md). So until the service has shown
-    that it takes it, each key is looked at by a HEAD just before its delete, and the first one
-    asks the service (`_learn`). Where it ignores conditions, a write between that HEAD and the
-    delete is lost: the window docs/compatibility.md names."""
+    (an <ETag> per key) and refuses a key that changed; of the servers tested, versitygw takes
+    it in a DeleteObject only (If-Match), MinIO and Garage in neither (docs/compatibility.md).
+    Which form a service takes is learnt from the first keys deleted (`_learn`); until then, and
+    where it takes none, each key is looked at by a HEAD just before its delete: a write between
+    that HEAD and the delete is then lost, the window docs/compatibility.md names."""
 
     def __init__(self, storage: Storage, bucket: str, linger: float = 0.02) -> None:
         self.storage = storage
@@ -52,26 +52,25 @@ class BatchDeleter:
         self._pending: dict[str, tuple[str, asyncio.Future[bool]]] = {}  # key -> (ETag, its delete)
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
-        self.conditions: bool | None = None  # whether the service takes conditions on deletes
+        # whether the service takes a condition on DeleteObjects' keys, and on a DeleteObject
+        self.in_batches: bool | None = None
+        self.one_by_one: bool | None = None
         self._learning: asyncio.Future[None] | None = None
 
     async def delete(self, key: str, etag: str = "") -> bool:
         """Returns once `key` is deleted (True), or found gone already (False); raises ItemError
         (not retryable) if it could not be, or, with `etag`, if it no longer has that ETag."""
-        if etag and self.conditions is None:
+        if not etag:
+            return await self._batched(key, "")
+        while self.in_batches is None or (self.in_batches is False and self.one_by_one is None):
             if self._learning is None:
-                deleted = await self._learn(key, etag)
-                if deleted is not None:
-                    return deleted
-            else:
-                await asyncio.shield(self._learning)
-                if self.conditions is None:  # the key that asked could not: this one asks
-                    return await self.delete(key, etag)
-                if not self.conditions and not await self._unchanged(key, etag):
-                    return False
-        elif etag and not self.conditions and not await self._unchanged(key, etag):
-            return False
-        return await self._batched(key, etag if self.conditions else "")
+                return await self._learn(key, etag)
+            await asyncio.shield(self._learning)
+        if self.in_batches:
+            return await self._batched(key, etag)
+        if self.one_by_one:
+            return await self._delete_one(key, etag)
+        return await self._unchanged(key, etag) and await self._batched(key, "")
 
     async def _unchanged(self, key: str, etag: str) -> bool:
         """Whether the key still has `etag` (False: it is gone already), as a HEAD says now;
@@ -86,24 +85,53 @@ class BatchDeleter:
             raise ItemError(CHANGED_AFTER_COPY, retryable=False)
         return True
 
-    async def _learn(self, key: str, etag: str) -> bool | None:
-        """Whether the service takes conditions on deletes, asked with this key once a HEAD said
-        it is unchanged: its delete on an ETag no version has is refused by a service that takes
-        them, and done by one that does not (which is then the delete asked for). Returns
-        whether the key was deleted (None: not yet, a conditional delete is to follow)."""
+    async def _learn(self, key: str, etag: str) -> bool:
+        """Whether the service takes a condition on a delete, in DeleteObjects first, then in a
+        DeleteObject, asked with this key once a HEAD said it is unchanged: its delete on an ETag
+        no version has is refused (412) by a service that takes it, and done by one that does
+        not, which is then the delete asked for. Returns whether the key was deleted."""
         self._learning = asyncio.get_running_loop().create_future()
+        in_batches = self.in_batches is None
         try:
             if not await self._unchanged(key, etag):
                 return False
-            failed = await self.storage.delete_many(self.bucket, [key], {key: NO_VERSION_HAS})
-            refused = failed.get(key)
-            self.conditions = refused is not None and "PreconditionFailed" in refused
-            if refused is None:
+            if in_batches:
+                failed = await self.storage.delete_many(self.bucket, [key], {key: NO_VERSION_HAS})
+                refused = failed.get(key)
+            else:
+                refused = await self._refusal(key, NO_VERSION_HAS)
+            takes = refused is not None and "PreconditionFailed" in refused
+            if in_batches:
+                self.in_batches = takes
+            else:
+                self.one_by_one = takes
+            if refused is None:  # the condition was not looked at: deleted
                 return True
-            return None if self.conditions else await self._batched(key, "")
+            if not takes:  # refused for another reason; the HEAD said it is the version copied
+                return await self._batched(key, "")
+            return await (self._batched(key, etag) if in_batches else self._delete_one(key, etag))
         finally:
             self._learning.set_result(None)
             self._learning = None
+
+    async def _refusal(self, key: str, etag: str) -> str | None:
+        """Why a DeleteObject of the key on the condition `etag` was refused (None: done)."""
+        try:
+            await self.storage.delete_object(self.bucket, key, etag)
+        except S3Error as error:
+            return str(error) if error.status != 412 else f"PreconditionFailed: {error}"
+        return None
+
+    async def _delete_one(self, key: str, etag: str) -> bool:
+        """The key deleted by a DeleteObject of its own, only while it has `etag`."""
+        refused = await self._refusal(key, etag)
+        if refused is None:
+            return True
+        if "PreconditionFailed" in refused:
+            raise ItemError(CHANGED_AFTER_COPY, retryable=False)
+        if "NoSuchKey" in refused or "(404)" in refused:
+            return False
+        raise ItemError(refused, retryable=False)
 
     async def _batched(self, key: str, etag: str) -> bool:
         loop = asyncio.get_running_loop()

@@ -409,6 +409,13 @@ class Storage:
         failed = await self.delete_versions(bucket, [(key, "") for key in keys], etags)
         return {key: reason for (key, _), reason in failed.items()}
 
+    async def delete_object(self, bucket: str, key: str, etag: str = "") -> None:
+        """Delete one key, retried; with `etag`, only while it has that ETag, where the service
+        takes the condition on a DeleteObject (412 otherwise)."""
+        await self._retrying(
+            partial(self.client.delete_object, bucket, key, etag=etag), f"delete s3://{bucket}/{key}"
+        )
+
     async def delete_versions(
         self, bucket: str, entries: list[tuple[str, str]], etags: dict[str, str] | None = None
     ) -> dict[tuple[str, str], str]:
