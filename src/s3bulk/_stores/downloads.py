@@ -352,7 +352,9 @@ class Downloads:
         ranged = size > parts.threshold
         crc = await self._full_object_crc(bucket, key) if self.verify and ranged else None
         part_size = likeliest_part_size(etag, size, parts.size) if etag and not crc else None
-        with open(temporary, "wb"):  # made here; the GETs write into it
+        with contextlib.suppress(FileNotFoundError):  # an earlier attempt's: its hasher may still
+            os.unlink(temporary)  # map it, and a file cut short under a mapping is a SIGBUS
+        with open(temporary, "xb"):  # made here, anew; the GETs write into it
             pass
         hashed = gets.hash_parts(temporary, size, part_size) if part_size else None
         checked: bool | None = None

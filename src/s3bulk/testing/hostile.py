@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -322,12 +323,14 @@ def continued(exchange: Exchange) -> bool:
 
 @dataclass
 class Seen:
-    """A request the proxy handled: its operation, where, and the fault it got ("" for none)."""
+    """A request the proxy handled: its operation, where, the fault it got ("" for none), and
+    when it came (`time.monotonic()`, to order it among what another writer did meanwhile)."""
 
     operation: str
     bucket: str
     key: str
     fault: str
+    at: float = 0.0
 
 
 @dataclass
@@ -388,7 +391,7 @@ class HostileS3(LoopbackProxy):
         exchange = Exchange(request, body, operation, bucket, key, forward)
         with self._lock:
             rule = next((rule for rule in self.rules if rule.takes(exchange)), None)
-        self.log.seen.append(Seen(operation, bucket, key, str(rule.fault) if rule else ""))
+        self.log.seen.append(Seen(operation, bucket, key, str(rule.fault) if rule else "", time.monotonic()))
         fault = rule.fault if rule is not None else Fault()
         return await fault.answer(exchange)
 
