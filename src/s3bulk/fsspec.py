@@ -16,6 +16,7 @@ Settings are s3bulk's (profiles, endpoints, the environment): storage options ma
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import errno
 import functools
@@ -388,7 +389,7 @@ class S3BulkFileSystem(AsyncFileSystem):
         try:
             if start is None and end is None:
                 return await storage.get_object(bucket, key)
-            etag = self._known_etag(path)
+            etag = str(kwargs.get("if_match") or self._known_etag(path))
             if (start is not None and start < 0) or (end is not None and end < 0) or end is None:
                 info = await self._info(path)
                 size, etag = info["size"], str(info.get("ETag", ""))
@@ -420,7 +421,9 @@ class S3BulkFileSystem(AsyncFileSystem):
     ) -> list[Any]:
         """Byte ranges of many objects, `batch_size` in flight at once; ranges of one object that
         lie within `max_gap` bytes of each other (64 KiB by default) are fetched as one GET of at
-        most 8 MiB and cut apart here."""
+        most 8 MiB and cut apart here. An object read in several GETs has each ask for one
+        version (If-Match: the ETag a kept listing or an `info` gives), so that an object
+        replaced meanwhile fails its ranges rather than mixing two versions."""
         count = len(paths)
         starts = list(starts) if isinstance(starts, list | tuple) else [starts] * count
         ends = list(ends) if isinstance(ends, list | tuple) else [ends] * count
@@ -433,8 +436,12 @@ class S3BulkFileSystem(AsyncFileSystem):
         ]
         blocks = _merged([self._strip_protocol(paths[each]) for each in plain], plain, starts, ends, max_gap)
         batch = batch_size or self.batch_size  # in flight at once: memory bounded by it, not the count
+        versions = await self._versions([path for path, _, _, _ in blocks], batch)
         fetched = await _run_coros_in_chunks(
-            [self._cat_file(path, start=start, end=end) for path, start, end, _ in blocks],
+            [
+                self._cat_file(path, start=start, end=end, if_match=versions.get(path, ""))
+                for path, start, end, _ in blocks
+            ],
             batch_size=batch,
             nofiles=True,
             return_exceptions=True,
@@ -462,6 +469,19 @@ class S3BulkFileSystem(AsyncFileSystem):
             if failed is not None:
                 raise failed
         return out
+
+    async def _versions(self, paths: list[str], batch: int | None) -> dict[str, str]:
+        """The ETag of each path read in more than one GET, as a kept listing says or a HEAD
+        (`info`) finds ("" when it cannot be found: its GETs go without a condition)."""
+        several = sorted(path for path, count in collections.Counter(paths).items() if count > 1)
+        unknown = [path for path in several if not self._known_etag(path)]
+        found = await _run_coros_in_chunks(
+            [self._info(path) for path in unknown], batch_size=batch, nofiles=True, return_exceptions=True
+        )
+        etags = {path: self._known_etag(path) for path in several}
+        for path, info in zip(unknown, found, strict=True):
+            etags[path] = "" if isinstance(info, BaseException) else str(info.get("ETag", ""))
+        return etags
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         path = self._strip_protocol(path)
