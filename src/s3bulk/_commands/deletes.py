@@ -100,6 +100,8 @@ class BatchDeleter:
                 refused = failed.get(key)
             else:
                 refused = await self._refusal(key, NO_VERSION_HAS)
+            if refused is not None and _gone(refused):  # deleted meanwhile: the next key asks
+                return False
             takes = refused is not None and "PreconditionFailed" in refused
             if in_batches:
                 self.in_batches = takes
@@ -129,7 +131,7 @@ class BatchDeleter:
             return True
         if "PreconditionFailed" in refused:
             raise ItemError(CHANGED_AFTER_COPY, retryable=False)
-        if "NoSuchKey" in refused or "(404)" in refused:
+        if _gone(refused):
             return False
         raise ItemError(refused, retryable=False)
 
@@ -169,10 +171,15 @@ class BatchDeleter:
                 future.set_result(True)
             elif etag and "PreconditionFailed" in reason:
                 future.set_exception(ItemError(CHANGED_AFTER_COPY, retryable=False))
-            elif etag and "NoSuchKey" in reason:  # a condition on a key that is gone
+            elif etag and _gone(reason):  # a condition on a key that is gone
                 future.set_result(False)
             else:
                 future.set_exception(ItemError(reason, retryable=False))
+
+
+def _gone(reason: str) -> bool:
+    """Whether a conditional delete was refused because the key is not there any more."""
+    return "NoSuchKey" in reason or "(404)" in reason
 
 
 class LocalDelete(NamedTuple):
