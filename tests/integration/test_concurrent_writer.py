@@ -161,7 +161,7 @@ class Writer(threading.Thread):
         self.random, self.deletes = random.Random(seed), deletes
         self.versions: dict[str, list[str]] = defaultdict(list)  # key -> digests, in order
         self.last: dict[str, str] = {}  # key -> "wrote" / "deleted"
-        self.acts: list[tuple[float, str]] = []  # (when it was done, key)
+        self.acts: list[tuple[float, float, str]] = []  # (when it began, when it was done, key)
         self.halt = threading.Event()
 
     def put(self, key: str) -> None:
@@ -174,12 +174,13 @@ class Writer(threading.Thread):
     def run(self) -> None:
         while not self.halt.wait(self.random.uniform(0.005, 0.04)):
             key = self.random.choice(sorted(self.sizes))
+            began = time.monotonic()
             if self.random.random() < self.deletes:
                 self.client.delete_object(Bucket=self.bucket, Key=f"src/{key}")
                 self.last[key] = "deleted"
             else:
                 self.put(key)
-            self.acts.append((time.monotonic(), key))
+            self.acts.append((began, time.monotonic(), key))
 
 
 def digests(minio: Endpoint, bucket: str, prefix: str) -> dict[str, str]:
@@ -195,15 +196,19 @@ def digests(minio: Endpoint, bucket: str, prefix: str) -> dict[str, str]:
 
 
 def in_mv_window(hostile: Hostile, writer: Writer, key: str) -> bool:
-    """Whether a write to `key` was done between s3bulk's last HEAD of it and the DeleteObjects
-    after (MinIO takes no conditional delete: the window docs/compatibility.md names)."""
+    """Whether a write to `key` overlapped mv's window for it: from s3bulk's last HEAD of it
+    coming to the proxy, to the answer of the delete after (MinIO takes no conditional delete:
+    the window docs/compatibility.md names). A write wholly before that HEAD would have been
+    seen by it; one wholly after the delete was done survives it."""
     seen = hostile.server.log.seen
-    heads = [each.at for each in seen if each.operation == "HeadObject" and each.key.endswith(key)]
+    heads = [each.at for each in seen if each.operation == "HeadObject" and each.key == f"src/{key}"]
     if not heads:
         return False
-    deletes = [each.at for each in seen if each.operation == "DeleteObjects" and each.at > heads[-1]]
+    deletes = [
+        each.done for each in seen if each.operation.startswith("DeleteObject") and each.at >= heads[-1]
+    ]
     end = deletes[0] if deletes else float("inf")
-    return any(heads[-1] <= at <= end + 0.05 and name == key for at, name in writer.acts)
+    return any(name == key and began <= end and done >= heads[-1] for began, done, name in writer.acts)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

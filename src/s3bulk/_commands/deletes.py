@@ -49,7 +49,8 @@ class BatchDeleter:
         self.storage = storage
         self.bucket = bucket
         self.linger = linger
-        self._pending: dict[str, tuple[str, asyncio.Future[bool]]] = {}  # key -> (ETag, its delete)
+        # key -> (ETag, whether a HEAD looks at it first, its delete)
+        self._pending: dict[str, tuple[str, bool, asyncio.Future[bool]]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
         # whether the service takes a condition on DeleteObjects' keys, and on a DeleteObject
@@ -70,7 +71,7 @@ class BatchDeleter:
             return await self._batched(key, etag)
         if self.one_by_one:
             return await self._delete_one(key, etag)
-        return await self._unchanged(key, etag) and await self._batched(key, "")
+        return await self._batched(key, etag, look=True)
 
     async def _unchanged(self, key: str, etag: str) -> bool:
         """Whether the key still has `etag` (False: it is gone already), as a HEAD says now;
@@ -135,16 +136,18 @@ class BatchDeleter:
             return False
         raise ItemError(refused, retryable=False)
 
-    async def _batched(self, key: str, etag: str) -> bool:
+    async def _batched(self, key: str, etag: str, *, look: bool = False) -> bool:
+        """The key deleted in the next DeleteObjects: on the condition `etag`, or with `look`,
+        if a HEAD sent just before that request says it still has it (`_send`)."""
         loop = asyncio.get_running_loop()
         held = self._pending.get(key)
         if held is None:
-            held = self._pending[key] = (etag, loop.create_future())
+            held = self._pending[key] = (etag, look, loop.create_future())
         if len(self._pending) >= MAX_KEYS_PER_DELETE:
             self._flush()
         elif self._timer is None:
             self._timer = loop.call_later(self.linger, self._flush)
-        return await asyncio.shield(held[1])
+        return await asyncio.shield(held[2])
 
     def _flush(self) -> None:
         if self._timer is not None:
@@ -157,13 +160,17 @@ class BatchDeleter:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, batch: dict[str, tuple[str, asyncio.Future[bool]]]) -> None:
-        etags = {key: etag for key, (etag, _) in batch.items() if etag}
+    async def _send(self, batch: dict[str, tuple[str, bool, asyncio.Future[bool]]]) -> None:
+        """One DeleteObjects of the batch. The keys to look at first are HEADed all at once just
+        before it (not as each arrived: the window for a write is then one HEAD, not the
+        batch's wait); those changed or gone are not sent."""
         try:
+            batch = await self._looked_at(batch)
+            etags = {key: etag for key, (etag, look, _) in batch.items() if etag and not look}
             failed = await self.storage.delete_many(self.bucket, list(batch), etags)
         except Exception as exc:  # a bug must still fail every waiting caller, not hang them
             failed = dict.fromkeys(batch, f"internal error: {exc!r}")
-        for key, (etag, future) in batch.items():
+        for key, (etag, _, future) in batch.items():
             reason = failed.get(key)
             if future.done():
                 continue
@@ -175,6 +182,35 @@ class BatchDeleter:
                 future.set_result(False)
             else:
                 future.set_exception(ItemError(reason, retryable=False))
+
+    async def _looked_at(
+        self, batch: dict[str, tuple[str, bool, asyncio.Future[bool]]]
+    ) -> dict[str, tuple[str, bool, asyncio.Future[bool]]]:
+        """The batch without the keys a HEAD now finds changed (their callers told why) or gone
+        (told so), `HEADS` at once."""
+        heads = asyncio.Semaphore(HEADS)
+
+        async def unchanged(key: str, etag: str) -> bool:
+            async with heads:
+                return await self._unchanged(key, etag)
+
+        looked = [key for key, (_, look, _) in batch.items() if look]
+        found = await asyncio.gather(
+            *(unchanged(key, batch[key][0]) for key in looked), return_exceptions=True
+        )
+        for key, still in zip(looked, found, strict=True):
+            future = batch[key][2]
+            if still is True:
+                continue
+            del batch[key]
+            if isinstance(still, BaseException):
+                future.set_exception(still)
+            else:
+                future.set_result(False)
+        return batch
+
+
+HEADS = 64  # HEADs in flight at once for a batch of keys to look at before their delete
 
 
 def _gone(reason: str) -> bool:

@@ -323,14 +323,16 @@ def continued(exchange: Exchange) -> bool:
 
 @dataclass
 class Seen:
-    """A request the proxy handled: its operation, where, the fault it got ("" for none), and
-    when it came (`time.monotonic()`, to order it among what another writer did meanwhile)."""
+    """A request the proxy handled: its operation, where, the fault it got ("" for none), when
+    it came and when its answer went (`time.monotonic()`, to order it among what another writer
+    did meanwhile)."""
 
     operation: str
     bucket: str
     key: str
     fault: str
     at: float = 0.0
+    done: float = 0.0
 
 
 @dataclass
@@ -391,9 +393,13 @@ class HostileS3(LoopbackProxy):
         exchange = Exchange(request, body, operation, bucket, key, forward)
         with self._lock:
             rule = next((rule for rule in self.rules if rule.takes(exchange)), None)
-        self.log.seen.append(Seen(operation, bucket, key, str(rule.fault) if rule else "", time.monotonic()))
+        seen = Seen(operation, bucket, key, str(rule.fault) if rule else "", time.monotonic())
+        self.log.seen.append(seen)
         fault = rule.fault if rule is not None else Fault()
-        return await fault.answer(exchange)
+        try:
+            return await fault.answer(exchange)
+        finally:
+            seen.done = time.monotonic()
 
     async def _forward(self, request: web.Request, body: bytes) -> tuple[int, dict[str, str], bytes]:
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
