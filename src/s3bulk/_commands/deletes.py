@@ -103,7 +103,7 @@ class BatchDeleter:
                 refused = await self._refusal(key, NO_VERSION_HAS)
             if refused is not None and _gone(refused):  # deleted meanwhile: the next key asks
                 return False
-            takes = refused is not None and "PreconditionFailed" in refused
+            takes = refused is not None and _not_as_asked(refused)
             if in_batches:
                 self.in_batches = takes
             else:
@@ -130,7 +130,7 @@ class BatchDeleter:
         refused = await self._refusal(key, etag)
         if refused is None:
             return True
-        if "PreconditionFailed" in refused:
+        if _not_as_asked(refused):
             raise ItemError(CHANGED_AFTER_COPY, retryable=False)
         if _gone(refused):
             return False
@@ -176,7 +176,7 @@ class BatchDeleter:
                 continue
             if reason is None:
                 future.set_result(True)
-            elif etag and "PreconditionFailed" in reason:
+            elif etag and _not_as_asked(reason):
                 future.set_exception(ItemError(CHANGED_AFTER_COPY, retryable=False))
             elif etag and _gone(reason):  # a condition on a key that is gone
                 future.set_result(False)
@@ -211,6 +211,11 @@ class BatchDeleter:
 
 
 HEADS = 64  # HEADs in flight at once for a batch of keys to look at before their delete
+
+
+def _not_as_asked(reason: str) -> bool:
+    """Whether a conditional delete was refused for its condition (the key has another ETag)."""
+    return "PreconditionFailed" in reason or "(412)" in reason
 
 
 def _gone(reason: str) -> bool:
