@@ -442,11 +442,24 @@ def test_the_object_reader_follows_no_redirect_and_sends_no_credential_elsewhere
 def test_a_download_nothing_could_check_is_said_to_be_not_verified(
     hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
 ) -> None:
-    client = minio.client()
-    for name in ("a", "b"):
-        client.put_object(Bucket=bucket, Key=f"p/{name}", Body=name.encode() * 1000)
-    hostile.misbehave(
-        Listed("ETag", "&quot;not-an-md5&quot;", key="p/b"), operation="ListObjectsV2", bucket=bucket
+    """p/b is an SSE-KMS object (its ETag is no MD5) written without a checksum (boto3 told
+    to send none): nothing can check its bytes."""
+    from botocore.config import Config
+
+    from s3bulk.testing.servers import KMS_KEY_ID
+
+    settings = minio.server.client_env()
+    client = boto3.client(
+        "s3",
+        endpoint_url=settings["AWS_ENDPOINT_URL"],
+        aws_access_key_id=settings["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=settings["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+        config=Config(request_checksum_calculation="when_required"),
+    )
+    client.put_object(Bucket=bucket, Key="p/a", Body=b"a" * 1000)
+    client.put_object(
+        Bucket=bucket, Key="p/b", Body=b"b" * 1000, ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY_ID
     )
     result = run_cli(hostile.env, "cp", "--json", f"s3://{bucket}/p/", f"{tmp_path}/")
     assert result.returncode == 0, result.stderr
