@@ -444,19 +444,11 @@ def test_a_download_nothing_could_check_is_said_to_be_not_verified(
 ) -> None:
     """p/b is an SSE-KMS object (its ETag is no MD5) written without a checksum (boto3 told
     to send none): nothing can check its bytes."""
-    from botocore.config import Config
+    from test_concurrent_writer import plain_client
 
     from s3bulk.testing.servers import KMS_KEY_ID
 
-    settings = minio.server.client_env()
-    client = boto3.client(
-        "s3",
-        endpoint_url=settings["AWS_ENDPOINT_URL"],
-        aws_access_key_id=settings["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=settings["AWS_SECRET_ACCESS_KEY"],
-        region_name="us-east-1",
-        config=Config(request_checksum_calculation="when_required"),
-    )
+    client = plain_client(minio)
     client.put_object(Bucket=bucket, Key="p/a", Body=b"a" * 1000)
     client.put_object(
         Bucket=bucket, Key="p/b", Body=b"b" * 1000, ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY_ID
