@@ -94,6 +94,7 @@ CHECKS = [
 # A hostile server (s3bulk.testing.hostile: MinIO's answers broken per request) and a hostile
 # machine (issue 46): what each does, the test that does it, and what must come of it.
 H = "tests/integration/test_hostile.py::"
+W = "tests/integration/test_concurrent_writer.py::"
 HOSTILE = [
     (
         "a directory that cannot be read: sync --delete keeps its objects, exit 1",
@@ -220,12 +221,47 @@ HOSTILE = [
         "tests/unit/test_properties.py::"
         "test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope",
     ),
+    (
+        "a source overwritten between two UploadPartCopy of its copy (cp, mv): the new version "
+        "lands whole, none torn",
+        W + "test_a_source_overwritten_during_a_copy_in_parts_lands_whole",
+    ),
+    (
+        "mv of a source overwritten after its copy (S3->S3, in parts, S3->local): the source kept, exit 1",
+        W + "test_mv_keeps_a_source_overwritten_after_it_was_copied",
+    ),
+    (
+        "an SSE-KMS object without a checksum replaced between the ranges of its download: never landed torn",
+        W + "test_a_download_in_ranges_of_an_object_replaced_midway_never_lands_torn",
+    ),
+    (
+        "a writer thread racing real cp and mv on MinIO (hypothesis): none torn, no latest version lost "
+        "but in mv's named window",
+        W + "test_a_writer_thread_racing_real_jobs_never_tears_or_loses_a_latest_version",
+    ),
+    (
+        "an overwrite or delete before any request of cp, mv or sync (hypothesis, in-memory store, "
+        "S3, versitygw and MinIO/Garage deletes): none torn, lost or deleted",
+        "tests/unit/test_concurrent_writer.py::"
+        "test_a_concurrent_writer_never_tears_loses_or_deletes_what_the_source_holds",
+    ),
+    (
+        "bytes that contradict the object's CRC64NVME (SSE-KMS) or MD5 ETag: cat, get, get_to_file, "
+        "open, fs.open and fs.cat_file fail",
+        H + "test_every_read_entry_point_fails_bytes_that_contradict_the_object",
+    ),
+    (
+        "s3bulk.open and fs.open answered a 307 to another host: no request goes there",
+        H + "test_the_object_reader_follows_no_redirect_and_sends_no_credential_elsewhere",
+    ),
 ]
 ONCE = [
     "tests/unit/test_properties.py",
     "tests/integration/test_crashes.py",
     "tests/integration/test_hostile.py",
     "tests/integration/test_never_delete.py",
+    "tests/integration/test_concurrent_writer.py",
+    "tests/unit/test_concurrent_writer.py",
     "tests/integration/test_reliability.py",
     "tests/integration/test_ray.py::test_a_killed_ray_worker_is_replaced_by_the_others_exactly",
     "tests/integration/test_ray.py::test_a_killed_driver_resumes_from_the_object_store_on_another_machine",
@@ -328,6 +364,12 @@ def main() -> int:
     parser.add_argument(
         "--memory-examples", type=int, default=2000, help="cases of the property over options, in memory"
     )
+    parser.add_argument(
+        "--writer-examples",
+        type=int,
+        default=2000,
+        help="cases of the concurrent-writer property (in memory)",
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "RELIABILITY.md")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -338,6 +380,7 @@ def main() -> int:
         "S3BULK_CRASH_TRIALS": str(args.trials),
         "S3BULK_PROPERTY_EXAMPLES": str(args.examples),
         "S3BULK_MEMORY_EXAMPLES": str(args.memory_examples),
+        "S3BULK_WRITER_EXAMPLES": str(args.writer_examples),
     }
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]

@@ -70,8 +70,8 @@ use ::md5_many::Md5State;
 /// instead: its bytes `start..end` written at that offset into the file `path` of `folder`,
 /// which the caller made (a range never makes it again: once the caller removed it, a
 /// range still to come fails rather than leave it behind), their checksum `compute` found (the
-/// caller combines the ranges' CRCs into the object's). Read by name from Python's
-/// `gets.GetJob`; the ticket comes beside it.
+/// caller combines the ranges' CRCs into the object's). With `if_match`, only while the object
+/// has that ETag. Read by name from Python's `gets.GetJob`; the ticket comes beside it.
 #[derive(FromPyObject)]
 struct Job {
     #[pyo3(default)]
@@ -91,6 +91,10 @@ struct Job {
     #[pyo3(from_py_with = algorithm_named)]
     compute: Option<Algorithm>,
     landing: Option<Landing>,
+    /// The ETag the object must still have (If-Match): a range of another version is refused
+    /// (412), never written beside ranges of the one before.
+    #[pyo3(default)]
+    if_match: Option<String>,
 }
 
 /// A checksum algorithm Python names (None: none).
@@ -710,9 +714,10 @@ impl Getter {
             None if job.check => Some(("x-amz-checksum-mode".to_owned(), "ENABLED".to_owned())),
             None => None,
         };
+        let condition = job.if_match.as_ref().map(|etag| ("if-match".to_owned(), etag.clone()));
         let credential = self.credentials.as_ref().map(|credentials| credentials.read().unwrap().clone());
         let signer = credential.as_ref().map(|credential| (AwsAuthorizer::new(credential, "s3", &job.region), None));
-        let headers = self.headers.iter().chain(own.as_ref());
+        let headers = self.headers.iter().chain(own.as_ref()).chain(condition.as_ref());
         let request = built("GET", &job.url, headers, HttpRequestBody::empty(), signer).map_err(Outcome::failed)?;
         self.client
             .execute(request)

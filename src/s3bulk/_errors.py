@@ -168,6 +168,23 @@ class S3Error(ItemError):
         super().__init__(text, retryable=retryable)
 
 
+def changed_meanwhile(error: BaseException) -> bool:
+    """Whether the service refused a request for its condition (412 PreconditionFailed to an
+    If-Match or x-amz-copy-source-if-match): the object is no longer the version asked for,
+    another writer changed it since it was listed or since the first request of its transfer."""
+    return isinstance(error, S3Error) and (error.status == 412 or error.code == "PreconditionFailed")
+
+
+class BytesMismatch(ItemError, OSError):
+    """The bytes a read gave contradict what the object says of itself (its full-object checksum,
+    or its ETag where that is an MD5): they changed on the way. An OSError too, so that a file's
+    reader (`s3bulk.open`) fails as files fail."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        ItemError.__init__(self, message, retryable=retryable)
+        self.errno = errno.EIO
+
+
 _HINTS = {
     "NoSuchBucket": "check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
     "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID / AWS_PROFILE",

@@ -16,7 +16,9 @@ Settings are s3bulk's (profiles, endpoints, the environment): storage options ma
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import errno
 import functools
 import os
 import tempfile
@@ -24,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error, UsageError, require_extra
+from s3bulk._errors import ItemError, S3Error, UsageError, changed_meanwhile, require_extra
 
 try:
     from fsspec.asyn import AsyncFileSystem, _run_coros_in_chunks, sync
@@ -107,6 +109,10 @@ def _split(path: str) -> tuple[str, str]:
 def _os_error(exc: Exception, path: str) -> Exception:
     """An s3bulk error as fsspec's callers catch them: FileNotFoundError, PermissionError, or an
     OSError naming the S3 code."""
+    if changed_meanwhile(exc):
+        return OSError(
+            errno.ESTALE, "changed since it was listed: invalidate_cache(), then read it again", path
+        )
     if isinstance(exc, S3Error):
         if exc.status == 404 or exc.code in ("NoSuchKey", "NoSuchBucket", "NotFound"):
             return FileNotFoundError(2, f"no such object or bucket ({exc.code or exc.status})", path)
@@ -374,22 +380,34 @@ class S3BulkFileSystem(AsyncFileSystem):
     async def _cat_file(
         self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any
     ) -> bytes:
+        """The object's bytes (checked as `cp` checks a download: `Storage.get_object`), or bytes
+        [start, end) of it, of the version a listing or an `info` of it saw when there was one
+        (If-Match): the ranges of one file that `cat_ranges` reads are then of one version."""
         path = self._strip_protocol(path)
         bucket, key = _split(path)
         storage = self._storage()
         try:
             if start is None and end is None:
                 return await storage.get_object(bucket, key)
+            etag = str(kwargs.get("if_match") or self._known_etag(path))
             if (start is not None and start < 0) or (end is not None and end < 0) or end is None:
-                size = (await self._info(path))["size"]
+                info = await self._info(path)
+                size, etag = info["size"], str(info.get("ETag", ""))
                 start = 0 if start is None else (start if start >= 0 else max(0, size + start))
                 end = size if end is None else (end if end >= 0 else max(0, size + end))
             start = start or 0
             if end <= start:
                 return b""
-            return await storage.get_range(bucket, key, start, end)
+            return await storage.get_range(bucket, key, start, end, if_match=etag)
         except Exception as exc:
             raise _os_error(exc, path) from None
+
+    def _known_etag(self, path: str) -> str:
+        """The ETag a kept listing says `path` has ("" when none says)."""
+        try:
+            return str((self._known(path) or {}).get("ETag", ""))
+        except FileNotFoundError:
+            return ""
 
     async def _cat_ranges(
         self,
@@ -403,7 +421,9 @@ class S3BulkFileSystem(AsyncFileSystem):
     ) -> list[Any]:
         """Byte ranges of many objects, `batch_size` in flight at once; ranges of one object that
         lie within `max_gap` bytes of each other (64 KiB by default) are fetched as one GET of at
-        most 8 MiB and cut apart here."""
+        most 8 MiB and cut apart here. An object read in several GETs has each ask for one
+        version (If-Match: the ETag a kept listing or an `info` gives), so that an object
+        replaced meanwhile fails its ranges rather than mixing two versions."""
         count = len(paths)
         starts = list(starts) if isinstance(starts, list | tuple) else [starts] * count
         ends = list(ends) if isinstance(ends, list | tuple) else [ends] * count
@@ -416,8 +436,12 @@ class S3BulkFileSystem(AsyncFileSystem):
         ]
         blocks = _merged([self._strip_protocol(paths[each]) for each in plain], plain, starts, ends, max_gap)
         batch = batch_size or self.batch_size  # in flight at once: memory bounded by it, not the count
+        versions = await self._versions([path for path, _, _, _ in blocks], batch)
         fetched = await _run_coros_in_chunks(
-            [self._cat_file(path, start=start, end=end) for path, start, end, _ in blocks],
+            [
+                self._cat_file(path, start=start, end=end, if_match=versions.get(path, ""))
+                for path, start, end, _ in blocks
+            ],
             batch_size=batch,
             nofiles=True,
             return_exceptions=True,
@@ -445,6 +469,19 @@ class S3BulkFileSystem(AsyncFileSystem):
             if failed is not None:
                 raise failed
         return out
+
+    async def _versions(self, paths: list[str], batch: int | None) -> dict[str, str]:
+        """The ETag of each path read in more than one GET, as a kept listing says or a HEAD
+        (`info`) finds ("" when it cannot be found: its GETs go without a condition)."""
+        several = sorted(path for path, count in collections.Counter(paths).items() if count > 1)
+        unknown = [path for path in several if not self._known_etag(path)]
+        found = await _run_coros_in_chunks(
+            [self._info(path) for path in unknown], batch_size=batch, nofiles=True, return_exceptions=True
+        )
+        etags = {path: self._known_etag(path) for path in several}
+        for path, info in zip(unknown, found, strict=True):
+            etags[path] = "" if isinstance(info, BaseException) else str(info.get("ETag", ""))
+        return etags
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         path = self._strip_protocol(path)

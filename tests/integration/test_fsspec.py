@@ -17,7 +17,7 @@ from conftest import Endpoint, Hostile, new_bucket
 from test_hostile import _listed_tree
 
 from s3bulk.fsspec import S3BulkFileSystem
-from s3bulk.testing.hostile import ErrorIn200, RepeatToken, continued
+from s3bulk.testing.hostile import ErrorIn200, Meanwhile, RepeatToken, continued
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +255,22 @@ def test_cat_ranges_of_one_object_close_together_are_one_get(fs: S3BulkFileSyste
     assert isinstance(fs.cat_ranges([f"{bucket}/none"], [0], [1])[0], FileNotFoundError)
     with pytest.raises(FileNotFoundError):
         fs.cat_ranges([f"{bucket}/none"], [0], [1], on_error="raise")
+
+
+def test_cat_ranges_of_an_object_replaced_between_its_gets_never_mix_two_versions(
+    hostile: Hostile, minio: Endpoint, aws_env: dict[str, str], bucket: str
+) -> None:
+    """Two ranges of one object, far apart (two GETs), the object replaced between them: each
+    GET asks for the version an `info` found, so the second fails rather than give bytes of
+    the next version beside the first's."""
+    client, mib = minio.client(), 1024 * 1024
+    client.put_object(Bucket=bucket, Key="blob", Body=b"1" * (3 * mib))
+    replace = Meanwhile(lambda: client.put_object(Bucket=bucket, Key="blob", Body=b"2" * (3 * mib)))
+    hostile.misbehave(replace, operation="GetObject", bucket=bucket, after=1, times=1)
+    fs = S3BulkFileSystem(endpoint_url=hostile.server.endpoint, skip_instance_cache=True)
+    got = fs.cat_ranges([f"{bucket}/blob"] * 2, [0, 2 * mib], [10, 2 * mib + 10])
+    assert len({bytes(each[:1]) for each in got if isinstance(each, bytes)}) == 1, got
+    assert any(isinstance(each, OSError) and "changed since it was listed" in str(each) for each in got), got
 
 
 def test_a_listing_whose_token_comes_round_again_is_an_error_not_a_short_ls(

@@ -367,21 +367,111 @@ def test_cat_and_get_fail_a_body_of_the_right_size_and_wrong_bytes(
     hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, times=1)
     flipped = subprocess.run([*S3BULK, "cat", f"s3://{bucket}/obj"], env=hostile.env, capture_output=True)
     assert flipped.returncode == 1, flipped.stderr
-    assert b"the bytes received do not match its ETag" in flipped.stderr
+    assert b"the bytes received do not match its CRC64NVME" in flipped.stderr  # what s3bulk sent
     hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket, times=1)
     os.environ["AWS_ENDPOINT_URL"] = hostile.server.endpoint  # aws_env restores it
-    with pytest.raises(s3bulk.S3BulkError, match="do not match its ETag"):
+    with pytest.raises(s3bulk.S3BulkError, match="do not match its CRC64NVME"):
         s3bulk.get(f"s3://{bucket}/obj")
+
+
+READERS = ["cat", "get", "get_to_file", "open", "fs.open", "fs.cat_file"]
+
+
+def read_by(reader: str, url: str, hostile: Hostile, tmp_path: Path) -> bytes:
+    """The object's bytes as each read entry point gives them (through the hostile server);
+    raises what it raises (`cat`: an S3BulkError with its output)."""
+    if reader == "cat":
+        done = subprocess.run([*S3BULK, "cat", url], env=hostile.env | FEW_ATTEMPTS, capture_output=True)
+        if done.returncode:
+            raise s3bulk.S3BulkError(done.stderr.decode())
+        return done.stdout
+    if reader == "get":
+        return s3bulk.get(url)
+    if reader == "get_to_file":
+        s3bulk.get_to_file(url, tmp_path / "got")
+        return (tmp_path / "got").read_bytes()
+    if reader == "open":
+        with s3bulk.open(url) as file:
+            return file.read()
+    from s3bulk.fsspec import S3BulkFileSystem
+
+    fs = S3BulkFileSystem(endpoint_url=hostile.server.endpoint, skip_instance_cache=True)
+    path = url[len("s3://") :]
+    if reader == "fs.open":
+        with fs.open(path) as file:
+            return file.read()
+    return fs.cat_file(path)
+
+
+@pytest.fixture
+def through_hostile(hostile: Hostile, aws_env: dict, monkeypatch: pytest.MonkeyPatch) -> Hostile:
+    """The in-process API pointed at the hostile server (aws_env restores the variables)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", hostile.server.endpoint)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    return hostile
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize(
+    ("kind", "size"),
+    [("sse-kms", 100_000), ("sse-kms", 12 * 1024**2), ("plain", 100_000)],
+    ids=["kms-crc64nvme", "kms-crc64nvme-multipart", "plain-md5"],
+)
+def test_every_read_entry_point_fails_bytes_that_contradict_the_object(
+    through_hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, reader: str, kind: str, size: int
+) -> None:
+    """What cp checks (the full-object checksum the object keeps, else its MD5 ETag), every
+    reader checks: an SSE-KMS object's ETag is no MD5, only its CRC64NVME can tell."""
+    from s3bulk.testing.servers import KMS_KEY_ID
+
+    body = os.urandom(size)
+    (tmp_path / "obj").write_bytes(body)
+    kms = ["--sse", "aws:kms", "--sse-kms-key-id", KMS_KEY_ID] if kind == "sse-kms" else []
+    parts = ["--part-size", "5MiB", "--multipart-threshold", "5MiB"]
+    assert run_cli(minio.env, "cp", *kms, *parts, str(tmp_path / "obj"), f"s3://{bucket}/obj").returncode == 0
+    url = f"s3://{bucket}/obj"
+    assert read_by(reader, url, through_hostile, tmp_path) == body
+    (tmp_path / "got").unlink(missing_ok=True)
+    through_hostile.misbehave(FlipByte(), operation="GetObject", bucket=bucket)
+    with pytest.raises((s3bulk.S3BulkError, OSError), match="do not match") as raised:
+        read_by(reader, url, through_hostile, tmp_path)
+    assert "\n" not in str(raised.value).strip(), raised.value
+    assert not (tmp_path / "got").exists()
+
+
+@pytest.mark.parametrize("reader", ["open", "fs.open"])
+def test_the_object_reader_follows_no_redirect_and_sends_no_credential_elsewhere(
+    through_hostile: Hostile,
+    minio: Endpoint,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reader: str,
+) -> None:
+    minio.client().put_object(Bucket=bucket, Key="obj", Body=b"object" * 1000)
+    for name, value in session_credentials(minio).items():
+        monkeypatch.setenv(name, value)
+    with Recorder() as elsewhere:
+        for operation in ("HeadObject", "GetObject"):
+            through_hostile.misbehave(Redirect(elsewhere.endpoint), operation=operation, bucket=bucket)
+        with pytest.raises((s3bulk.S3BulkError, OSError), match="follows no redirect"):
+            read_by(reader, f"s3://{bucket}/obj", through_hostile, tmp_path)
+    assert elsewhere.received == [], elsewhere.credentials_seen()
 
 
 def test_a_download_nothing_could_check_is_said_to_be_not_verified(
     hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
 ) -> None:
-    client = minio.client()
-    for name in ("a", "b"):
-        client.put_object(Bucket=bucket, Key=f"p/{name}", Body=name.encode() * 1000)
-    hostile.misbehave(
-        Listed("ETag", "&quot;not-an-md5&quot;", key="p/b"), operation="ListObjectsV2", bucket=bucket
+    """p/b is an SSE-KMS object (its ETag is no MD5) written without a checksum (boto3 told
+    to send none): nothing can check its bytes."""
+    from test_concurrent_writer import plain_client
+
+    from s3bulk.testing.servers import KMS_KEY_ID
+
+    client = plain_client(minio)
+    client.put_object(Bucket=bucket, Key="p/a", Body=b"a" * 1000)
+    client.put_object(
+        Bucket=bucket, Key="p/b", Body=b"b" * 1000, ServerSideEncryption="aws:kms", SSEKMSKeyId=KMS_KEY_ID
     )
     result = run_cli(hostile.env, "cp", "--json", f"s3://{bucket}/p/", f"{tmp_path}/")
     assert result.returncode == 0, result.stderr

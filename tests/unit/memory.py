@@ -16,7 +16,9 @@ from email.utils import formatdate
 from typing import Any
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.conditional import Version
 from s3bulk._stores.downloads import Downloaded
+from s3bulk._stores.s3 import quoted
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
 
 WHEN = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
@@ -34,6 +36,9 @@ class MemoryS3:
         # called with (verb, bucket, key) before each request is answered
         self.before: Callable[[str, str, str], None] | None = None
         self.page_size = 1000  # a listing's page holds at most this many keys (S3 may give fewer than asked)
+        # whether a delete's condition (its ETag) is looked at, in DeleteObjects and in a
+        # DeleteObject: S3 does; MinIO and Garage do in neither (they delete), versitygw in the second
+        self.conditional_deletes = (True, True)
 
     def put(self, bucket: str, key: str, body: bytes, modified: float | None = None) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
@@ -121,13 +126,14 @@ class MemoryStorage:
             "last-modified": formatdate(int(self.s3.time_of(bucket, key)), usegmt=True),
         }
 
-    async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> None:
+    async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> Version:
         self.s3.request("COPY", bucket, key)
         self._refused(bucket, key)
         body = self._bucket(source_bucket).get(source_key)
         if body is None:
             raise S3Error(404, "NoSuchKey", "", f"copy s3://{source_bucket}/{source_key}")
         self.s3.written(bucket, key, body)
+        return Version(_etag(body), len(body))
 
     async def download(
         self, bucket: str, key: str, target: str, size: int, mtime: float, *_: Any, **__: Any
@@ -141,7 +147,7 @@ class MemoryStorage:
             file.write(body)
         if mtime:  # a download gives its file the object's time, as the storage seam does
             os.utime(target, (mtime, mtime))
-        return Downloaded(len(body), True)
+        return Downloaded(len(body), True, _etag(body))
 
     async def upload(self, path: str, bucket: str, key: str, *_: Any, **__: Any) -> int:
         self.s3.request("PUT", bucket, key)
@@ -158,17 +164,35 @@ class MemoryStorage:
         with open(path, "rb") as file:
             return _etag(file.read()) == etag
 
-    async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:
+    async def delete_many(
+        self, bucket: str, keys: list[str], etags: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """A key in `etags` only while it has that ETag, where the condition is looked at."""
         failed = {}
         for key in keys:
             self.s3.request("DELETE", bucket, key)
-            why = self.s3.refuse.get((bucket, key))
+            why = self._delete(bucket, key, (etags or {}).get(key, ""), self.s3.conditional_deletes[0])
             if why:
                 failed[key] = why
-            else:
-                self._bucket(bucket).pop(key, None)
-                self.s3.modified.pop((bucket, key), None)
         return failed
+
+    async def delete_object(self, bucket: str, key: str, etag: str = "") -> None:
+        self.s3.request("DELETE", bucket, key)
+        why = self._delete(bucket, key, etag, self.s3.conditional_deletes[1])
+        if why:
+            raise S3Error(412 if why.startswith("Precondition") else 403, why.split()[0], "", f"delete {key}")
+
+    def _delete(self, bucket: str, key: str, etag: str, conditional: bool) -> str:
+        """Why the key was not deleted ("" when it was)."""
+        why = self.s3.refuse.get((bucket, key))
+        body = self._bucket(bucket).get(key)
+        if why:
+            return why
+        if conditional and etag and (body is None or _etag(body) != quoted(etag)):
+            return "PreconditionFailed (412)" if body is not None else "NoSuchKey (404)"
+        self._bucket(bucket).pop(key, None)
+        self.s3.modified.pop((bucket, key), None)
+        return ""
 
     async def close(self) -> None:
         pass

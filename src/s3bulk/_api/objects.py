@@ -11,7 +11,7 @@ from typing import Any
 
 from s3bulk._api.base import sync_twin
 from s3bulk._config import AwsSettings
-from s3bulk._errors import UsageError
+from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.s3xml import BucketInfo, VersionInfo
 
@@ -85,6 +85,8 @@ async def get_to_file_async(
         os.replace(handle.name, target)
     except OSError as exc:
         os.unlink(handle.name)
+        if isinstance(exc, S3BulkError):  # bytes that are not the object's: said as they are
+            raise
         raise OSError(exc.errno, exc.strerror, target) from None
     except BaseException:
         os.unlink(handle.name)

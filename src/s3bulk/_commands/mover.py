@@ -23,6 +23,7 @@ from s3bulk._errors import ItemError, JobAborted, S3Error, classify
 from s3bulk._plan.diff import newer
 from s3bulk._plan.keys import TransferItem
 from s3bulk._stores.attributes import described
+from s3bulk._stores.conditional import Version
 from s3bulk._stores.multipart import UploadHooks, file_version
 from s3bulk._stores.routes import Parts, bytes_held, upload_held
 from s3bulk._stores.storage import Storage
@@ -165,16 +166,16 @@ class Mover:
         if self.options.spec.dry_run:
             return int(item.size)
         version = None  # mv of a file: the version of it that is deleted only if it is the one stored
+        read = ""  # mv of an object: the ETag of the version copied, the one its delete may delete
         try:
             if self.direction == "download":
-                moved = await self._download(item, ctx)
+                moved, read = await self._download(item, ctx)
             elif self.direction == "upload":
                 version = file_version(item.source) if self.options.delete_source else None
                 moved = await self._upload(item)
-            elif self.relayed:
-                moved = await self._relay(item)
             else:
-                moved = await self._copy(item)
+                copied = await (self._relay(item) if self.relayed else self._copy(item))
+                moved, read = copied.size, copied.etag
         except BaseException as exc:
             if cap is not None:
                 cap.give_back(1)  # no copy, so no delete
@@ -183,7 +184,7 @@ class Mover:
             raise self._refused_destination(classify(exc)) from None
         self._written = True
         if self.options.delete_source:
-            await self._delete_source(item, ctx, version)
+            await self._delete_source(item, ctx, version, read)
         return moved
 
     @property
@@ -235,13 +236,15 @@ class Mover:
         return error
 
     async def _delete_source(
-        self, item: TransferItem, ctx: WorkerContext, version: tuple[int, ...] | None = None
+        self, item: TransferItem, ctx: WorkerContext, version: tuple[int, ...] | None = None, etag: str = ""
     ) -> None:
         """mv: runs only after the copy succeeded, so a failed copy never loses its source; a
-        file that changed since it was read (`version`) is kept: what is stored is not it."""
+        file that changed since it was read (`version`), or an object that is no longer the
+        version copied (`etag`: `BatchDeleter`), is kept: what is stored is not it."""
         try:
             if self._deleter is not None:
-                await self._deleter.delete(item.source)
+                if not await self._deleter.delete(item.source, etag):
+                    return  # gone already (another writer deleted it): the copy holds it
             elif version is not None and file_version(item.source) != version:
                 raise ItemError(
                     "it changed after it was read (the object holds the version before)", retryable=False
@@ -253,7 +256,8 @@ class Mover:
             raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
         ctx.stats.objects_deleted += 1
 
-    async def _download(self, item: TransferItem, ctx: WorkerContext) -> int:
+    async def _download(self, item: TransferItem, ctx: WorkerContext) -> tuple[int, str]:
+        """The object into its file: the bytes written, and the ETag of the version they are."""
         assert isinstance(self.source, S3Location) and isinstance(self.destination, LocalLocation)
         got = await self.source_storage.download(
             self.source.bucket,
@@ -273,7 +277,7 @@ class Mover:
         if self.options.spec.show_attributes:  # for `record`, which runs next for every recorded item
             head = await self.source_storage.head(self.source.bucket, item.source)
             self._shown[item.source] = described(head)
-        return got.written
+        return got.written, got.etag
 
     async def _upload(self, item: TransferItem) -> int:
         assert isinstance(self.destination, S3Location)
@@ -284,7 +288,7 @@ class Mover:
             item.source, self.destination.bucket, item.destination, attributes, self.parts
         )
 
-    async def _relay(self, item: TransferItem) -> int:
+    async def _relay(self, item: TransferItem) -> Version:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         return await self.storage.relay(
@@ -298,7 +302,7 @@ class Mover:
             attributes=self.options.spec.attributes,
         )
 
-    async def _copy(self, item: TransferItem) -> int:
+    async def _copy(self, item: TransferItem) -> Version:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         parts = Parts(
@@ -306,7 +310,7 @@ class Mover:
             self.options.part_concurrency,
             self.options.spec.copy_multipart_threshold,
         )
-        await self.storage.copy(
+        return await self.storage.copy(
             source.bucket,
             item.source,
             destination.bucket,
@@ -317,7 +321,6 @@ class Mover:
             keep_layout=self.options.keep_part_layout,
             attributes=self.options.spec.attributes,
         )
-        return item.size
 
 
 def url_of(place: Location, name: str) -> str:

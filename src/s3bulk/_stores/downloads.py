@@ -21,6 +21,7 @@ from typing import NamedTuple, TypeVar
 
 from s3bulk._errors import ItemError
 from s3bulk._stores import checksums
+from s3bulk._stores.conditional import Version, of_one_version, version_of
 from s3bulk._stores.etags import (
     etag_matches_file,
     etag_matches_layout,
@@ -59,10 +60,12 @@ class _Local(ItemError):
 
 class Downloaded(NamedTuple):
     """What a download wrote, and whether its bytes were checked (against the object's ETag or
-    a checksum it carries; not when neither can tell, as for an SSE-KMS object without one)."""
+    a checksum it carries; not when neither can tell, as for an SSE-KMS object without one),
+    and the ETag of the version it wrote (every GET asked for that one: `conditional.py`)."""
 
     written: int
     verified: bool | None  # None: not asked to (--ignore-checksum)
+    etag: str = ""
 
 
 @dataclass(slots=True)
@@ -140,10 +143,12 @@ class Downloads:
         """The object into the file `target`, which is either absent or complete afterwards, never
         half-written: fetched into a temporary file beside it (again from the start if a fetch
         fails), size checked, checked against its `etag` or its checksum (`_fetch`), given the
-        object's time, then landed (landing.py). `root`: the destination directory the target
-        was placed under (cp's, sync's); the directories between them are opened without
-        following a link that leads outside it (`folders.py`). Without it, the target's own
-        directory is opened as it is named. Says whether its bytes could be checked."""
+        object's time, then landed (landing.py). Every GET asks for the version `etag` names
+        (If-Match): one that changed since it was listed is fetched again whole, as it is now
+        (`conditional.of_one_version`). `root`: the destination directory the target was placed
+        under (cp's, sync's); the directories between them are opened without following a link
+        that leads outside it (`folders.py`). Without it, the target's own directory is opened as
+        it is named. Says whether its bytes could be checked, and which version it wrote."""
         parent = os.path.dirname(target) or "."  # "k" and "./k" land in the working directory
         base, below = _under(root, parent)
         folder = self._hold_folder(parent, base, below)
@@ -156,11 +161,21 @@ class Downloads:
             temporary = temporary_name(target, self._temporaries)
             place = _Place(folder, parent, temporary, name, existed=existed is not None)
             landed = False
-            try:
-                fetched = await self._retrying(
-                    lambda: self._fetch(bucket, key, place, size, parts, parent, mtime, etag),
-                    f"get s3://{bucket}/{key}",
+            what = f"get s3://{bucket}/{key}"
+
+            async def fetch(version: Version) -> Downloaded:
+                return await self._retrying(
+                    lambda: self._fetch(bucket, key, place, version, parts, parent), what
                 )
+
+            async def now() -> Version:
+                return version_of(await self.head(bucket, key))
+
+            try:
+                listed = Version(etag, size, mtime)
+                if not etag and size > parts.threshold:  # ranges, each of which must name one version
+                    listed = await now()
+                fetched = await of_one_version(fetch, listed, now, what)
                 if not place.landed:
                     land(temporary, name, existed=place.existed, folder=folder, shown=target)
                 landed = True
@@ -184,27 +199,20 @@ class Downloads:
             raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
 
     async def _fetch(
-        self,
-        bucket: str,
-        key: str,
-        place: _Place,
-        size: int,
-        parts: Parts,
-        parent: str,
-        mtime: float,
-        etag: str,
+        self, bucket: str, key: str, place: _Place, version: Version, parts: Parts, parent: str
     ) -> Downloaded:
-        """One attempt at the object's bytes into `place.temporary`, with the object's time,
-        checked against its ETag; a full disk stops the job."""
+        """One attempt at the bytes of that version of the object into `place.temporary`, with
+        its time, checked against its ETag; a full disk stops the job."""
+        etag, size = version.etag, version.size
         try:
-            written, matches = await self._fetch_into(bucket, key, place, size, parts, mtime, etag)
+            written, matches = await self._fetch_into(bucket, key, place, size, parts, version.mtime, etag)
         except OSError as exc:
             raise disk_full(exc, parent) or refused_write(exc, parent) or exc from None
         if matches is False:
             matches = await self._second_opinion(bucket, key, place.written, etag, size)
             if matches is False:
                 raise changed_on_the_way(bucket, key, "its ETag or checksum")
-        return Downloaded(written, (matches is True) if self.verify else None)
+        return Downloaded(written, (matches is True) if self.verify else None, etag)
 
     async def _second_opinion(
         self, bucket: str, key: str, temporary: str, etag: str, size: int
@@ -260,20 +268,23 @@ class Downloads:
     async def _fetch_into(
         self, bucket: str, key: str, place: _Place, size: int, parts: Parts, mtime: float, etag: str
     ) -> tuple[int, bool | None]:
-        """The object's bytes into `place.temporary`, the way its route says, and whether they
-        match its checksum or `etag` (None: nothing could tell; `verify` off: never asked); a
-        small one may have landed already."""
+        """The object's bytes into `place.temporary`, the way its route says, every GET only while
+        the object's ETag is `etag` (412 otherwise), and whether they match its checksum or
+        `etag` (None: nothing could tell; `verify` off: never asked); a small one may have
+        landed already."""
         way = download_route(key, size, etag, parts).way
         if way not in (Way.STREAMED, Way.RANGED):  # those wait for their own bytes, GET by GET
             await self.retry.pace_bytes(size)
-        etag = etag if self.verify else ""
+        condition, etag = etag, etag if self.verify else ""
         if way is Way.NATIVE:
-            written, matches = await self._get_native(bucket, key, place, size, mtime, etag)
+            written, matches = await self._get_native(bucket, key, place, size, mtime, etag, condition)
         elif way in (Way.STREAMED, Way.RANGED):
-            written, matches = await self._fetch_streamed(bucket, key, place, size, parts, etag, mtime)
+            written, matches = await self._fetch_streamed(
+                bucket, key, place, size, parts, etag, mtime, condition
+            )
         else:  # the signed client's: a key with a dot segment, a small multipart object, nothing
             written, matches = await self._fetch_signed(
-                bucket, key, place, size, parts, mtime, etag, whole=way is not Way.WHOLE
+                bucket, key, place, size, parts, mtime, etag, condition, whole=way is not Way.WHOLE
             )
         if written != size:
             raise ItemError(
@@ -292,6 +303,7 @@ class Downloads:
         parts: Parts,
         mtime: float,
         etag: str,
+        condition: str,
         *,
         whole: bool,
     ) -> tuple[int, bool | None]:
@@ -301,18 +313,17 @@ class Downloads:
         one ranged GET one byte past its listed size (an object that grew since comes back longer
         and fails the size check); `whole`, with no range: an empty one (a range of nothing is
         answered 416), a key with a dot segment (`routes.Way.SIGNED`), as the route decided."""
-        what = f"get s3://{bucket}/{key}"
         if whole:
-            _, _, body = await self.client.request("GET", "GET", bucket, key, what=what)
+            _, body = await self.client.get_object(bucket, key, if_match=condition)
         else:
-            body = await self.client.get_range(bucket, key, 0, size + 1)
+            body = await self.client.get_range(bucket, key, 0, size + 1, if_match=condition)
         temporary, folder = place.temporary, place.folder
         if len(body) <= SMALL_BODY_MAX:
             return write_checked(temporary, body, mtime, etag, parts.size, folder)
         return await write_in_thread(write_checked, temporary, body, mtime, etag, parts.size, folder)
 
     async def _get_native(
-        self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str
+        self, bucket: str, key: str, place: _Place, size: int, mtime: float, etag: str, condition: str
     ) -> tuple[int, bool | None]:
         """`_fetch_into` the way `Way.NATIVE` (up to `WHOLE_BODY_MAX`, a single-part ETag or
         none): fetched, written, checked and, when right, landed by the native part, many per
@@ -331,6 +342,7 @@ class Downloads:
             check=self.verify,
             landing=landing,
             folder=place.folder,
+            if_match=condition,
         )
         place.landed = got.landed
         if got.written != size:  # the wrong size fails on its own (_fetch_into)
@@ -348,7 +360,15 @@ class Downloads:
         return gets
 
     async def _fetch_streamed(
-        self, bucket: str, key: str, place: _Place, size: int, parts: Parts, etag: str, mtime: float
+        self,
+        bucket: str,
+        key: str,
+        place: _Place,
+        size: int,
+        parts: Parts,
+        etag: str,
+        mtime: float,
+        condition: str,
     ) -> tuple[int, bool | None]:
         """An object from `WHOLE_BODY_MAX` into `temporary`, written as it comes by the native
         part's writer thread (`gets.py`): above the threshold in ranges of `parts.size`,
@@ -364,7 +384,9 @@ class Downloads:
         crc = await self._full_object_crc(bucket, key) if self.verify and ranged else None
         part_size = likeliest_part_size(etag, size, parts.size) if etag and not crc else None
         temporary, folder = place.temporary, place.folder
-        os.close(new_file(temporary, folder))  # made here; the GETs write into it
+        with contextlib.suppress(FileNotFoundError):  # an earlier attempt's: its hasher may still
+            os.unlink(temporary, dir_fd=folder)  # map it, and a file cut short under a mapping is a SIGBUS
+        os.close(new_file(temporary, folder))  # made here, anew; the GETs write into it
         hashed = gets.hash_parts(temporary, size, part_size, folder) if part_size else None
         checked: bool | None = None
         ranges: dict[int, tuple[str, int]] = {}  # start -> (the range's CRC, its length)
@@ -373,12 +395,22 @@ class Downloads:
             nonlocal checked
             if ranged:
                 algorithm = crc[0] if crc else None
-                got = await gets.get_range_into(key, start, end, temporary, hashed, algorithm, folder=folder)
+                got = await gets.get_range_into(
+                    key, start, end, temporary, hashed, algorithm, folder=folder, if_match=condition
+                )
                 if got.checksum is not None:
                     ranges[start] = (base64.b64encode(got.checksum).decode(), got.written)
                 return got.written
             got = await gets.get_into(
-                key, end, temporary, 0.0, hash=False, check=self.verify, hashed=hashed, folder=folder
+                key,
+                end,
+                temporary,
+                0.0,
+                hash=False,
+                check=self.verify,
+                hashed=hashed,
+                folder=folder,
+                if_match=condition,
             )
             checked = got.checked
             return got.written

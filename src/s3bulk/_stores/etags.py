@@ -155,6 +155,8 @@ class StreamCheck:
     read again): whole under a single-part ETag, part by part under a multipart one whose parts
     are `part_size` bytes (the last one fewer)."""
 
+    what = "its ETag"
+
     def __init__(self, etag: str, part_size: int | None = None) -> None:
         parsed = _parsed(etag)
         assert parsed is not None, "an ETag that is an MD5"

@@ -33,6 +33,7 @@ from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import log
+from s3bulk._stores.s3 import quoted
 
 if TYPE_CHECKING:
     from s3bulk._stores.s3 import S3Client
@@ -64,6 +65,7 @@ class GetJob(NamedTuple):
     check: bool
     compute: str | None
     landing: Landing | None
+    if_match: str | None = None  # the ETag the object must still have (412 otherwise)
 
 
 class Outcome(NamedTuple):
@@ -110,14 +112,18 @@ class Gets(Handover[Outcome]):
         landing: Landing | None = None,
         hashed: int | None = None,
         folder: int | None = None,
+        if_match: str | None = None,
     ) -> Outcome:
         """The object's bytes, up to `end` of them (one more than expected tells that it grew),
         into a new file at `path` (in the open directory `folder`, if given, as the landing's
         target is) with the time `mtime` (0: now), landed as `landing` says. With
         `check`, asked for in checksum mode and checked by the checksum that comes; else (none
         came), hashed with MD5 when `hash`, or in parts as it is written when `hashed`
-        (`hash_parts`). OSError for the file; S3Error or a retryable ItemError for the GET."""
-        return await self._get(key, None, end, hashed, folder, path, mtime, hash, check, None, landing)
+        (`hash_parts`); with `if_match`, only while the object has that ETag. OSError for the
+        file; S3Error (412: it changed) or a retryable ItemError for the GET."""
+        return await self._get(
+            key, None, end, hashed, folder, path, mtime, hash, check, None, landing, if_match
+        )
 
     async def get_range_into(
         self,
@@ -128,15 +134,19 @@ class Gets(Handover[Outcome]):
         hashed: int | None = None,
         checksum: str | None = None,
         folder: int | None = None,
+        if_match: str | None = None,
     ) -> Outcome:
         """The object's bytes [start, end) written at offset `start` into the file at `path` (in
         the open directory `folder`, if given), which the caller made; `written` says how many
         (fewer: the object ended sooner). The caller checks the whole file: hashed as it is
         written when `hashed` (`hash_parts`), or by the CRCs of its ranges combined, each
-        range's found when a `checksum` algorithm is named. OSError for the file (gone: a range
-        still to come after the caller removed it); S3Error or a retryable ItemError for the
-        GET."""
-        return await self._get(key, start, end, hashed, folder, path, 0.0, False, False, checksum, None)
+        range's found when a `checksum` algorithm is named; with `if_match`, only while the
+        object has that ETag, so that no range of another version is written beside it. OSError
+        for the file (gone: a range still to come after the caller removed it); S3Error (412: it
+        changed) or a retryable ItemError for the GET."""
+        return await self._get(
+            key, start, end, hashed, folder, path, 0.0, False, False, checksum, None, if_match
+        )
 
     async def _get(
         self,
@@ -151,10 +161,14 @@ class Gets(Handover[Outcome]):
         check: bool,
         compute: str | None,
         landing: Landing | None,
+        if_match: str | None,
     ) -> Outcome:
         """The GET handed over, to the URL and signed for the region the signed client uses."""
         url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
-        job = GetJob(url, region, start, end, hashed, folder, path, mtime, hash, check, compute, landing)
+        condition = quoted(if_match) if if_match else None
+        job = GetJob(
+            url, region, start, end, hashed, folder, path, mtime, hash, check, compute, landing, condition
+        )
         ticket = self._ticket()
         self._asked[ticket] = (path, folder, key)
         outcome = await self._handed(ticket, (job,))

@@ -376,12 +376,16 @@ async def copy_in_parts(
     headers: dict[str, str],
     hooks: UploadHooks,
     retry: Retry,
+    etag: str = "",
 ) -> None:
-    """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here)."""
+    """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here),
+    each of the source's version `etag` only: a part of the next version is refused (412), the
+    upload aborted, never completed torn."""
     source = f"/{source_bucket}/{quote_key(source_key)}"
 
     async def send(upload_id: str, number: int, first: int, last: int) -> tuple[str, str]:
-        return await client.upload_part_copy(bucket, key, upload_id, number, source, first, last), ""
+        copied = await client.upload_part_copy(bucket, key, upload_id, number, source, first, last, etag)
+        return copied, ""
 
     await _in_parts(
         client,

@@ -7,10 +7,9 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
-import errno
 import io
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -217,112 +216,3 @@ class ObjectWriter(io.RawIOBase):
         if self._on_close is not None:
             self._on_close()
             self._on_close = None
-
-
-class ObjectReader(io.RawIOBase):
-    """An object read as a standard raw file. A read somewhere new fetches one `block` by a
-    ranged GET; reading on past that block streams the rest of the object in one GET (what
-    keeps a far-away service's connection full: one ranged GET after another waits a round trip
-    for each, and measured 2-3x slower at 20 ms RTT, bench/bench_open.py); a seek elsewhere drops
-    the stream. An object no bigger than a block is fetched whole by its first read (a Parquet
-    reader's footer, then its columns: one GET, not two). Every GET asks for the ETag the object
-    had when opened, so an object replaced midway fails the read instead of splicing two
-    versions. Size and ETag already known (from a listing) save the HEAD that asks for them."""
-
-    def __init__(
-        self, store: Any, key: str, *, block: int, size: int | None = None, etag: str = "", url: str = ""
-    ) -> None:
-        if size is None:
-            meta = obstore.head(store, key)
-            size, etag = int(meta["size"]), meta.get("e_tag") or ""
-        self.size: int = size
-        self._etag = etag if not etag or etag.startswith(('"', "W/")) else f'"{etag}"'
-        self._store, self._key, self._block = store, key, max(1, block)
-        self._url = url or key  # what errors name
-        self._held = memoryview(b"")  # bytes fetched, starting at `_held_at`
-        self._held_at = 0
-        self._stream: Iterator[Any] | None = None  # the rest of the object, from `_next` on
-        self._next = 0  # where what was fetched last ends
-        self._position = 0
-
-    def _get(self, byte_range: Any) -> Any:
-        from obstore.exceptions import NotFoundError, PreconditionError
-
-        options: dict[str, Any] = {"range": byte_range}
-        if self._etag:
-            options["if_match"] = self._etag
-        try:
-            return obstore.get(self._store, self._key, options=options)  # type: ignore[arg-type]
-        except PreconditionError:
-            raise OSError(
-                errno.ESTALE,
-                f"changed since it was opened or listed (its ETag is no longer {self._etag}): "
-                "open it again, after a fresh listing",
-                self._url,
-            ) from None
-        except NotFoundError:
-            raise FileNotFoundError(
-                errno.ENOENT, "deleted since it was opened or listed", self._url
-            ) from None
-
-    def _fill(self) -> None:
-        """Fetch what holds `_position`."""
-        position = self._position
-        data = None
-        if position == self._next and position > 0:  # reading on: stream from here
-            if self._stream is None:
-                self._stream = iter(self._get({"offset": position}).stream(min_chunk_size=self._block))
-            data = next(self._stream, None)
-        if data is None:  # somewhere new (or a stream that ended early): one block
-            self._stream = None
-            if self.size <= self._block:
-                position = 0  # the whole object, in one GET
-            data = self._get((position, min(self.size, position + self._block))).bytes()
-        self._held, self._held_at = memoryview(data), position
-        self._next = position + len(self._held)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._position >= self.size:
-            return 0
-        offset = self._position - self._held_at
-        if not 0 <= offset < len(self._held):
-            self._fill()
-            offset = self._position - self._held_at
-        view = memoryview(buffer).cast("B")
-        count = min(len(view), len(self._held) - offset)
-        view[:count] = self._held[offset : offset + count]
-        self._position += count
-        return count
-
-    def readall(self) -> bytes:
-        """The rest, a chunk at a time (RawIOBase's own would go 8 KiB at a time)."""
-        pieces = []
-        while self._position < self.size:
-            offset = self._position - self._held_at
-            if not 0 <= offset < len(self._held):
-                self._fill()
-                offset = self._position - self._held_at
-            pieces.append(bytes(self._held[offset:]))
-            self._position += len(pieces[-1])
-        return b"".join(pieces)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError("negative seek position")
-        self._position = base + offset
-        return self._position
-
-    def tell(self) -> int:
-        return self._position
-
-    def close(self) -> None:
-        self._stream = None
-        self._held = memoryview(b"")
-        super().close()

@@ -28,6 +28,21 @@ def quote_key(key: str) -> str:
     return quote(key, safe="/~")
 
 
+def quoted(etag: str) -> str:
+    """An ETag as a condition names it (If-Match, x-amz-copy-source-if-match, DeleteObjects'
+    <ETag>): in quotes, as the service gives it, whether or not a listing kept them."""
+    return f'"{etag.strip(chr(34))}"'
+
+
+def if_match_header(etag: str, header: str = "If-Match") -> dict[str, str]:
+    """The header that makes a request about that version of the object only (412 otherwise);
+    none without an ETag."""
+    return {header: quoted(etag)} if etag else {}
+
+
+COPY_SOURCE_IF_MATCH = "x-amz-copy-source-if-match"
+
+
 def _query(params: dict[str, str]) -> str:
     return "&".join(
         f"{quote(name, safe='~')}={quote(value, safe='~')}" if value != "" else quote(name, safe="~")
@@ -243,17 +258,25 @@ class S3Client(SignedHttp):
         self, bucket: str, key: str, start: int, end: int, *, if_match: str = "", version_id: str = ""
     ) -> bytes:
         """Bytes [start, end) of the object (of that ETag, with `if_match`; that version)."""
-        headers = {"Range": f"bytes={start}-{end - 1}"}
-        if if_match:
-            headers["If-Match"] = if_match
+        headers = {"Range": f"bytes={start}-{end - 1}", **if_match_header(if_match)}
         params = {"versionId": version_id} if version_id else None
         what = f"get s3://{bucket}/{key}"
         _, _, body = await self.request("GET", "GET", bucket, key, params=params, headers=headers, what=what)
         return body
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
-        _, _, body = await self.request("GET", "GET", bucket, key, what=f"get s3://{bucket}/{key}")
-        return body
+    async def get_object(
+        self, bucket: str, key: str, *, if_match: str = "", version_id: str = "", checksums: bool = False
+    ) -> tuple[dict[str, str], bytes]:
+        """The whole object's headers (names in lower case) and bytes; of that ETag, with
+        `if_match`; that version; with `checksums`, asked for in checksum mode, so that the answer
+        carries the full-object checksum the object keeps."""
+        headers = if_match_header(if_match) | ({"x-amz-checksum-mode": "ENABLED"} if checksums else {})
+        params = {"versionId": version_id} if version_id else None
+        what = f"get s3://{bucket}/{key}"
+        _, answer, body = await self.request(
+            "GET", "GET", bucket, key, params=params, headers=headers, what=what
+        )
+        return {name.lower(): value for name, value in answer.items()}, body
 
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
@@ -300,16 +323,21 @@ class S3Client(SignedHttp):
             checks["Content-MD5"] = await content_md5(body)
         return checks, signed
 
-    async def delete_object(self, bucket: str, key: str, version_id: str = "") -> None:
+    async def delete_object(self, bucket: str, key: str, version_id: str = "", etag: str = "") -> None:
+        """Delete the key (that version of it); with `etag`, only while it is that version, where
+        the service takes the condition (412 otherwise; a server that ignores it deletes)."""
         params = {"versionId": version_id} if version_id else None
-        await self.request("DELETE", "DELETE", bucket, key, params=params, what=f"delete s3://{bucket}/{key}")
+        what = f"delete s3://{bucket}/{key}"
+        headers = if_match_header(etag)
+        await self.request("DELETE", "DELETE", bucket, key, params=params, headers=headers, what=what)
 
     async def delete_objects(
-        self, bucket: str, entries: list[tuple[str, str]]
+        self, bucket: str, entries: list[tuple[str, str]], etags: dict[str, str] | None = None
     ) -> list[tuple[tuple[str, str], str, str]]:
-        """Delete up to 1,000 (key, version id) in one request; returns ((key, version id), code,
-        message) of those that failed."""
-        body = s3xml.delete_objects_body(entries)
+        """Delete up to 1,000 (key, version id) in one request, a key named in `etags` only while
+        it has that ETag (where the service takes the condition: PreconditionFailed otherwise);
+        returns ((key, version id), code, message) of those that failed."""
+        body = s3xml.delete_objects_body(entries, {key: quoted(etag) for key, etag in (etags or {}).items()})
         headers = {
             "Content-Type": "application/xml",
             "Content-MD5": await content_md5(body),
@@ -333,10 +361,14 @@ class S3Client(SignedHttp):
         dst_bucket: str,
         dst_key: str,
         headers: dict[str, str] | None = None,
+        *,
+        if_match: str = "",
     ) -> None:
-        """A server-side copy: with the source's checksum, unless one was chosen."""
+        """A server-side copy: with the source's checksum, unless one was chosen; with `if_match`,
+        of that version of the source only (412 otherwise)."""
         what = f"copy s3://{src_bucket}/{src_key}"
-        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}", **(headers or {})}
+        source = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}"}
+        headers = source | if_match_header(if_match, COPY_SOURCE_IF_MATCH) | (headers or {})
         if self.settings.checksum_algorithm in checksums.SENT:
             headers["x-amz-checksum-algorithm"] = self.settings.checksum_algorithm
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
@@ -444,9 +476,20 @@ class S3Client(SignedHttp):
                 return parts
 
     async def upload_part_copy(
-        self, bucket: str, key: str, upload_id: str, number: int, source: str, first: int, last: int
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        number: int,
+        source: str,
+        first: int,
+        last: int,
+        if_match: str = "",
     ) -> str:
-        headers = {"x-amz-copy-source": source}
+        """Bytes first..last of `source` ("/bucket/key") as part `number`; with `if_match`, of
+        that version of the source only (412 otherwise: a part of another version would tear
+        the copy)."""
+        headers = {"x-amz-copy-source": source, **if_match_header(if_match, COPY_SOURCE_IF_MATCH)}
         if last >= first:
             headers["x-amz-copy-source-range"] = f"bytes={first}-{last}"
         params = {"partNumber": str(number), "uploadId": upload_id}

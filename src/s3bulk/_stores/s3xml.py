@@ -344,12 +344,15 @@ def xml_safe(key: str) -> bool:
     return _NOT_XML.search(key) is None
 
 
-def delete_objects_body(entries: list[tuple[str, str]]) -> bytes:
-    """A quiet DeleteObjects request of (key, version id; "" for the current object): the
-    answer lists only the entries that failed."""
+def delete_objects_body(entries: list[tuple[str, str]], etags: dict[str, str] | None = None) -> bytes:
+    """A quiet DeleteObjects request of (key, version id; "" for the current object), a key in
+    `etags` deleted only while it has that ETag (a service that takes the condition): the answer
+    lists only the entries that failed."""
+    etags = etags or {}
     objects = "".join(
         f"<Object><Key>{_xml_text(key)}</Key>"
         + (f"<VersionId>{_xml_text(version)}</VersionId>" if version else "")
+        + (f"<ETag>{_xml_text(etags[key])}</ETag>" if key in etags else "")
         + "</Object>"
         for key, version in entries
     )

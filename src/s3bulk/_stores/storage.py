@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error, UsageError
+from s3bulk._errors import BytesMismatch, ItemError, S3Error, UsageError
 from s3bulk._lazy import lazy_module
 from s3bulk._stores import checksums
 from s3bulk._stores.attributes import Attributes
@@ -44,11 +44,13 @@ from s3bulk._stores.multipart import (
     UploadHooks,
     etag_parts,
 )
-from s3bulk._stores.objects import ObjectReader, ObjectWriter, obstore_can_address, store_for
+from s3bulk._stores.objects import ObjectWriter, obstore_can_address, store_for
+from s3bulk._stores.reader import BACKGROUND, ObjectReader
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.routes import LANES_MIN, WHOLE_BODY_MAX, MiB, Parts
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, ListPage, Repeats, UploadInfo, VersionInfo, repeated, xml_safe
+from s3bulk._stores.verify import Check, body_matches, encrypted, stream_check
 from s3bulk._stores.writes import Source, Writes
 
 if TYPE_CHECKING:
@@ -92,11 +94,15 @@ class Storage:
         self.relay = self.writes.relay
         self.upload_stream = self.writes.upload_stream
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
+        self._reading: Storage | None = None  # the file-like readers' (`open_reader`)
 
     async def close(self) -> None:
         await self.client.close()
         self._stores.clear()
         self.downloads.close()
+        if self._reading is not None:
+            await asyncio.wrap_future(BACKGROUND.start(self._reading.close()))
+            self._reading = None
 
     def _store(self, root: str) -> Any:
         """obstore's store for "s3://bucket" or a local directory."""
@@ -219,10 +225,12 @@ class Storage:
     ) -> int:
         """The object's bytes handed to `write` in order, read as ranges of `parts.size` with
         `parts.in_flight` at once (memory: that many ranges), each asked for with If-Match on the
-        ETag so that a change midway fails the read rather than splicing two versions."""
-        head = await self.head(bucket, key, version_id=version_id)
+        ETag so that a change midway fails the read rather than splicing two versions, and checked
+        as they pass as a download is (`verify.py`): by the full-object checksum the object keeps,
+        else its MD5 ETag."""
+        head = await self.head(bucket, key, version_id=version_id, checksums=True)
         size, etag = int(head.get("content-length") or 0), head.get("etag", "")
-        check = await self._stream_check(bucket, key, head, size, version_id) if self.verify else None
+        check = await self.stream_check_of(bucket, key, head, size, version_id) if self.verify else None
         starts = iter(range(0, size, parts.size))
         what = f"get s3://{bucket}/{key}"
 
@@ -261,32 +269,33 @@ class Storage:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        if check is not None and not check.matches() and await self._parts_are_even(bucket, key, etag, size):
-            raise ItemError(
-                f"{what}: the bytes received do not match its ETag: they changed on the way "
-                "(what was written is not the object)",
-                retryable=False,
+        if (
+            check is not None
+            and not check.matches()
+            and await self._mismatch_holds(check, bucket, key, etag, size)
+        ):
+            raise BytesMismatch(
+                f"{what}: the bytes received do not match {check.what}: they changed on the way "
+                "(what was written is not the object)"
             )
         return written
 
-    async def _stream_check(
-        self, bucket: str, key: str, head: dict[str, str], size: int, version_id: str
-    ) -> StreamCheck | None:
-        """How a stream of the object is checked as it passes: by its ETag, the MD5 of its bytes
-        or of its parts' (their size told by a HEAD of part 1); None when the ETag is no MD5
-        (SSE-KMS, SSE-C) or the parts' size does not give their number."""
-        encrypted = head.get("x-amz-server-side-encryption", "").startswith("aws:kms") or head.get(
-            "x-amz-server-side-encryption-customer-algorithm"
-        )
-        etag = head.get("etag", "")
-        count = md5_parts(etag)
-        if encrypted or count is None:
-            return None
-        if not count:
-            return StreamCheck(etag)
+    async def stream_check_of(
+        self, bucket: str, key: str, head: dict[str, str], size: int, version_id: str = ""
+    ) -> Check | None:
+        """How a stream of the object is checked as it passes (`verify.stream_check`): under a
+        multipart MD5 ETag, with its parts' size as a HEAD of part 1 tells it."""
+        count = md5_parts(head.get("etag", ""))
+        if not count or checksums.full_object(head) or encrypted(head):
+            return stream_check(head)
         first = await self.head(bucket, key, 1, version_id=version_id)
         part_size = int(first.get("content-length") or 0)
-        return StreamCheck(etag, part_size) if part_size and -(-size // part_size) == count else None
+        return stream_check(head, part_size if part_size and -(-size // part_size) == count else None)
+
+    async def _mismatch_holds(self, check: Check, bucket: str, key: str, etag: str, size: int) -> bool:
+        """Whether a check that failed says the bytes are wrong: a checksum's always, an ETag's
+        only where its parts were as even as the stream's hashing took them (`_parts_are_even`)."""
+        return not isinstance(check, StreamCheck) or await self._parts_are_even(bucket, key, etag, size)
 
     async def _parts_are_even(self, bucket: str, key: str, etag: str, size: int) -> bool:
         """Whether a stream's check could hold (a single-part ETag, or parts all the size of the
@@ -297,27 +306,45 @@ class Storage:
         sizes = await self.downloads.told_part_sizes(bucket, key, count, size)
         return bool(sizes) and all(each == sizes[0] for each in sizes[:-1]) and sizes[-1] <= sizes[0]
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
-        """A whole object's bytes (one that fits in memory), retried."""
-        return await self._retrying(lambda: self.client.get_object(bucket, key), f"get s3://{bucket}/{key}")
+    async def get_object(self, bucket: str, key: str, *, if_match: str = "") -> bytes:
+        """A whole object's bytes (one that fits in memory; of that ETag, with `if_match`),
+        retried, and checked as a download is (`verify.body_matches`): asked for in checksum
+        mode, by the full-object checksum its answer carries, else its MD5 ETag. Bytes that
+        contradict it are asked for again, then fail (BytesMismatch)."""
+        what = f"get s3://{bucket}/{key}"
 
-    async def get_range(self, bucket: str, key: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of the object (fewer when it ends sooner), retried."""
+        async def get() -> bytes:
+            headers, body = await self.client.get_object(bucket, key, if_match=if_match, checksums=True)
+            matches, by = body_matches(headers, body) if self.verify else (None, "")
+            if matches is False:
+                message = f"{what}: the bytes received do not match {by}: they changed on the way"
+                raise BytesMismatch(message, retryable=True)
+            return body
+
+        return await self._retrying(get, what)
+
+    async def get_range(self, bucket: str, key: str, start: int, end: int, *, if_match: str = "") -> bytes:
+        """Bytes [start, end) of the object (fewer when it ends sooner; of that ETag, with
+        `if_match`: 412 otherwise), retried."""
         return await self._retrying(
-            lambda: self.client.get_range(bucket, key, start, end), f"get s3://{bucket}/{key}"
+            lambda: self.client.get_range(bucket, key, start, end, if_match=if_match),
+            f"get s3://{bucket}/{key}",
         )
 
-    # ---- file-like access (sync: obstore's buffered reader and writer) ---------------------------
+    # ---- file-like access (sync: a reader on the signed client, obstore's writer) -----------------
     def open_reader(
         self, bucket: str, key: str, *, buffer_size: int, size: int | None = None, etag: str = ""
     ) -> Any:
         """A file-like reader (read, readinto, seek, tell): `buffer_size` bytes for a read
-        somewhere new, the rest of the object streamed when reading goes on (`ObjectReader`);
-        `size` and `etag` known already spare it a HEAD."""
-        _need_addressable(key)
-        store = self._store(f"s3://{bucket}")
-        url = f"s3://{bucket}/{key}"
-        reader = ObjectReader(store, key, block=buffer_size, size=size, etag=etag, url=url)
+        somewhere new, the next blocks fetched ahead when reading goes on (`reader.py`); `size`
+        and `etag` known already spare it a HEAD. Its requests go through a storage of its own,
+        on the readers' event loop (`reader.BACKGROUND`), one for every reader of this one."""
+        if self._reading is None:
+            retry = Retrier(self.retry.policy)
+            self._reading = Storage(
+                self.settings, connections=self.connections, retry=retry, verify=self.verify
+            )
+        reader = ObjectReader(self._reading, bucket, key, block=buffer_size, size=size, etag=etag)
         return io.BufferedReader(reader, buffer_size)
 
     def open_writer(
@@ -370,42 +397,61 @@ class Storage:
         await self._retrying(lambda: self.client.delete_bucket(bucket), f"remove bucket s3://{bucket}")
 
     # ---- deleting ------------------------------------------------------------------------------
-    async def delete_many(self, bucket: str, keys: list[str]) -> dict[str, str]:
+    async def delete_many(
+        self, bucket: str, keys: list[str], etags: dict[str, str] | None = None
+    ) -> dict[str, str]:
         """Delete `keys` (any number, 1,000 per DeleteObjects); returns {key: reason} for those
         that could not be deleted. A DeleteObjects answer can be "200 OK" and still refuse keys
-        (AccessDenied, SlowDown, InternalError): the retryable ones are sent again."""
-        failed = await self.delete_versions(bucket, [(key, "") for key in keys])
+        (AccessDenied, SlowDown, InternalError): the retryable ones are sent again. A key in
+        `etags` is deleted only while it has that ETag, where the service takes the condition
+        (refused, "PreconditionFailed", otherwise; a server that ignores it deletes: mv asks
+        first whether it does, `commands.deletes.BatchDeleter`)."""
+        failed = await self.delete_versions(bucket, [(key, "") for key in keys], etags)
         return {key: reason for (key, _), reason in failed.items()}
 
+    async def delete_object(self, bucket: str, key: str, etag: str = "") -> None:
+        """Delete one key, retried; with `etag`, only while it has that ETag, where the service
+        takes the condition on a DeleteObject (412 otherwise)."""
+        await self._retrying(
+            partial(self.client.delete_object, bucket, key, etag=etag), f"delete s3://{bucket}/{key}"
+        )
+
     async def delete_versions(
-        self, bucket: str, entries: list[tuple[str, str]]
+        self, bucket: str, entries: list[tuple[str, str]], etags: dict[str, str] | None = None
     ) -> dict[tuple[str, str], str]:
         """`delete_many` of (key, version id) entries: that version of the key, or with "" the
         key itself (a delete marker, where the bucket keeps versions)."""
         failed: dict[tuple[str, str], str] = {}
+        etags = etags or {}
         for key, version in (
             entry for entry in entries if not xml_safe(entry[0])
         ):  # no XML body can name them
             try:
                 await self._retrying(
-                    partial(self.client.delete_object, bucket, key, version_id=version),
+                    partial(
+                        self.client.delete_object, bucket, key, version_id=version, etag=etags.get(key, "")
+                    ),
                     f"delete s3://{bucket}/{key}",
                 )
             except ItemError as exc:
                 failed[key, version] = str(exc)
         batched = [entry for entry in entries if xml_safe(entry[0])]
         for start in range(0, len(batched), MAX_KEYS_PER_DELETE):
-            failed.update(await self._delete_batch(bucket, batched[start : start + MAX_KEYS_PER_DELETE]))
+            batch = batched[start : start + MAX_KEYS_PER_DELETE]
+            failed.update(await self._delete_batch(bucket, batch, etags))
         return failed
 
-    async def _delete_batch(self, bucket: str, entries: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    async def _delete_batch(
+        self, bucket: str, entries: list[tuple[str, str]], etags: dict[str, str]
+    ) -> dict[tuple[str, str], str]:
         failed: dict[tuple[str, str], str] = {}
         policy = self.retry.policy
         attempt = 0
         while entries:
+            conditions = {key: etags[key] for key, _ in entries if key in etags}
             try:
                 errors = await self._retrying(
-                    partial(self.client.delete_objects, bucket, entries),
+                    partial(self.client.delete_objects, bucket, entries, conditions),
                     f"delete {len(entries)} keys in s3://{bucket}",
                 )
             except ItemError as exc:  # the request as a whole failed, after its own retries

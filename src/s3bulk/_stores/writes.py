@@ -14,6 +14,7 @@ from typing import NamedTuple, TypeVar
 
 from s3bulk._errors import ItemError, S3Error
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.conditional import Version, of_one_version, version_of
 from s3bulk._stores.localfiles import read_unchanged
 from s3bulk._stores.multipart import (
     UploadHooks,
@@ -110,24 +111,40 @@ class Writes:
         parts: Parts,
         keep_layout: bool = False,
         attributes: Attributes = NO_ATTRIBUTES,
-    ) -> None:
+    ) -> Version:
         """A server-side copy (no bytes pass here), keeping the source's attributes but those
         `attributes` sets. Above the threshold, or for a multipart source when `keep_layout`, it
         copies in parts, in the source's own part layout where it can be found, so both objects
-        have the same ETag."""
+        have the same ETag. Every request copies the source's version `etag` only (the listing's;
+        for a copy in parts, the HEAD's): one that changed meanwhile is copied again whole, as it
+        is now (`conditional.of_one_version`). Returns the version copied."""
         what = f"copy s3://{source_bucket}/{source_key}"
-        if size > parts.threshold or (keep_layout and etag_parts(etag) > 0):
-            await self._copy_in_parts(source_bucket, source_key, bucket, key, size, etag, parts, attributes)
-        else:  # the signed client's, which reads the answer: a 200 OK can carry an <Error>
-            headers = attributes.copy_headers()
+
+        async def copy(version: Version) -> Version:
+            if version.size > parts.threshold or (keep_layout and etag_parts(version.etag) > 0):
+                return await self._copy_in_parts(
+                    source_bucket, source_key, bucket, key, version, parts, attributes
+                )
+            headers = attributes.copy_headers()  # the signed client's, which reads the answer
             try:
                 await self._retrying(
-                    lambda: self.client.copy_object(source_bucket, source_key, bucket, key, headers), what
+                    lambda: self.client.copy_object(
+                        source_bucket, source_key, bucket, key, headers, if_match=version.etag
+                    ),
+                    what,
                 )
             except S3Error as exc:
-                if not (size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"):
+                if not (
+                    version.size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"
+                ):
                     raise
                 await self._put_marker(source_bucket, source_key, bucket, key, attributes)
+            return version
+
+        async def now() -> Version:
+            return version_of(await self.head(source_bucket, source_key, of_source=True))
+
+        return await of_one_version(copy, Version(etag, size), now, what)
 
     async def _put_marker(
         self, source_bucket: str, source_key: str, bucket: str, key: str, attributes: Attributes
@@ -152,14 +169,38 @@ class Writes:
         size: int,
         parts: Parts,
         attributes: Attributes = NO_ATTRIBUTES,
-    ) -> int:
+    ) -> Version:
         """A copy from a place no server-side copy reaches (another endpoint or account, read
         with `source`'s settings): the bytes pass through here, a whole small object or a part
         at a time (memory: parts in flight x part size), and the new object keeps the source's
-        attributes (Content-*, metadata, tags) but those `attributes` sets, as a copy does."""
-        head = await source.head(source_bucket, source_key)
-        size = int(head.get("content-length") or size)
-        etag = head.get("etag", "")
+        attributes (Content-*, metadata, tags) but those `attributes` sets, as a copy does. Every
+        GET asks for the version a HEAD found (If-Match); one that changed meanwhile is copied
+        again whole, as it is now. Returns the version copied."""
+        what = f"copy s3://{source_bucket}/{source_key}"
+
+        async def relay(_: Version) -> Version:  # each time of the version its own HEAD finds
+            head = await source.head(source_bucket, source_key)
+            await self._relay_version(source, source_bucket, source_key, bucket, key, head, parts, attributes)
+            return version_of(head)
+
+        async def asked_by_relay() -> Version:
+            return Version("", size)
+
+        return await of_one_version(relay, Version("", size), asked_by_relay, what)
+
+    async def _relay_version(
+        self,
+        source: Source,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        head: dict[str, str],
+        parts: Parts,
+        attributes: Attributes,
+    ) -> None:
+        """`relay` of the version `head` describes."""
+        size, etag = int(head.get("content-length") or 0), head.get("etag", "")
         kept = await source.retry(lambda: copy_attributes(source.client, source_bucket, source_key, head))
         headers = attributes.over_source(kept)
         what = f"copy s3://{source_bucket}/{source_key}"
@@ -186,7 +227,6 @@ class Writes:
         else:
             body = await fetch(0, size) if size else b""
             await self._retrying(lambda: self.client.put_object(bucket, key, body, headers), what)
-        return size
 
     async def _copy_in_parts(
         self,
@@ -194,15 +234,15 @@ class Writes:
         source_key: str,
         bucket: str,
         key: str,
-        size: int,
-        etag: str,
+        listed: Version,
         parts: Parts,
         attributes: Attributes,
-    ) -> None:
+    ) -> Version:
+        """`copy` in parts, of the version a HEAD finds (the listed one, unless it changed since)."""
         client, retry = self.client, self.retry
         head = await self.head(source_bucket, source_key, of_source=True)
-        size = int(head.get("content-length") or size)
-        etag = head.get("etag", etag).strip('"')
+        version = version_of(head)._replace(etag=head.get("etag") or listed.etag)
+        size, etag = version.size or listed.size, version.etag.strip('"')
         layout = await retry(lambda: source_part_size(client, source_bucket, source_key, size, etag))
         await copy_in_parts(
             client,
@@ -218,7 +258,9 @@ class Writes:
             ),
             hooks=self.hooks,
             retry=retry,
+            etag=etag,
         )
+        return version._replace(size=size)
 
     async def upload_stream(
         self,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,6 +245,24 @@ class CutBody(Fault):
         return response
 
 
+@dataclass
+class Meanwhile(Fault):
+    """Another writer: `change()` (a PUT or DELETE of the same object, sent straight to the
+    server) runs just before the request goes on, or with `after`, once the server has done it
+    and before its answer goes back: the object changes between two requests of a job."""
+
+    change: Callable[[], object]
+    after: bool = False
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        if not self.after:
+            await asyncio.to_thread(self.change)
+        status, headers, body = await exchange.forward()
+        if self.after:
+            await asyncio.to_thread(self.change)
+        return self.reply(exchange, status, headers, body)
+
+
 class LostAnswer(Fault):
     """The request is done by the server, but the connection is reset before its answer."""
 
@@ -304,12 +323,16 @@ def continued(exchange: Exchange) -> bool:
 
 @dataclass
 class Seen:
-    """A request the proxy handled: its operation, where, and the fault it got ("" for none)."""
+    """A request the proxy handled: its operation, where, the fault it got ("" for none), when
+    it came and when its answer went (`time.monotonic()`, to order it among what another writer
+    did meanwhile)."""
 
     operation: str
     bucket: str
     key: str
     fault: str
+    at: float = 0.0
+    done: float = 0.0
 
 
 @dataclass
@@ -370,9 +393,13 @@ class HostileS3(LoopbackProxy):
         exchange = Exchange(request, body, operation, bucket, key, forward)
         with self._lock:
             rule = next((rule for rule in self.rules if rule.takes(exchange)), None)
-        self.log.seen.append(Seen(operation, bucket, key, str(rule.fault) if rule else ""))
+        seen = Seen(operation, bucket, key, str(rule.fault) if rule else "", time.monotonic())
+        self.log.seen.append(seen)
         fault = rule.fault if rule is not None else Fault()
-        return await fault.answer(exchange)
+        try:
+            return await fault.answer(exchange)
+        finally:
+            seen.done = time.monotonic()
 
     async def _forward(self, request: web.Request, body: bytes) -> tuple[int, dict[str, str], bytes]:
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
