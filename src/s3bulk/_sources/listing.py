@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -65,28 +65,120 @@ class ListingOutOfOrder(JobAborted):
     merge of two sorted listings) must stop rather than skip, copy or delete the wrong keys."""
 
 
-class KeyOrder:
-    """Follows the keys of one listing and says when they stop rising."""
+# Pages in a row that may bring no new key, each saying more follows, before a listing is taken
+# to go nowhere. Not 1: S3 answers a page with no key and IsTruncated where a Prefix and a
+# Delimiter fold what it read into prefixes it gave already, and where a versioned bucket's
+# delete markers hide what it read (each page reads a bounded number of entries). A thousand such
+# pages are a million entries or more passed over without a key; a page costs ~1 ms on loopback,
+# so a service that sends empty pages forever is stopped within seconds.
+PAGES_WITHOUT_PROGRESS = 1000
 
-    __slots__ = ("last", "where")
+
+def stalled(where: str, why: str) -> ItemError:
+    """A listing whose pages bring no new key: not retryable (the service answered, and would
+    again), and what is listed on would be the same keys, or none, forever."""
+    return ItemError(
+        f"list {where}: {why}: the listing does not advance; stopping rather than listing forever",
+        retryable=False,
+    )
+
+
+class ListingCheck:
+    """Follows the pages of one listing: drops an entry listed again right after itself (a page
+    that begins with the entry the one before ended with, as servers whose StartAfter takes the
+    key itself do), says when keys stop rising, and stops a listing whose pages bring no new key
+    (`advanced`)."""
+
+    __slots__ = ("idle", "last", "last_prefix", "pages", "previous", "where")
 
     def __init__(self, where: str, after: str | None = None) -> None:
         self.where = where
         self.last = after or ""
+        self.previous: ObjectInfo | None = None  # the entry whose key is `last` (None: `after`)
+        self.last_prefix = ""  # a delimiter listing's last prefix
+        self.idle = 0  # truncated pages in a row that brought no new key
+        self.pages = Repeats()  # (first key, last key, size) of each page: one seen again
 
-    def rising(self, objects: list[ObjectInfo]) -> bool:
+    def rising(self, objects: list[ObjectInfo]) -> list[ObjectInfo] | None:
+        """The page without the entries listed again right after themselves, or None when a
+        key does not rise."""
         last = self.last
         for info in objects:
             if info.key <= last:
-                return False
+                return self._without_repeats(objects)
             last = info.key
-        self.last = last
-        return True
+        if objects:
+            self.last, self.previous = last, objects[-1]
+        return objects
+
+    def _without_repeats(self, objects: list[ObjectInfo]) -> list[ObjectInfo] | None:
+        kept = []
+        last, previous = self.last, self.previous
+        for info in objects:
+            if info.key > last:
+                kept.append(info)
+                last, previous = info.key, info
+            elif info.key != last:
+                return None
+            elif previous is not None and info != previous:
+                raise self._twice(info)
+        self.last, self.previous = last, previous
+        return kept
+
+    def unrepeated(self, objects: list[ObjectInfo]) -> list[ObjectInfo]:
+        """For a listing in no order: the page without the entries that repeat the one just
+        before them."""
+        previous, kept = self.previous, []
+        for info in objects:
+            if previous is None or info.key != previous.key:
+                kept.append(info)
+            elif info != previous:
+                raise self._twice(info)
+            previous = info
+        self.previous = previous
+        return kept
+
+    def _twice(self, info: ObjectInfo) -> ListingOutOfOrder:
+        """A key listed again right after itself as another object: which one is it? S3 lists
+        a key once, in any order."""
+        return ListingOutOfOrder(
+            f"list {self.where}: the service lists {_quoted(info.key)} twice in a row, as two different "
+            "objects; stopping rather than guess which one it holds"
+        )
+
+    def new_prefixes(self, prefixes: list[str]) -> list[str]:
+        """A delimiter listing's prefixes without one that repeats the prefix just before it."""
+        if prefixes and prefixes[0] == self.last_prefix:
+            prefixes = prefixes[1:]
+        if prefixes:
+            self.last_prefix = prefixes[-1]
+        return prefixes
+
+    def advanced(self, objects: list[ObjectInfo], truncated: bool, prefixes: Sequence[str] = ()) -> None:
+        """Raise when this page (its repeats dropped) makes a listing that does not advance: the
+        `PAGES_WITHOUT_PROGRESS`-th truncated page in a row without a key, or a page of keys
+        listed before (under a fresh token, which `Repeats` of tokens does not see)."""
+        if objects or prefixes:
+            self.idle = 0
+            keys = (objects[0].key, objects[-1].key, len(objects)) if objects else ("", "", 0)
+            if self.pages.seen((*keys, *prefixes[:1], *prefixes[-1:], len(prefixes))):
+                why = "the service listed the same page again under a new continuation token"
+                raise stalled(self.where, why)
+            return
+        if not truncated:
+            return
+        self.idle += 1
+        if self.idle >= PAGES_WITHOUT_PROGRESS:
+            raise stalled(
+                self.where,
+                f"{self.idle:,} pages in a row brought no key, each saying more follows (IsTruncated) "
+                "under a new continuation token",
+            )
 
     def refuse(self, objects: list[ObjectInfo], needs: str) -> ListingOutOfOrder:
         after = self.last
         for info in objects:
-            if info.key <= after:
+            if info.key < after:
                 return ListingOutOfOrder(
                     f"{self.where} lists keys out of order ({_quoted(info.key)} after {_quoted(after)}), "
                     f"as S3 Express directory buckets do: {needs}"
@@ -322,7 +414,8 @@ async def iter_range(
     within = key_range.first if key_range.first is not None else _narrowest(prefix, after, before)
     may_split = on_split is not None
     warm_up = 1 if auto and bucket not in _RANGES_PAY else 0  # pages listed before the first attempt
-    order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", after)
+    check = ListingCheck(f"s3://{bucket}/{prefix}", after)
+    ordered = True  # until a whole listing not yet split comes out of order
     repeats = Repeats()
     while True:
         started = time.perf_counter()
@@ -330,14 +423,19 @@ async def iter_range(
             bucket, within, start_after=after if token is None else None, continuation_token=token
         )
         page_seconds = time.perf_counter() - started
-        objects = page.objects
-        if order is not None and not order.rising(objects):
+        objects = check.rising(page.objects) if ordered else check.unrepeated(page.objects)
+        refused = None  # raised once the page is known not to be one listed before
+        if objects is None:
             if ordered_for or key_range != KeyRange() or before is not None:  # a range, or split
-                raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
-            order, may_split = None, False  # one listing, in whatever order it comes
+                refused = check.refuse(page.objects, ordered_for or RANGES_NEED_ORDER)
+            ordered = may_split = False  # one listing, in whatever order it comes
+            objects = check.unrepeated(page.objects)
         finished = not page.is_truncated  # truncated, a page has its token (`S3Client`)
         if not finished and (page.next_token == token or repeats.seen(page.next_token)):
             raise repeated(f"list s3://{bucket}/{within}")
+        check.advanced(objects, page.is_truncated)
+        if refused is not None:
+            raise refused
         objects, reached = _below(objects, before)
         if objects:
             yield objects
@@ -484,7 +582,7 @@ async def list_sequential(
     benchmark's baseline). The next page is requested before this one is handed on, so whatever
     the caller does with a page (print it, plan its items) overlaps the service's time for the
     next one. With `ordered_for`, keys out of order stop it (ListingOutOfOrder)."""
-    order = KeyOrder(f"s3://{bucket}/{prefix}") if ordered_for else None
+    check = ListingCheck(f"s3://{bucket}/{prefix}")
     repeats = Repeats()
 
     def fetch(token: str | None) -> asyncio.Task[ListPage]:
@@ -496,14 +594,20 @@ async def list_sequential(
     try:
         while True:
             page = await pending
-            if order is not None and not order.rising(page.objects):
-                raise order.refuse(page.objects, ordered_for)
+            objects = check.rising(page.objects) if ordered_for else check.unrepeated(page.objects)
+            refused = check.refuse(page.objects, ordered_for) if objects is None else None
+            if objects is None:
+                objects = check.unrepeated(page.objects)
             more = page.is_truncated  # truncated, a page has its token (`S3Client`)
             if more and repeats.seen(page.next_token):
                 raise repeated(f"list s3://{bucket}/{prefix}")
+            prefixes = check.new_prefixes(page.common_prefixes)
+            check.advanced(objects, more, prefixes)  # a page listed before says so, not "out of order"
+            if refused is not None:
+                raise refused
             if more:
                 pending = fetch(page.next_token)
-            yield page
+            yield page._replace(objects=objects, common_prefixes=prefixes)
             if not more:
                 return
     finally:
