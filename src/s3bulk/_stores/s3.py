@@ -108,6 +108,10 @@ class S3Client(SignedHttp):
                     raise
                 return await sent()
         except S3Error as error:
+            if error.status == 501:  # which request it does not implement, in S3's own terms
+                request = " ".join([method, *(f"?{name}" for name in sorted(params or {}))])
+                copy = " with x-amz-copy-source" if "x-amz-copy-source" in (headers or {}) else ""
+                raise S3Error(501, error.code, error.message, f"{what} ({request}{copy})") from None
             if error.code or method != "HEAD" or 300 <= error.status < 400:
                 raise
             sent_key = any(name.endswith("customer-key") for name in headers or {})
