@@ -13,6 +13,7 @@ file's name and the row number, so a re-run overwrites the same keys instead of 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from collections.abc import Iterator
@@ -97,9 +98,8 @@ def open_file(path: str, settings: AwsSettings) -> IO[bytes]:
         try:
             return open(path, "rb")
         except OSError as exc:  # a file left unread is rows left out: a sync would delete their keys
-            raise UsageError(
-                f"cannot read {path}: {exc.strerror or exc}: fix its permissions or leave it out"
-            ) from None
+            fix = ": fix its permissions or leave it out" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}{fix}") from None
     import obstore
 
     from s3bulk._stores.objects import ObjectFile, s3_store
