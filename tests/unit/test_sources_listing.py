@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from s3bulk._errors import ItemError
 from s3bulk._sources.listing import (
-    PAGES_WITHOUT_PROGRESS,
     KeyRange,
     ListingOutOfOrder,
     iter_range,
@@ -27,7 +26,7 @@ from s3bulk._sources.listing import (
     list_sequential,
 )
 from s3bulk._stores import s3xml
-from s3bulk._stores.s3xml import ListPage, ObjectInfo
+from s3bulk._stores.s3xml import PAGES_WITHOUT_PROGRESS, ListPage, ObjectInfo
 
 
 def test_a_range_journaled_before_exclusive_bounds_lists_the_same_keys() -> None:
@@ -270,7 +269,9 @@ def test_empty_pages_that_say_more_follows_are_passed_over_while_they_end(how: s
 @pytest.mark.parametrize("how", HOW)
 def test_empty_pages_that_say_more_follows_forever_stop_the_listing(how: str) -> None:
     lister = ScriptedLister(itertools.chain([_infos("a")], itertools.repeat([])))
-    with pytest.raises(ItemError, match=r"1,000 pages in a row brought no key.*the listing does not advance"):
+    with pytest.raises(
+        ItemError, match=r"1,000 pages in a row brought nothing.*the listing does not advance"
+    ):
         _listed(lister, how)
     assert lister.requests == 1 + PAGES_WITHOUT_PROGRESS
 

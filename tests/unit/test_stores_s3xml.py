@@ -123,3 +123,31 @@ def test_versions_said_to_be_url_encoded_that_no_encoder_writes_stop_the_listing
     with pytest.raises(ItemError, match="which no URL encoder writes"):
         s3xml.parse_versions(body)
     assert s3xml.parse_versions(body.replace(b"sp ace", b"sp+ace")).versions[0].key == "p/sp ace"
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["same-page", "empty-pages"])
+def test_a_versions_listing_that_does_not_advance_stops(same: bool) -> None:
+    """ListObjectVersions (and ListMultipartUploads) go on from markers: fresh markers with the
+    same versions again, or with none, forever, stop as a ListObjectsV2 listing does."""
+    import asyncio
+    import itertools
+
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.storage import Storage
+
+    version = s3xml.VersionInfo("p/k", "v1", True, "2026-11-23T22:31:04.907Z", 1, "e")
+    fresh = itertools.count()
+
+    async def listing(markers: tuple[str, str] | None) -> s3xml.VersionsPage:
+        return s3xml.VersionsPage([version] if same or markers is None else [], ("p/k", f"v{next(fresh)}"))
+
+    async def pages() -> int:
+        storage = Storage(AwsSettings(endpoint_url="http://127.0.0.1:1", region="us-east-1"))
+        count = 0
+        async for _ in storage._marker_pages(listing, "list the versions in s3://b/p/"):
+            count += 1
+            assert count <= 2 * s3xml.PAGES_WITHOUT_PROGRESS, "listed forever"
+        return count
+
+    with pytest.raises(ItemError, match=r"list the versions in s3://b/p/: .*the listing does not advance"):
+        asyncio.run(pages())

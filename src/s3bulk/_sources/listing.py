@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from s3bulk._errors import ItemError, JobAborted
-from s3bulk._stores.s3xml import ListPage, ObjectInfo, Repeats, repeated
+from s3bulk._stores.s3xml import Advance, ListPage, ObjectInfo, Repeats, repeated
 
 
 class Lister(Protocol):
@@ -65,39 +65,20 @@ class ListingOutOfOrder(JobAborted):
     merge of two sorted listings) must stop rather than skip, copy or delete the wrong keys."""
 
 
-# Pages in a row that may bring no new key, each saying more follows, before a listing is taken
-# to go nowhere. Not 1: S3 answers a page with no key and IsTruncated where a Prefix and a
-# Delimiter fold what it read into prefixes it gave already, and where a versioned bucket's
-# delete markers hide what it read (each page reads a bounded number of entries). A thousand such
-# pages are a million entries or more passed over without a key; a page costs ~1 ms on loopback,
-# so a service that sends empty pages forever is stopped within seconds.
-PAGES_WITHOUT_PROGRESS = 1000
-
-
-def stalled(where: str, why: str) -> ItemError:
-    """A listing whose pages bring no new key: not retryable (the service answered, and would
-    again), and what is listed on would be the same keys, or none, forever."""
-    return ItemError(
-        f"list {where}: {why}: the listing does not advance; stopping rather than listing forever",
-        retryable=False,
-    )
-
-
 class ListingCheck:
     """Follows the pages of one listing: drops an entry listed again right after itself (a page
     that begins with the entry the one before ended with, as servers whose StartAfter takes the
     key itself do), says when keys stop rising, and stops a listing whose pages bring no new key
     (`advanced`)."""
 
-    __slots__ = ("idle", "last", "last_prefix", "pages", "previous", "where")
+    __slots__ = ("advance", "last", "last_prefix", "previous", "where")
 
     def __init__(self, where: str, after: str | None = None) -> None:
         self.where = where
         self.last = after or ""
         self.previous: ObjectInfo | None = None  # the entry whose key is `last` (None: `after`)
         self.last_prefix = ""  # a delimiter listing's last prefix
-        self.idle = 0  # truncated pages in a row that brought no new key
-        self.pages = Repeats()  # (first key, last key, size) of each page: one seen again
+        self.advance = Advance(f"list {where}")
 
     def rising(self, objects: list[ObjectInfo]) -> list[ObjectInfo] | None:
         """The page without the entries listed again right after themselves, or None when a
@@ -155,25 +136,12 @@ class ListingCheck:
         return prefixes
 
     def advanced(self, objects: list[ObjectInfo], truncated: bool, prefixes: Sequence[str] = ()) -> None:
-        """Raise when this page (its repeats dropped) makes a listing that does not advance: the
-        `PAGES_WITHOUT_PROGRESS`-th truncated page in a row without a key, or a page of keys
-        listed before (under a fresh token, which `Repeats` of tokens does not see)."""
-        if objects or prefixes:
-            self.idle = 0
-            keys = (objects[0].key, objects[-1].key, len(objects)) if objects else ("", "", 0)
-            if self.pages.seen((*keys, *prefixes[:1], *prefixes[-1:], len(prefixes))):
-                why = "the service listed the same page again under a new continuation token"
-                raise stalled(self.where, why)
-            return
-        if not truncated:
-            return
-        self.idle += 1
-        if self.idle >= PAGES_WITHOUT_PROGRESS:
-            raise stalled(
-                self.where,
-                f"{self.idle:,} pages in a row brought no key, each saying more follows (IsTruncated) "
-                "under a new continuation token",
-            )
+        """Raise when this page (its repeats dropped) makes a listing that does not advance
+        (`s3xml.Advance`): a page listed before under a fresh token, which `Repeats` of tokens
+        does not see, or too many truncated pages in a row without a key."""
+        keys = (objects[0].key, objects[-1].key, len(objects)) if objects else ("", "", 0)
+        mark = (*keys, *prefixes[:1], *prefixes[-1:], len(prefixes)) if objects or prefixes else None
+        self.advance.page(mark, truncated)
 
     def refuse(self, objects: list[ObjectInfo], needs: str) -> ListingOutOfOrder:
         after = self.last

@@ -92,6 +92,55 @@ class Repeats:
         return False
 
 
+# Pages in a row that may bring nothing, each saying more follows, before a listing is taken to
+# go nowhere. Not 1: S3 answers a page with no key and IsTruncated where a Prefix and a Delimiter
+# fold what it read into prefixes it gave already, and where a versioned bucket's delete markers
+# hide what it read (each page reads a bounded number of entries). A thousand such pages are a
+# million entries or more passed over; a page costs ~1 ms on loopback, so a service that sends
+# empty pages forever is stopped within seconds.
+PAGES_WITHOUT_PROGRESS = 1000
+
+
+class Advance:
+    """Whether a listing's pages bring anything new, however fresh their tokens: a page seen
+    before (its `mark`: first entry, last entry, size; `Repeats`) or `PAGES_WITHOUT_PROGRESS`
+    truncated pages in a row with nothing raise (`stalled`)."""
+
+    __slots__ = ("idle", "pages", "what")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.idle = 0  # truncated pages in a row that brought nothing
+        self.pages = Repeats()
+
+    def page(self, mark: tuple[object, ...] | None, truncated: bool) -> None:
+        """One page: `mark` names what it brought (None: nothing)."""
+        if mark is not None:
+            self.idle = 0
+            if self.pages.seen(mark):
+                raise stalled(
+                    self.what, "the service listed the same page again under a new continuation token"
+                )
+            return
+        if not truncated:
+            return
+        self.idle += 1
+        if self.idle >= PAGES_WITHOUT_PROGRESS:
+            raise stalled(
+                self.what,
+                f"{self.idle:,} pages in a row brought nothing, each saying more follows (IsTruncated) "
+                "under a new continuation token",
+            )
+
+
+def stalled(what: str, why: str) -> ItemError:
+    """A listing whose pages bring nothing new: not retryable (the service answered, and would
+    again), and what is listed on would be the same entries, or none, forever."""
+    return ItemError(
+        f"{what}: {why}: the listing does not advance; stopping rather than listing forever", retryable=False
+    )
+
+
 def repeated(what: str) -> ItemError:
     """The error of a listing whose token came round again: not retryable, since the service
     answered, and listing on would never end."""
