@@ -65,10 +65,13 @@ def test_a_ca_bundle_is_aws_ca_bundle_then_the_profile_s_and_reaches_every_clien
     assert settings.ca_bundle == str(theirs)
     assert client_options(settings, 8, allow_http=False)["ca_bundle"] == str(theirs)
     assert store_options(settings, "b", max_connections=8)[1]["root_certificate"] == theirs.read_bytes()
-    context = tls_context(settings)
+    context = tls_context(settings, "https://s3vectors.us-east-1.api.aws")
     assert not isinstance(context, bool) and context.cert_store_stats()["x509"] == 1  # that one alone
     insecure = AwsSettings.from_env(verify_ssl=False)
-    assert "ca_bundle" not in client_options(insecure, 8, allow_http=False) and tls_context(insecure) is False
+    assert "ca_bundle" not in client_options(insecure, 8, allow_http=False)
+    assert tls_context(insecure, "https://s3vectors.us-east-1.api.aws") is False
+    plain = AwsSettings.from_env(endpoint_url="http://127.0.0.1:9000")  # no TLS: no bundle, no file read
+    assert "ca_bundle" not in client_options(plain, 8, allow_http=True) and "ca_bundle" not in plain.__dict__
     monkeypatch.setenv("AWS_CA_BUNDLE", str(tmp_path / "missing.pem"))
     with pytest.raises(UsageError, match="is not a file"):
         AwsSettings.from_env().check_profile()

@@ -46,12 +46,12 @@ async def content_md5(body: bytes | bytearray | memoryview) -> str:
     return base64.b64encode(digest).decode()
 
 
-def tls_context(settings: AwsSettings) -> ssl.SSLContext | bool:
-    """How aiohttp checks certificates: not at all (--no-verify-ssl), against a CA bundle's
-    alone (`AwsSettings.ca_bundle`, as botocore does), or the default context's (True)."""
+def tls_context(settings: AwsSettings, endpoint: str) -> ssl.SSLContext | bool:
+    """How aiohttp checks `endpoint`'s certificates: not at all (--no-verify-ssl), against a CA
+    bundle's alone (`AwsSettings.tls_bundle`, as botocore does), or the default context's (True)."""
     if not settings.verify_ssl:
         return False
-    bundle = settings.ca_bundle
+    bundle = settings.tls_bundle(endpoint)
     if not bundle:
         return True
     import ssl  # as aiohttp is: only once a request is sent
@@ -86,7 +86,7 @@ class SignedHttp:
             import aiohttp
 
             connector = aiohttp.TCPConnector(
-                limit=self.max_connections, ttl_dns_cache=300, ssl=tls_context(self.settings)
+                limit=self.max_connections, ttl_dns_cache=300, ssl=tls_context(self.settings, self.endpoint)
             )
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
             self._session = aiohttp.ClientSession(
@@ -180,7 +180,9 @@ class SignedHttp:
 
     def _native(self) -> native_http.NativeHttp:
         if self._native_http is None:
-            options = client_options(self.settings, self.max_connections, allow_http=True)
+            options = client_options(
+                self.settings, self.max_connections, allow_http=True, endpoint=self.endpoint
+            )
             self._native_http = native_http.NativeHttp(as_text(options))
         return self._native_http
 
