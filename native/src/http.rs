@@ -378,10 +378,14 @@ pub fn message_of(unreachable: bool, err: &dyn std::error::Error) -> String {
 }
 
 /// obstore's client options (text, as `_stores/objects.client_options` writes them) as
-/// object_store's: the batch GETs and these requests are configured alike.
+/// object_store's: the batch GETs and these requests are configured alike. `ca_bundle` (a PEM
+/// file's path) is the transport's own, which object_store has no key for (`transport.rs`).
 pub fn options_from(client_options: HashMap<String, String>) -> PyResult<ClientOptions> {
     let mut options = ClientOptions::new();
     for (name, value) in client_options {
+        if name == "ca_bundle" {
+            continue;
+        }
         let key = ClientConfigKey::from_str(&name).map_err(|err| PyValueError::new_err(err.to_string()))?;
         options = options.with_config(key, value);
     }

@@ -13,7 +13,7 @@
 //! answer, which Python reads: S3's wrong-region answers are signed again for the right region,
 //! and no header, the session token among them, goes to another host); a connect timeout; a read
 //! timeout, from the request until its answer's head and then between two pieces of its body; a
-//! total timeout; TLS verified against the platform's roots unless told not to;
+//! total timeout; TLS verified against the platform's roots (or a CA bundle) unless told not to;
 //! plain HTTP refused unless allowed.
 
 use std::collections::HashMap;
@@ -42,8 +42,9 @@ use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use object_store::client::{HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpResponseBody};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
@@ -80,7 +81,7 @@ impl Transport {
     pub fn new(options: &HashMap<String, String>) -> Result<Self, String> {
         let duration = |name: &str| options.get(name).map(|text| humantime::parse_duration(text).map_err(|err| format!("{name}: {err}"))).transpose();
         let flag = |name: &str| options.get(name).is_some_and(|text| text == "true");
-        let tls = Arc::new(tls_config(flag("allow_invalid_certificates"))?);
+        let tls = Arc::new(tls_config(flag("allow_invalid_certificates"), options.get("ca_bundle").map(String::as_str))?);
         let proxies = Arc::new(Matcher::from_env());
         let connector = Connector::new(tls, proxies.clone(), duration("connect_timeout")?);
         let mut builder = Client::builder(TokioExecutor::new());
@@ -136,17 +137,33 @@ impl Transport {
     }
 }
 
-/// A TLS configuration: the platform's roots (and SSL_CERT_FILE), or, when `trust_any`
-/// (`allow_invalid_certificates`, `--no-verify-ssl`), any certificate at all.
-fn tls_config(trust_any: bool) -> Result<ClientConfig, String> {
+/// A TLS configuration: the platform's roots (and SSL_CERT_FILE); the certificates of a PEM file
+/// instead (`ca_bundle`: AWS_CA_BUNDLE or a profile's `ca_bundle`, which botocore trusts in the
+/// platform's place too); or, when `trust_any` (`allow_invalid_certificates`, `--no-verify-ssl`),
+/// any certificate at all.
+fn tls_config(trust_any: bool, ca_bundle: Option<&str>) -> Result<ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|err| err.to_string())?;
     let config = if trust_any {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(TrustAny(provider))).with_no_client_auth()
+    } else if let Some(path) = ca_bundle {
+        builder.with_root_certificates(bundle_roots(path)?).with_no_client_auth()
     } else {
         builder.with_platform_verifier().map_err(|err| format!("cannot read the platform's certificates: {err}"))?.with_no_client_auth()
     };
     Ok(config)
+}
+
+/// The certificates of a PEM bundle, as roots; Err names the file and what is wrong with it.
+fn bundle_roots(path: &str) -> Result<RootCertStore, String> {
+    let unreadable = |err: &dyn fmt::Display| format!("cannot read the CA bundle {path}: {err}");
+    let certificates = CertificateDer::pem_file_iter(path).map_err(|err| unreadable(&err))?.collect::<Result<Vec<_>, _>>().map_err(|err| unreadable(&err))?;
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(certificates);
+    if added == 0 {
+        return Err(format!("the CA bundle {path} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)"));
+    }
+    Ok(roots)
 }
 
 /// Makes connections: straight, or through the proxy the environment names for the URL (a

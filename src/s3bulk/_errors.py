@@ -121,6 +121,11 @@ class S3Error(ItemError):
         }
     )
 
+    # What a second attempt may cure, as botocore's retry modes have it: these statuses, 429 and
+    # 509 (throttles), and the codes above. Not 501 NotImplemented (each attempt is refused
+    # alike: it was tried six times), 505, 508, 511 ...
+    RETRYABLE_STATUSES = frozenset({500, 502, 503, 504, 509})
+
     THROTTLE_CODES = frozenset(
         {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable"}
     )
@@ -147,10 +152,13 @@ class S3Error(ItemError):
     def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
         self.status = status
         self.code = code
-        self.throttled = status in (429, 503) or code in self.THROTTLE_CODES
+        self.message = message  # the service's own words
+        self.throttled = status in (429, 503, 509) or code in self.THROTTLE_CODES
         self.job_wide = code in self.JOB_WIDE_CODES
         self.denied = code == "AccessDenied"
-        retryable = status >= 500 or status == 429 or code in self.RETRYABLE_CODES
+        retryable = status in self.RETRYABLE_STATUSES or status == 429 or code in self.RETRYABLE_CODES
+        if status == 501 or code == "NotImplemented":  # no request of its kind would fare better
+            retryable, self.job_wide = False, True
         if status == 507 or code == "XMinioStorageFull":  # the server's disk is full: so is every write
             retryable, self.job_wide = False, True
             message = f"{message.rstrip('.')}; the server has no space left: free some, then resume the job"
@@ -186,6 +194,7 @@ class BytesMismatch(ItemError, OSError):
 
 
 _HINTS = {
+    "NotImplemented": "the service does not implement this request, so s3bulk cannot do this there",
     "NoSuchBucket": "check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
     "InvalidAccessKeyId": "check AWS_ACCESS_KEY_ID / AWS_PROFILE",
     "SignatureDoesNotMatch": "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE",

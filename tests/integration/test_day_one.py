@@ -636,6 +636,37 @@ def test_piping_into_head_keeps_the_job_s_exit_code(minio: Endpoint, person: Per
     assert "Traceback" not in up.stderr + listing.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "head --json s3://{bucket}/k",
+        "head s3://{bucket}/",
+        "ls -r s3://{bucket}/",
+        "du s3://{bucket}/",
+        "cat s3://{bucket}/k",
+        "cp --json d/ s3://{bucket}/up/",
+        "presign s3://{bucket}/k",
+        "jobs",
+        "--version",
+    ],
+)
+def test_output_to_a_full_disk_is_one_line_and_exit_1_and_to_a_closed_pipe_no_error(
+    minio: Endpoint, person: Person, here: Path, command: str
+) -> None:
+    """Every command writes its output the same way: a write refused (`> /dev/full`) ends it with
+    one line and exit 1 (head --json said nothing and exited 0, with a traceback); a reader
+    gone (`| true`) is no error."""
+    bucket = new_bucket(minio)
+    put(minio, bucket, {"k": b"an object"})
+    make_tree(here / "d", {"f.txt": b"file"})
+    line = command.format(bucket=bucket)
+    full = person.shell(f"s3bulk {line} > /dev/full", here)
+    assert full.returncode == 1, full.stderr
+    assert full.stderr == "error: cannot write the output (stdout): No space left on device\n", full.stderr
+    closed = person.shell(f"s3bulk {line} | true; echo exit=${{PIPESTATUS[0]}}", here)
+    assert (closed.stdout, closed.stderr) == ("exit=0\n", ""), closed.stderr
+
+
 def test_journals_are_private_and_leave_no_wal_files(minio: Endpoint, person: Person, here: Path) -> None:
     bucket = new_bucket(minio)
     make_tree(here / "d", {"a.txt": b"a"})

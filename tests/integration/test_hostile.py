@@ -758,3 +758,39 @@ def test_a_server_out_of_space_stops_the_job_in_one_line(
     assert result.returncode == 1
     assert "the server has no space left: free some, then resume the job" in result.stderr
     assert hostile.server.log.count("PutObject") < 100  # stopped, not 300 x 6 attempts
+
+
+@pytest.mark.parametrize(
+    ("command", "operation", "request_line"),
+    [
+        ("cp {tmp}/f s3://{bucket}/up", "PutObject", "(PUT)"),
+        ("ls -r s3://{bucket}/", "ListObjectsV2", "(GET ?list-type ?prefix)"),
+        (
+            "cp --copy-multipart-threshold 5MiB --part-size 5MiB s3://{bucket}/big s3://{bucket}/copy",
+            "UploadPartCopy",
+            "(PUT ?partNumber ?uploadId with x-amz-copy-source)",
+        ),
+    ],
+    ids=["upload", "list", "part-copy"],
+)
+def test_a_request_the_service_does_not_implement_fails_at_once_in_one_line(
+    hostile: Hostile,
+    minio: Endpoint,
+    bucket: str,
+    tmp_path: Path,
+    command: str,
+    operation: str,
+    request_line: str,
+) -> None:
+    """501 NotImplemented: each attempt is refused alike, so none is retried (6 were), and the
+    line names the request the service does not take."""
+    (tmp_path / "f").write_bytes(b"file")
+    minio.client().put_object(Bucket=bucket, Key="big", Body=b"b" * (6 * 1024**2))
+    hostile.misbehave(Status(501, "NotImplemented"), operation=operation, bucket=bucket)
+    result = run_cli(hostile.env, *command.format(tmp=tmp_path, bucket=bucket).split(), timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    sent = 2 if operation == "UploadPartCopy" else 1  # the two parts go side by side, once each
+    assert hostile.server.log.count(operation) == sent
+    said = next(line for line in result.stderr.splitlines() if line.startswith("error: "))
+    assert "NotImplemented (501)" in said and request_line in said, result.stderr
+    assert "the service does not implement this request" in said

@@ -221,3 +221,62 @@ def test_requests_go_through_the_proxy_the_environment_names(
         else:
             assert proxy.seen and all(line == f"CONNECT {host} HTTP/1.1" for line in proxy.seen), proxy.seen
         assert set(proxy.credentials) == {"Basic " + base64.b64encode(b"someone:secret").decode()}
+
+
+def test_a_ca_bundle_named_by_the_profile_or_aws_ca_bundle_is_trusted_on_every_path(
+    minio_tls: Endpoint, tmp_path: Path
+) -> None:
+    """MinIO over TLS with a certificate no platform trusts, reached with no AWS_* variable but
+    the config file's (its default profile names the endpoint, the keys and `ca_bundle`), or
+    with AWS_CA_BUNDLE, which comes first, as botocore has it. Listing, uploads and downloads
+    (whole and in parts) and the object reader (obstore) all verify by the bundle; without it,
+    they refuse the certificate."""
+    from s3bulk.testing.servers import _self_signed_certificate
+
+    trusted = minio_tls.server.certs_dir / "public.crt"
+    other = _self_signed_certificate("127.0.0.1") / "public.crt"  # a certificate, but not the server's
+    bucket = new_bucket(minio_tls)
+    keys = minio_tls.server.client_env()
+    plain = {name: value for name, value in minio_tls.env.items() if not name.startswith("AWS_")}
+
+    def env(profile_bundle: Path | None, variable: Path | None = None) -> dict[str, str]:
+        config = tmp_path / f"config-{len(list(tmp_path.glob('config-*')))}"
+        config.write_text(
+            f"[default]\nregion = us-east-1\nendpoint_url = {minio_tls.server.endpoint}\n"
+            f"aws_access_key_id = {keys['AWS_ACCESS_KEY_ID']}\n"
+            f"aws_secret_access_key = {keys['AWS_SECRET_ACCESS_KEY']}\n"
+            + (f"ca_bundle = {profile_bundle}\n" if profile_bundle else "")
+        )
+        found = plain | {"AWS_CONFIG_FILE": str(config), "HOME": str(tmp_path)}
+        return found | ({"AWS_CA_BUNDLE": str(variable)} if variable else {})
+
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "small.txt").write_bytes(b"small")
+    (tmp_path / "up" / "big.bin").write_bytes(b"b" * (6 * 1024**2))
+    parts = ["--multipart-threshold", "5MiB", "--part-size", "5MiB"]
+    read = "import s3bulk, sys; sys.stdout.write(s3bulk.open(sys.argv[1]).read().decode())"
+    for name, settings in (
+        ("profile", env(trusted)),
+        ("AWS_CA_BUNDLE", env(None, trusted)),
+        ("AWS_CA_BUNDLE first", env(other, trusted)),
+    ):
+        up = run_cli(settings, "cp", *parts, f"{tmp_path / 'up'}/", f"s3://{bucket}/p/")
+        listed = run_cli(settings, "ls", "-r", f"s3://{bucket}/p/")
+        down = run_cli(settings, "sync", *parts, f"s3://{bucket}/p/", f"{tmp_path / name}/")
+        opened = subprocess.run(
+            [sys.executable, "-c", read, f"s3://{bucket}/p/small.txt"],
+            env=settings,
+            capture_output=True,
+            text=True,
+        )
+        assert [up.returncode, listed.returncode, down.returncode, opened.returncode] == [0] * 4, (
+            name,
+            up.stderr + listed.stderr + down.stderr + opened.stderr,
+        )
+        assert len(listed.stdout.splitlines()) == 2 and opened.stdout == "small"
+        assert (tmp_path / name / "big.bin").read_bytes() == b"b" * (6 * 1024**2)
+    for name, settings in (("none", env(None)), ("the wrong one", env(trusted, other))):
+        refused = run_cli(settings, "ls", f"s3://{bucket}/p/", timeout=120)
+        assert refused.returncode == 1 and "certificate" in refused.stderr.lower(), (name, refused.stderr)
+    missing = run_cli(env(tmp_path / "no-such.pem"), "ls", f"s3://{bucket}/p/")
+    assert missing.returncode == 2 and "is not a file" in missing.stderr, missing.stderr

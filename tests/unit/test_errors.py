@@ -15,3 +15,19 @@ def test_an_object_store_error_is_read_by_its_first_part_and_its_kind() -> None:
         Exception("Error performing GET http://h/b/k - error sending request" + debug % "kind: Connect")
     )
     assert refused.retryable and refused.unreachable
+
+
+def test_only_statuses_a_second_attempt_may_cure_are_retried() -> None:
+    """As botocore's retry modes: 500, 502, 503, 504 and the throttles (429, 509); not 501
+    NotImplemented, which no request of its kind would fare better with (the job stops), nor
+    505, 508, 511."""
+    from s3bulk._errors import S3Error
+
+    assert all(S3Error(status, "", "").retryable for status in (500, 502, 503, 504, 429, 509))
+    assert S3Error(509, "", "").throttled and S3Error(429, "", "").throttled
+    assert not any(S3Error(status, "", "").retryable for status in (501, 505, 508, 511))
+    unsupported = S3Error(
+        501, "NotImplemented", "A header you provided implies functionality that is not implemented"
+    )
+    assert unsupported.job_wide and "the service does not implement this request" in str(unsupported)
+    assert S3Error(400, "NotImplemented", "").job_wide  # whatever status it comes with

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import typer
 
-from s3bulk._cli.output import Interrupted, guarded, install
+from s3bulk._cli.output import Interrupted, guarded, install, written
 from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._text import printable
 
@@ -307,7 +307,10 @@ def run(argv: list[str] | None = None) -> int:
     collections cost ~12% of an `ls -r`'s CPU. Cycles are still collected, a little later."""
     gc.set_threshold(10_000, 20, 20)
     install()
-    arguments = sys.argv[1:] if argv is None else argv
+    return written(_run(sys.argv[1:] if argv is None else argv))
+
+
+def _run(arguments: list[str]) -> int:
     try:
         arguments, found = take_global_options(arguments)
         arguments = account_options_last(arguments)

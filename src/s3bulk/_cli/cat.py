@@ -19,7 +19,7 @@ from s3bulk._cli.options import (
     VersionIdOption,
     settings_from,
 )
-from s3bulk._cli.output import guarded
+from s3bulk._cli.output import guarded, refused, stdout_gone
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_size
 from s3bulk._engine.loop import run_loop
 
@@ -55,16 +55,28 @@ def cat_to_stdout(
 
     out = sys.stdout.buffer
 
+    def put(data: memoryview | None) -> None:
+        """`data` written (None: flushed)."""
+        try:
+            if data is None:
+                out.flush()
+            else:
+                out.write(data)
+        except OSError as exc:  # its reader gone (`| head -c 100`: it has what it wanted), a full disk
+            refused(exc)  # ... as for every command (`_cli.output.written`)
+            raise
+
     async def write(data: memoryview) -> None:
-        await asyncio.to_thread(out.write, data)
+        await asyncio.to_thread(put, data)
 
     try:
         run_loop(
             cat(settings, url, write, part_size=part_size, in_flight=in_flight, version_id=version_id or "")
         )
-        out.flush()
-    except BrokenPipeError:  # `s3bulk cat ... | head -c 100`: the reader has what it wanted
-        return 0
+        put(None)
+    except OSError:
+        if not stdout_gone():
+            raise
     return 0
 
 

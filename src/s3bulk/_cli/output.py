@@ -4,6 +4,9 @@
 - stdout may be a pipe its reader closes early (`s3bulk cp ... | head -1`). A job must not fail,
   or stop half-way, because its log is no longer read: later writes are dropped and the exit code
   stays the job's. A listing, whose only product is its output, stops (`Guarded.broken`).
+- stdout may refuse a write for another reason (a full disk, `> /dev/full`; an I/O error): later
+  writes are dropped alike, and the command, whatever it is, ends with one line saying so and
+  exit 1 (`written`), not a traceback, nor exit 0 with its output lost.
 - Ctrl-C: typer turns a KeyboardInterrupt into a silent exit code; `guarded` commands turn it
   into `Interrupted`, whose line (naming the job and how to finish it) `cli.run` prints.
 """
@@ -30,35 +33,35 @@ class Interrupted(S3BulkError):
 
 
 class Guarded:
-    """A text stream whose writes are dropped once its reader has gone (EPIPE)."""
+    """A text stream whose writes are dropped once it refused one: its reader gone (EPIPE), or
+    `failed` (ENOSPC, EIO, ...)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.broken = False
+        self.failed: OSError | None = None  # why a write was refused, when not for a reader gone
 
     def write(self, text: str) -> int:
         if not self.broken:
             try:
                 return self.stream.write(text)
-            except BrokenPipeError:
-                self._lost()
             except OSError as exc:
-                if exc.errno != errno.EPIPE:
-                    raise
-                self._lost()
+                self.lost(exc)
         return len(text)
 
     def flush(self) -> None:
         if not self.broken:
             try:
                 self.stream.flush()
-            except OSError:
-                self._lost()
+            except OSError as exc:
+                self.lost(exc)
 
-    def _lost(self) -> None:
-        """The reader is gone: point the descriptor at /dev/null, so nothing (a flush at exit, a
-        native library) can fail on it again."""
+    def lost(self, exc: OSError) -> None:
+        """Nothing more can be written: point the descriptor at /dev/null, so nothing (a flush at
+        exit, a native library) can fail on it again."""
         self.broken = True
+        if exc.errno != errno.EPIPE:
+            self.failed = exc
         try:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, self.stream.fileno())
@@ -80,6 +83,24 @@ def install() -> None:
 
 def stdout_gone() -> bool:
     return isinstance(sys.stdout, Guarded) and sys.stdout.broken
+
+
+def refused(exc: OSError) -> None:
+    """stdout refused a write made past `Guarded` (bytes, to its buffer: `cat`): taken as one
+    refused to it."""
+    if isinstance(sys.stdout, Guarded):
+        sys.stdout.lost(exc)
+
+
+def written(code: int) -> int:
+    """A command's exit code once what it wrote is flushed: when stdout refused a write (not
+    for its reader gone), one line says so, and the code is at least 1."""
+    sys.stdout.flush()
+    failed = getattr(sys.stdout, "failed", None)
+    if failed is None:
+        return code
+    sys.stderr.write(f"error: cannot write the output (stdout): {failed.strerror or failed}\n")
+    return code or 1
 
 
 def say(line: str, *, err: bool = False) -> None:

@@ -13,6 +13,7 @@ file's name and the row number, so a re-run overwrites the same keys instead of 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from collections.abc import Iterator
@@ -94,7 +95,11 @@ class RowChunk:
 def open_file(path: str, settings: AwsSettings) -> IO[bytes]:
     """A seekable binary file: local, or an S3 object read in ranges by obstore."""
     if not path.startswith("s3://"):
-        return open(path, "rb")
+        try:
+            return open(path, "rb")
+        except OSError as exc:  # a file left unread is rows left out: a sync would delete their keys
+            fix = ": fix its permissions or leave it out" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}{fix}") from None
     import obstore
 
     from s3bulk._stores.objects import ObjectFile, s3_store
@@ -276,6 +281,23 @@ def _parquet_slices(path: str, name: str, spec: EmbeddingSpec) -> Iterator[Slice
         start += rows
 
 
+def _batches(parquet: Any, piece: Slice, chunk_rows: int, columns: list[str]) -> Iterator[Any]:
+    """The slice's row group in batches; pages pyarrow cannot decode (a file corrupt past its
+    footer) are one line naming the file, as a footer it cannot read is (`_parquet_file`)."""
+    import pyarrow as pa
+
+    batches = parquet.iter_batches(batch_size=chunk_rows, row_groups=[piece.row_group], columns=columns)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"{piece.path} is not a readable Parquet file ({reason})") from None
+        if batch is None:
+            return
+        yield batch
+
+
 def _parquet_file(handle: IO[bytes], path: str) -> Any:
     import pyarrow.parquet as pq
 
@@ -394,7 +416,7 @@ def _parquet_rows(
         columns.insert(0, spec.key_column)
     parquet = _parquet_file(handle, piece.path)
     row = piece.start
-    for batch in parquet.iter_batches(batch_size=chunk_rows, row_groups=[piece.row_group], columns=columns):
+    for batch in _batches(parquet, piece, chunk_rows, columns):
         count = batch.num_rows
         vectors, problems = _arrow_vectors(batch.column(spec.vector_column))
         keys = (

@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from s3bulk._errors import ItemError, JobAborted
-from s3bulk._stores.s3xml import ListPage, ObjectInfo, Repeats, repeated
+from s3bulk._stores.s3xml import Advance, ListPage, ObjectInfo, Repeats, repeated
 
 
 class Lister(Protocol):
@@ -65,28 +65,88 @@ class ListingOutOfOrder(JobAborted):
     merge of two sorted listings) must stop rather than skip, copy or delete the wrong keys."""
 
 
-class KeyOrder:
-    """Follows the keys of one listing and says when they stop rising."""
+class ListingCheck:
+    """Follows the pages of one listing: drops an entry listed again right after itself (a page
+    that begins with the entry the one before ended with, as servers whose StartAfter takes the
+    key itself do), says when keys stop rising, and stops a listing whose pages bring no new key
+    (`advanced`)."""
 
-    __slots__ = ("last", "where")
+    __slots__ = ("advance", "last", "last_prefix", "previous", "where")
 
     def __init__(self, where: str, after: str | None = None) -> None:
         self.where = where
         self.last = after or ""
+        self.previous: ObjectInfo | None = None  # the entry whose key is `last` (None: `after`)
+        self.last_prefix = ""  # a delimiter listing's last prefix
+        self.advance = Advance(f"list {where}")
 
-    def rising(self, objects: list[ObjectInfo]) -> bool:
+    def rising(self, objects: list[ObjectInfo]) -> list[ObjectInfo] | None:
+        """The page without the entries listed again right after themselves, or None when a
+        key does not rise."""
         last = self.last
         for info in objects:
             if info.key <= last:
-                return False
+                return self._without_repeats(objects)
             last = info.key
-        self.last = last
-        return True
+        if objects:
+            self.last, self.previous = last, objects[-1]
+        return objects
+
+    def _without_repeats(self, objects: list[ObjectInfo]) -> list[ObjectInfo] | None:
+        kept = []
+        last, previous = self.last, self.previous
+        for info in objects:
+            if info.key > last:
+                kept.append(info)
+                last, previous = info.key, info
+            elif info.key != last:
+                return None
+            elif previous is not None and info != previous:
+                raise self._twice(info)
+        self.last, self.previous = last, previous
+        return kept
+
+    def unrepeated(self, objects: list[ObjectInfo]) -> list[ObjectInfo]:
+        """For a listing in no order: the page without the entries that repeat the one just
+        before them."""
+        previous, kept = self.previous, []
+        for info in objects:
+            if previous is None or info.key != previous.key:
+                kept.append(info)
+            elif info != previous:
+                raise self._twice(info)
+            previous = info
+        self.previous = previous
+        return kept
+
+    def _twice(self, info: ObjectInfo) -> ListingOutOfOrder:
+        """A key listed again right after itself as another object: which one is it? S3 lists
+        a key once, in any order."""
+        return ListingOutOfOrder(
+            f"list {self.where}: the service lists {_quoted(info.key)} twice in a row, as two different "
+            "objects; stopping rather than guess which one it holds"
+        )
+
+    def new_prefixes(self, prefixes: list[str]) -> list[str]:
+        """A delimiter listing's prefixes without one that repeats the prefix just before it."""
+        if prefixes and prefixes[0] == self.last_prefix:
+            prefixes = prefixes[1:]
+        if prefixes:
+            self.last_prefix = prefixes[-1]
+        return prefixes
+
+    def advanced(self, objects: list[ObjectInfo], truncated: bool, prefixes: Sequence[str] = ()) -> None:
+        """Raise when this page (its repeats dropped) makes a listing that does not advance
+        (`s3xml.Advance`): a page listed before under a fresh token, which `Repeats` of tokens
+        does not see, or too many truncated pages in a row without a key."""
+        keys = (objects[0].key, objects[-1].key, len(objects)) if objects else ("", "", 0)
+        mark = (*keys, *prefixes[:1], *prefixes[-1:], len(prefixes)) if objects or prefixes else None
+        self.advance.page(mark, truncated)
 
     def refuse(self, objects: list[ObjectInfo], needs: str) -> ListingOutOfOrder:
         after = self.last
         for info in objects:
-            if info.key <= after:
+            if info.key < after:
                 return ListingOutOfOrder(
                     f"{self.where} lists keys out of order ({_quoted(info.key)} after {_quoted(after)}), "
                     f"as S3 Express directory buckets do: {needs}"
@@ -322,7 +382,8 @@ async def iter_range(
     within = key_range.first if key_range.first is not None else _narrowest(prefix, after, before)
     may_split = on_split is not None
     warm_up = 1 if auto and bucket not in _RANGES_PAY else 0  # pages listed before the first attempt
-    order: KeyOrder | None = KeyOrder(f"s3://{bucket}/{prefix}", after)
+    check = ListingCheck(f"s3://{bucket}/{prefix}", after)
+    ordered = True  # until a whole listing not yet split comes out of order
     repeats = Repeats()
     while True:
         started = time.perf_counter()
@@ -330,14 +391,19 @@ async def iter_range(
             bucket, within, start_after=after if token is None else None, continuation_token=token
         )
         page_seconds = time.perf_counter() - started
-        objects = page.objects
-        if order is not None and not order.rising(objects):
+        objects = check.rising(page.objects) if ordered else check.unrepeated(page.objects)
+        refused = None  # raised once the page is known not to be one listed before
+        if objects is None:
             if ordered_for or key_range != KeyRange() or before is not None:  # a range, or split
-                raise order.refuse(objects, ordered_for or RANGES_NEED_ORDER)
-            order, may_split = None, False  # one listing, in whatever order it comes
+                refused = check.refuse(page.objects, ordered_for or RANGES_NEED_ORDER)
+            ordered = may_split = False  # one listing, in whatever order it comes
+            objects = check.unrepeated(page.objects)
         finished = not page.is_truncated  # truncated, a page has its token (`S3Client`)
         if not finished and (page.next_token == token or repeats.seen(page.next_token)):
             raise repeated(f"list s3://{bucket}/{within}")
+        check.advanced(objects, page.is_truncated)
+        if refused is not None:
+            raise refused
         objects, reached = _below(objects, before)
         if objects:
             yield objects
@@ -484,7 +550,7 @@ async def list_sequential(
     benchmark's baseline). The next page is requested before this one is handed on, so whatever
     the caller does with a page (print it, plan its items) overlaps the service's time for the
     next one. With `ordered_for`, keys out of order stop it (ListingOutOfOrder)."""
-    order = KeyOrder(f"s3://{bucket}/{prefix}") if ordered_for else None
+    check = ListingCheck(f"s3://{bucket}/{prefix}")
     repeats = Repeats()
 
     def fetch(token: str | None) -> asyncio.Task[ListPage]:
@@ -496,14 +562,20 @@ async def list_sequential(
     try:
         while True:
             page = await pending
-            if order is not None and not order.rising(page.objects):
-                raise order.refuse(page.objects, ordered_for)
+            objects = check.rising(page.objects) if ordered_for else check.unrepeated(page.objects)
+            refused = check.refuse(page.objects, ordered_for) if objects is None else None
+            if objects is None:
+                objects = check.unrepeated(page.objects)
             more = page.is_truncated  # truncated, a page has its token (`S3Client`)
             if more and repeats.seen(page.next_token):
                 raise repeated(f"list s3://{bucket}/{prefix}")
+            prefixes = check.new_prefixes(page.common_prefixes)
+            check.advanced(objects, more, prefixes)  # a page listed before says so, not "out of order"
+            if refused is not None:
+                raise refused
             if more:
                 pending = fetch(page.next_token)
-            yield page
+            yield page._replace(objects=objects, common_prefixes=prefixes)
             if not more:
                 return
     finally:

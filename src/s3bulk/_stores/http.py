@@ -27,6 +27,8 @@ from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import Meter, log
 
 if TYPE_CHECKING:
+    import ssl
+
     import aiohttp
 
 # aiohttp is imported when the first request is sent, not with this module: it costs ~0.2 s,
@@ -42,6 +44,19 @@ async def content_md5(body: bytes | bytearray | memoryview) -> str:
     else:
         digest = hashlib.md5(body, usedforsecurity=False).digest()
     return base64.b64encode(digest).decode()
+
+
+def tls_context(settings: AwsSettings, endpoint: str) -> ssl.SSLContext | bool:
+    """How aiohttp checks `endpoint`'s certificates: not at all (--no-verify-ssl), against a CA
+    bundle's alone (`AwsSettings.tls_bundle`, as botocore does), or the default context's (True)."""
+    if not settings.verify_ssl:
+        return False
+    bundle = settings.tls_bundle(endpoint)
+    if not bundle:
+        return True
+    import ssl  # as aiohttp is: only once a request is sent
+
+    return ssl.create_default_context(cafile=bundle)
 
 
 class SignedHttp:
@@ -71,9 +86,7 @@ class SignedHttp:
             import aiohttp
 
             connector = aiohttp.TCPConnector(
-                limit=self.max_connections,
-                ttl_dns_cache=300,
-                ssl=self.settings.verify_ssl,  # True: the default context, which verifies
+                limit=self.max_connections, ttl_dns_cache=300, ssl=tls_context(self.settings, self.endpoint)
             )
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=read_timeout_seconds())
             self._session = aiohttp.ClientSession(
@@ -167,7 +180,9 @@ class SignedHttp:
 
     def _native(self) -> native_http.NativeHttp:
         if self._native_http is None:
-            options = client_options(self.settings, self.max_connections, allow_http=True)
+            options = client_options(
+                self.settings, self.max_connections, allow_http=True, endpoint=self.endpoint
+            )
             self._native_http = native_http.NativeHttp(as_text(options))
         return self._native_http
 

@@ -11,6 +11,7 @@ import io
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
@@ -84,13 +85,25 @@ def store_options(
         config["sse_customer_key_base64"] = settings.sse_c.base64
     if settings.upload_checksum in STORE_CHECKSUMS and not settings.sse_c:  # its writes carry it
         config["checksum_algorithm"] = STORE_CHECKSUMS[settings.upload_checksum]
-    return config, client_options(settings, max_connections, allow_http=endpoint.startswith("http://"))
+    options = client_options(
+        settings, max_connections, allow_http=endpoint.startswith("http://"), endpoint=endpoint
+    )
+    bundle = options.pop("ca_bundle", None)
+    if bundle:  # obstore takes the certificates themselves, trusted beside the platform's
+        options["root_certificate"] = Path(bundle).read_bytes()
+    return config, options
 
 
-def client_options(settings: AwsSettings, max_connections: int, *, allow_http: bool) -> dict[str, Any]:
+def client_options(
+    settings: AwsSettings, max_connections: int, *, allow_http: bool, endpoint: str | None = None
+) -> dict[str, Any]:
     """object_store's HTTP client options: obstore's stores, the batch GETs and the signed
-    client's native requests (`stores.native_http`) are configured by this one function."""
-    return {
+    client's native requests (`stores.native_http`) are configured by this one function. With a
+    CA bundle for `endpoint` (the settings' own by default; `AwsSettings.tls_bundle`),
+    `ca_bundle` names it: the native part trusts its certificates in the platform's place, as
+    botocore does (`store_options` hands them to obstore, which trusts them beside the
+    platform's)."""
+    options = {
         "allow_http": allow_http,
         "allow_invalid_certificates": not settings.verify_ssl,
         "pool_max_idle_per_host": str(max_connections),
@@ -98,6 +111,10 @@ def client_options(settings: AwsSettings, max_connections: int, *, allow_http: b
         "timeout": "600s",
         "read_timeout": f"{max(1, round(read_timeout_seconds() * 1000))}ms",
     }
+    bundle = settings.tls_bundle(endpoint or settings.resolved_endpoint)
+    if bundle:
+        options["ca_bundle"] = bundle
+    return options
 
 
 def as_text(options: dict[str, Any]) -> dict[str, str]:

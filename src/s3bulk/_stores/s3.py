@@ -123,6 +123,10 @@ class S3Client(SignedHttp):
                     raise
                 return await sent()
         except S3Error as error:
+            if error.status == 501:  # which request it does not implement, in S3's own terms
+                request = " ".join([method, *(f"?{name}" for name in sorted(params or {}))])
+                copy = " with x-amz-copy-source" if "x-amz-copy-source" in (headers or {}) else ""
+                raise S3Error(501, error.code, error.message, f"{what} ({request}{copy})") from None
             if error.code or method != "HEAD" or 300 <= error.status < 400:
                 raise
             sent_key = any(name.endswith("customer-key") for name in headers or {})
@@ -196,7 +200,12 @@ class S3Client(SignedHttp):
         delimiter: str | None = None,
         max_keys: int = 1000,
     ) -> ListPage:
-        params = {"list-type": "2", "encoding-type": "url", "prefix": prefix}
+        """One page, asked for as plain XML, and again URL-encoded only where the plain page
+        cannot be read exactly (a key XML cannot carry): keys are then read one way, whatever
+        a service says of its encoding (`s3xml.parse_list_objects_v2`). Asked for URL-encoded
+        every time, as the SDKs do, a service that said so and sent keys as they were had
+        `a+b` read as "a b", and sync --delete deleted the file `a+b`."""
+        params = {"list-type": "2", "prefix": prefix}
         if max_keys != 1000:
             params["max-keys"] = str(max_keys)
         if start_after:
@@ -208,7 +217,13 @@ class S3Client(SignedHttp):
         what = f"list s3://{bucket}/{prefix}"
         _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         s3xml.expect(body, "ListBucketResult", what)
-        page = s3xml.parse_list_objects_v2(body)
+        try:
+            page = s3xml.parse_list_objects_v2(body, what=what)
+        except s3xml.NeedsEncoding:
+            params["encoding-type"] = "url"
+            _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+            s3xml.expect(body, "ListBucketResult", what)
+            page = s3xml.parse_list_objects_v2(body, url_asked=True, what=what)
         if page.is_truncated and not page.next_token:  # taken as the end, the rest goes unseen
             raise ItemError(
                 f"{what}: the service said the listing goes on (IsTruncated) and gave no token to go on with",

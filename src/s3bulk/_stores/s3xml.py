@@ -6,6 +6,7 @@ import functools
 import html
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
@@ -91,6 +92,55 @@ class Repeats:
         return False
 
 
+# Pages in a row that may bring nothing, each saying more follows, before a listing is taken to
+# go nowhere. Not 1: S3 answers a page with no key and IsTruncated where a Prefix and a Delimiter
+# fold what it read into prefixes it gave already, and where a versioned bucket's delete markers
+# hide what it read (each page reads a bounded number of entries). A thousand such pages are a
+# million entries or more passed over; a page costs ~1 ms on loopback, so a service that sends
+# empty pages forever is stopped within seconds.
+PAGES_WITHOUT_PROGRESS = 1000
+
+
+class Advance:
+    """Whether a listing's pages bring anything new, however fresh their tokens: a page seen
+    before (its `mark`: first entry, last entry, size; `Repeats`) or `PAGES_WITHOUT_PROGRESS`
+    truncated pages in a row with nothing raise (`stalled`)."""
+
+    __slots__ = ("idle", "pages", "what")
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.idle = 0  # truncated pages in a row that brought nothing
+        self.pages = Repeats()
+
+    def page(self, mark: tuple[object, ...] | None, truncated: bool) -> None:
+        """One page: `mark` names what it brought (None: nothing)."""
+        if mark is not None:
+            self.idle = 0
+            if self.pages.seen(mark):
+                raise stalled(
+                    self.what, "the service listed the same page again under a new continuation token"
+                )
+            return
+        if not truncated:
+            return
+        self.idle += 1
+        if self.idle >= PAGES_WITHOUT_PROGRESS:
+            raise stalled(
+                self.what,
+                f"{self.idle:,} pages in a row brought nothing, each saying more follows (IsTruncated) "
+                "under a new continuation token",
+            )
+
+
+def stalled(what: str, why: str) -> ItemError:
+    """A listing whose pages bring nothing new: not retryable (the service answered, and would
+    again), and what is listed on would be the same entries, or none, forever."""
+    return ItemError(
+        f"{what}: {why}: the listing does not advance; stopping rather than listing forever", retryable=False
+    )
+
+
 def repeated(what: str) -> ItemError:
     """The error of a listing whose token came round again: not retryable, since the service
     answered, and listing on would never end."""
@@ -143,13 +193,39 @@ def _ns(root: ET.Element) -> str:
     return root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
 
 
-def parse_list_objects_v2(body: bytes) -> ListPage:
-    """Parse a ListObjectsV2 page requested with encoding-type=url (keys arrive URL-encoded so
-    that any byte, even ones XML 1.0 cannot carry, survives)."""
-    return _parse_regular_page(body) or _parse_page_tree(body)
+class NeedsEncoding(Exception):
+    """A page asked for as plain XML that cannot be read exactly: a key XML 1.0 cannot carry
+    (sent as a character reference XML forbids, or raw, where a parser would fail or turn a
+    carriage return into a line feed), or U+FFFD, which Go's XML writer puts in the place of such
+    a character. Asked for again URL-encoded (`S3Client.list_objects_v2`)."""
 
 
-def _parse_regular_page(body: bytes) -> ListPage | None:
+def misencoded(what: str, why: str) -> ItemError:
+    """A listing whose keys may have been read as other keys: not retryable (the service would
+    answer the same), and job-wide, since nothing may rest on its listings."""
+    error = ItemError(f"{what}: {why}; stopping rather than act on keys it may have misread", retryable=False)
+    error.job_wide = True
+    return error
+
+
+def parse_list_objects_v2(body: bytes, *, url_asked: bool = False, what: str = "list") -> ListPage:
+    """Parse a ListObjectsV2 page, asked for as plain XML or (`url_asked`) with encoding-type=url.
+
+    Keys are data: a page is read only where it reads one way. An EncodingType=url that was not
+    asked for makes every key holding a '%' or a '+' read two ways (`c%41d` or `cAd`), so such a
+    page raises (`misencoded`); one that was asked for is believed only of keys a URL encoder
+    could have written. A plain page that cannot be read exactly raises NeedsEncoding."""
+    try:
+        return _parse_regular_page(body, url_asked, what) or _parse_page_tree(body, url_asked, what)
+    except NeedsEncoding:
+        if not url_asked:
+            raise
+        raise misencoded(
+            what, "the service sent keys XML cannot carry, and did not URL-encode them when asked"
+        ) from None
+
+
+def _parse_regular_page(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage | None:
     """The page read by `_CONTENTS`, or None when any entry is not in the regular form."""
     entries = _CONTENTS.findall(body)
     if len(entries) != body.count(b"<Contents>") or b"<CommonPrefixes>" in body or b"<![CDATA[" in body:
@@ -157,8 +233,8 @@ def _parse_regular_page(body: bytes) -> ListPage | None:
     head = body[: body.find(b"<Contents>")] if entries else body
     tail = body[body.rfind(b"</Contents>") :] if entries else b""
     fields = dict(re.findall(rb"<(EncodingType|IsTruncated|NextContinuationToken)>([^<]*)</", head + tail))
-    url_encoded = fields.get(b"EncodingType", b"").lower() == b"url"
-    objects = _objects(entries, url_encoded=url_encoded) if entries else []
+    decoding = _Decoding(fields.get(b"EncodingType", b"").lower() == b"url", url_asked, what)
+    objects = _objects(entries, decoding) if entries else []
     token = fields.get(b"NextContinuationToken")
     truncated = fields.get(b"IsTruncated", b"false").lower() == b"true"
     return ListPage(objects, [], truncated, _xml_unescaped(token) if token is not None else None)
@@ -167,17 +243,17 @@ def _parse_regular_page(body: bytes) -> ListPage | None:
 _NEW_OBJECT = functools.partial(tuple.__new__, ObjectInfo)
 
 
-def _objects(entries: list[tuple[bytes, ...]], *, url_encoded: bool) -> list[ObjectInfo]:
+def _objects(entries: list[tuple[bytes, ...]], decoding: _Decoding) -> list[ObjectInfo]:
     """The page's entries as ObjectInfo, each field read for the whole page at once: a page of
-    keys joined and decoded in one call costs a tenth of decoding 1,000 keys one by one (a
-    URL-encoded key's '/' is '%2F': every key went through `unquote_plus`, 16% of a listing's
-    CPU). Fields that need more than that take the per-entry path."""
+    keys joined and decoded in one call costs a tenth of decoding 1,000 keys one by one (when
+    every URL-encoded key went through `unquote_plus`, that was 16% of a listing's CPU). Fields
+    that need more than that take the per-entry path."""
     keys, modified, etags, checksums, sizes, classes = zip(*entries, strict=True)
     return list(
         map(
             _NEW_OBJECT,
             zip(
-                _keys(keys, url_encoded),
+                decoding.keys(_xml_texts(keys)),
                 map(int, sizes),
                 _lines(modified),
                 _etags(etags),
@@ -213,15 +289,94 @@ def _lines(fields: tuple[bytes, ...]) -> list[str]:
     return joined.decode().split("\n")
 
 
-def _keys(keys: tuple[bytes, ...], url_encoded: bool) -> list[str]:
-    joined = _joined(keys)
-    if joined is not None and url_encoded:
-        joined = joined.replace(b"%2F", b"/")
-        if b"%" not in joined and b"+" not in joined:
+def _xml_texts(fields: tuple[bytes, ...]) -> list[str]:
+    """Keys as the XML text says them, exactly: decoded at once where none holds a reference."""
+    joined = _joined(fields)
+    try:
+        if joined is not None and b"&" not in joined:
             return joined.decode().split("\n")
-    elif joined is not None and b"&" not in joined:
-        return joined.decode().split("\n")
-    return [(_url_decoded if url_encoded else _xml_unescaped)(key) for key in keys]
+        return [_xml_text(field) for field in fields]
+    except UnicodeDecodeError:
+        raise NeedsEncoding from None
+
+
+# XML's five entities and its character references, each read as the one character it names
+# (html.unescape reads &#128; as the euro sign, as HTML does, and &#1; as nothing)
+_REFERENCE = re.compile(r"&(?:#(\d+)|#x([0-9A-Fa-f]+)|(amp|lt|gt|quot|apos));")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+
+
+def _referenced(found: re.Match[str]) -> str:
+    decimal, hexadecimal, name = found.groups()
+    if name:
+        return _ENTITIES[name]
+    code = int(decimal) if decimal else int(hexadecimal, 16)
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        raise NeedsEncoding
+    return chr(code)
+
+
+def _xml_text(raw: bytes) -> str:
+    text = raw.decode()
+    if "&" not in text:
+        return text
+    if "&" in _REFERENCE.sub("", text):  # an '&' that begins no reference: no XML
+        raise NeedsEncoding
+    return _REFERENCE.sub(_referenced, text)
+
+
+# What no URL encoder leaves as it is: a character outside printable ASCII (a space, a
+# control character, any non-ASCII), or a '%' that does not begin an escape.
+_NOT_ENCODED = re.compile(r"[^!-~]|%(?![0-9A-Fa-f]{2})")
+_REPLACED = "\ufffd"  # what Go's encoding/xml writes for a character XML cannot carry
+
+
+class _Decoding:
+    """How one page's keys (and prefixes) are read, from what was asked and what it says."""
+
+    __slots__ = ("asked", "said", "what")
+
+    def __init__(self, said: bool, asked: bool, what: str) -> None:
+        self.said, self.asked, self.what = said, asked, what
+
+    def keys(self, texts: list[str]) -> list[str]:
+        """The keys the XML texts name (texts as `_xml_text` reads them)."""
+        if not texts:
+            return texts
+        joined = "\n".join(texts)
+        if self.said and self.asked:
+            return self._url_decoded(texts, joined)
+        if self.said and ("%" in joined or "+" in joined):
+            key = next(text for text in texts if "%" in text or "+" in text)
+            raise misencoded(
+                self.what,
+                "the service says its keys are URL-encoded (EncodingType=url), which s3bulk did not "
+                f"ask for, so {_shown(key)} reads two ways",
+            )
+        if _REPLACED in joined:
+            raise NeedsEncoding
+        return texts
+
+    def _url_decoded(self, texts: list[str], joined: str) -> list[str]:
+        bad = _NOT_ENCODED.search(joined.replace("\n", "%0A"))
+        if bad is not None:
+            key = next(text for text in texts if _NOT_ENCODED.search(text))
+            raise misencoded(
+                self.what,
+                f"the service says its keys are URL-encoded (EncodingType=url) and sends {_shown(key)}, "
+                "which no URL encoder writes",
+            )
+        joined = joined.replace("%2F", "/")
+        if "%" not in joined and "+" not in joined:
+            return joined.split("\n")
+        try:
+            return [unquote_plus(text, errors="strict") for text in texts]
+        except UnicodeDecodeError:
+            raise misencoded(self.what, "the service URL-encoded a key that is no UTF-8") from None
+
+
+def _shown(key: str) -> str:
+    return repr(printable(key))
 
 
 def _etags(etags: tuple[bytes, ...]) -> list[str]:
@@ -231,11 +386,6 @@ def _etags(etags: tuple[bytes, ...]) -> list[str]:
         if b"&" not in joined:
             return joined.decode().split("\n")
     return [_etag(etag) for etag in etags]
-
-
-def _url_decoded(raw: bytes) -> str:
-    text = raw.decode()
-    return unquote_plus(text) if "%" in text or "+" in text else text
 
 
 def _etag(raw: bytes) -> str:
@@ -248,23 +398,33 @@ def _xml_unescaped(raw: bytes) -> str:
     return html.unescape(text) if "&" in text else text
 
 
-def _parse_page_tree(body: bytes) -> ListPage:
-    root = ET.fromstring(body)
+def _parse_page_tree(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage:
+    if not url_asked and b"\r" in body:  # a parser reads a raw carriage return as a line feed
+        raise NeedsEncoding
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:  # a character XML cannot carry, sent as it is or as a reference
+        if url_asked:
+            raise
+        raise NeedsEncoding from None
     ns = _ns(root)
-    url_encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
-    decode = unquote_plus if url_encoded else str
+    decoding = _Decoding((root.findtext(f"{ns}EncodingType") or "").lower() == "url", url_asked, what)
+    contents = list(root.iter(f"{ns}Contents"))
+    keys = decoding.keys([entry.findtext(f"{ns}Key") or "" for entry in contents])
     objects = [
         ObjectInfo(
-            decode(contents.findtext(f"{ns}Key") or ""),
-            int(contents.findtext(f"{ns}Size") or 0),
-            contents.findtext(f"{ns}LastModified") or "",
-            (contents.findtext(f"{ns}ETag") or "").strip('"'),
-            contents.findtext(f"{ns}StorageClass") or "",
-            contents.findtext(f"{ns}ChecksumAlgorithm") or "",
+            key,
+            int(entry.findtext(f"{ns}Size") or 0),
+            entry.findtext(f"{ns}LastModified") or "",
+            (entry.findtext(f"{ns}ETag") or "").strip('"'),
+            entry.findtext(f"{ns}StorageClass") or "",
+            entry.findtext(f"{ns}ChecksumAlgorithm") or "",
         )
-        for contents in root.iter(f"{ns}Contents")
+        for key, entry in zip(keys, contents, strict=True)
     ]
-    prefixes = [decode(element.findtext(f"{ns}Prefix") or "") for element in root.iter(f"{ns}CommonPrefixes")]
+    prefixes = decoding.keys(
+        [element.findtext(f"{ns}Prefix") or "" for element in root.iter(f"{ns}CommonPrefixes")]
+    )
     truncated = (root.findtext(f"{ns}IsTruncated") or "false").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken")
     return ListPage(objects, prefixes, truncated, token)
@@ -408,14 +568,20 @@ def _no_way_on(what: str) -> ItemError:
     )
 
 
+def _url_key_reader(root: ET.Element, ns: str, what: str) -> Callable[[str], str]:
+    """How the keys of a listing asked for with encoding-type=url read: URL-decoded where it
+    says they are encoded (and they look it, `_Decoding`), as they are where it does not."""
+    if (root.findtext(f"{ns}EncodingType") or "").lower() != "url":
+        return str
+    decoding = _Decoding(True, True, what)
+    return lambda text: decoding.keys([text])[0]
+
+
 def parse_multipart_uploads(body: bytes, what: str = "list multipart uploads") -> UploadsPage:
     """A ListMultipartUploads answer (asked with encoding-type=url, so keys are decoded here)."""
     root = ET.fromstring(body)
     ns = _ns(root)
-    encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
-
-    def key_of(text: str) -> str:
-        return unquote_plus(text) if encoded else text
+    key_of = _url_key_reader(root, ns, what)
 
     uploads = [
         UploadInfo(
@@ -483,7 +649,7 @@ def parse_versions(body: bytes, what: str = "list versions") -> VersionsPage:
     """A ListObjectVersions answer, versions and delete markers in the service's (key) order."""
     root = ET.fromstring(body)
     ns = _ns(root)
-    encoded = (root.findtext(f"{ns}EncodingType") or "").lower() == "url"
+    key_of = _url_key_reader(root, ns, what)
     found = []
     for element in root:
         kind = element.tag[len(ns) :]
@@ -492,7 +658,7 @@ def parse_versions(body: bytes, what: str = "list versions") -> VersionsPage:
         key = element.findtext(f"{ns}Key") or ""
         found.append(
             VersionInfo(
-                unquote_plus(key) if encoded else key,
+                key_of(key),
                 element.findtext(f"{ns}VersionId") or "",
                 (element.findtext(f"{ns}IsLatest") or "").lower() == "true",
                 element.findtext(f"{ns}LastModified") or "",
@@ -504,7 +670,7 @@ def parse_versions(body: bytes, what: str = "list versions") -> VersionsPage:
     truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
     key_marker = root.findtext(f"{ns}NextKeyMarker") or ""
     markers = (
-        unquote_plus(key_marker) if encoded else key_marker,
+        key_of(key_marker),
         root.findtext(f"{ns}NextVersionIdMarker") or "",
     )
     if truncated and not any(markers):

@@ -49,7 +49,16 @@ from s3bulk._stores.reader import BACKGROUND, ObjectReader
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.routes import LANES_MIN, WHOLE_BODY_MAX, MiB, Parts
 from s3bulk._stores.s3 import S3Client
-from s3bulk._stores.s3xml import BucketInfo, ListPage, Repeats, UploadInfo, VersionInfo, repeated, xml_safe
+from s3bulk._stores.s3xml import (
+    Advance,
+    BucketInfo,
+    ListPage,
+    Repeats,
+    UploadInfo,
+    VersionInfo,
+    repeated,
+    xml_safe,
+)
 from s3bulk._stores.verify import Check, body_matches, encrypted, stream_check
 from s3bulk._stores.writes import Source, Writes
 
@@ -492,12 +501,17 @@ class Storage:
         self, listing: Callable[[tuple[str, str] | None], Awaitable[Any]], what: str
     ) -> AsyncIterator[Any]:
         """The entries of a listing that goes on from a pair of markers (ListMultipartUploads,
-        ListObjectVersions), a page at a time, each page retried."""
+        ListObjectVersions), a page at a time, each page retried; stopped where it does not
+        advance (markers that come round again, `s3xml.Advance`)."""
         markers: tuple[str, str] | None = None
-        repeats = Repeats()
+        repeats, advance = Repeats(), Advance(what)
         while True:
             page = await self._retrying(partial(listing, markers), what, job_wide=True)
-            yield page[0]
+            entries = page[0]
+            advance.page(
+                (entries[0], entries[-1], len(entries)) if entries else None, page.next_markers is not None
+            )
+            yield entries
             if page.next_markers is None:
                 return
             if page.next_markers == markers or repeats.seen(page.next_markers):

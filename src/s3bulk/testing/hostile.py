@@ -9,10 +9,12 @@ operation, per key or per request.
 
 Real servers behave too well to show what a client does when S3 answers 200 OK with an error
 (documented for CopyObject, UploadPartCopy and CompleteMultipartUpload), when a listing breaks
-mid-way, a continuation token comes round again, a redirect points at another host, a listing
-lies about a size, or a body trickles or stops. Each `Fault` below is one of those; a `Rule` says
-which requests it applies to. Requests go on to the server with their Host header unchanged, so
-the server checks the signature the client made for the proxy's address.
+mid-way, a continuation token comes round again, pages bring no new key under fresh tokens
+forever, keys said to be URL-encoded are sent as they are, a redirect points at another host, a
+listing lies about a size or lists a key twice, or a body trickles or stops. Each `Fault` below
+is one of those; a `Rule` says which requests it applies to. Requests go on to the server with
+their Host header unchanged, so the server checks the signature the client made for the proxy's
+address.
 
 `Recorder` is a second loopback server that only records what reaches it (the target of a
 `Redirect`): a test asks it whether credentials arrived there.
@@ -21,13 +23,15 @@ the server checks the signature the client made for the proxy's address.
 from __future__ import annotations
 
 import asyncio
+import html
+import itertools
 import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 from aiohttp import web
 
@@ -142,6 +146,110 @@ class RepeatToken(Fault):
             b"<IsTruncated>true</IsTruncated><NextContinuationToken>" + token + b"</NextContinuationToken>",
             body,
         )
+
+
+class _Pages:
+    """Fresh continuation tokens, never given before (what a broken listing hands out forever)."""
+
+    def __init__(self) -> None:
+        self._given = itertools.count(1)
+
+    def fresh(self, body: bytes) -> bytes:
+        """The page said to be truncated, under a token of its own."""
+        token = b"hostile-%d" % next(self._given)
+        body = re.sub(rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"", body)
+        return re.sub(
+            rb"<IsTruncated>[^<]*</IsTruncated>",
+            b"<IsTruncated>true</IsTruncated><NextContinuationToken>" + token + b"</NextContinuationToken>",
+            body,
+        )
+
+
+class SamePageFreshToken(Fault):
+    """A listing whose every page is its first page again, the same keys under a fresh token each
+    time (which no cycle of tokens gives away): listed, counted and copied forever."""
+
+    def __init__(self) -> None:
+        self._pages = _Pages()
+        self._first: dict[tuple[str, str], bytes] = {}  # (bucket, prefix) -> its first page
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        where = (exchange.bucket, exchange.request.query.get("prefix", ""))
+        if "continuation-token" in exchange.request.query and where in self._first:
+            return _xml_answer(self._pages.fresh(self._first[where]))
+        status, headers, body = await exchange.forward()
+        if status != 200:
+            return self.reply(exchange, status, headers, body)
+        self._first[where] = body
+        return self.reply(exchange, status, headers, self._pages.fresh(body))
+
+
+class EmptyPages(Fault):
+    """A listing whose first page says more follows, and every page after it holds no key and
+    says more follows, under a fresh token: forever."""
+
+    def __init__(self) -> None:
+        self._pages = _Pages()
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        if "continuation-token" not in exchange.request.query:
+            status, headers, body = await exchange.forward()
+            return self.reply(exchange, status, headers, self._pages.fresh(body) if status == 200 else body)
+        prefix = html.escape(exchange.request.query.get("prefix", ""), quote=False)
+        empty = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/'
+            f'2006-03-01/"><Name>{exchange.bucket}</Name><Prefix>{prefix}</Prefix><KeyCount>0</KeyCount>'
+            "<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>"
+        )
+        return _xml_answer(self._pages.fresh(empty.encode()))
+
+
+def _xml_answer(body: bytes) -> Answer:
+    return web.Response(status=200, body=body, content_type="application/xml")
+
+
+@dataclass
+class RawKeysSaidEncoded(Fault):
+    """A listing that says its keys are URL-encoded (EncodingType=url) and sends them as they
+    are: `a+b` reads as "a b", `c%41d` as "cAd". With `only_when_asked`, it lies only to a
+    request that asked for URL encoding (and answers others as they are)."""
+
+    only_when_asked: bool = False
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        asked = exchange.request.query.get("encoding-type") == "url"
+        if self.only_when_asked and not asked:
+            return body
+        encoded = b"<EncodingType>url</EncodingType>" in body
+
+        def raw(found: re.Match[bytes]) -> bytes:
+            text = found.group(2).decode()
+            key = unquote_plus(text) if encoded else html.unescape(text)
+            return b"<%s>%s</%s>" % (found.group(1), html.escape(key, quote=False).encode(), found.group(1))
+
+        body = re.sub(rb"<(Key|Prefix)>([^<]*)</(?:Key|Prefix)>", raw, body)
+        if not encoded:
+            body = body.replace(
+                b"</ListBucketResult>", b"<EncodingType>url</EncodingType></ListBucketResult>"
+            )
+        return body
+
+
+@dataclass
+class ListedTwice(Fault):
+    """A listing that gives `key`'s entry (every entry, when None) twice in a row."""
+
+    key: str | None = None
+
+    def rewrite(self, exchange: Exchange, body: bytes) -> bytes:
+        def entry(found: re.Match[bytes]) -> bytes:
+            text = found.group(0)
+            listed = re.search(rb"<Key>([^<]*)</Key>", text)
+            if self.key is not None and (listed is None or unquote(listed.group(1).decode()) != self.key):
+                return text
+            return text + text
+
+        return re.sub(rb"<Contents>.*?</Contents>", entry, body, flags=re.DOTALL)
 
 
 @dataclass
