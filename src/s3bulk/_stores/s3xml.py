@@ -510,16 +510,16 @@ def delete_objects_body(entries: list[tuple[str, str]], etags: dict[str, str] | 
     lists only the entries that failed."""
     etags = etags or {}
     objects = "".join(
-        f"<Object><Key>{_xml_text(key)}</Key>"
-        + (f"<VersionId>{_xml_text(version)}</VersionId>" if version else "")
-        + (f"<ETag>{_xml_text(etags[key])}</ETag>" if key in etags else "")
+        f"<Object><Key>{_as_xml(key)}</Key>"
+        + (f"<VersionId>{_as_xml(version)}</VersionId>" if version else "")
+        + (f"<ETag>{_as_xml(etags[key])}</ETag>" if key in etags else "")
         + "</Object>"
         for key, version in entries
     )
     return f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>{objects}</Delete>'.encode()
 
 
-def _xml_text(text: str) -> str:
+def _as_xml(text: str) -> str:
     """`text` as XML character data that reads back as itself: a carriage return as a character
     reference, since an XML parser reads a raw one (or CR LF) as a line feed, and a DeleteObjects
     of the key `a\rb` deleted `a\nb`."""
