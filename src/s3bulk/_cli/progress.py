@@ -15,34 +15,44 @@ from s3bulk._text import is_utf8, printable
 
 
 def _rate_line(report: Report) -> str:
-    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA)."""
+    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA).
+    Bytes count as they move (the parts and ranges of objects still on their way), and totals
+    that are still growing (the listing or walk goes on) are found so far: "1,868/2,560+ obj",
+    with no ETA until they are whole."""
     seconds = max(report.wall_seconds, 1e-9)
     if report.command.startswith("vectors"):
         return _vectors_line(report, seconds)
-    rate = report.bytes_done / seconds
+    moved = report.bytes_done + report.bytes_underway  # a piece fetched again counts again, until
+    if report.total_known:  # its object ends: never shown past the total
+        moved = min(moved, max(report.bytes_total, report.bytes_done))
+    rate = moved / seconds
+    more = "" if report.total_known else "+"
     line = (
-        f"{report.objects_done:,}/{report.objects_total:,} obj  "
-        f"{human_bytes(report.bytes_done)}/{human_bytes(report.bytes_total)}  "
+        f"{report.objects_done:,}/{report.objects_total:,}{more} obj  "
+        f"{human_bytes(moved)}/{human_bytes(report.bytes_total)}{more}  "
         f"retries {report.retries}  failed {report.objects_failed}  "
         f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(rate)}/s"
     )
-    remaining = report.bytes_total - report.bytes_done
-    if rate > 0 and remaining > 0:
-        line += f"  ETA {remaining / rate:,.0f}s"
-    return line
+    return line + _eta(report, report.bytes_total - moved, rate)
 
 
 def _vectors_line(report: Report, seconds: float) -> str:
     rate = report.vectors_done / seconds
+    more = "" if report.total_known else "+"
     line = (
-        f"{report.vectors_done:,}/{report.objects_total:,} vectors  {rate:,.0f} vec/s  "
+        f"{report.vectors_done:,}/{report.objects_total:,}{more} vectors  {rate:,.0f} vec/s  "
         f"batches in flight {report.in_flight}  throttles {report.throttles}  "
         f"rejected {report.vectors_rejected:,}  failed batches {report.objects_failed}"
     )
-    remaining = report.objects_total - report.vectors_done - report.vectors_rejected
-    if rate > 0 and remaining > 0:
-        line += f"  ETA {remaining / rate:,.0f}s"
-    return line
+    return line + _eta(report, report.objects_total - report.vectors_done - report.vectors_rejected, rate)
+
+
+def _eta(report: Report, remaining: float, rate: float) -> str:
+    """The time left at the rate so far, once the total is known (before, it would be the
+    time to finish what was found, which is not the job)."""
+    if report.total_known and rate > 0 and remaining > 0:
+        return f"  ETA {remaining / rate:,.0f}s"
+    return ""
 
 
 ENABLED = True  # --no-progress sets it off

@@ -1,0 +1,217 @@
+"""s3bulk on its third day (issue 65): the live line of large objects and of jobs still listing,
+map's results beside its report, versioned buckets, and the smaller surprises. Driven as a person
+drives it: the CLI in a pseudo-terminal for the live line, SIGINT for Ctrl-C, scripts run with
+`python`. Each test failed on the main branch it was written against."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import S3BULK, Endpoint, new_bucket
+
+MiB = 1024 * 1024
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
+
+
+class Terminal:
+    """`s3bulk WORDS` on a pseudo-terminal (stdout and stderr both, as a person's shell runs
+    it), 200 columns wide, what it shows read as it comes."""
+
+    def __init__(self, env: dict[str, str], *words: str, cwd: Path | None = None) -> None:
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        shown = {name: value for name, value in env.items() if name not in ("COLUMNS", "LINES")}
+        self.process = subprocess.Popen(
+            [*S3BULK, *words], stdin=follower, stdout=follower, stderr=follower, env=shown, cwd=cwd
+        )
+        os.close(follower)
+        self.leader = leader
+        self.raw = b""
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.leader, 65536)
+            except OSError:  # the terminal closed with the process
+                return
+            if not chunk:
+                return
+            self.raw += chunk
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode(errors="replace")
+
+    def states(self) -> list[str]:
+        """Every state the screen's lines went through: the live line is redrawn in place, so
+        each redraw (after a carriage return or a cursor move) is a state of its own."""
+        return [
+            piece.strip() for piece in re.split(r"\r|\n|\x1b\[[0-9;?]*[a-zA-Z]", self.text) if piece.strip()
+        ]
+
+    def wait_for(self, seen: Callable[[list[str]], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not seen(self.states()):
+            assert self.process.poll() is None, f"it ended first: {self.text[-2000:]}"
+            assert time.monotonic() < deadline, f"not seen in {timeout}s: {self.text[-2000:]}"
+            time.sleep(0.05)
+
+    def finish(self, timeout: float = 300) -> int:
+        code = self.process.wait(timeout)
+        self.reader.join(10)
+        os.close(self.leader)
+        return code
+
+    def shown(self) -> str:
+        """The whole output with the terminal's escapes removed, as lines."""
+        return _ESCAPE.sub("", self.text).replace("\r\n", "\n")
+
+
+@pytest.fixture
+def person_env(minio: Endpoint, tmp_path: Path) -> dict[str, str]:
+    return minio.env | {"S3BULK_STATE_DIR": str(tmp_path / "state")}
+
+
+# 2. bytes count as they move
+
+
+LIVE = re.compile(r"(?P<done>[\d,]+)/(?P<total>[\d,]+)\+? obj\s+(?P<moved>[\d.]+) (?P<unit>B|KiB|MiB|GiB)/")
+UNITS = {"B": 1, "KiB": 1024, "MiB": MiB, "GiB": 1024 * MiB}
+
+
+def moving(states: list[str]) -> list[tuple[int, float, str]]:
+    """(objects done, bytes moved, the line) of each live-line state."""
+    found = []
+    for state in states:
+        match = LIVE.search(state)
+        if match:
+            moved = float(match["moved"]) * UNITS[match["unit"]]
+            found.append((int(match["done"].replace(",", "")), moved, state))
+    return found
+
+
+def part_way(states: list[str]) -> bool:
+    """A state where the one large object is not done, part of its bytes have moved, and an ETA
+    is given."""
+    return any(done == 0 and moved > 0 and "ETA" in line for done, moved, line in moving(states))
+
+
+@pytest.fixture(scope="module")
+def large_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("large") / "big.bin"
+    path.write_bytes(os.urandom(40 * MiB))
+    return path
+
+
+IN_PARTS = ["--multipart-threshold", "8MiB", "--part-size", "5MiB"]
+
+
+def test_the_live_line_counts_an_upload_s_parts_as_they_are_stored(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-up")
+    terminal = Terminal(
+        person_env, "cp", str(large_file), f"s3://{bucket}/big.bin", *IN_PARTS, "--bwlimit", "8MiB"
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    assert "upload: " in terminal.shown()
+
+
+def test_the_live_line_counts_a_download_s_ranges_as_they_are_written(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-down")
+    minio.client().upload_file(str(large_file), bucket, "big.bin")
+    target = tmp_path / "big.bin"
+    terminal = Terminal(
+        person_env, "cp", f"s3://{bucket}/big.bin", str(target), *IN_PARTS, "--bwlimit", "8MiB"
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    assert target.read_bytes() == large_file.read_bytes()
+
+
+def test_the_live_line_counts_a_copy_s_parts_as_the_service_copies_them(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-copy")
+    minio.client().upload_file(str(large_file), bucket, "big.bin")
+    terminal = Terminal(
+        person_env,
+        "cp",
+        f"s3://{bucket}/big.bin",
+        f"s3://{bucket}/copy.bin",
+        "--copy-multipart-threshold",
+        "8MiB",
+        "--part-size",
+        "5MiB",
+        "--tpslimit",
+        "3",
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    head = minio.client().head_object(Bucket=bucket, Key="copy.bin")
+    assert head["ContentLength"] == 40 * MiB
+
+
+# 3. totals that are still being found
+
+
+@pytest.fixture
+def many_files(tmp_path: Path) -> Path:
+    """4,000 small files: more than the walk hands out ahead of the uploads."""
+    root = tmp_path / "many"
+    root.mkdir()
+    for n in range(4000):
+        (root / f"f{n:05d}.txt").write_bytes(b"x" * 100)
+    return root
+
+
+def found_so_far(states: list[str]) -> bool:
+    return any(re.search(r"/[\d,]+\+ obj", state) and "ETA" not in state for state in states)
+
+
+def test_totals_still_being_found_say_so_and_give_no_eta_until_whole(
+    minio: Endpoint, person_env: dict[str, str], many_files: Path
+) -> None:
+    bucket = new_bucket(minio, "walking")
+    terminal = Terminal(person_env, "cp", f"{many_files}/", f"s3://{bucket}/p/", "--bwlimit", "100KiB")
+    terminal.wait_for(found_so_far)
+    growing = [int(m["total"].replace(",", "")) for m in map(LIVE.search, terminal.states()) if m]
+    assert growing and growing[0] < 4000  # the walk was still handing out files
+    terminal.wait_for(lambda states: any("/4,000 obj" in state and "ETA" in state for state in states))
+    assert terminal.finish() == 0, terminal.shown()
+    growing_states = [state for state in terminal.states() if re.search(r"/[\d,]+\+ obj", state)]
+    assert not any("ETA" in state for state in growing_states)  # no ETA for a total still growing
+
+
+def test_ctrl_c_while_the_walk_goes_on_says_how_many_were_found_so_far(
+    minio: Endpoint, person_env: dict[str, str], many_files: Path
+) -> None:
+    bucket = new_bucket(minio, "walking-stopped")
+    terminal = Terminal(person_env, "cp", f"{many_files}/", f"s3://{bucket}/p/", "--bwlimit", "50KiB")
+    terminal.wait_for(found_so_far)
+    terminal.process.send_signal(signal.SIGINT)
+    assert terminal.finish() == 130
+    stopped = [line for line in terminal.shown().splitlines() if "stopped:" in line]
+    assert len(stopped) == 1, terminal.shown()
+    line = stopped[0]
+    assert re.search(
+        r"stopped: [\d,]+ items done \([\d,]+ found so far\); finish it with: s3bulk cp --resume ", line
+    ), line
+    assert " of " not in line
