@@ -12,14 +12,16 @@ import re
 import signal
 import struct
 import subprocess
+import sys
 import termios
+import textwrap
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, new_bucket
+from conftest import S3BULK, Endpoint, new_bucket, without_root
 
 MiB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
@@ -215,3 +217,73 @@ def test_ctrl_c_while_the_walk_goes_on_says_how_many_were_found_so_far(
         r"stopped: [\d,]+ items done \([\d,]+ found so far\); finish it with: s3bulk cp --resume ", line
     ), line
     assert " of " not in line
+
+
+# 4. map's results and its report
+
+
+def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`python script.py`, run from its own directory as a person (not root) runs one."""
+    script = where / "script.py"
+    script.write_text(textwrap.dedent(text))
+    return subprocess.run(
+        without_root([sys.executable, str(script)]),
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+OBJECTS = 100
+
+
+@pytest.fixture(scope="module")
+def logs(minio: Endpoint) -> str:
+    """A bucket of OBJECTS small objects under in/."""
+    bucket = new_bucket(minio, "third")
+    client = minio.client()
+    for n in range(OBJECTS):
+        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
+    return bucket
+
+
+def test_reading_map_s_report_first_keeps_its_results_and_its_repr_says_where_it_is(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As a notebook reads it: the report first, then the results; and the object itself."""
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import pathlib, time
+        import s3bulk
+
+        def size(obj, body):
+            while not pathlib.Path("gate").exists():
+                time.sleep(0.01)
+            return len(body)
+
+        res = s3bulk.map(size, "s3://{logs}/in/", engine="async")
+        print(repr(res))
+        pathlib.Path("gate").touch()
+        print(res.report.objects_done)
+        print(repr(res))
+        pairs = list(res)
+        print(len(pairs), sum(result for _, result in pairs))
+        print(repr(res))
+        print(len(list(res)))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"<MapResults of s3://{logs}/in/: running, 0 done"), lines[0]
+    assert lines[1] == str(OBJECTS)
+    assert lines[2] == (
+        f"<MapResults of s3://{logs}/in/: ended, {OBJECTS} done, 0 failed, {OBJECTS} results not yet read>"
+    )
+    total = sum(len(f"line {n}.") * 50 for n in range(OBJECTS))
+    assert lines[3] == f"{OBJECTS} {total}"
+    assert lines[4] == f"<MapResults of s3://{logs}/in/: ended, {OBJECTS} done, 0 failed, all results read>"
+    assert lines[5] == "0"  # read once, as an iterator is
