@@ -277,10 +277,7 @@ def _interrupted(name: str, report: Report, handle: Journal | None) -> JobInterr
         done = f"{report.objects_done:,}{total} items done{found}"
     if handle is None:
         return JobInterrupted(f"{name} stopped: {done}")
-    job = handle.job_id
-    return JobInterrupted(
-        f"job {job} ({name}) stopped: {done}; finish it with: s3bulk {name} --resume {job}", job_id=job
-    )
+    return JobInterrupted(f"job {handle.job_id} ({name}) stopped: {done}", handle.job_id, name)
 
 
 def _records_wanted(on_records: Callable[[list[dict[str, Any]]], None] | None) -> int:

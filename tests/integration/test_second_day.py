@@ -186,11 +186,12 @@ def test_ctrl_c_while_python_waits_for_a_map_stops_it_resumably(
     script.send_signal(signal.SIGINT)
     rest = script.stderr.read()
     script.wait(timeout=60)
-    assert "(map) stopped: 0 " in rest and "items done; finish it with: s3bulk map --resume " in rest, rest
-    job = rest.split("--resume ")[1].split()[0]
+    # in Python, the call that finishes it (issue 65), not the command line
+    assert "(map) stopped: 0 " in rest and "; finish it with: s3bulk.resume('" in rest, rest
+    job = rest.split("s3bulk.resume('")[1].split("'")[0]
     gate.touch()
-    resumed = run_cli(person_env | {"PYTHONPATH": str(tmp_path)}, "map", "--resume", job)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = run_script(person_env, tmp_path, f"import s3bulk\nprint(s3bulk.resume({job!r}).objects_done)\n")
+    assert resumed.returncode == 0 and resumed.stdout == f"{OBJECTS}\n", resumed.stderr
 
 
 # 5. the Python API as a person calls it
