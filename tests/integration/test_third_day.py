@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, new_bucket, without_root
+from conftest import S3BULK, Endpoint, new_bucket, run_cli, without_root
 
 MiB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
@@ -287,3 +287,59 @@ def test_reading_map_s_report_first_keeps_its_results_and_its_repr_says_where_it
     assert lines[3] == f"{OBJECTS} {total}"
     assert lines[4] == f"<MapResults of s3://{logs}/in/: ended, {OBJECTS} done, 0 failed, all results read>"
     assert lines[5] == "0"  # read once, as an iterator is
+
+
+# 8. the smaller ones
+
+
+def test_an_object_s_line_starts_a_line_of_its_own_under_the_live_line(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`cp` in a terminal names its first objects one line each while the live line runs: the
+    live line is cleared first, not continued (`... 0 B/supload: ...`)."""
+    bucket = new_bucket(minio, "lines")
+    files = tmp_path / "files"
+    files.mkdir()
+    for n in range(6):
+        (files / f"f{n}.bin").write_bytes(os.urandom(256 * 1024))
+    terminal = Terminal(person_env, "cp", f"{files}/", f"s3://{bucket}/p/", "--bwlimit", "300KiB")
+    assert terminal.finish() == 0, terminal.shown()
+    named = [line for line in terminal.shown().splitlines() if " to s3://" in line]
+    assert len(named) == 6, terminal.shown()
+    assert all(line.startswith(f"upload: {files}/f") and " obj " not in line for line in named), named
+
+
+def test_a_summary_gives_no_rate_of_zero(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    """One large object in a few seconds: 0.2 obj/s is no rate to print as "0 obj/s"."""
+    bucket = new_bucket(minio, "rates")
+    done = run_cli(person_env, "cp", str(large_file), f"s3://{bucket}/big.bin", "--bwlimit", "8MiB")
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.splitlines()[-1]
+    assert summary.startswith("upload done: 1 object, 40.0 MiB in "), summary
+    assert "0 obj/s" not in summary and re.search(r"\(0\.\d\d Gb/s\)$", summary), summary
+
+
+def test_a_wrong_secret_is_named_alike_by_every_command_that_reads(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A HEAD's 403 carries no body to say why: `cat` and `head`, whose first request is one,
+    say what `ls` and `cp` say (the service's SignatureDoesNotMatch), not a guessed AccessDenied."""
+    bucket = new_bucket(minio, "secret")
+    minio.client().put_object(Bucket=bucket, Key="k.txt", Body=b"hello")
+    wrong = person_env | {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    said = {}
+    for words in (
+        ("ls", f"s3://{bucket}/"),
+        ("cat", f"s3://{bucket}/k.txt"),
+        ("head", f"s3://{bucket}/k.txt"),
+        ("cp", f"s3://{bucket}/k.txt", str(tmp_path / "k.txt")),
+    ):
+        done = run_cli(wrong, *words)
+        assert done.returncode != 0 and done.stderr, words
+        said[words[0]] = done.stderr.splitlines()[0]  # (a job adds how to resume it)
+    for command, line in said.items():
+        assert line.startswith("error: ") and "SignatureDoesNotMatch (403)" in line, (command, line)
+        assert "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE" in line, (command, line)
+        assert "not-the-secret" not in line

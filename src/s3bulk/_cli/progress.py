@@ -91,6 +91,15 @@ class LiveProgress:
             self.live.__enter__()
         return self
 
+    def write(self, line: str, out: TextIO) -> None:
+        """A line for people while the live line runs: on a terminal, through the console that
+        draws the live line, which clears it first and draws it again below (written to the
+        terminal directly, the line went on where the live line ended: `... 0 B/supload: ...`)."""
+        if self.live is not None and out.isatty():
+            self.live.console.print(self._text(line), soft_wrap=True, highlight=False, markup=False)
+        else:
+            out.write(line + "\n")
+
     def update(self, report: Report) -> None:
         if self.live is not None:
             self.live.update(self._text(printable(f"{report.command}: {_rate_line(report)}")))
@@ -147,7 +156,7 @@ def summary_line(report: Report) -> str:
         vectors = f"{report.vectors_done:,} {one if report.vectors_done == 1 else many}"
         head = f"{report.command} {verb}: {vectors} in {report.objects_done:,} {noun} "
         head += f"({human_bytes(report.bytes_done)} {carried}) " if carried else ""
-        head += f"in {seconds:.2f}s" + ("" if report.dry_run else f" ({rate:,.0f} {many}/s)")
+        head += f"in {seconds:.2f}s" + ("" if report.dry_run or rate < 1 else f" ({rate:,.0f} {many}/s)")
         counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, f"failed {items}")]
     else:
         noun = "range read" if report.command == "gather" else "object"
@@ -161,8 +170,8 @@ def summary_line(report: Report) -> str:
             f"{report.command} {verb}: {done:,} {noun}{'' if done == 1 else 's'}, "
             f"{human_bytes(report.bytes_done)} in {seconds:.2f}s"
         )
-        if seconds >= 1:
-            head += f" ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s)"
+        rates = _rates(report) if seconds >= 1 else ""
+        head += f" ({rates})" if rates else ""
         counts = [(report.objects_failed, "failed"), (report.objects_skipped, "skipped")]
     counts = [
         (report.objects_unchanged, "unchanged"),
@@ -174,6 +183,17 @@ def summary_line(report: Report) -> str:
     ]
     extras = [f"{count:,} {label}" for count, label in counts if count]
     return head + ("; " + ", ".join(extras) if extras else "")
+
+
+def _rates(report: Report) -> str:
+    """The rates that mean something: none rounds to 0 (three large objects in four seconds are
+    no "0 obj/s"), and bytes too few for Gb/s are said in bytes."""
+    rates = [f"{report.objects_per_second:,.0f} obj/s"] if report.objects_per_second >= 1 else []
+    if report.gigabits_per_second >= 0.005:
+        rates.append(f"{report.gigabits_per_second:.2f} Gb/s")
+    elif report.bytes_done:
+        rates.append(f"{human_bytes(report.bytes_done / report.wall_seconds)}/s")
+    return ", ".join(rates)
 
 
 def print_summary(
