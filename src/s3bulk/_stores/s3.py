@@ -114,7 +114,39 @@ class S3Client(SignedHttp):
             if error.status in (400, 404) and "versionId" in (params or {}):
                 message = "no such version of it (s3bulk ls --all-versions lists them)"
                 raise S3Error(error.status, "NoSuchVersion", message, what) from None
-            raise _head_error(error.status, key, what, sent_key) from None
+            told = (
+                await self._why_refused(bucket, key, params, headers, what, of_source)
+                if error.status == 403
+                else None
+            )
+            raise told or _head_error(error.status, key, what, sent_key) from None
+
+    async def _why_refused(
+        self,
+        bucket: str,
+        key: str,
+        params: dict[str, str] | None,
+        headers: dict[str, str] | None,
+        what: str,
+        of_source: bool,
+    ) -> S3Error | None:
+        """A HEAD refused (403) has no body to say why: a wrong secret, a key id the service does
+        not know, or a policy. The same request as a GET (of the object's first byte, or of an
+        empty page of the bucket) says it, as a listing would (`cat` said AccessDenied where
+        `ls` said SignatureDoesNotMatch). Asked only when refused; None where it tells nothing
+        the HEAD's guess does not (AccessDenied: the guess, with its SSE-C hint, stands)."""
+        asked = {name: value for name, value in (params or {}).items() if name == "versionId"}
+        if key:
+            headers = {**(headers or {}), "range": "bytes=0-0"}
+        else:
+            asked |= {"list-type": "2", "max-keys": "0"}
+        try:
+            await self.request(
+                "GET", "GET", bucket, key, params=asked, headers=headers, what=what, of_source=of_source
+            )
+        except S3Error as error:
+            return error if error.code and error.code != "AccessDenied" else None
+        return None
 
     async def _learned_region(self, bucket: str, error: S3Error) -> bool:
         """Whether the service said the bucket is in another region than it was asked in (a
