@@ -46,6 +46,7 @@ class UsageError(S3BulkError):
 # What each optional part of s3bulk needs beyond the core (pyproject's optional-dependencies)
 EXTRAS = {
     "vectors": ("numpy", "pyarrow"),
+    "parquet": ("pyarrow",),  # map's .parquet output (s3bulk[vectors] has it too)
     "arrays": ("numpy", "h5py", "numcodecs", "isal"),
     "ray": ("ray",),
     "bench": ("psutil", "matplotlib"),

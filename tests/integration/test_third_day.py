@@ -343,3 +343,82 @@ def test_a_wrong_secret_is_named_alike_by_every_command_that_reads(
         assert line.startswith("error: ") and "SignatureDoesNotMatch (403)" in line, (command, line)
         assert "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE" in line, (command, line)
         assert "not-the-secret" not in line
+
+
+def without_extras(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A Python where the extras' modules cannot be imported, as in a core install (every
+    process of the job: a sitecustomize makes them absent)."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "absent = 'numpy pyarrow h5py numcodecs isal ray fsspec psutil matplotlib'.split()\n"
+        "for name in absent:\n"
+        "    sys.modules[name] = None\n"
+    )
+    return env | {"PYTHONPATH": str(site)}
+
+
+def test_every_api_entry_point_of_an_extra_names_the_extra_to_install(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As the CLI does: one line, a UsageError, naming the extra (not a bare ModuleNotFoundError
+    from deep inside); map's Parquet output asks for the `parquet` extra, named for what it does."""
+    core = without_extras(person_env, tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"key": "a", "vector": [1.0, 2.0]}\n')
+    done = run_script(
+        core,
+        tmp_path,
+        f"""
+        import asyncio, inspect
+        import s3bulk
+
+        calls = {{
+            "gather": lambda: s3bulk.gather("s3://{logs}/x.h5", "ws", ":,1"),
+            "gather_async": lambda: s3bulk.gather_async("s3://{logs}/x.h5", "ws", ":,1"),
+            "gather_to_file": lambda: s3bulk.gather_to_file("s3://{logs}/x.h5", "ws", ":,1", output="x.npy"),
+            "gather_to_file_async": lambda: s3bulk.gather_to_file_async(
+                "s3://{logs}/x.h5", "ws", ":,1", output="x.npy"
+            ),
+            "put_vectors": lambda: s3bulk.put_vectors("rows.jsonl", "vb", "ix"),
+            "put_vectors_async": lambda: s3bulk.put_vectors_async("rows.jsonl", "vb", "ix"),
+            "verify_vectors": lambda: s3bulk.verify_vectors("rows.jsonl", "vb", "ix"),
+            "verify_vectors_async": lambda: s3bulk.verify_vectors_async("rows.jsonl", "vb", "ix"),
+            "count_vectors": lambda: s3bulk.count_vectors("vb", "ix"),
+            "count_vectors_async": lambda: s3bulk.count_vectors_async("vb", "ix"),
+            "sync_vectors": lambda: s3bulk.sync_vectors("rows.jsonl", "vb", "ix"),
+            "sync_vectors_async": lambda: s3bulk.sync_vectors_async("rows.jsonl", "vb", "ix"),
+            "export_vectors": lambda: s3bulk.export_vectors("vb", "ix", "out.parquet"),
+            "export_vectors_async": lambda: s3bulk.export_vectors_async("vb", "ix", "out.parquet"),
+            "copy_vectors": lambda: s3bulk.copy_vectors("vb", "ix", "ix2"),
+            "copy_vectors_async": lambda: s3bulk.copy_vectors_async("vb", "ix", "ix2"),
+            "delete_vectors": lambda: s3bulk.delete_vectors("vb", "ix", "rows.jsonl"),
+            "delete_vectors_async": lambda: s3bulk.delete_vectors_async("vb", "ix", "rows.jsonl"),
+            "query_vectors": lambda: s3bulk.query_vectors("rows.jsonl", "vb", "ix", "hits.jsonl"),
+            "query_vectors_async": lambda: s3bulk.query_vectors_async("rows.jsonl", "vb", "ix", "hits.jsonl"),
+            "map parquet": lambda: s3bulk.map(len, "s3://{logs}/in/", output="out.parquet"),
+            "copy ray": lambda: s3bulk.copy("s3://{logs}/in/", "down/", engine="ray"),
+            "fsspec": lambda: __import__("s3bulk.fsspec"),
+        }}
+        for name, call in calls.items():
+            try:
+                result = call()
+                if inspect.isawaitable(result):
+                    asyncio.run(result)
+                print(name, "|", "no error")
+            except s3bulk.UsageError as exc:
+                print(name, "|", exc)
+            except BaseException as exc:
+                print(name, "|", type(exc).__name__, exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    said = dict(line.split(" | ", 1) for line in done.stdout.splitlines())
+    assert len(said) == 23, done.stdout
+    extra = {"gather": "arrays", "map parquet": "parquet", "copy ray": "ray", "fsspec": "fsspec"}
+    wrong = []
+    for name, line in said.items():
+        wanted = next((value for key, value in extra.items() if name.startswith(key)), "vectors")
+        if not (f"needs the {wanted} extra (" in line and f"pip install 's3bulk[{wanted}]'" in line):
+            wrong.append((name, line))
+    assert not wrong, "\n".join(map(str, wrong))
