@@ -422,3 +422,62 @@ def test_every_api_entry_point_of_an_extra_names_the_extra_to_install(
         if not (f"needs the {wanted} extra (" in line and f"pip install 's3bulk[{wanted}]'" in line):
             wrong.append((name, line))
     assert not wrong, "\n".join(map(str, wrong))
+
+
+# 6. versioning: switched on, and used to restore
+
+
+def test_versioning_switched_on_and_an_old_version_restored_in_place(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket = f"versioned-{os.getpid()}"
+    made = run_cli(person_env, "mb", "--versioning", f"s3://{bucket}")
+    assert made.returncode == 0 and made.stdout == f"make_bucket: {bucket} (versioning Enabled)\n", (
+        made.stderr
+    )
+    client = minio.client()
+    assert client.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+    status = run_cli(person_env, "versioning", "status", f"s3://{bucket}")
+    assert status.stdout == f"s3://{bucket}: versioning Enabled\n", status.stderr
+
+    first = client.put_object(Bucket=bucket, Key="doc.txt", Body=b"one", Metadata={"draft": "1"})
+    client.put_object(Bucket=bucket, Key="doc.txt", Body=b"two, worse", Metadata={"draft": "2"})
+    plain = run_cli(person_env, "cp", f"s3://{bucket}/doc.txt", f"s3://{bucket}/doc.txt")
+    assert plain.returncode == 2 and "cp --version-id V SRC SRC" in plain.stderr, plain.stderr
+
+    restored = run_cli(
+        person_env,
+        "cp",
+        "--version-id",
+        first["VersionId"],
+        f"s3://{bucket}/doc.txt",
+        f"s3://{bucket}/doc.txt",
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout == (
+        f"restore: s3://{bucket}/doc.txt ({first['VersionId']}) to s3://{bucket}/doc.txt (3 bytes)\n"
+    )
+    current = client.get_object(Bucket=bucket, Key="doc.txt")
+    assert current["Body"].read() == b"one" and current["Metadata"] == {"draft": "1"}
+    versions = client.list_object_versions(Bucket=bucket)["Versions"]
+    assert len(versions) == 3  # the restore is a version of its own; the others stay
+
+    suspended = run_cli(person_env, "versioning", "suspend", f"s3://{bucket}")
+    assert suspended.stdout == f"s3://{bucket}: versioning Suspended\n", suspended.stderr
+    assert client.get_bucket_versioning(Bucket=bucket)["Status"] == "Suspended"
+    plain_bucket = new_bucket(minio, "plain")
+    never = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import s3bulk
+        print(repr(s3bulk.versioning("s3://{plain_bucket}")))
+        print(s3bulk.versioning("s3://{plain_bucket}", "enable"))
+        """,
+    )
+    assert never.stdout.splitlines() == ["''", "Enabled"], never.stderr
+    missing = run_cli(
+        person_env, "cp", "--version-id", "no-such", f"s3://{bucket}/doc.txt", f"s3://{bucket}/doc.txt"
+    )
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "NoSuchVersion" in missing.stderr, missing.stderr

@@ -265,6 +265,25 @@ class S3Client(SignedHttp):
         body = s3xml.create_bucket_body(region)
         await self.request("PUT", "PUT", bucket, body=body, what=f"make bucket s3://{bucket}")
 
+    async def put_bucket_versioning(self, bucket: str, status: str) -> None:
+        """Versioning "Enabled" or "Suspended" (S3 asks for the body's Content-MD5)."""
+        body = (
+            '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            f"<Status>{status}</Status></VersioningConfiguration>"
+        ).encode()
+        headers = {"Content-Type": "application/xml", "Content-MD5": await content_md5(body)}
+        what = f"set versioning of s3://{bucket}"
+        await self.request(
+            "PUT", "PUT", bucket, params={"versioning": ""}, headers=headers, body=body, what=what
+        )
+
+    async def get_bucket_versioning(self, bucket: str) -> str:
+        """ "Enabled", "Suspended", or "" for a bucket whose versioning was never turned on."""
+        what = f"get versioning of s3://{bucket}"
+        _, _, reply = await self.request("GET", "GET", bucket, params={"versioning": ""}, what=what)
+        s3xml.expect(reply, "VersioningConfiguration", what)
+        return s3xml.find_text(reply, "Status")
+
     async def head_bucket(self, bucket: str) -> None:
         await self.request("HEAD", "HEAD", bucket, what=f"head bucket s3://{bucket}")
 
@@ -365,10 +384,16 @@ class S3Client(SignedHttp):
         dst_bucket: str,
         dst_key: str,
         headers: dict[str, str] | None = None,
+        *,
+        source_version: str = "",
     ) -> None:
-        """A server-side copy: with the source's checksum, unless one was chosen."""
+        """A server-side copy (of that version of the source, with `source_version`): with the
+        source's checksum, unless one was chosen."""
         what = f"copy s3://{src_bucket}/{src_key}"
-        headers = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}", **(headers or {})}
+        source = f"/{src_bucket}/{quote_key(src_key)}"
+        if source_version:
+            source += f"?versionId={quote(source_version, safe='')}"
+        headers = {"x-amz-copy-source": source, **(headers or {})}
         if self.settings.checksum_algorithm in checksums.SENT:
             headers["x-amz-checksum-algorithm"] = self.settings.checksum_algorithm
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)
