@@ -15,33 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, new_bucket, run_cli, without_root
+from conftest import Endpoint, new_bucket, run_cli, run_script, small_logs
 
 OBJECTS = 40
-
-
-def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """`python script.py`, run from its own directory as a person (not root) runs one."""
-    script = where / "script.py"
-    script.write_text(textwrap.dedent(text))
-    return subprocess.run(
-        without_root([sys.executable, str(script)]),
-        cwd=where,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
 def logs(minio: Endpoint) -> str:
     """A bucket of OBJECTS small text objects under in/."""
-    bucket = new_bucket(minio, "week")
-    client = minio.client()
-    for n in range(OBJECTS):
-        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
-    return bucket
+    return small_logs(minio, "week", OBJECTS)
 
 
 @pytest.fixture

@@ -12,16 +12,14 @@ import re
 import signal
 import struct
 import subprocess
-import sys
 import termios
-import textwrap
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, new_bucket, run_cli, without_root
+from conftest import S3BULK, Endpoint, new_bucket, run_cli, run_script, small_logs
 
 MiB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
@@ -188,12 +186,18 @@ def found_so_far(states: list[str]) -> bool:
     return any(re.search(r"/[\d,]+\+ obj", state) and "ETA" not in state for state in states)
 
 
+def walking(minio: Endpoint, env: dict[str, str], files: Path, bwlimit: str) -> Terminal:
+    """`cp files/ s3://new-bucket/p/` at `bwlimit`, shown while its walk is still going on."""
+    bucket = new_bucket(minio, "walking")
+    terminal = Terminal(env, "cp", f"{files}/", f"s3://{bucket}/p/", "--bwlimit", bwlimit)
+    terminal.wait_for(found_so_far)
+    return terminal
+
+
 def test_totals_still_being_found_say_so_and_give_no_eta_until_whole(
     minio: Endpoint, person_env: dict[str, str], many_files: Path
 ) -> None:
-    bucket = new_bucket(minio, "walking")
-    terminal = Terminal(person_env, "cp", f"{many_files}/", f"s3://{bucket}/p/", "--bwlimit", "100KiB")
-    terminal.wait_for(found_so_far)
+    terminal = walking(minio, person_env, many_files, "100KiB")
     growing = [int(m["total"].replace(",", "")) for m in map(LIVE.search, terminal.states()) if m]
     assert growing and growing[0] < 4000  # the walk was still handing out files
     terminal.wait_for(lambda states: any("/4,000 obj" in state and "ETA" in state for state in states))
@@ -205,9 +209,7 @@ def test_totals_still_being_found_say_so_and_give_no_eta_until_whole(
 def test_ctrl_c_while_the_walk_goes_on_says_how_many_were_found_so_far(
     minio: Endpoint, person_env: dict[str, str], many_files: Path
 ) -> None:
-    bucket = new_bucket(minio, "walking-stopped")
-    terminal = Terminal(person_env, "cp", f"{many_files}/", f"s3://{bucket}/p/", "--bwlimit", "50KiB")
-    terminal.wait_for(found_so_far)
+    terminal = walking(minio, person_env, many_files, "50KiB")
     terminal.process.send_signal(signal.SIGINT)
     assert terminal.finish() == 130
     stopped = [line for line in terminal.shown().splitlines() if "stopped:" in line]
@@ -222,31 +224,13 @@ def test_ctrl_c_while_the_walk_goes_on_says_how_many_were_found_so_far(
 # 4. map's results and its report
 
 
-def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """`python script.py`, run from its own directory as a person (not root) runs one."""
-    script = where / "script.py"
-    script.write_text(textwrap.dedent(text))
-    return subprocess.run(
-        without_root([sys.executable, str(script)]),
-        cwd=where,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 OBJECTS = 100
 
 
 @pytest.fixture(scope="module")
 def logs(minio: Endpoint) -> str:
     """A bucket of OBJECTS small objects under in/."""
-    bucket = new_bucket(minio, "third")
-    client = minio.client()
-    for n in range(OBJECTS):
-        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
-    return bucket
+    return small_logs(minio, "third", OBJECTS)
 
 
 def test_reading_map_s_report_first_keeps_its_results_and_its_repr_says_where_it_is(

@@ -4,6 +4,8 @@ makes one the current version again, `s3bulk rm --all-versions` deletes them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from s3bulk._cli.options import (
@@ -21,60 +23,39 @@ app = typer.Typer(help="A bucket's versioning: turn it on, suspend it, or ask.",
 BucketArgument = typer.Argument(..., help="s3://bucket")
 
 
-def _versioning(
-    url: str,
-    change: str | None,
-    endpoint_url: str | None,
-    profile: str | None,
-    region: str | None,
-    no_verify_ssl: bool,
-) -> int:
-    from s3bulk._api.objects import versioning_async
-    from s3bulk._objects import bucket_name
+def _subcommand(change: str | None) -> Callable[..., int]:
+    """`s3bulk versioning CHANGE s3://bucket` (status: `change` None): says the status after."""
 
-    settings = settings_from(endpoint_url, profile, region, no_verify_ssl, False)
-    status = run_loop(versioning_async(url, change, settings=settings))
-    say(f"s3://{bucket_name(url)}: versioning {status or 'never enabled'}")
-    return 0
+    def versioning(
+        url: str = BucketArgument,
+        endpoint_url: str | None = EndpointOption,
+        profile: str | None = ProfileOption,
+        region: str | None = RegionOption,
+        no_verify_ssl: bool = NoVerifyOption,
+    ) -> int:
+        from s3bulk._api.objects import versioning_async
+        from s3bulk._objects import bucket_name
 
+        settings = settings_from(endpoint_url, profile, region, no_verify_ssl, False)
+        status = run_loop(versioning_async(url, change, settings=settings))
+        say(f"s3://{bucket_name(url)}: versioning {status or 'never enabled'}")
+        return 0
 
-@app.command("enable")
-@guarded
-def enable(
-    url: str = BucketArgument,
-    endpoint_url: str | None = EndpointOption,
-    profile: str | None = ProfileOption,
-    region: str | None = RegionOption,
-    no_verify_ssl: bool = NoVerifyOption,
-) -> int:
-    """Keep every version of every object written or deleted from now on."""
-    return _versioning(url, "enable", endpoint_url, profile, region, no_verify_ssl)
+    return versioning
 
 
-@app.command("suspend")
-@guarded
-def suspend(
-    url: str = BucketArgument,
-    endpoint_url: str | None = EndpointOption,
-    profile: str | None = ProfileOption,
-    region: str | None = RegionOption,
-    no_verify_ssl: bool = NoVerifyOption,
-) -> int:
-    """Keep no new versions (the versions kept so far stay: rm --all-versions deletes them)."""
-    return _versioning(url, "suspend", endpoint_url, profile, region, no_verify_ssl)
-
-
-@app.command("status")
-@guarded
-def status(
-    url: str = BucketArgument,
-    endpoint_url: str | None = EndpointOption,
-    profile: str | None = ProfileOption,
-    region: str | None = RegionOption,
-    no_verify_ssl: bool = NoVerifyOption,
-) -> int:
-    """Say whether the bucket keeps versions: Enabled, Suspended, or never enabled."""
-    return _versioning(url, None, endpoint_url, profile, region, no_verify_ssl)
+for name, change, doc in (
+    ("enable", "enable", "Keep every version of every object written or deleted from now on."),
+    (
+        "suspend",
+        "suspend",
+        "Keep no new versions (the versions kept so far stay: rm --all-versions deletes them).",
+    ),
+    ("status", None, "Say whether the bucket keeps versions: Enabled, Suspended, or never enabled."),
+):
+    command = _subcommand(change)
+    command.__doc__ = doc
+    app.command(name)(guarded(command))
 
 
 GROUPS = {"versioning": app}  # found by s3bulk._cli: the command group this module adds
