@@ -278,7 +278,7 @@ class S3Client(SignedHttp):
         )
 
     async def get_bucket_versioning(self, bucket: str) -> str:
-        """ "Enabled", "Suspended", or "" for a bucket whose versioning was never turned on."""
+        """The bucket's versioning: "Enabled", "Suspended", or "" if it was never turned on."""
         what = f"get versioning of s3://{bucket}"
         _, _, reply = await self.request("GET", "GET", bucket, params={"versioning": ""}, what=what)
         s3xml.expect(reply, "VersioningConfiguration", what)

@@ -6,9 +6,9 @@ Counted where a piece ends, never per chunk: a part of a multipart upload or cop
 service confirmed it (`multipart._in_parts`, which uploads, copies in parts and relays share),
 a range of a download once the native writer has written it (`downloads._in_lanes`). That is one
 call per part (8 MiB by default), so transfers pay nothing they could measure. The engine sets
-`piece_counter` in each task that runs items (`_engine/worker.py`) and takes an item's pieces back out
-when the item ends, done or not, since its whole size is then counted as done (or not at all).
-Outside a job (single-object verbs, fsspec) nobody listens.
+`piece_counter` in each task that runs items (`_engine/worker.py`) and takes an item's pieces
+back out when the item ends, done or not, since its whole size is then counted as done (or not
+at all). Outside a job (single-object verbs, fsspec) nobody listens.
 """
 
 from __future__ import annotations
