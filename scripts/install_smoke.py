@@ -4,6 +4,9 @@ command and the API against a local MinIO, and, per install, what its extras all
 
     python install_smoke.py core   # pip install s3bulk: moves objects; gather names its extra
     python install_smoke.py all    # pip install 's3bulk[all]': gather reads an HDF5 file
+    python install_smoke.py beside # s3bulk beside s3fs and boto3, on the botocore they chose:
+                                   # core's, and what s3bulk asks of botocore (a profile's
+                                   # services section, a presigned URL)
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ def main(kind: str) -> None:
         os.environ.update(server.client_env())
         report = s3bulk.copy("s3://smoke/up/", "again/")
         assert report.objects_done == 50, report
-        if kind == "core":
+        if kind == "beside":
+            botocore_s_part(server, env)
+        if kind in ("core", "beside"):
             refused = run(env, "gather", "s3://smoke/x.h5", "-d", "ws", "-s", ":,1", "-o", "x.npy")
             assert refused.returncode == 2 and "pip install 's3bulk[arrays]'" in refused.stderr
             if importlib.util.find_spec("fsspec") is None:  # s3bulk.fsspec names its extra
@@ -75,6 +80,34 @@ def main(kind: str) -> None:
             assert len(fs.find("smoke/up")) == 50
             assert fs.cat("smoke/up/f07.txt") == (up / "f07.txt").read_bytes()
     print(f"install smoke ({kind}): ok")
+
+
+def botocore_s_part(server: MinioServer, env: dict[str, str]) -> None:
+    """What s3bulk reads through botocore, on the version installed: a profile whose endpoint
+    is in a services section (botocore's config loader and session, 1.31 on), and a presigned
+    URL (its query signer) that plain urllib fetches."""
+    import urllib.request
+
+    import botocore
+
+    client = server.client_env()
+    config, credentials = Path("aws-config").absolute(), Path("aws-credentials").absolute()
+    config.write_text(
+        "[profile beside]\nregion = us-east-1\nservices = here\n\n"
+        f"[services here]\ns3 =\n  endpoint_url = {client['AWS_ENDPOINT_URL']}\n"
+    )
+    credentials.write_text(
+        f"[beside]\naws_access_key_id = {client['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {client['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    profiled = {name: value for name, value in env.items() if not name.startswith("AWS_")}
+    profiled |= {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": str(credentials)}
+    listed = run(profiled, "ls", "--profile", "beside", "s3://smoke/up/")
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 50, listed.stderr
+    url = run(env, "presign", "s3://smoke/up/f07.txt", "--expires-in", "60").stdout.strip()
+    with urllib.request.urlopen(url) as answer:
+        assert answer.read() == Path("up/f07.txt").read_bytes()
+    print(f"botocore {botocore.__version__}: a services section and a presigned URL work")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ _EXPORTS = {
     "list_buckets_async": "s3bulk._api.objects",
     "make_bucket": "s3bulk._api.objects",
     "make_bucket_async": "s3bulk._api.objects",
+    "versioning": "s3bulk._api.objects",
+    "versioning_async": "s3bulk._api.objects",
+    "copy_version": "s3bulk._api.objects",
+    "copy_version_async": "s3bulk._api.objects",
     "remove_bucket": "s3bulk._api.objects",
     "remove_bucket_async": "s3bulk._api.objects",
     "remove_versions": "s3bulk._api.objects",
@@ -120,6 +124,8 @@ __all__ = [
     "copy_async",
     "copy_vectors",
     "copy_vectors_async",
+    "copy_version",
+    "copy_version_async",
     "count_vectors",
     "count_vectors_async",
     "delete_vectors",
@@ -173,6 +179,8 @@ __all__ = [
     "sync_vectors_async",
     "verify_vectors",
     "verify_vectors_async",
+    "versioning",
+    "versioning_async",
 ]
 
 if TYPE_CHECKING:
@@ -182,6 +190,8 @@ if TYPE_CHECKING:
     from s3bulk._api.jobs import resume, resume_async, retry_failed, retry_failed_async
     from s3bulk._api.map import MapResults, map, map_async
     from s3bulk._api.objects import (
+        copy_version,
+        copy_version_async,
         get,
         get_async,
         get_to_file,
@@ -200,6 +210,8 @@ if TYPE_CHECKING:
         remove_bucket_async,
         remove_versions,
         remove_versions_async,
+        versioning,
+        versioning_async,
     )
     from s3bulk._api.remove import remove, remove_async
     from s3bulk._api.sync import sync, sync_async

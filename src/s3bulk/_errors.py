@@ -46,6 +46,7 @@ class UsageError(S3BulkError):
 # What each optional part of s3bulk needs beyond the core (pyproject's optional-dependencies)
 EXTRAS = {
     "vectors": ("numpy", "pyarrow"),
+    "parquet": ("pyarrow",),  # map's .parquet output (s3bulk[vectors] has it too)
     "arrays": ("numpy", "h5py", "numcodecs", "isal"),
     "ray": ("ray",),
     "bench": ("psutil", "matplotlib"),
@@ -71,15 +72,23 @@ class JobAborted(S3BulkError):
 
 class JobInterrupted(KeyboardInterrupt):
     """The job was stopped by Ctrl-C or SIGTERM: what ran was finished or cleaned up (multipart
-    uploads aborted, temporary files removed) and journaled. str() is the line to print, naming
-    the job and the command that finishes it. A KeyboardInterrupt, so code that stops on one
+    uploads aborted, temporary files removed) and journaled. str() is the line for Python,
+    naming the job and the call that finishes it (`s3bulk.resume(job_id)`); `in_the_shell()`
+    the CLI's (`s3bulk cp --resume JOB`). A KeyboardInterrupt, so code that stops on one
     still does."""
 
     exit_code = 130
 
-    def __init__(self, message: str, job_id: str = "") -> None:
-        super().__init__(message)
-        self.job_id = job_id
+    def __init__(self, stopped: str, job_id: str = "", command: str = "") -> None:
+        self.stopped, self.job_id, self.command = stopped, job_id, command
+        super().__init__(f"{stopped}; finish it with: s3bulk.resume({job_id!r})" if job_id else stopped)
+
+    def in_the_shell(self) -> str:
+        """The line the CLI prints: the command that finishes the job (`command` is how it is
+        run: `vectors put`)."""
+        if not self.job_id or not self.command:
+            return str(self)
+        return f"{self.stopped}; finish it with: s3bulk {self.command} --resume {self.job_id}"
 
 
 class ItemError(S3BulkError):

@@ -60,6 +60,9 @@ class WorkerStats:
     concurrency: int = 0  # change in this worker's in-flight limit (the report sums them)
     limit_cuts: int = 0  # times the in-flight limit was lowered (throttling; auto: also queueing)
     in_flight: int = 0  # change in items running now (the report sums them: a gauge)
+    # change in the bytes of items still running that have moved (parts stored, ranges written:
+    # `_stores/underway.py`), taken out when the item ends (a gauge, as in_flight)
+    bytes_underway: int = 0
     vectors_done: int = 0  # vectors: the vectors in the batches that were stored
     vectors_rejected: int = 0  # vectors: rows that failed the checks (--on-error skip)
     cpu_seconds: float = 0.0
@@ -70,6 +73,7 @@ class WorkerStats:
     done_ids: list[tuple[str, int]] = field(default_factory=list)  # (item id, size) for the journal
     failed_descriptors: list[tuple[Any, str]] = field(default_factory=list)  # whole listings that failed
     handled: list[tuple[int, str]] = field(default_factory=list)  # (descriptor id, item id) finished
+    expanded: list[int] = field(default_factory=list)  # descriptors whose items are all listed
     uploads_started: list[tuple[str, str, str]] = field(default_factory=list)  # multipart (bucket, key, id)
     uploads_ended: list[str] = field(default_factory=list)  # their ids, once completed or aborted
 
@@ -157,8 +161,11 @@ class Report:
     concurrency_peak: int = 0
     limit_cuts: int = 0
     in_flight: int = 0
+    bytes_underway: int = 0  # of the objects still on their way, the bytes that have moved
     vectors_done: int = 0
     vectors_rejected: int = 0
+    # every descriptor is listed, so objects_total and bytes_total are whole, not found so far
+    total_known: bool = False
     aborted: str = ""  # why the job stopped early (--on-error abort), or ""
     job_id: str = ""
     wall_seconds: float = 0.0

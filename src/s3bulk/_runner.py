@@ -266,19 +266,18 @@ def _new_report(
 
 def _interrupted(name: str, report: Report, handle: Journal | None) -> JobInterrupted:
     """The one line an interrupted job leaves: what it did, and how to finish it."""
-    total = f" of {report.objects_total:,}" if report.objects_total else ""
+    known = report.total_known and report.objects_total
+    total = f" of {report.objects_total:,}" if known else ""
+    found = f" ({report.objects_total:,} found so far)" if report.objects_total and not known else ""
     if report.vectors_done and name == "vectors export":  # the index is listed as it goes: no total
         done = f"{report.vectors_done:,} vectors exported"
     elif report.vectors_done:  # a vectors job lists rows and finishes batches: count what it lists
-        done = f"{report.vectors_done:,}{total} vectors stored"
+        done = f"{report.vectors_done:,}{total} vectors stored{found}"
     else:
-        done = f"{report.objects_done:,}{total} items done"
+        done = f"{report.objects_done:,}{total} items done{found}"
     if handle is None:
         return JobInterrupted(f"{name} stopped: {done}")
-    job = handle.job_id
-    return JobInterrupted(
-        f"job {job} ({name}) stopped: {done}; finish it with: s3bulk {name} --resume {job}", job_id=job
-    )
+    return JobInterrupted(f"job {handle.job_id} ({name}) stopped: {done}", handle.job_id, name)
 
 
 def _records_wanted(on_records: Callable[[list[dict[str, Any]]], None] | None) -> int:

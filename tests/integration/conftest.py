@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -163,6 +164,29 @@ def without_root(command: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return command
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *command]
+
+
+def small_logs(endpoint: Endpoint, name: str, count: int) -> str:
+    """A new bucket of `count` small text objects under in/ (in/k000.log, ...), for map."""
+    bucket = new_bucket(endpoint, name)
+    client = endpoint.client()
+    for n in range(count):
+        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
+    return bucket
+
+
+def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`python script.py`, run from its own directory as a person (not root) runs one."""
+    script = where / "script.py"
+    script.write_text(textwrap.dedent(text))
+    return subprocess.run(
+        without_root([sys.executable, str(script)]),
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture

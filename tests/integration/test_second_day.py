@@ -15,33 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, new_bucket, run_cli, without_root
+from conftest import Endpoint, new_bucket, run_cli, run_script, small_logs
 
 OBJECTS = 40
-
-
-def run_script(env: dict[str, str], where: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """`python script.py`, run from its own directory as a person (not root) runs one."""
-    script = where / "script.py"
-    script.write_text(textwrap.dedent(text))
-    return subprocess.run(
-        without_root([sys.executable, str(script)]),
-        cwd=where,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
 def logs(minio: Endpoint) -> str:
     """A bucket of OBJECTS small text objects under in/."""
-    bucket = new_bucket(minio, "week")
-    client = minio.client()
-    for n in range(OBJECTS):
-        client.put_object(Bucket=bucket, Key=f"in/k{n:03d}.log", Body=f"line {n}\n".encode() * 50)
-    return bucket
+    return small_logs(minio, "week", OBJECTS)
 
 
 @pytest.fixture
@@ -186,11 +168,12 @@ def test_ctrl_c_while_python_waits_for_a_map_stops_it_resumably(
     script.send_signal(signal.SIGINT)
     rest = script.stderr.read()
     script.wait(timeout=60)
-    assert "(map) stopped: 0 " in rest and "items done; finish it with: s3bulk map --resume " in rest, rest
-    job = rest.split("--resume ")[1].split()[0]
+    # in Python, the call that finishes it (issue 65), not the command line
+    assert "(map) stopped: 0 " in rest and "; finish it with: s3bulk.resume('" in rest, rest
+    job = rest.split("s3bulk.resume('")[1].split("'")[0]
     gate.touch()
-    resumed = run_cli(person_env | {"PYTHONPATH": str(tmp_path)}, "map", "--resume", job)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = run_script(person_env, tmp_path, f"import s3bulk\nprint(s3bulk.resume({job!r}).objects_done)\n")
+    assert resumed.returncode == 0 and resumed.stdout == f"{OBJECTS}\n", resumed.stderr
 
 
 # 5. the Python API as a person calls it

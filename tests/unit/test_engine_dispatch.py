@@ -174,3 +174,36 @@ def test_crashes_done_and_broken_links() -> None:
     dispatch.lost(breaking, "EOFError")  # its reader sees the break; nobody is left to run "x"
     (left,) = recorder.merged
     assert [failure.source for failure in left.failures] == ["x"] and dispatch.all_done
+
+
+def expanded(*ids: int) -> Progress:
+    return Progress(WorkerStats(expanded=list(ids)))
+
+
+def test_the_totals_are_whole_only_once_the_source_is_exhausted_and_every_descriptor_listed() -> None:
+    """What the live line and Ctrl-C's line call found so far ("2,560+") or the total."""
+    dispatch, (worker, other), _ = dispatcher(2)
+    dispatch.add("range a")
+    dispatch.add("rows 0-5000 of a.parquet", counted=True)  # its source counted them
+    dispatch.handle(worker, Want(1))
+    (work,) = works(worker)
+    dispatch.source_exhausted()
+    assert not dispatch.all_listed  # handed out, still being listed
+    dispatch.handle(worker, Split(["range b"], work.id, [], None))  # told before its parent ends
+    dispatch.handle(worker, expanded(work.id))
+    assert not dispatch.all_listed  # the split's part waits in the queue
+    dispatch.handle(other, Want(1))
+    (part,) = works(other)
+    assert part.descriptor == "range b" and not dispatch.all_listed
+    dispatch.handle(other, expanded(part.id))
+    assert dispatch.all_listed and not dispatch.all_done  # listed whole (the slice too), not finished
+
+
+def test_a_stopped_job_s_totals_are_what_it_found_before_it_stopped() -> None:
+    dispatch, (worker,), _ = dispatcher(1)
+    dispatch.add("range")
+    dispatch.handle(worker, Want(1))
+    (work,) = works(worker)
+    dispatch.handle(worker, Stopping("a bad row"))
+    dispatch.handle(worker, expanded(work.id))  # its expansion broke off
+    assert dispatch.source_done and not dispatch.all_listed

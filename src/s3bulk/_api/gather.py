@@ -15,6 +15,7 @@ from s3bulk._commands.base import locations
 from s3bulk._commands.gather import ENGINE as GATHER
 from s3bulk._commands.gather import GatherSpec
 from s3bulk._config import AwsSettings
+from s3bulk._errors import require_extra
 from s3bulk._report import Report
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ async def gather_async(
 ) -> np.ndarray:
     """`selection` of `dataset` across HDF5 files as one numpy array (options as in
     `gather_to_file_async`), e.g. `gather("s3://bucket/wtk/*.h5", "windspeed_100m", ":,1234")`."""
+    require_extra("arrays", "s3bulk.gather")  # before numpy, which the extra brings
     import numpy as np
 
     arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}

@@ -4,12 +4,14 @@ The job runs on the engine (`_commands/map.py`) in a thread of its own, so the c
 over results while it runs: `(ObjectInfo, result)` pairs in completion order, through a bounded
 queue (a caller that stops reading holds the job back instead of filling memory). With `to=` the
 function's bytes are uploaded and nothing comes back; with `output=` the results are written as
-rows (.jsonl, .parquet) by the driver. `MapResults.report` is the job's report once it has ended.
+rows (.jsonl, .parquet) by the driver. `MapResults.report` is the job's report once it has ended;
+the results it waited past are kept for the iteration that follows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import queue
@@ -40,7 +42,9 @@ class _Job:
 
     def __init__(self, spec: MapSpec, settings: AwsSettings | None, journal: bool) -> None:
         self.queue: queue.Queue[Any] = queue.Queue(RESULTS_WAITING)
+        self.source = spec.source
         self.report: Report | None = None
+        self.so_far: Report | None = None  # the report as the job goes (its counts for repr)
         self.error: BaseException | None = None
         self.resumable = journal
         self.discarding = bool(spec.to)  # with to=, nothing comes back
@@ -67,7 +71,7 @@ class _Job:
             self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
             if self.stopping and self._task is not None:  # stopped before it began
                 self._task.cancel()
-            return await execute(spec, settings, journal=journal, on_records=forward)
+            return await execute(spec, settings, journal=journal, on_records=forward, on_progress=self._seen)
 
         try:
             self.report = run_loop(main())
@@ -76,6 +80,9 @@ class _Job:
         finally:
             self.ended.set()
             self.queue.put(_END)
+
+    def _seen(self, report: Report) -> None:
+        self.so_far = report
 
     def _forward(self, records: list[dict[str, Any]]) -> None:
         for record in records:
@@ -148,19 +155,34 @@ def _finish_at_exit() -> None:
 
 
 class MapResults:
-    """The results of `s3bulk.map` as they come: iterate for (ObjectInfo, result) pairs; `report`
-    waits for the end (reading and dropping what the caller did not) and returns the Report. A
-    MapResults dropped unread lets its job run on; Python's exit waits for it."""
+    """The results of `s3bulk.map` as they come: iterate for (ObjectInfo, result) pairs, once, as
+    any iterator. `report` waits for the end and returns the Report; the results it waited past
+    are kept, in memory, for the iteration that follows (read the report first, as a notebook
+    does, and every result is still there; iterate first where they are too many to hold). Its
+    repr says whether the job runs, its counts so far and the results not yet read. A MapResults
+    dropped unread lets its job run on; Python's exit waits for it."""
 
     def __init__(self, spec: MapSpec, settings: AwsSettings | None, journal: bool) -> None:
         self._job = _Job(spec, settings, journal)
+        self._kept: collections.deque[tuple[ObjectInfo, Any]] = collections.deque()
         weakref.finalize(self, self._job.discard)
 
     def __iter__(self) -> Iterator[tuple[ObjectInfo, Any]]:
         job = self._job
-        while (entry := job.queue.get()) is not _END:
-            yield entry
-        job.queue.put(_END)  # a second iteration, or `report`, ends at once
+        while True:
+            if self._kept:
+                yield self._kept.popleft()
+            elif (entry := job.queue.get()) is not _END:
+                yield entry
+            else:
+                break
+        self._ended()
+
+    def _ended(self) -> None:
+        """The queue said the job ended: it says so again to whoever reads next (a second
+        iteration, `report`), and the job's end is read, its error raised."""
+        job = self._job
+        job.queue.put(_END)
         job.ended.wait()
         _Job.unseen.pop(job, None)
         if job.error is not None:
@@ -168,10 +190,27 @@ class MapResults:
 
     @property
     def report(self) -> Report:
-        for _ in self:
-            pass
-        assert self._job.report is not None
-        return self._job.report
+        """The job's Report, once it has ended; the results not yet read are kept."""
+        job = self._job
+        while (entry := job.queue.get()) is not _END:
+            self._kept.append(entry)
+        self._ended()
+        assert job.report is not None
+        return job.report
+
+    def __repr__(self) -> str:
+        job = self._job
+        state = "ended" if job.ended.is_set() else "running"
+        if job.ended.is_set() and job.error is not None:
+            state = f"failed ({type(job.error).__name__}: {job.error})"
+        seen = job.report or job.so_far
+        done, failed = (seen.objects_done, seen.objects_failed) if seen is not None else (0, 0)
+        with job.queue.mutex:
+            waiting = len(self._kept) + sum(entry is not _END for entry in job.queue.queue)
+        unread = f"{waiting:,} results not yet read" if waiting else "all results read"
+        if not job.ended.is_set() and not waiting:
+            unread = "no results waiting"
+        return f"<MapResults of {job.source}: {state}, {done:,} done, {failed:,} failed, {unread}>"
 
 
 MAP = EngineSpec()  # the engine defaults of map

@@ -199,12 +199,35 @@ async def list_buckets_async(*, settings: AwsSettings | None = None) -> list[Buc
 
 
 async def make_bucket_async(
-    url: str, *, region: str | None = None, settings: AwsSettings | None = None
+    url: str, *, region: str | None = None, versioning: bool = False, settings: AwsSettings | None = None
 ) -> str:
-    """Create a bucket (in `region`, default the settings' region); returns its name."""
+    """Create a bucket (in `region`, default the settings' region), keeping every version of
+    its objects with `versioning=True`; returns its name."""
     from s3bulk._objects import make_bucket
 
-    return await make_bucket(settings or AwsSettings.from_env(), url, region)
+    return await make_bucket(settings or AwsSettings.from_env(), url, region, versioning=versioning)
+
+
+async def versioning_async(
+    url: str, change: str | None = None, *, settings: AwsSettings | None = None
+) -> str:
+    """A bucket's versioning after `change`, if given: "enable" keeps every version of what is
+    written or deleted from now on, "suspend" keeps no new ones (those kept stay). Returns
+    "Enabled", "Suspended", or "" for a bucket whose versioning was never turned on."""
+    from s3bulk._objects import bucket_versioning
+
+    return await bucket_versioning(settings or AwsSettings.from_env(), url, change)
+
+
+async def copy_version_async(
+    source: str, destination: str, version_id: str, *, settings: AwsSettings | None = None
+) -> int:
+    """Copy one version of an object (`s3bulk ls --all-versions` names them) to `destination`,
+    server-side, with the attributes it had; onto its own key, it becomes the current version
+    again. Returns its size."""
+    from s3bulk._objects import copy_version
+
+    return await copy_version(settings or AwsSettings.from_env(), source, destination, version_id)
 
 
 async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
@@ -262,6 +285,12 @@ list_buckets = sync_twin(list_buckets_async)
 
 
 make_bucket = sync_twin(make_bucket_async)
+
+
+versioning = sync_twin(versioning_async)
+
+
+copy_version = sync_twin(copy_version_async)
 
 
 remove_bucket = sync_twin(remove_bucket_async)

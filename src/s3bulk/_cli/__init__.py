@@ -118,6 +118,9 @@ MENU = {
     "du": Entry(SINGLE, "Count objects and bytes under a prefix", "s3bulk du s3://bucket/prefix/"),
     "mb": Entry(BUCKETS, "Make a bucket", "s3bulk mb s3://bucket"),
     "rb": Entry(BUCKETS, "Remove a bucket (--force: empty it first)", "s3bulk rb --force s3://bucket"),
+    "versioning": Entry(
+        BUCKETS, "A bucket's versioning: enable, suspend, status", "s3bulk versioning enable s3://bucket"
+    ),
     "multipart": Entry(
         BUCKETS, "Unfinished multipart uploads: list, abort", "s3bulk multipart ls s3://bucket/"
     ),
@@ -179,6 +182,15 @@ SUBMENU = {
         BEYOND,
         "Create an index in a vector bucket",
         "s3bulk vectors create-index --bucket v --index i --dimension 1024",
+    ),
+    "versioning enable": Entry(
+        BUCKETS, "Keep every version of what is written or deleted", "s3bulk versioning enable s3://bucket"
+    ),
+    "versioning suspend": Entry(
+        BUCKETS, "Keep no new versions (kept ones stay)", "s3bulk versioning suspend s3://bucket"
+    ),
+    "versioning status": Entry(
+        BUCKETS, "Enabled, Suspended or never enabled", "s3bulk versioning status s3://bucket"
     ),
     "multipart ls": Entry(BUCKETS, "List unfinished multipart uploads", "s3bulk multipart ls s3://bucket/"),
     "multipart abort": Entry(

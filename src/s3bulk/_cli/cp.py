@@ -230,11 +230,25 @@ def _one_version(
     settings: AwsSettings,
     quiet: bool,
 ) -> int:
-    """`cp --version-id V s3://b/k PATH` (or `-`): that version, downloaded as `cat` reads it."""
-    if command != "cp" or not source.startswith("s3://") or source.endswith("/") or "://" in destination:
+    """`cp --version-id V s3://b/k PATH` (or `-`): that version, downloaded as `cat` reads it;
+    `cp --version-id V s3://b/k s3://b/k`: that version copied by the service, onto its own key
+    the current version again (a restore, as aws-cli's CopyObject does)."""
+    if command != "cp" or not source.startswith("s3://") or source.endswith("/"):
         raise UsageError(
-            "--version-id reads one version of one object: cp --version-id V s3://bucket/key PATH"
+            "--version-id reads one version of one object: cp --version-id V s3://bucket/key PATH "
+            "(or s3://bucket/key, the same key to restore it)"
         )
+    if destination.startswith("s3://"):
+        from s3bulk._api.objects import copy_version
+
+        target = destination + source.rsplit("/", 1)[1] if destination.endswith("/") else destination
+        size = copy_version(source, target, version_id, settings=settings)
+        if not quiet:
+            verb = "restore" if target == source else "copy"
+            say(f"{verb}: {source} ({version_id}) to {target} ({size:,} bytes)")
+        return 0
+    if "://" in destination:
+        raise UsageError(f"--version-id copies to s3:// or to a local path, not to {destination}")
     if destination == "-":
         from s3bulk._cli.cat import cat_to_stdout
 

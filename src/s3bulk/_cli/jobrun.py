@@ -105,6 +105,7 @@ def run_job(
     --quiet leaves errors only; --json gives one line per object and a summary line."""
     out = sys.stdout
     shown = 0
+    progress = LiveProgress(enabled=not (as_json or quiet))
 
     def print_records(records: list[dict[str, Any]]) -> None:
         nonlocal shown
@@ -112,10 +113,10 @@ def run_job(
             if as_json:
                 json_line({"status": "ok", "dry_run": dry_run, **record}, out)
             elif dry_run:  # every line, as aws s3 prints them: "(dryrun) upload: ./a to s3://b/a"
-                out.write(printable(f"(dryrun) {object_line(verb, record)}") + "\n")
+                progress.write(printable(f"(dryrun) {object_line(verb, record)}"), out)
             elif shown < SHOWN_OBJECTS:
                 shown += 1
-                out.write(printable(object_line(verb, record)) + "\n")
+                progress.write(printable(object_line(verb, record)), out)
 
     async def main(progress: LiveProgress) -> Report:
         # SIGTERM stops the job as Ctrl-C does: cleaned up, journaled, resumable
@@ -124,7 +125,7 @@ def run_job(
         sink = None if quiet and not as_json else RecordSink(print_records, first=first)
         return await start(progress.update, sink)
 
-    with LiveProgress(enabled=not (as_json or quiet)) as progress:
+    with progress:
         report = run_loop(main(progress))
     if as_json:
         for failure in report.failures:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
 
-from s3bulk._errors import S3BulkError
+from s3bulk._errors import JobInterrupted, S3BulkError
 from s3bulk._text import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,6 +115,8 @@ def guarded(command: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
+        except JobInterrupted as exc:  # its line names the command, not the Python call
+            raise Interrupted(exc.in_the_shell()) from None
         except KeyboardInterrupt as exc:
             raise Interrupted(str(exc)) from None
 

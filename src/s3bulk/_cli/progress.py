@@ -15,34 +15,44 @@ from s3bulk._text import is_utf8, printable
 
 
 def _rate_line(report: Report) -> str:
-    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA)."""
+    """Counts first, so a narrow terminal cuts the least important part (the rate and ETA).
+    Bytes count as they move (the parts and ranges of objects still on their way), and totals
+    that are still growing (the listing or walk goes on) are found so far: "1,868/2,560+ obj",
+    with no ETA until they are whole."""
     seconds = max(report.wall_seconds, 1e-9)
     if report.command.startswith("vectors"):
         return _vectors_line(report, seconds)
-    rate = report.bytes_done / seconds
+    moved = report.bytes_done + report.bytes_underway  # a piece fetched again counts again, until
+    if report.total_known:  # its object ends: never shown past the total
+        moved = min(moved, max(report.bytes_total, report.bytes_done))
+    rate = moved / seconds
+    more = "" if report.total_known else "+"
     line = (
-        f"{report.objects_done:,}/{report.objects_total:,} obj  "
-        f"{human_bytes(report.bytes_done)}/{human_bytes(report.bytes_total)}  "
+        f"{report.objects_done:,}/{report.objects_total:,}{more} obj  "
+        f"{human_bytes(moved)}/{human_bytes(report.bytes_total)}{more}  "
         f"retries {report.retries}  failed {report.objects_failed}  "
         f"{report.objects_done / seconds:,.0f} obj/s  {human_bytes(rate)}/s"
     )
-    remaining = report.bytes_total - report.bytes_done
-    if rate > 0 and remaining > 0:
-        line += f"  ETA {remaining / rate:,.0f}s"
-    return line
+    return line + _eta(report, report.bytes_total - moved, rate)
 
 
 def _vectors_line(report: Report, seconds: float) -> str:
     rate = report.vectors_done / seconds
+    more = "" if report.total_known else "+"
     line = (
-        f"{report.vectors_done:,}/{report.objects_total:,} vectors  {rate:,.0f} vec/s  "
+        f"{report.vectors_done:,}/{report.objects_total:,}{more} vectors  {rate:,.0f} vec/s  "
         f"batches in flight {report.in_flight}  throttles {report.throttles}  "
         f"rejected {report.vectors_rejected:,}  failed batches {report.objects_failed}"
     )
-    remaining = report.objects_total - report.vectors_done - report.vectors_rejected
-    if rate > 0 and remaining > 0:
-        line += f"  ETA {remaining / rate:,.0f}s"
-    return line
+    return line + _eta(report, report.objects_total - report.vectors_done - report.vectors_rejected, rate)
+
+
+def _eta(report: Report, remaining: float, rate: float) -> str:
+    """The time left at the rate so far, once the total is known (before, it would be the
+    time to finish what was found, which is not the job)."""
+    if report.total_known and rate > 0 and remaining > 0:
+        return f"  ETA {remaining / rate:,.0f}s"
+    return ""
 
 
 ENABLED = True  # --no-progress sets it off
@@ -80,6 +90,15 @@ class LiveProgress:
             self.live = Live(Text(""), console=Console(stderr=True), refresh_per_second=8, transient=True)
             self.live.__enter__()
         return self
+
+    def write(self, line: str, out: TextIO) -> None:
+        """A line for people while the live line runs: on a terminal, through the console that
+        draws the live line, which clears it first and draws it again below (written to the
+        terminal directly, the line went on where the live line ended: `... 0 B/supload: ...`)."""
+        if self.live is not None and out.isatty():
+            self.live.console.print(self._text(line), soft_wrap=True, highlight=False, markup=False)
+        else:
+            out.write(line + "\n")
 
     def update(self, report: Report) -> None:
         if self.live is not None:
@@ -137,7 +156,7 @@ def summary_line(report: Report) -> str:
         vectors = f"{report.vectors_done:,} {one if report.vectors_done == 1 else many}"
         head = f"{report.command} {verb}: {vectors} in {report.objects_done:,} {noun} "
         head += f"({human_bytes(report.bytes_done)} {carried}) " if carried else ""
-        head += f"in {seconds:.2f}s" + ("" if report.dry_run else f" ({rate:,.0f} {many}/s)")
+        head += f"in {seconds:.2f}s" + ("" if report.dry_run or rate < 1 else f" ({rate:,.0f} {many}/s)")
         counts = [(report.vectors_rejected, "rejected rows"), (report.objects_failed, f"failed {items}")]
     else:
         noun = "range read" if report.command == "gather" else "object"
@@ -151,8 +170,8 @@ def summary_line(report: Report) -> str:
             f"{report.command} {verb}: {done:,} {noun}{'' if done == 1 else 's'}, "
             f"{human_bytes(report.bytes_done)} in {seconds:.2f}s"
         )
-        if seconds >= 1:
-            head += f" ({report.objects_per_second:,.0f} obj/s, {report.gigabits_per_second:.2f} Gb/s)"
+        rates = _rates(report) if seconds >= 1 else ""
+        head += f" ({rates})" if rates else ""
         counts = [(report.objects_failed, "failed"), (report.objects_skipped, "skipped")]
     counts = [
         (report.objects_unchanged, "unchanged"),
@@ -164,6 +183,17 @@ def summary_line(report: Report) -> str:
     ]
     extras = [f"{count:,} {label}" for count, label in counts if count]
     return head + ("; " + ", ".join(extras) if extras else "")
+
+
+def _rates(report: Report) -> str:
+    """The rates that mean something: none rounds to 0 (three large objects in four seconds are
+    no "0 obj/s"), and bytes too few for Gb/s are said in bytes."""
+    rates = [f"{report.objects_per_second:,.0f} obj/s"] if report.objects_per_second >= 1 else []
+    if report.gigabits_per_second >= 0.005:
+        rates.append(f"{report.gigabits_per_second:.2f} Gb/s")
+    elif report.bytes_done:
+        rates.append(f"{human_bytes(report.bytes_done / report.wall_seconds)}/s")
+    return ", ".join(rates)
 
 
 def print_summary(

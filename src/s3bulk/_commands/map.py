@@ -132,7 +132,7 @@ class MapSpec(Spec):
         if self.output is not None and not self.output.endswith((".jsonl", ".parquet")):
             raise UsageError(f"output {self.output!r}: results are written as .jsonl or .parquet: name it so")
         if self.output is not None and self.output.endswith(".parquet"):
-            require_extra("vectors", "map's Parquet output")
+            require_extra("parquet", "map's Parquet output")
 
     def places(self) -> tuple[str, str]:
         return self.source, self.to or self.output or ""

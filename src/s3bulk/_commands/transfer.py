@@ -269,7 +269,10 @@ def check_places(source: Location, destination: Location, many: bool) -> None:
             if source.key == destination.key or (
                 destination.is_prefix and destination.key + basename(source.key) == source.key
             ):
-                raise UsageError(f"source and destination are the same object ({source}): nothing to copy")
+                raise UsageError(
+                    f"source and destination are the same object ({source}): nothing to copy "
+                    "(to make an old version current again: cp --version-id V SRC SRC)"
+                )
             return
         target = destination.key if destination.is_prefix else destination.key + "/"
         if target == source.key:

@@ -85,16 +85,22 @@ class Dispatcher:
         self.handled: collections.defaultdict[int, set[str]] = collections.defaultdict(set)
         self.allowed = True  # what workers were last told of splitting
         self.broken: set[int] = set()  # workers whose link failed: their reader sees the loss
+        # descriptors whose items are not all counted in the totals yet: those a worker lists
+        # (a key range, a directory), until it says its expansion ended (`WorkerStats.expanded`)
+        self.listing: set[int] = set()
 
     # ---- the source side ---------------------------------------------------------------------
-    def enqueue(self, descriptor: Any, front: bool = False) -> None:
+    def enqueue(self, descriptor: Any, front: bool = False, *, counted: bool = False) -> None:
         self.next_id += 1
         self.outstanding += 1
+        if not counted:
+            self.listing.add(self.next_id)
         (self.queue.appendleft if front else self.queue.append)((self.next_id, descriptor))
 
-    def add(self, descriptor: Any) -> None:
-        """A descriptor from the job's source."""
-        self.enqueue(descriptor)
+    def add(self, descriptor: Any, *, counted: bool = False) -> None:
+        """A descriptor from the job's source; `counted`: the source counted its items in the
+        totals as it made it (a slice of a Parquet file's rows), so no worker's listing adds any."""
+        self.enqueue(descriptor, counted=counted)
         self.dispatch()
 
     def source_exhausted(self) -> None:
@@ -104,6 +110,13 @@ class Dispatcher:
     @property
     def all_done(self) -> bool:
         return self.source_done and self.outstanding == 0
+
+    @property
+    def all_listed(self) -> bool:
+        """The source is exhausted and every descriptor's items are counted, so the job's totals
+        are whole, not found so far (a split hands its parts back before its parent's expansion
+        ends, over the same link). A stopped job's are what it found before it stopped."""
+        return self.source_done and not self.aborted and not self.listing
 
     def split_allowed(self) -> bool:
         """Workers hand work back only while the queue is shorter than the number of workers."""
@@ -143,6 +156,7 @@ class Dispatcher:
     def handle(self, slot: Slot, message: Any) -> None:
         match message:
             case Progress(delta):
+                self.listing.difference_update(delta.expanded)
                 for descriptor_id, item_id in delta.handled:
                     if descriptor_id in slot.assigned:
                         self.handled[descriptor_id].add(item_id)
@@ -216,7 +230,11 @@ class Dispatcher:
             if isinstance(descriptor, Redo):
                 skip |= descriptor.skip
                 descriptor = descriptor.descriptor
-            self.enqueue(Redo(descriptor, frozenset(skip)) if skip else descriptor, front=True)
+            counted = descriptor_id not in self.listing  # its items are in the totals already
+            self.listing.discard(descriptor_id)
+            self.enqueue(
+                Redo(descriptor, frozenset(skip)) if skip else descriptor, front=True, counted=counted
+            )
         slot.assigned.clear()
 
     def _fail_what_is_left(self) -> None:
@@ -228,5 +246,6 @@ class Dispatcher:
             left.objects_failed += 1
         self.listener.merge(left)
         self.queue.clear()
+        self.listing.clear()
         self.outstanding = 0
         self.source_done = True

@@ -113,6 +113,7 @@ class _Run(Listener):
         # listing, planning and the event loop itself)
         self.driver_cpu: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.driver_stats = WorkerStats()  # what the driver's own source work counts (sync lists)
+        self.merged_by_source = 0  # of its objects_listed, what was merged into the report
         self.room = asyncio.Event()  # the queue moved: the source may add more
         self.all_done = asyncio.Event()
         self.worker_gone = asyncio.Event()
@@ -211,8 +212,11 @@ class _Run(Listener):
         """The job's source into the queue, never more than a few descriptors per worker ahead."""
         bound = max(8, QUEUED_DESCRIPTORS_PER_WORKER * self.engine.workers)
         dispatcher = self.dispatcher
+        before = self._counted_by_source()
         async for descriptor in listed(self._descriptors(), self.driver_stats):
-            dispatcher.add(descriptor)
+            now = self._counted_by_source()  # the source counted its items itself, as it made it
+            dispatcher.add(descriptor, counted=now != before)
+            before = now
             while len(dispatcher.queue) >= bound:  # bounded: wait for workers to drain it
                 self.room.clear()
                 await self.room.wait()
@@ -224,6 +228,7 @@ class _Run(Listener):
         while True:
             for _ in range(10):
                 self._merge_driver_stats()
+                self.report.total_known = self.dispatcher.all_listed
                 if self.journal is not None:
                     with timed(self.driver_cpu, "journal", time.thread_time):
                         self.journal.flush()
@@ -251,7 +256,13 @@ class _Run(Listener):
 
     def _merge_driver_stats(self) -> None:
         if not self.driver_stats.is_empty():
-            self.report.add(self.driver_stats.take())
+            delta = self.driver_stats.take()
+            self.merged_by_source += delta.objects_listed
+            self.report.add(delta)
+
+    def _counted_by_source(self) -> int:
+        """The items the job's source (not a worker's listing) has counted so far."""
+        return self.merged_by_source + self.driver_stats.objects_listed
 
     async def _until_workers_are_done(self, seconds: float) -> None:
         deadline = self.loop.time() + seconds
@@ -291,6 +302,7 @@ class _Run(Listener):
     def _finish(self) -> Report:
         report, dispatcher = self.report, self.dispatcher
         self._merge_driver_stats()
+        report.total_known = dispatcher.all_listed
         report.notes.extend(dispatcher.redone)
         if self.journal is not None:
             with timed(self.driver_cpu, "journal", time.thread_time):

@@ -59,6 +59,7 @@ from s3bulk._engine.ratelimit import TokenBucket
 from s3bulk._engine.strategies import AUTO_CEILING_FACTOR
 from s3bulk._errors import ItemError, JobAborted, classify
 from s3bulk._stores.retry import Gate, RetryPolicy, requests_done
+from s3bulk._stores.underway import piece_counter
 
 if TYPE_CHECKING:
     from s3bulk._journal.store import PartWriter
@@ -119,6 +120,26 @@ class _Slot:
             self.held = False
             latency = time.perf_counter() - self.acquired
             await self.limit.release(latency, self.cost if moved is None else moved)
+
+
+class _Underway:
+    """The pieces of the item a consumer task runs that have moved already (`_stores/underway`):
+    counted into the worker's `bytes_underway` as they move, and taken out again when the item
+    ends, which counts its bytes as done (or failed) as a whole. One per consumer task."""
+
+    __slots__ = ("count", "stats")
+
+    def __init__(self, stats: WorkerStats) -> None:
+        self.stats, self.count = stats, 0
+
+    def __call__(self, count: int) -> None:
+        self.count += count
+        self.stats.bytes_underway += count
+
+    def settle(self) -> None:
+        if self.count:
+            self.stats.bytes_underway -= self.count
+            self.count = 0
 
 
 class WorkerRuntime:
@@ -199,6 +220,7 @@ class WorkerRuntime:
 
     def _expanded(self, descriptor_id: int) -> None:
         self.expanded.add(descriptor_id)
+        self.ctx.stats.expanded.append(descriptor_id)  # after its items' counts (the totals)
         self.send(Want(1))
         self._maybe_finished(descriptor_id)
 
@@ -243,6 +265,8 @@ class WorkerRuntime:
         stats = self.ctx.stats
         slot = _Slot(self.limit)
         requests_done.set(slot.release)  # this task's own context: its items give back `slot`
+        underway = _Underway(stats)
+        piece_counter.set(underway)  # and count their pieces into it
 
         while (entry := await self.items.get()) is not None:
             descriptor_id, item, held = entry
@@ -291,6 +315,7 @@ class WorkerRuntime:
                 error = None  # type: ignore[assignment]  # its traceback holds this frame: no cycle
             finally:
                 stats.in_flight -= 1
+                underway.settle()
                 await self.budget.release(held)
                 if slot.held:
                     await slot.release(moved)

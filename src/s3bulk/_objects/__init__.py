@@ -188,11 +188,59 @@ def bucket_name(url: str) -> str:
     return location.bucket
 
 
-async def make_bucket(settings: AwsSettings, url: str, region: str | None = None) -> str:
+async def make_bucket(
+    settings: AwsSettings, url: str, region: str | None = None, *, versioning: bool = False
+) -> str:
+    """Make a bucket, and with `versioning` turn it on: a bucket made whose versioning the
+    service then refuses is said to exist."""
     bucket = bucket_name(url)
     async with _storage(settings) as storage:
         await storage.make_bucket(bucket, region or settings.resolved_region)
+        if versioning:
+            try:
+                await storage.set_versioning(bucket, "Enabled")
+            except S3Error as error:
+                raise S3Error(
+                    error.status, error.code, f"s3://{bucket} was made without it", "enable versioning"
+                ) from None
     return bucket
+
+
+VERSIONING = {"enable": "Enabled", "suspend": "Suspended"}
+
+
+async def bucket_versioning(settings: AwsSettings, url: str, change: str | None = None) -> str:
+    """The bucket's versioning ("Enabled", "Suspended", or "" if it was never turned on), after
+    `change` ("enable" keeps every version of every object written or deleted from now on;
+    "suspend" stops keeping new ones and keeps those it has) when given."""
+    if change is not None and change not in VERSIONING:
+        raise UsageError(f"versioning {change!r}: use enable or suspend (or nothing, to ask)")
+    bucket = bucket_name(url)
+    async with _storage(settings) as storage:
+        if change is not None:
+            await storage.set_versioning(bucket, VERSIONING[change])
+        return await storage.versioning(bucket)
+
+
+MAX_COPY = 5 * 1024**3  # CopyObject's limit
+
+
+async def copy_version(settings: AwsSettings, source_url: str, destination_url: str, version_id: str) -> int:
+    """That version of an object copied by the service to `destination_url`, its attributes as
+    they were; onto its own key, it becomes the current version again (the restore aws-cli does
+    with CopyObject). Returns its size."""
+    source, destination = object_location(source_url), object_location(destination_url)
+    async with _storage(settings) as storage:
+        found = storage.head(source.bucket, source.key, version_id=version_id)
+        head = await _one_object(storage, "copy", source_url, found)
+        size = int(head.get("content-length") or 0)
+        if size > MAX_COPY:
+            raise UsageError(
+                f"{source_url} ({version_id}) is over 5 GiB, which one CopyObject cannot copy: "
+                "download it (cp --version-id V s3://bucket/key PATH) and upload it again"
+            )
+        await storage.copy_version(source.bucket, source.key, version_id, destination.bucket, destination.key)
+    return size
 
 
 async def remove_versions(

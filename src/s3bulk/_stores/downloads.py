@@ -44,6 +44,7 @@ from s3bulk._stores.multipart import etag_parts, parts_group
 from s3bulk._stores.retry import Meter, Retrier
 from s3bulk._stores.routes import SMALL_BODY_MAX, Parts, Way, download_route, spans
 from s3bulk._stores.s3 import S3Client
+from s3bulk._stores.underway import count_moved
 
 T = TypeVar("T")
 Head = Callable[..., Awaitable[dict[str, str]]]
@@ -474,6 +475,7 @@ class Downloads:
                     exc.retryable = False
                     raise
                 written += got  # after the await: lanes add side by side
+                count_moved(got)
 
         async with parts_group() as group:
             for _ in range(max(1, parts.in_flight)):

@@ -30,6 +30,7 @@ from s3bulk._stores import checksums
 from s3bulk._stores.etags import completed_etag
 from s3bulk._stores.native_http import FileRange
 from s3bulk._stores.s3 import S3Client, quote_key
+from s3bulk._stores.underway import count_moved
 
 T = TypeVar("T")
 
@@ -164,12 +165,14 @@ async def _in_parts(
     async with _upload(client, bucket, key, headers, hooks, retry, resumed, checksum) as upload_id:
 
         async def part(number: int, first: int) -> tuple[str, str]:
-            if number in kept:
-                return kept[number]
             last = min(first + part_size, size) - 1
+            if number in kept:
+                count_moved(last - first + 1)
+                return kept[number]
             async with semaphore:
                 sent: tuple[str, str] = await retry(lambda: send(upload_id, number, first, last))
-                return sent
+            count_moved(last - first + 1)
+            return sent
 
         starts = range(0, size, part_size) if size else range(1)
         async with parts_group() as group:

@@ -133,7 +133,39 @@ class S3Client(SignedHttp):
             if error.status in (400, 404) and "versionId" in (params or {}):
                 message = "no such version of it (s3bulk ls --all-versions lists them)"
                 raise S3Error(error.status, "NoSuchVersion", message, what) from None
-            raise _head_error(error.status, key, what, sent_key) from None
+            told = (
+                await self._why_refused(bucket, key, params, headers, what, of_source)
+                if error.status == 403
+                else None
+            )
+            raise told or _head_error(error.status, key, what, sent_key) from None
+
+    async def _why_refused(
+        self,
+        bucket: str,
+        key: str,
+        params: dict[str, str] | None,
+        headers: dict[str, str] | None,
+        what: str,
+        of_source: bool,
+    ) -> S3Error | None:
+        """A HEAD refused (403) has no body to say why: a wrong secret, a key id the service does
+        not know, or a policy. The same request as a GET (of the object's first byte, or of an
+        empty page of the bucket) says it, as a listing would (`cat` said AccessDenied where
+        `ls` said SignatureDoesNotMatch). Asked only when refused; None where it tells nothing
+        the HEAD's guess does not (AccessDenied: the guess, with its SSE-C hint, stands)."""
+        asked = {name: value for name, value in (params or {}).items() if name == "versionId"}
+        if key:
+            headers = {**(headers or {}), "range": "bytes=0-0"}
+        else:
+            asked |= {"list-type": "2", "max-keys": "0"}
+        try:
+            await self.request(
+                "GET", "GET", bucket, key, params=asked, headers=headers, what=what, of_source=of_source
+            )
+        except S3Error as error:
+            return error if error.code and error.code != "AccessDenied" else None
+        return None
 
     async def _learned_region(self, bucket: str, error: S3Error) -> bool:
         """Whether the service said the bucket is in another region than it was asked in (a
@@ -263,6 +295,25 @@ class S3Client(SignedHttp):
         body = s3xml.create_bucket_body(region)
         await self.request("PUT", "PUT", bucket, body=body, what=f"make bucket s3://{bucket}")
 
+    async def put_bucket_versioning(self, bucket: str, status: str) -> None:
+        """Versioning "Enabled" or "Suspended" (S3 asks for the body's Content-MD5)."""
+        body = (
+            '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            f"<Status>{status}</Status></VersioningConfiguration>"
+        ).encode()
+        headers = {"Content-Type": "application/xml", "Content-MD5": await content_md5(body)}
+        what = f"set versioning of s3://{bucket}"
+        await self.request(
+            "PUT", "PUT", bucket, params={"versioning": ""}, headers=headers, body=body, what=what
+        )
+
+    async def get_bucket_versioning(self, bucket: str) -> str:
+        """The bucket's versioning: "Enabled", "Suspended", or "" if it was never turned on."""
+        what = f"get versioning of s3://{bucket}"
+        _, _, reply = await self.request("GET", "GET", bucket, params={"versioning": ""}, what=what)
+        s3xml.expect(reply, "VersioningConfiguration", what)
+        return s3xml.find_text(reply, "Status")
+
     async def head_bucket(self, bucket: str) -> None:
         await self.request("HEAD", "HEAD", bucket, what=f"head bucket s3://{bucket}")
 
@@ -378,12 +429,17 @@ class S3Client(SignedHttp):
         headers: dict[str, str] | None = None,
         *,
         if_match: str = "",
+        source_version: str = "",
     ) -> None:
-        """A server-side copy: with the source's checksum, unless one was chosen; with `if_match`,
-        of that version of the source only (412 otherwise)."""
+        """A server-side copy (of that version of the source, with `source_version`): with the
+        source's checksum, unless one was chosen; with `if_match`, of that version of the source
+        only (412 otherwise)."""
         what = f"copy s3://{src_bucket}/{src_key}"
-        source = {"x-amz-copy-source": f"/{src_bucket}/{quote_key(src_key)}"}
-        headers = source | if_match_header(if_match, COPY_SOURCE_IF_MATCH) | (headers or {})
+        source = f"/{src_bucket}/{quote_key(src_key)}"
+        if source_version:
+            source += f"?versionId={quote(source_version, safe='')}"
+        copy_source = {"x-amz-copy-source": source}
+        headers = copy_source | if_match_header(if_match, COPY_SOURCE_IF_MATCH) | (headers or {})
         if self.settings.checksum_algorithm in checksums.SENT:
             headers["x-amz-checksum-algorithm"] = self.settings.checksum_algorithm
         _, _, body = await self.request("COPY", "PUT", dst_bucket, dst_key, headers=headers, what=what)

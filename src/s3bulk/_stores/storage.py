@@ -405,6 +405,31 @@ class Storage:
     async def remove_bucket(self, bucket: str) -> None:
         await self._retrying(lambda: self.client.delete_bucket(bucket), f"remove bucket s3://{bucket}")
 
+    async def versioning(self, bucket: str) -> str:
+        """The bucket's versioning: "Enabled", "Suspended", or "" (never turned on)."""
+        return await self._retrying(
+            lambda: self.client.get_bucket_versioning(bucket), f"get versioning of s3://{bucket}"
+        )
+
+    async def set_versioning(self, bucket: str, status: str) -> None:
+        await self._retrying(
+            lambda: self.client.put_bucket_versioning(bucket, status), f"set versioning of s3://{bucket}"
+        )
+
+    async def copy_version(
+        self, source_bucket: str, source_key: str, version_id: str, bucket: str, key: str
+    ) -> None:
+        """One version of an object copied by the service (CopyObject, so up to 5 GiB), with
+        the attributes it had: onto its own key, it is the current version again (the older
+        ones stay), as `aws s3api copy-object --copy-source b/k?versionId=V` restores one."""
+        what = f"copy s3://{source_bucket}/{source_key} ({version_id})"
+        await self._retrying(
+            lambda: self.client.copy_object(
+                source_bucket, source_key, bucket, key, source_version=version_id
+            ),
+            what,
+        )
+
     # ---- deleting ------------------------------------------------------------------------------
     async def delete_many(
         self, bucket: str, keys: list[str], etags: dict[str, str] | None = None

@@ -1,0 +1,467 @@
+"""s3bulk on its third day (issue 65): the live line of large objects and of jobs still listing,
+map's results beside its report, versioned buckets, and the smaller surprises. Driven as a person
+drives it: the CLI in a pseudo-terminal for the live line, SIGINT for Ctrl-C, scripts run with
+`python`. Each test failed on the main branch it was written against."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import S3BULK, Endpoint, new_bucket, run_cli, run_script, small_logs
+
+MiB = 1024 * 1024
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
+
+
+class Terminal:
+    """`s3bulk WORDS` on a pseudo-terminal (stdout and stderr both, as a person's shell runs
+    it), 200 columns wide, what it shows read as it comes."""
+
+    def __init__(self, env: dict[str, str], *words: str, cwd: Path | None = None) -> None:
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        shown = {name: value for name, value in env.items() if name not in ("COLUMNS", "LINES")}
+        self.process = subprocess.Popen(
+            [*S3BULK, *words], stdin=follower, stdout=follower, stderr=follower, env=shown, cwd=cwd
+        )
+        os.close(follower)
+        self.leader = leader
+        self.raw = b""
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.leader, 65536)
+            except OSError:  # the terminal closed with the process
+                return
+            if not chunk:
+                return
+            self.raw += chunk
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode(errors="replace")
+
+    def states(self) -> list[str]:
+        """Every state the screen's lines went through: the live line is redrawn in place, so
+        each redraw (after a carriage return or a cursor move) is a state of its own."""
+        return [
+            piece.strip() for piece in re.split(r"\r|\n|\x1b\[[0-9;?]*[a-zA-Z]", self.text) if piece.strip()
+        ]
+
+    def wait_for(self, seen: Callable[[list[str]], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not seen(self.states()):
+            assert self.process.poll() is None, f"it ended first: {self.text[-2000:]}"
+            assert time.monotonic() < deadline, f"not seen in {timeout}s: {self.text[-2000:]}"
+            time.sleep(0.05)
+
+    def finish(self, timeout: float = 300) -> int:
+        code = self.process.wait(timeout)
+        self.reader.join(10)
+        os.close(self.leader)
+        return code
+
+    def shown(self) -> str:
+        """The whole output with the terminal's escapes removed, as lines."""
+        return _ESCAPE.sub("", self.text).replace("\r\n", "\n")
+
+
+@pytest.fixture
+def person_env(minio: Endpoint, tmp_path: Path) -> dict[str, str]:
+    return minio.env | {"S3BULK_STATE_DIR": str(tmp_path / "state")}
+
+
+# 2. bytes count as they move
+
+
+LIVE = re.compile(r"(?P<done>[\d,]+)/(?P<total>[\d,]+)\+? obj\s+(?P<moved>[\d.]+) (?P<unit>B|KiB|MiB|GiB)/")
+UNITS = {"B": 1, "KiB": 1024, "MiB": MiB, "GiB": 1024 * MiB}
+
+
+def moving(states: list[str]) -> list[tuple[int, float, str]]:
+    """(objects done, bytes moved, the line) of each live-line state."""
+    found = []
+    for state in states:
+        match = LIVE.search(state)
+        if match:
+            moved = float(match["moved"]) * UNITS[match["unit"]]
+            found.append((int(match["done"].replace(",", "")), moved, state))
+    return found
+
+
+def part_way(states: list[str]) -> bool:
+    """A state where the one large object is not done, part of its bytes have moved, and an ETA
+    is given."""
+    return any(done == 0 and moved > 0 and "ETA" in line for done, moved, line in moving(states))
+
+
+@pytest.fixture(scope="module")
+def large_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("large") / "big.bin"
+    path.write_bytes(os.urandom(40 * MiB))
+    return path
+
+
+IN_PARTS = ["--multipart-threshold", "8MiB", "--part-size", "5MiB"]
+
+
+def test_the_live_line_counts_an_upload_s_parts_as_they_are_stored(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-up")
+    terminal = Terminal(
+        person_env, "cp", str(large_file), f"s3://{bucket}/big.bin", *IN_PARTS, "--bwlimit", "8MiB"
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    assert "upload: " in terminal.shown()
+
+
+def test_the_live_line_counts_a_download_s_ranges_as_they_are_written(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path, tmp_path: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-down")
+    minio.client().upload_file(str(large_file), bucket, "big.bin")
+    target = tmp_path / "big.bin"
+    terminal = Terminal(
+        person_env, "cp", f"s3://{bucket}/big.bin", str(target), *IN_PARTS, "--bwlimit", "8MiB"
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    assert target.read_bytes() == large_file.read_bytes()
+
+
+def test_the_live_line_counts_a_copy_s_parts_as_the_service_copies_them(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    bucket = new_bucket(minio, "bytes-copy")
+    minio.client().upload_file(str(large_file), bucket, "big.bin")
+    terminal = Terminal(
+        person_env,
+        "cp",
+        f"s3://{bucket}/big.bin",
+        f"s3://{bucket}/copy.bin",
+        "--copy-multipart-threshold",
+        "8MiB",
+        "--part-size",
+        "5MiB",
+        "--tpslimit",
+        "3",
+    )
+    terminal.wait_for(part_way)
+    assert terminal.finish() == 0, terminal.shown()
+    head = minio.client().head_object(Bucket=bucket, Key="copy.bin")
+    assert head["ContentLength"] == 40 * MiB
+
+
+# 3. totals that are still being found
+
+
+@pytest.fixture
+def many_files(tmp_path: Path) -> Path:
+    """4,000 small files: more than the walk hands out ahead of the uploads."""
+    root = tmp_path / "many"
+    root.mkdir()
+    for n in range(4000):
+        (root / f"f{n:05d}.txt").write_bytes(b"x" * 100)
+    return root
+
+
+def found_so_far(states: list[str]) -> bool:
+    return any(re.search(r"/[\d,]+\+ obj", state) and "ETA" not in state for state in states)
+
+
+def walking(minio: Endpoint, env: dict[str, str], files: Path, bwlimit: str) -> Terminal:
+    """`cp files/ s3://new-bucket/p/` at `bwlimit`, shown while its walk is still going on."""
+    bucket = new_bucket(minio, "walking")
+    terminal = Terminal(env, "cp", f"{files}/", f"s3://{bucket}/p/", "--bwlimit", bwlimit)
+    terminal.wait_for(found_so_far)
+    return terminal
+
+
+def test_totals_still_being_found_say_so_and_give_no_eta_until_whole(
+    minio: Endpoint, person_env: dict[str, str], many_files: Path
+) -> None:
+    terminal = walking(minio, person_env, many_files, "100KiB")
+    growing = [int(m["total"].replace(",", "")) for m in map(LIVE.search, terminal.states()) if m]
+    assert growing and growing[0] < 4000  # the walk was still handing out files
+    terminal.wait_for(lambda states: any("/4,000 obj" in state and "ETA" in state for state in states))
+    assert terminal.finish() == 0, terminal.shown()
+    growing_states = [state for state in terminal.states() if re.search(r"/[\d,]+\+ obj", state)]
+    assert not any("ETA" in state for state in growing_states)  # no ETA for a total still growing
+
+
+def test_ctrl_c_while_the_walk_goes_on_says_how_many_were_found_so_far(
+    minio: Endpoint, person_env: dict[str, str], many_files: Path
+) -> None:
+    terminal = walking(minio, person_env, many_files, "50KiB")
+    terminal.process.send_signal(signal.SIGINT)
+    assert terminal.finish() == 130
+    stopped = [line for line in terminal.shown().splitlines() if "stopped:" in line]
+    assert len(stopped) == 1, terminal.shown()
+    line = stopped[0]
+    assert re.search(
+        r"stopped: [\d,]+ items done \([\d,]+ found so far\); finish it with: s3bulk cp --resume ", line
+    ), line
+    assert " of " not in line
+
+
+# 4. map's results and its report
+
+
+OBJECTS = 100
+
+
+@pytest.fixture(scope="module")
+def logs(minio: Endpoint) -> str:
+    """A bucket of OBJECTS small objects under in/."""
+    return small_logs(minio, "third", OBJECTS)
+
+
+def test_reading_map_s_report_first_keeps_its_results_and_its_repr_says_where_it_is(
+    logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As a notebook reads it: the report first, then the results; and the object itself."""
+    done = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import pathlib, time
+        import s3bulk
+
+        def size(obj, body):
+            while not pathlib.Path("gate").exists():
+                time.sleep(0.01)
+            return len(body)
+
+        res = s3bulk.map(size, "s3://{logs}/in/", engine="async")
+        print(repr(res))
+        pathlib.Path("gate").touch()
+        print(res.report.objects_done)
+        print(repr(res))
+        pairs = list(res)
+        print(len(pairs), sum(result for _, result in pairs))
+        print(repr(res))
+        print(len(list(res)))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"<MapResults of s3://{logs}/in/: running, 0 done"), lines[0]
+    assert lines[1] == str(OBJECTS)
+    assert lines[2] == (
+        f"<MapResults of s3://{logs}/in/: ended, {OBJECTS} done, 0 failed, {OBJECTS} results not yet read>"
+    )
+    total = sum(len(f"line {n}.") * 50 for n in range(OBJECTS))
+    assert lines[3] == f"{OBJECTS} {total}"
+    assert lines[4] == f"<MapResults of s3://{logs}/in/: ended, {OBJECTS} done, 0 failed, all results read>"
+    assert lines[5] == "0"  # read once, as an iterator is
+
+
+# 8. the smaller ones
+
+
+def test_an_object_s_line_starts_a_line_of_its_own_under_the_live_line(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`cp` in a terminal names its first objects one line each while the live line runs: the
+    live line is cleared first, not continued (`... 0 B/supload: ...`)."""
+    bucket = new_bucket(minio, "lines")
+    files = tmp_path / "files"
+    files.mkdir()
+    for n in range(6):
+        (files / f"f{n}.bin").write_bytes(os.urandom(256 * 1024))
+    terminal = Terminal(person_env, "cp", f"{files}/", f"s3://{bucket}/p/", "--bwlimit", "300KiB")
+    assert terminal.finish() == 0, terminal.shown()
+    named = [line for line in terminal.shown().splitlines() if " to s3://" in line]
+    assert len(named) == 6, terminal.shown()
+    assert all(line.startswith(f"upload: {files}/f") and " obj " not in line for line in named), named
+
+
+def test_a_summary_gives_no_rate_of_zero(
+    minio: Endpoint, person_env: dict[str, str], large_file: Path
+) -> None:
+    """One large object in a few seconds: 0.2 obj/s is no rate to print as "0 obj/s"."""
+    bucket = new_bucket(minio, "rates")
+    done = run_cli(person_env, "cp", str(large_file), f"s3://{bucket}/big.bin", "--bwlimit", "8MiB")
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.splitlines()[-1]
+    assert summary.startswith("upload done: 1 object, 40.0 MiB in "), summary
+    assert "0 obj/s" not in summary and re.search(r"\(0\.\d\d Gb/s\)$", summary), summary
+
+
+def test_a_wrong_secret_is_named_alike_by_every_command_that_reads(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A HEAD's 403 carries no body to say why: `cat` and `head`, whose first request is one,
+    say what `ls` and `cp` say (the service's SignatureDoesNotMatch), not a guessed AccessDenied."""
+    bucket = new_bucket(minio, "secret")
+    minio.client().put_object(Bucket=bucket, Key="k.txt", Body=b"hello")
+    wrong = person_env | {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    said = {}
+    for words in (
+        ("ls", f"s3://{bucket}/"),
+        ("cat", f"s3://{bucket}/k.txt"),
+        ("head", f"s3://{bucket}/k.txt"),
+        ("cp", f"s3://{bucket}/k.txt", str(tmp_path / "k.txt")),
+    ):
+        done = run_cli(wrong, *words)
+        assert done.returncode != 0 and done.stderr, words
+        said[words[0]] = done.stderr.splitlines()[0]  # (a job adds how to resume it)
+    for command, line in said.items():
+        assert line.startswith("error: ") and "SignatureDoesNotMatch (403)" in line, (command, line)
+        assert "check AWS_SECRET_ACCESS_KEY / AWS_PROFILE" in line, (command, line)
+        assert "not-the-secret" not in line
+
+
+def without_extras(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """A Python where the extras' modules cannot be imported, as in a core install (every
+    process of the job: a sitecustomize makes them absent)."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "absent = 'numpy pyarrow h5py numcodecs isal ray fsspec psutil matplotlib'.split()\n"
+        "for name in absent:\n"
+        "    sys.modules[name] = None\n"
+    )
+    return env | {"PYTHONPATH": str(site)}
+
+
+def test_every_api_entry_point_of_an_extra_names_the_extra_to_install(
+    minio: Endpoint, logs: str, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As the CLI does: one line, a UsageError, naming the extra (not a bare ModuleNotFoundError
+    from deep inside); map's Parquet output asks for the `parquet` extra, named for what it does."""
+    core = without_extras(person_env, tmp_path)
+    (tmp_path / "rows.jsonl").write_text('{"key": "a", "vector": [1.0, 2.0]}\n')
+    done = run_script(
+        core,
+        tmp_path,
+        f"""
+        import asyncio, inspect
+        import s3bulk
+
+        calls = {{
+            "gather": lambda: s3bulk.gather("s3://{logs}/x.h5", "ws", ":,1"),
+            "gather_async": lambda: s3bulk.gather_async("s3://{logs}/x.h5", "ws", ":,1"),
+            "gather_to_file": lambda: s3bulk.gather_to_file("s3://{logs}/x.h5", "ws", ":,1", output="x.npy"),
+            "gather_to_file_async": lambda: s3bulk.gather_to_file_async(
+                "s3://{logs}/x.h5", "ws", ":,1", output="x.npy"
+            ),
+            "put_vectors": lambda: s3bulk.put_vectors("rows.jsonl", "vb", "ix"),
+            "put_vectors_async": lambda: s3bulk.put_vectors_async("rows.jsonl", "vb", "ix"),
+            "verify_vectors": lambda: s3bulk.verify_vectors("rows.jsonl", "vb", "ix"),
+            "verify_vectors_async": lambda: s3bulk.verify_vectors_async("rows.jsonl", "vb", "ix"),
+            "count_vectors": lambda: s3bulk.count_vectors("vb", "ix"),
+            "count_vectors_async": lambda: s3bulk.count_vectors_async("vb", "ix"),
+            "sync_vectors": lambda: s3bulk.sync_vectors("rows.jsonl", "vb", "ix"),
+            "sync_vectors_async": lambda: s3bulk.sync_vectors_async("rows.jsonl", "vb", "ix"),
+            "export_vectors": lambda: s3bulk.export_vectors("vb", "ix", "out.parquet"),
+            "export_vectors_async": lambda: s3bulk.export_vectors_async("vb", "ix", "out.parquet"),
+            "copy_vectors": lambda: s3bulk.copy_vectors("vb", "ix", "ix2"),
+            "copy_vectors_async": lambda: s3bulk.copy_vectors_async("vb", "ix", "ix2"),
+            "delete_vectors": lambda: s3bulk.delete_vectors("vb", "ix", "rows.jsonl"),
+            "delete_vectors_async": lambda: s3bulk.delete_vectors_async("vb", "ix", "rows.jsonl"),
+            "query_vectors": lambda: s3bulk.query_vectors("rows.jsonl", "vb", "ix", "hits.jsonl"),
+            "query_vectors_async": lambda: s3bulk.query_vectors_async("rows.jsonl", "vb", "ix", "hits.jsonl"),
+            "map parquet": lambda: s3bulk.map(len, "s3://{logs}/in/", output="out.parquet"),
+            "copy ray": lambda: s3bulk.copy("s3://{logs}/in/", "down/", engine="ray"),
+            "fsspec": lambda: __import__("s3bulk.fsspec"),
+        }}
+        for name, call in calls.items():
+            try:
+                result = call()
+                if inspect.isawaitable(result):
+                    asyncio.run(result)
+                print(name, "|", "no error")
+            except s3bulk.UsageError as exc:
+                print(name, "|", exc)
+            except BaseException as exc:
+                print(name, "|", type(exc).__name__, exc)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    said = dict(line.split(" | ", 1) for line in done.stdout.splitlines())
+    assert len(said) == 23, done.stdout
+    extra = {"gather": "arrays", "map parquet": "parquet", "copy ray": "ray", "fsspec": "fsspec"}
+    wrong = []
+    for name, line in said.items():
+        wanted = next((value for key, value in extra.items() if name.startswith(key)), "vectors")
+        if not (f"needs the {wanted} extra (" in line and f"pip install 's3bulk[{wanted}]'" in line):
+            wrong.append((name, line))
+    assert not wrong, "\n".join(map(str, wrong))
+
+
+# 6. versioning: switched on, and used to restore
+
+
+def test_versioning_switched_on_and_an_old_version_restored_in_place(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    bucket = f"versioned-{os.getpid()}"
+    made = run_cli(person_env, "mb", "--versioning", f"s3://{bucket}")
+    assert made.returncode == 0 and made.stdout == f"make_bucket: {bucket} (versioning Enabled)\n", (
+        made.stderr
+    )
+    client = minio.client()
+    assert client.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+    status = run_cli(person_env, "versioning", "status", f"s3://{bucket}")
+    assert status.stdout == f"s3://{bucket}: versioning Enabled\n", status.stderr
+
+    first = client.put_object(Bucket=bucket, Key="doc.txt", Body=b"one", Metadata={"draft": "1"})
+    client.put_object(Bucket=bucket, Key="doc.txt", Body=b"two, worse", Metadata={"draft": "2"})
+    plain = run_cli(person_env, "cp", f"s3://{bucket}/doc.txt", f"s3://{bucket}/doc.txt")
+    assert plain.returncode == 2 and "cp --version-id V SRC SRC" in plain.stderr, plain.stderr
+
+    restored = run_cli(
+        person_env,
+        "cp",
+        "--version-id",
+        first["VersionId"],
+        f"s3://{bucket}/doc.txt",
+        f"s3://{bucket}/doc.txt",
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout == (
+        f"restore: s3://{bucket}/doc.txt ({first['VersionId']}) to s3://{bucket}/doc.txt (3 bytes)\n"
+    )
+    current = client.get_object(Bucket=bucket, Key="doc.txt")
+    assert current["Body"].read() == b"one" and current["Metadata"] == {"draft": "1"}
+    versions = client.list_object_versions(Bucket=bucket)["Versions"]
+    assert len(versions) == 3  # the restore is a version of its own; the others stay
+
+    suspended = run_cli(person_env, "versioning", "suspend", f"s3://{bucket}")
+    assert suspended.stdout == f"s3://{bucket}: versioning Suspended\n", suspended.stderr
+    assert client.get_bucket_versioning(Bucket=bucket)["Status"] == "Suspended"
+    plain_bucket = new_bucket(minio, "plain")
+    never = run_script(
+        person_env,
+        tmp_path,
+        f"""
+        import s3bulk
+        print(repr(s3bulk.versioning("s3://{plain_bucket}")))
+        print(s3bulk.versioning("s3://{plain_bucket}", "enable"))
+        """,
+    )
+    assert never.stdout.splitlines() == ["''", "Enabled"], never.stderr
+    missing = run_cli(
+        person_env, "cp", "--version-id", "no-such", f"s3://{bucket}/doc.txt", f"s3://{bucket}/doc.txt"
+    )
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "NoSuchVersion" in missing.stderr, missing.stderr
