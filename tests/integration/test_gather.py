@@ -145,6 +145,26 @@ def test_types_chunk_shapes_filters_and_layouts(
     )
 
 
+def test_glob_matches_the_start_of_a_file_name(
+    aws_env: dict[str, str], minio: Endpoint, wtk_files: list[Path], tmp_path: Path
+) -> None:
+    """`d/lzf*.h5` and `d/lzf?.h5` name files by how their names start: the listing is asked for
+    keys starting `d/lzf` and the glob matched on each key (a store's list took `d/lzf` for a
+    directory and found nothing)."""
+    bucket = new_bucket(minio, "globs")
+    client = minio.client()
+    for name, path in (("lzf1.h5", wtk_files[0]), ("lzf2.h5", wtk_files[1]), ("gzip1.h5", wtk_files[2])):
+        client.upload_file(str(path), bucket, f"d/{name}")
+    client.upload_file(str(wtk_files[2]), bucket, "d/lzf/inner.h5")  # `*` crosses "/", as fnmatch's does
+    want = expected(wtk_files[:2], DATASET, ":,3")
+    assert np.array_equal(s3bulk.gather(f"s3://{bucket}/d/lzf?.h5", DATASET, ":,3"), want)
+    report = s3bulk.gather_to_file(f"s3://{bucket}/d/lzf*.h5", DATASET, ":,3", str(tmp_path / "o.npy"))
+    assert np.array_equal(np.load(tmp_path / "o.npy"), expected([wtk_files[2], *wtk_files[:2]], DATASET, ":,3"))
+    assert report.requests["LIST"] == 1
+    with pytest.raises(s3bulk.UsageError, match=r"lzf\?\.hdf matches no files"):
+        s3bulk.gather(f"s3://{bucket}/d/lzf?.hdf", DATASET, ":,3")
+
+
 def test_cached_index_makes_no_metadata_requests(
     minio: Endpoint, wtk_bucket: str, wtk_files: list[Path], tmp_path: Path
 ) -> None:

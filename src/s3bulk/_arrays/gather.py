@@ -316,7 +316,7 @@ async def plan_gather(
     if any(source.startswith("s3://") for source in sources):
         settings.credentials()  # none: a usage error now, not an error inside the store's callback
     try:
-        files, finding = await asyncio.to_thread(find_files, sources, settings)
+        files, finding = await find_files(sources, settings)
         indexes = await build_indexes(files, dataset, parts, settings, options)
     except S3BulkError:
         raise
