@@ -6,7 +6,8 @@
 2. Fetch: one engine run over the ranged GETs of all files at once (GatherJob), which decodes
    and writes into a memory-mapped .npy.
 3. Fall back: datasets s3bulk cannot read chunk by chunk (contiguous or compact layout, filters
-   other than deflate/shuffle/fletcher32) are read through h5py, and the report says so.
+   no decoder here reads: scale-offset, n-bit, rarer plugins) are read through h5py, and the
+   report says so.
 """
 
 from __future__ import annotations
@@ -376,8 +377,10 @@ def _read_with_h5py(
     settings: AwsSettings,
     report: Report,
 ) -> None:
-    """The files s3bulk cannot read chunk by chunk, through h5py over large cached blocks."""
+    """The files s3bulk cannot read chunk by chunk, through h5py over large cached blocks (with
+    hdf5plugin's filters registered, for a plugin's filter no decoder here reads)."""
     import h5py
+    import hdf5plugin  # noqa: F401  (registers its filters with the HDF5 library h5py uses)
 
     output = np.load(output_path, mmap_mode="r+")
     requests = 0
@@ -389,8 +392,8 @@ def _read_with_h5py(
                 values = open_dataset(h5file, dataset, ref.url)[parts]
         except OSError as exc:
             raise UsageError(
-                f"{ref.url}: h5py cannot read {dataset} ({plan.fallback}): {exc}; for a plugin filter "
-                "install hdf5plugin and import it first"
+                f"{ref.url}: h5py cannot read {dataset} ({plan.fallback}): {exc}; a filter of a plugin "
+                "that hdf5plugin does not carry needs its plugin on HDF5_PLUGIN_PATH"
             ) from None
         within = tuple(slice(0, size) for size in plan.shape)
         output[GatherJob.target(job_files[number], within)] = GatherJob.scaled(job_files[number], values)

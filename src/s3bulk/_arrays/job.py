@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from s3bulk._arrays.decode import ChunkDecoder
+from s3bulk._arrays.decode import ChunkDecoder, unsupported_filter
 from s3bulk._arrays.ranges import RangeRead, parts
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import ItemBatch, WorkerContext
@@ -93,7 +93,10 @@ class GatherJob:
         self._storage = Storage(self.settings, retry=ctx.retrier)
         self._output = np.load(self.output_path, mmap_mode="r+")
         self._pool = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="s3bulk-decode")
-        self._decoders = [ChunkDecoder(f.filters, np.dtype(f.dtype), f.chunks) for f in self.files]
+        self._decoders = [  # none for the files h5py reads (a filter no decoder here reads)
+            None if unsupported_filter(f.filters) else ChunkDecoder(f.filters, np.dtype(f.dtype), f.chunks)
+            for f in self.files
+        ]
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
         yield list(descriptor.items)  # descriptors are always ItemBatches; the engine expands those itself
@@ -115,6 +118,7 @@ class GatherJob:
     def _place(self, item: RangeRead, data: memoryview) -> None:
         placement = self.files[item.file]
         decode = self._decoders[item.file]
+        assert decode is not None  # only files s3bulk decodes have range reads
         for chunk in item.chunks:
             try:
                 decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
