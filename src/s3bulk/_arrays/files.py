@@ -45,7 +45,11 @@ async def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[Fi
     found: dict[str, FileRef] = {}
     requests: collections.Counter[str] = collections.Counter()
     for source in sources:
-        refs = await _s3_files(source, settings, requests) if source.startswith("s3://") else _local_files(source)
+        refs = (
+            await _s3_files(source, settings, requests)
+            if source.startswith("s3://")
+            else _local_files(source)
+        )
         if not refs:
             raise UsageError(f"{source} matches no files: check the path or the glob")
         found.update((ref.url, ref) for ref in refs)
@@ -69,7 +73,9 @@ async def _s3_files(source: str, settings: AwsSettings, requests: collections.Co
                 raise UsageError(f"{source} does not exist: check the URL") from None
             return [FileRef(source, root, pattern, info.size, info.etag)]
         refs = []
-        async for objects in list_prefix(client, location.bucket, pattern[:wildcard] if wildcard >= 0 else pattern):
+        async for objects in list_prefix(
+            client, location.bucket, pattern[:wildcard] if wildcard >= 0 else pattern
+        ):
             for info in objects:
                 if wildcard < 0 or fnmatch.fnmatchcase(info.key, pattern):
                     refs.append(FileRef(f"{root}/{info.key}", root, info.key, info.size, info.etag))
