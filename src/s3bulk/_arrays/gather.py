@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -114,11 +114,17 @@ class _Reading:
 
 
 async def build_indexes(
-    files: list[FileRef], dataset: str, parts: tuple[Part, ...], settings: AwsSettings, options: GatherOptions
+    files: list[FileRef],
+    dataset: str,
+    parts: tuple[Part, ...],
+    settings: AwsSettings,
+    options: GatherOptions,
+    heads: Mapping[str, bytes] | None = None,
 ) -> list[DatasetIndex]:
     """Each file's index: cached, or read in waves that serve every file at once: the heads (h5py
     describes the dataset from them), then one wave per level of the chunk indexes. h5py looks up
-    only what the walk did not find (single-chunk and implicit indexes, which need no read)."""
+    only what the walk did not find (single-chunk and implicit indexes, which need no read).
+    `heads`: the first bytes of files read already, by URL (the xarray backend's opening)."""
     cache = IndexCache(options.cache_dir)
     indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
     todo = [number for number, index in enumerate(indexes) if index is None or _unknown_chunks(index, parts)]
@@ -129,6 +135,8 @@ async def build_indexes(
     for number in todo:
         ref = files[number]
         handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
+        if heads and ref.url in heads:
+            handle.seed(0, heads[ref.url])
         reading.append(_Reading(ref, handle, indexes[number]))
     importing = asyncio.to_thread(importlib.import_module, "h5py")  # ~0.1 s, while the heads arrive
     await asyncio.gather(importing, *(each.handle.prefetch(0, options.block_size) for each in reading))

@@ -116,22 +116,9 @@ class GatherJob:
         return item.size
 
     def _place(self, item: RangeRead, data: memoryview) -> None:
-        placement = self.files[item.file]
         decode = self._decoders[item.file]
         assert decode is not None  # only files s3bulk decodes have range reads
-        for chunk in item.chunks:
-            try:
-                decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
-            except Exception as exc:  # corrupt data is final: fetching again gives the same bytes
-                raise ItemError(
-                    f"{placement.url}: chunk at {chunk.piece.coord} does not decode ({exc}): "
-                    "the file may be damaged; check it with h5py",
-                    retryable=False,
-                ) from None
-            values = decoded[chunk.piece.source]
-            self._output[self.target(placement, chunk.piece.target)] = self.scaled(placement, values).reshape(
-                tuple(each.stop - each.start for each in chunk.piece.target)
-            )
+        place_chunks(self._output, self.files[item.file], decode, item, data)
 
     @staticmethod
     def target(placement: FilePlacement, within: tuple[slice, ...]) -> tuple[int | slice, ...]:
@@ -163,3 +150,22 @@ class GatherJob:
         del self._output
         self._pool.shutdown(wait=True)
         await self._storage.close()
+
+
+def place_chunks(
+    output: np.ndarray, placement: FilePlacement, decode: ChunkDecoder, item: RangeRead, data: memoryview
+) -> None:
+    """Decode the chunks one range read carries and put their selected parts in `output`."""
+    for chunk in item.chunks:
+        try:
+            decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
+        except Exception as exc:  # corrupt data is final: fetching again gives the same bytes
+            raise ItemError(
+                f"{placement.url}: chunk at {chunk.piece.coord} does not decode ({exc}): "
+                "the file may be damaged; check it with h5py",
+                retryable=False,
+            ) from None
+        values = decoded[chunk.piece.source]
+        output[GatherJob.target(placement, chunk.piece.target)] = GatherJob.scaled(placement, values).reshape(
+            tuple(each.stop - each.start for each in chunk.piece.target)
+        )
