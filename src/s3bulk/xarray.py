@@ -18,6 +18,7 @@ here lists the files with s3bulk's listing and hands xarray the list.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -79,8 +80,22 @@ class GatheredStore(H5NetCDFStore):
         url, reader, siblings = self._s3bulk
         array = GatheredArray(reader, url, h5.name, tuple(h5.shape), h5.dtype, siblings)
         encoding = dict(variable.encoding)
-        encoding.pop("preferred_chunks", None)
+        encoding["preferred_chunks"] = dict(
+            zip(variable.dims, dask_chunks(h5.shape, h5.chunks, h5.dtype.itemsize), strict=True)
+        )
         return Variable(variable.dims, indexing.LazilyIndexedArray(array), variable.attrs, encoding)
+
+
+DASK_CHUNK_BYTES = 256 * 1024**2
+
+
+def dask_chunks(shape: tuple[int, ...], chunks: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The dask chunk offered for a variable: HDF5's chunk, its first axis (a file's time, which
+    files are joined along) taken whole while it stays under DASK_CHUNK_BYTES. dask reads a whole
+    chunk of its own before it selects (a location of a whole-file chunk read the whole file),
+    and runs one task per chunk, a few at a time: so one task, one gather of a column of chunks."""
+    whole = (shape[0], *chunks[1:]) if shape else ()
+    return whole if math.prod(whole) * itemsize <= DASK_CHUNK_BYTES else tuple(chunks)
 
 
 class S3BulkBackend(BackendEntrypoint):
