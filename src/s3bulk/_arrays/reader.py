@@ -5,8 +5,8 @@ whatever thread it runs in. Each request becomes a gather of that file's part, r
 loop in a thread of its own: one connection pool (`Storage`), one byte budget and one pool of
 decoding threads for the whole process, however many files and threads ask at once. A file's
 chunk index is read with its siblings' (the other files one `open_mfdataset` opened), in waves
-across all of them, the first time any of them is read: the other files' requests then find
-their index in the cache and cost one wave of range reads.
+across all of them, the first time any of them is read, and the same selection of the siblings
+is read ahead: dask asks for one file's part a task at a time, a few at once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from s3bulk._arrays.decode import ChunkDecoder
 from s3bulk._arrays.files import FileRef, find_files, open_store
 from s3bulk._arrays.gather import GatherOptions, build_indexes, plan_files, range_reads
-from s3bulk._arrays.index import IndexCache, open_dataset
+from s3bulk._arrays.index import DatasetIndex, IndexCache, open_dataset
 from s3bulk._arrays.job import FilePlacement, place_chunks
 from s3bulk._arrays.ranges import RangeRead, parts
 from s3bulk._arrays.selection import Part
@@ -73,6 +73,8 @@ class SharedReader:
         self.heads: dict[str, bytes] = {}  # each file's first block, as its opening read it
         self.options = GatherOptions(cache_dir=str(IndexCache.default_directory()))
         self.requests: dict[str, int] = {}  # by kind, for a bench or a curious user
+        self.ahead: dict[tuple[str, str, tuple[Any, ...]], asyncio.Future[np.ndarray]] = {}  # read ahead
+        self.reading: dict[tuple[str, str, tuple[Any, ...]], asyncio.Future[np.ndarray]] = {}  # asked for
         self._storage: Any = None
         self._budget: Budget | None = None
         self._indexing: asyncio.Lock | None = None
@@ -124,9 +126,13 @@ class SharedReader:
     async def read(
         self, url: str, dataset: str, key: tuple[Part, ...], siblings: Sequence[str] = ()
     ) -> np.ndarray:
-        """`key` (ints and slices) of `dataset` in the file at `url`, as a numpy array."""
-        storage, budget, indexing = self._engine()
+        """`key` (ints and slices) of `dataset` in the file at `url`, as a numpy array. The same
+        key of its siblings is read along (`_read_ahead`) when it fits half the byte budget."""
+        wanted = (url, dataset, _hashable(key))
+        if (ahead := self.ahead.pop(wanted, None)) is not None:
+            return await ahead
         ref, *others = await self.locate([url, *siblings])
+        _, _, indexing = self._engine()
         async with indexing:  # a request's siblings' indexes serve the requests that follow it
             try:
                 indexes = await build_indexes(
@@ -134,9 +140,46 @@ class SharedReader:
                 )
             except UsageError:  # a sibling this key does not fit (another length): this file alone
                 indexes = await build_indexes([ref], dataset, key, self.settings, self.options, self.heads)
-        self._count({"GET (HDF5 metadata)": sum(index.metadata_requests for index in indexes)})
-        (plan,), _, dtype, _ = plan_files([ref], indexes[:1], key, self.options)
-        index = plan.index
+            self._count({"GET (HDF5 metadata)": sum(index.metadata_requests for index in indexes)})
+        if (ahead := self.ahead.pop(wanted, None)) is not None:  # read ahead while this one waited
+            return await ahead
+        own = self.reading[wanted] = asyncio.ensure_future(self._read_file(ref, indexes[0], dataset, key))
+        self._read_ahead(list(zip(others, indexes[1:], strict=False)), dataset, key)
+        try:
+            return await own
+        finally:
+            self.reading.pop(wanted, None)
+
+    def _read_ahead(
+        self, siblings: list[tuple[FileRef, DatasetIndex]], dataset: str, key: tuple[Part, ...]
+    ) -> None:
+        """Start reading the same key of the sibling files: xarray with dask asks for one file's
+        part a task at a time, as many at once as dask has threads (2 on a 2-core machine), and
+        a selection of all files would wait for each in turn. A read ahead that is not asked for
+        within the next key is dropped (its bytes are the price; half the budget at most)."""
+        for stale in [each for each in self.ahead if each[2] != _hashable(key)]:
+            self.ahead.pop(stale).cancel()
+        fits = []
+        for ref, index in siblings:
+            try:
+                (plan,), _, dtype, _ = plan_files([ref], [index], key, self.options)
+            except UsageError:
+                continue  # the key does not fit this file (another length): nothing to read ahead
+            fits.append((ref, index, math.prod(plan.shape) * dtype.itemsize))
+        if sum(size for _, _, size in fits) > self.max_in_flight_bytes // 2:
+            return
+        for ref, index, _ in fits:
+            wanted = (ref.url, dataset, _hashable(key))
+            if wanted not in self.ahead and wanted not in self.reading:
+                future = asyncio.ensure_future(self._read_file(ref, index, dataset, key))
+                future.add_done_callback(lambda done: done.cancelled() or done.exception())
+                self.ahead[wanted] = future
+
+    async def _read_file(
+        self, ref: FileRef, index: DatasetIndex, dataset: str, key: tuple[Part, ...]
+    ) -> np.ndarray:
+        storage, budget, _ = self._engine()
+        (plan,), _, dtype, _ = plan_files([ref], [index], key, self.options)
         output = np.empty(plan.shape, dtype=dtype)  # this file's part, integer axes dropped
         if plan.fallback:
             return await asyncio.to_thread(self._read_with_h5py, ref, dataset, key, output)
@@ -177,6 +220,11 @@ class SharedReader:
     def _count(self, requests: dict[str, int]) -> None:
         for kind, count in requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + count
+
+
+def _hashable(key: tuple[Part, ...]) -> tuple[Any, ...]:
+    """A key as a dictionary key (a slice is not hashable before Python 3.12)."""
+    return tuple((each.start, each.stop, each.step) if isinstance(each, slice) else each for each in key)
 
 
 _READERS: dict[AwsSettings, SharedReader] = {}
