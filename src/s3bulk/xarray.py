@@ -123,7 +123,7 @@ class S3BulkBackend(BackendEntrypoint):
             and (filename_or_obj.lower().endswith(SUFFIXES))
         )
 
-    def open_dataset(  # type: ignore[override]
+    def open_dataset(
         self,
         filename_or_obj: Any,
         *,

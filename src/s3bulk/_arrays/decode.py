@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ FILTER_NAMES = {1: "deflate", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit
 FILTER_NAMES |= {307: "bzip2", 32000: "lzf", 32001: "blosc", 32004: "lz4", 32008: "bitshuffle"}
 FILTER_NAMES |= {32015: "zstd", 32026: "blosc2"}
 
-Step = Callable[[bytes | memoryview], bytes | memoryview]
+Step = Callable[[Any], Any]  # bytes-like in, bytes-like out
 Filter = tuple[int, int, tuple[int, ...], str]  # (id, flags, client values, name)
 
 
@@ -38,19 +39,21 @@ def unsupported_filter(filters: list[Filter]) -> str | None:
 def _deflate(values: tuple[int, ...], itemsize: int) -> Step:
     from isal import isal_zlib
 
-    return isal_zlib.decompress
+    return lambda data: isal_zlib.decompress(data)
 
 
 def _shuffle(values: tuple[int, ...], itemsize: int) -> Step:
     import numcodecs
 
-    return numcodecs.Shuffle(elementsize=itemsize).decode
+    codec = numcodecs.Shuffle(elementsize=itemsize)
+    return lambda data: codec.decode(data)
 
 
 def _fletcher32(values: tuple[int, ...], itemsize: int) -> Step:
     import numcodecs
 
-    return numcodecs.Fletcher32().decode  # checks HDF5's trailing checksum and strips it
+    codec = numcodecs.Fletcher32()  # checks HDF5's trailing checksum and strips it
+    return lambda data: codec.decode(data)
 
 
 def _szip(values: tuple[int, ...], itemsize: int) -> Step:
@@ -73,8 +76,8 @@ def _imagecodecs(name: str) -> Callable[[tuple[int, ...], int], Step]:
     def make(values: tuple[int, ...], itemsize: int) -> Step:
         import imagecodecs
 
-        decode: Step = getattr(imagecodecs, name)
-        return decode
+        decode = getattr(imagecodecs, name)
+        return lambda data: decode(data)
 
     return make
 
@@ -92,7 +95,7 @@ def _bitshuffle(values: tuple[int, ...], itemsize: int) -> Step:
         return lambda data: imagecodecs.bitshuffle_decode(data, itemsize=element, blocksize=block)
     unpack = imagecodecs.lz4_decode if compression == 2 else imagecodecs.zstd_decode
 
-    def decode(data: bytes | memoryview) -> bytes:
+    def decode(data: Any) -> Any:
         total, block_bytes = struct.unpack_from(">QI", data)
         elements, per_block = total // element, block_bytes // element
         pieces, position = [], 12
@@ -113,7 +116,7 @@ def _bitshuffle(values: tuple[int, ...], itemsize: int) -> Step:
 def _blosc2(values: tuple[int, ...], itemsize: int) -> Step:
     """hdf5-blosc2 writes each chunk as a frame (a b2nd array, or a super-chunk)."""
 
-    def decode(data: bytes | memoryview) -> bytes:
+    def decode(data: Any) -> Any:
         import blosc2
 
         frame = blosc2.from_cframe(bytes(data), copy=False)
@@ -151,7 +154,7 @@ class ChunkDecoder:
             for number, (filter_id, _, values, _) in enumerate(filters)
         ][::-1]
 
-    def __call__(self, data: bytes | memoryview, filter_mask: int) -> np.ndarray:
+    def __call__(self, data: Any, filter_mask: int) -> np.ndarray:
         for number, step in self.steps:
             if not filter_mask & (1 << number):  # a set bit: this filter was skipped for this chunk
                 data = step(data)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def compression_options(name: str | None) -> dict[str, object]:
         return {"compression": "szip", "compression_opts": ("nn", 32)}
     import hdf5plugin
 
-    plugins = {
+    plugins: dict[str, Callable[[], Any]] = {
         "blosc-zstd": lambda: hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE),
         "zstd": lambda: hdf5plugin.Zstd(clevel=3),
         "lz4": hdf5plugin.LZ4,
