@@ -409,9 +409,9 @@ def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
         "gather cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk gather cold"),
         "gather cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk gather cold"),
     }
-    for variant in VARIANTS[1:]:
+    for variant in VARIANTS[1:]:  # the goal: a variant's time within 1.3x of gzip's
         for tool in ("gather", "xarray"):
-            found[f"{variant} / gzip, {tool} cold"] = 1 / ratio(
+            found[f"{variant} time / gzip time, {tool} cold"] = ratio(
                 f"{variant}: s3bulk {tool} cold", f"gzip: s3bulk {tool} cold"
             )
     return found
