@@ -25,6 +25,7 @@ import textwrap
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,6 +85,21 @@ def link_bandwidth(env: dict[str, str], bucket: str, key: str, streams: int) -> 
         return sum(len(g) for g in got) / (time.perf_counter() - began)
 
     return statistics.median(asyncio.run(wave()) for _ in range(3))
+
+
+def bench_bucket(direct: dict[str, str]) -> Any:
+    """A boto3 client of the server (not through the proxy), with the bucket "bench" made."""
+    import boto3
+
+    uploader = boto3.client(
+        "s3",
+        endpoint_url=direct["AWS_ENDPOINT_URL"],
+        aws_access_key_id=direct["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=direct["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    uploader.create_bucket(Bucket="bench")
+    return uploader
 
 
 def s3fs_run(script: Path, endpoint: str, column: int, out: Path, mode: str, urls: list[str]) -> list[str]:
@@ -220,16 +236,7 @@ def main() -> None:
     try:
         server.start()
         direct = server.minio.client_env()
-        import boto3
-
-        uploader = boto3.client(
-            "s3",
-            endpoint_url=direct["AWS_ENDPOINT_URL"],
-            aws_access_key_id=direct["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=direct["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        uploader.create_bucket(Bucket="bench")
+        uploader = bench_bucket(direct)
         for path in paths:
             uploader.upload_file(str(path), "bench", f"wtk/{path.name}")
         urls = [f"s3://bench/wtk/{path.name}" for path in paths]
@@ -446,16 +453,7 @@ def main_peers(options: argparse.Namespace) -> None:
     try:
         server.start()
         direct = server.minio.client_env()
-        import boto3
-
-        uploader = boto3.client(
-            "s3",
-            endpoint_url=direct["AWS_ENDPOINT_URL"],
-            aws_access_key_id=direct["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=direct["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        uploader.create_bucket(Bucket="bench")
+        uploader = bench_bucket(direct)
         for variant in VARIANTS:
             for path in sorted((files / variant).glob("*.h5")):
                 uploader.upload_file(str(path), "bench", f"{variant}/{path.name}")
