@@ -291,7 +291,7 @@ def server_counts(endpoint: str) -> tuple[int, int]:
 def peer_tools(variant: str) -> list[str]:
     tools = ["s3bulk gather cold", "s3bulk gather warm", "s3bulk xarray cold", "s3bulk xarray warm"]
     if variant == "gzip":
-        tools += ["xarray-h5netcdf-s3fs", "h5coro", "kerchunk"]
+        tools += ["xarray-h5netcdf-s3fs", "h5coro", "kerchunk", "vz-icechunk"]
     return tools
 
 
@@ -318,6 +318,8 @@ def peer_command(
             str(out),
             str(scratch / "references.json"),
         ], {}
+    if tool == "vz-icechunk":
+        return [sys.executable, str(PEERS), tool, str(column), str(out), str(scratch / "icechunk")], {}
     return [sys.executable, str(PEERS), tool, str(column), str(out), *urls], {}
 
 
@@ -330,24 +332,15 @@ def run_peer_profile(
     rows: dict[str, list[dict[str, float]]] = {}
     said: dict[str, str] = {}
     began = time.perf_counter()
-    build = measure(
-        [
-            sys.executable,
-            str(PEERS),
-            "kerchunk-build",
-            "0",
-            str(scratch / "references.json"),
-            *sorted(f"s3://bench/gzip/{p.name}" for p in (scratch / "files" / "gzip").glob("*.h5")),
-        ],
-        env,
-        "kerchunk build",
-        name,
-        keep_stdout=True,
-    )
-    said["kerchunk"] = f"references built once per profile in {build.seconds:.2f} s (not in its times)"
-    if build.returncode != 0:
-        said["kerchunk"] = "its references could not be built (see the log)"
-    print(f"[{name}] kerchunk references built in {build.seconds:.2f} s")
+    gzip_urls = sorted(f"s3://bench/gzip/{p.name}" for p in (scratch / "files" / "gzip").glob("*.h5"))
+    shutil.rmtree(scratch / "icechunk", ignore_errors=True)
+    for peer, built in (("kerchunk", scratch / "references.json"), ("vz-icechunk", scratch / "icechunk")):
+        command = [sys.executable, str(PEERS), f"{peer}-build", "0", str(built), *gzip_urls]
+        build = measure(command, env, f"{peer} build", name, keep_stdout=True)
+        said[peer] = f"references built once per profile in {build.seconds:.2f} s (not in its times)"
+        if build.returncode != 0:
+            said[peer] = "its references could not be built (its error is in the log)"
+        print(f"[{name}] {peer}: {said[peer]}")
     work = [(variant, tool) for variant in VARIANTS for tool in peer_tools(variant)]
     for run in range(options.runs):
         for variant in VARIANTS:  # cold means cold: no index cache
@@ -412,6 +405,12 @@ def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
         "xarray cold vs h5netcdf+s3fs": ratio("gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk xarray cold"),
         "xarray cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk xarray cold"),
         "xarray cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk xarray cold"),
+        "xarray cold vs VirtualiZarr + Icechunk (refs built)": ratio(
+            "gzip: vz-icechunk", "gzip: s3bulk xarray cold"
+        ),
+        "gather cold vs VirtualiZarr + Icechunk (refs built)": ratio(
+            "gzip: vz-icechunk", "gzip: s3bulk gather cold"
+        ),
         "gather cold vs h5netcdf+s3fs": ratio("gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk gather cold"),
         "gather cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk gather cold"),
         "gather cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk gather cold"),
