@@ -16,13 +16,16 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +85,21 @@ def link_bandwidth(env: dict[str, str], bucket: str, key: str, streams: int) -> 
         return sum(len(g) for g in got) / (time.perf_counter() - began)
 
     return statistics.median(asyncio.run(wave()) for _ in range(3))
+
+
+def bench_bucket(direct: dict[str, str]) -> Any:
+    """A boto3 client of the server (not through the proxy), with the bucket "bench" made."""
+    import boto3
+
+    uploader = boto3.client(
+        "s3",
+        endpoint_url=direct["AWS_ENDPOINT_URL"],
+        aws_access_key_id=direct["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=direct["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    uploader.create_bucket(Bucket="bench")
+    return uploader
 
 
 def s3fs_run(script: Path, endpoint: str, column: int, out: Path, mode: str, urls: list[str]) -> list[str]:
@@ -184,8 +202,19 @@ def main() -> None:
         default=90,
         help="second profile: cap each connection at this many MB/s (AWS: ~85-90 MB/s per request)",
     )
-    parser.add_argument("--output", default=str(ROOT / "out" / "gather.json"))
+    parser.add_argument("--output", default=None)
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="issue 68: h5netcdf+s3fs through xarray, h5coro, kerchunk, s3bulk gather and xarray backend, "
+        "gzip/LZF/Blosc-Zstd/SZIP variants, at 0 and --rtt-ms",
+    )
     options = parser.parse_args()
+    if options.peers:
+        options.output = options.output or str(ROOT / "out" / "gather-peers.json")
+        main_peers(options)
+        return
+    options.output = options.output or str(ROOT / "out" / "gather.json")
 
     spec = WtkSpec(times=options.times, locations=options.locations)
     data = ROOT / "out" / f"wtk-{options.files}x{options.times}x{options.locations}"
@@ -207,16 +236,7 @@ def main() -> None:
     try:
         server.start()
         direct = server.minio.client_env()
-        import boto3
-
-        uploader = boto3.client(
-            "s3",
-            endpoint_url=direct["AWS_ENDPOINT_URL"],
-            aws_access_key_id=direct["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=direct["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        uploader.create_bucket(Bucket="bench")
+        uploader = bench_bucket(direct)
         for path in paths:
             uploader.upload_file(str(path), "bench", f"wtk/{path.name}")
         urls = [f"s3://bench/wtk/{path.name}" for path in paths]
@@ -243,6 +263,227 @@ def main() -> None:
                 "network": network,
                 "runs": options.runs,
                 "profiles": profiles,
+            },
+            indent=2,
+        )
+    )
+
+
+# ---- issue 68: the strongest peers, 0 and 20 ms RTT, every filter variant ---------------------------
+PEERS = ROOT / "gather_peers.py"
+VARIANTS = ("gzip", "lzf", "blosc-zstd", "szip")
+_METRIC = re.compile(r"^minio_api_requests_(total|traffic_sent_bytes)\{[^}]*\}\s+([0-9.e+]+)", re.M)
+
+
+def server_counts(endpoint: str) -> tuple[int, int]:
+    """(requests, bytes sent) MinIO has served so far: every tool counted the same way."""
+    with urllib.request.urlopen(f"{endpoint}/minio/metrics/v3/api/requests", timeout=10) as response:
+        text = response.read().decode()
+    requests = sent = 0
+    for kind, value in _METRIC.findall(text):
+        if kind == "total":
+            requests += int(float(value))
+        else:
+            sent += int(float(value))
+    return requests, sent
+
+
+def peer_tools(variant: str) -> list[str]:
+    tools = ["s3bulk gather cold", "s3bulk gather warm", "s3bulk xarray cold", "s3bulk xarray warm"]
+    if variant == "gzip":
+        tools += ["xarray-h5netcdf-s3fs", "h5coro", "kerchunk", "vz-icechunk"]
+    return tools
+
+
+def peer_command(
+    tool: str, variant: str, column: int, out: Path, scratch: Path
+) -> tuple[list[str], dict[str, str]]:
+    """The command of one tool on one variant's files, and what its environment adds."""
+    glob = f"s3://bench/{variant}/*.h5"
+    cache = scratch / f"cache-{variant}-{tool.split()[1] if tool.startswith('s3bulk') else tool}"
+    if tool.startswith("s3bulk gather"):
+        command = [sys.executable, "-m", "s3bulk", "gather", glob, "-d", DATASET, "-s", f":,{column}"]
+        return [*command, "-o", str(out), "--json", "--cache-dir", str(cache)], {}
+    urls = sorted(f"s3://bench/{variant}/{path.name}" for path in (scratch / "files" / variant).glob("*.h5"))
+    if tool.startswith("s3bulk xarray"):
+        return [sys.executable, str(PEERS), "s3bulk-xarray", str(column), str(out), glob], {
+            "S3BULK_CACHE_DIR": str(cache)
+        }
+    if tool == "kerchunk":
+        return [
+            sys.executable,
+            str(PEERS),
+            "kerchunk",
+            str(column),
+            str(out),
+            str(scratch / "references.json"),
+        ], {}
+    if tool == "vz-icechunk":
+        return [sys.executable, str(PEERS), tool, str(column), str(out), str(scratch / "icechunk")], {}
+    return [sys.executable, str(PEERS), tool, str(column), str(out), *urls], {}
+
+
+def run_peer_profile(
+    name: str, endpoint_env: dict[str, str], metrics: str, options: argparse.Namespace, scratch: Path
+) -> dict[str, object]:
+    """Every tool on every variant, interleaved, `options.runs` rounds; medians and ratios."""
+    env = clean_env(endpoint_env)
+    results = Results()
+    rows: dict[str, list[dict[str, float]]] = {}
+    said: dict[str, str] = {}
+    began = time.perf_counter()
+    gzip_urls = sorted(f"s3://bench/gzip/{p.name}" for p in (scratch / "files" / "gzip").glob("*.h5"))
+    shutil.rmtree(scratch / "icechunk", ignore_errors=True)
+    for peer, built in (("kerchunk", scratch / "references.json"), ("vz-icechunk", scratch / "icechunk")):
+        command = [sys.executable, str(PEERS), f"{peer}-build", "0", str(built), *gzip_urls]
+        build = measure(command, env, f"{peer} build", name, keep_stdout=True)
+        said[peer] = f"references built once per profile in {build.seconds:.2f} s (not in its times)"
+        if build.returncode != 0:
+            said[peer] = "its references could not be built (its error is in the log)"
+        print(f"[{name}] {peer}: {said[peer]}")
+    work = [(variant, tool) for variant in VARIANTS for tool in peer_tools(variant)]
+    for run in range(options.runs):
+        for variant in VARIANTS:  # cold means cold: no index cache
+            for tool in ("gather", "xarray"):
+                shutil.rmtree(scratch / f"cache-{variant}-{tool}", ignore_errors=True)
+        shift = run * 3 % len(work)
+        order = work[shift:] + work[:shift]
+        order.sort(key=lambda pair: pair[1].endswith("warm"))  # warm after its cold, in every round
+        reference = None
+        for variant, tool in order:
+            label = f"{variant}: {tool}"
+            out = scratch / f"{variant}-{tool.replace(' ', '_')}.npy"
+            command, extra = peer_command(tool, variant, options.column, out, scratch)
+            before = server_counts(metrics)
+            done = measure(command, env | extra, label, name, keep_stdout=True)
+            if done.returncode != 0 or not done.stdout.strip():  # what a peer cannot read is said
+                said[label] = f"failed: exit {done.returncode} (its error is in the log)"
+                print(f"run {run + 1}: {label:40s} FAILED")
+                continue
+            after = server_counts(metrics)
+            last = json.loads(done.stdout.splitlines()[-1])
+            job = last["summary"]["wall_seconds"] if "summary" in last else last["job_seconds"]
+            row = {
+                "seconds": done.seconds,
+                "job_seconds": job,
+                "requests": after[0] - before[0],
+                "bytes": after[1] - before[1],
+            }
+            rows.setdefault(label, []).append(row)
+            results.runs.append(done)
+            values = np.load(out).reshape(-1)
+            reference = values if reference is None else reference
+            assert np.array_equal(values, reference), f"{label} gave a different array"
+            print(
+                f"run {run + 1}: {label:40s} {done.seconds:6.2f} s (job {job:5.2f} s)  "
+                f"{row['requests']} requests  {row['bytes'] / 1e6:,.1f} MB"
+            )
+    summary = {
+        label: {
+            "seconds": results.median(name, label, "seconds"),
+            "cpu_seconds": results.median(name, label, "cpu_seconds"),
+            "peak_rss_mib": results.median(name, label, "peak_rss_mib"),
+            **{key: statistics.median(row[key] for row in found) for key in found[0]},
+        }
+        for label, found in rows.items()
+    }
+    print(f"[{name}] medians of {options.runs} runs ({time.perf_counter() - began:.0f} s):")
+    for label, row in summary.items():
+        print(f"  {label:40s} " + "  ".join(f"{k} {v:,.2f}" for k, v in row.items()))
+    return {"summary": summary, "said": said}
+
+
+def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
+    """What issue 68's goals compare, each of two tools measured in the same run."""
+
+    def ratio(slow: str, fast: str) -> float:
+        if slow in summary and fast in summary:
+            return summary[slow]["seconds"] / summary[fast]["seconds"]
+        return float("nan")
+
+    found = {
+        "xarray cold vs h5netcdf+s3fs": ratio("gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk xarray cold"),
+        "xarray cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk xarray cold"),
+        "xarray cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk xarray cold"),
+        "xarray cold vs VirtualiZarr + Icechunk (refs built)": ratio(
+            "gzip: vz-icechunk", "gzip: s3bulk xarray cold"
+        ),
+        "gather cold vs VirtualiZarr + Icechunk (refs built)": ratio(
+            "gzip: vz-icechunk", "gzip: s3bulk gather cold"
+        ),
+        "gather cold vs h5netcdf+s3fs": ratio("gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk gather cold"),
+        "gather cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk gather cold"),
+        "gather cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk gather cold"),
+    }
+    for variant in VARIANTS[1:]:  # the goal: a variant's time within 1.3x of gzip's
+        for tool in ("gather", "xarray"):
+            found[f"{variant} time / gzip time, {tool} cold"] = ratio(
+                f"{variant}: s3bulk {tool} cold", f"gzip: s3bulk {tool} cold"
+            )
+    return found
+
+
+def main_peers(options: argparse.Namespace) -> None:
+    import h5py
+
+    spec_of = {
+        variant: WtkSpec(times=options.times, locations=options.locations, compression=variant)
+        for variant in VARIANTS
+    }
+    scratch = Path(tempfile.mkdtemp(prefix="s3bulk-bench-peers-"))
+    files = ROOT / "out" / f"wtk-peers-{options.files}x{options.times}x{options.locations}"
+    for variant, spec in spec_of.items():
+        data = files / variant
+        if not data.is_dir():
+            print(f"generating {options.files} {variant} files into {data} (once; kept for later runs)")
+            partial = data.with_name(variant + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            write_files(partial, options.files, spec)
+            partial.rename(data)
+    (scratch / "files").symlink_to(files)
+    sizes = {variant: sum(p.stat().st_size for p in (files / variant).glob("*.h5")) for variant in VARIANTS}
+    print(
+        f"{options.files} files a variant, {options.times} x {options.locations}, "
+        f"chunks {spec_of['gzip'].chunks}"
+    )
+    print("bytes a variant: " + ", ".join(f"{k} {v / 1e6:,.0f} MB" for k, v in sizes.items()))
+    server = DelayedMinio(scratch / "minio", options.rtt_ms, public_metrics=True)
+    profiles: dict[str, object] = {}
+    try:
+        server.start()
+        direct = server.minio.client_env()
+        uploader = bench_bucket(direct)
+        for variant in VARIANTS:
+            for path in sorted((files / variant).glob("*.h5")):
+                uploader.upload_file(str(path), "bench", f"{variant}/{path.name}")
+        metrics = direct["AWS_ENDPOINT_URL"]
+        for name, env in ((f"{options.rtt_ms:g} ms RTT", server.client_env()), ("0 ms RTT", direct)):
+            profile = run_peer_profile(name, env, metrics, options, scratch)
+            profile["ratios"] = ratios(profile["summary"])  # type: ignore[arg-type]
+            print(f"[{name}] " + "  ".join(f"{k} {v:.2f}x" for k, v in profile["ratios"].items()))  # type: ignore[union-attr]
+            profiles[name] = profile
+    finally:
+        server.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    not_measured = {
+        "h5py ROS3": "h5py's wheel here has no ros3 driver ({})".format(
+            ", ".join(sorted(h5py.registered_drivers()))
+        ),
+        "hidefix": "reads local files only (no S3)",
+        "h5coro on lzf, blosc-zstd, szip": "h5coro decodes deflate and shuffle only",
+    }
+    Path(options.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(options.output).write_text(
+        json.dumps(
+            {
+                "files": options.files,
+                "shape": [options.times, options.locations],
+                "chunks": list(spec_of["gzip"].chunks),
+                "column": options.column,
+                "bytes": sizes,
+                "runs": options.runs,
+                "profiles": profiles,
+                "not_measured": not_measured,
             },
             indent=2,
         )

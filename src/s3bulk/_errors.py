@@ -47,7 +47,8 @@ class UsageError(S3BulkError):
 EXTRAS = {
     "vectors": ("numpy", "pyarrow"),
     "parquet": ("pyarrow",),  # map's .parquet output (s3bulk[vectors] has it too)
-    "arrays": ("numpy", "h5py", "numcodecs", "isal"),
+    "arrays": ("numpy", "h5py", "numcodecs", "isal", "imagecodecs", "blosc2", "hdf5plugin"),
+    "xarray": ("xarray", "h5netcdf", "numpy", "h5py"),
     "ray": ("ray",),
     "bench": ("psutil", "matplotlib"),
     "fsspec": ("fsspec",),

@@ -16,7 +16,8 @@ def test_b_tree_walk_finds_chunks_as_h5py_does(tmp_path: Path) -> None:
     from obstore.store import LocalStore
 
     from s3bulk._arrays.files import FileRef
-    from s3bulk._arrays.gather import _describe_all, _Reading, _walk_trees
+    from s3bulk._arrays.gather import _describe_all, _Reading, _walk_indexes
+    from s3bulk._arrays.layouts import V1_TREE
     from s3bulk._arrays.selection import parse_selection
     from s3bulk._stores.blockfile import BlockFile
 
@@ -28,9 +29,9 @@ def test_b_tree_walk_finds_chunks_as_h5py_does(tmp_path: Path) -> None:
     each = _Reading(ref, BlockFile(LocalStore(str(tmp_path)), path.name, size, block_size=4096), None)
     asyncio.run(each.handle.prefetch(0, 4096))
     _describe_all([each], "data", parse_selection("::37,5"))
-    assert each.root is not None and len(each.coords) == 6
+    assert each.start is not None and each.start[0] == V1_TREE and len(each.coords) == 6
     coords = each.coords
-    asyncio.run(_walk_trees([each]))
+    asyncio.run(_walk_indexes([each]))
     assert each.coords == []  # nothing left for h5py
     assert each.index is not None
     with h5py.File(path) as handle:

@@ -6,7 +6,8 @@ lookup near the end of a big dataset reads nearly every leaf, in series, file af
 B-tree itself (HDF5 spec, "Version 1 B-trees"; what h5py writes unless asked for the newest file
 format) is a plain search tree: child i holds the chunks with key[i] <= offset < key[i + 1], and
 a leaf's key i names its chunk's stored size and filter mask, its child pointer the address. So
-the lookup is done here, from the root that h5py itself reads first (found by a dry run), with
+the lookup is done here, from the root that h5py itself reads first (found by a dry run, which
+also finds the newer indexes' headers: arrays/layouts.py), with
 each level's nodes of every file fetched in one concurrent wave. A chunk the walk does not find
 is looked up by h5py after all: a mistake here costs time, never a wrong answer.
 """
@@ -15,8 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Protocol
 
 from s3bulk._stores.blockfile import BlockFile
+
+
+class Reads(Protocol):
+    async def read_async(self, offset: int, length: int) -> bytes: ...
+
 
 SIGNATURE = b"TREE"
 RAW_DATA_NODE = 1
@@ -79,7 +86,7 @@ def needed_children(node: TreeNode, coords: Collection[tuple[int, ...]]) -> list
     return chosen
 
 
-async def read_node(handle: BlockFile, address: int, rank: int) -> TreeNode | None:
+async def read_node(handle: Reads, address: int, rank: int) -> TreeNode | None:
     """The node at `address`, in one request when it has at most the usual number of entries."""
     data = await handle.read_async(address, node_bytes(USUAL_ENTRIES, rank))
     if len(data) >= HEADER_BYTES and len(data) < node_size(data, rank):
@@ -96,9 +103,10 @@ def leaf_chunks(node: TreeNode, coords: set[tuple[int, ...]]) -> dict[tuple[int,
     }
 
 
-def find_root(handle: BlockFile, look_up: Callable[[], object]) -> int | None:
-    """The root node's address: the first B-tree node h5py reads when it looks a chunk up. The
-    lookup runs as a dry run (a read the cache cannot answer fails), so it costs no request."""
+def dry_run(handle: BlockFile, look_up: Callable[[], object]) -> list[tuple[int, int]]:
+    """The reads h5py makes to look a chunk up, up to the first one the cache cannot answer (that
+    one included): the lookup runs offline (a read the cache cannot answer fails), so it costs
+    no request. Its first reads of an index are that index's root or header."""
     handle.reads, handle.offline = [], True
     try:
         look_up()
@@ -106,10 +114,7 @@ def find_root(handle: BlockFile, look_up: Callable[[], object]) -> int | None:
         pass  # expected: the dry run stops at the first block not yet fetched
     finally:
         reads, handle.reads, handle.offline = handle.reads or [], None, False
-    for offset, _ in reads:
-        if not handle.missing(offset, HEADER_BYTES) and is_chunk_node(handle.cached(offset, HEADER_BYTES)):
-            return offset
-    return None
+    return reads
 
 
 def is_chunk_node(data: bytes) -> bool:

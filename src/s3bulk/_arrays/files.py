@@ -3,6 +3,10 @@
 Listing gives each object's size and ETag in the same response, so the index cache can be
 checked without a HEAD per file. Files are read in URL order, which is the order they are
 concatenated in (name files by year and the years come out in order).
+
+S3 is listed by s3bulk's own listing (key ranges, pages checked, keys checked to rise) under
+the key's literal start, `d/lzf` for `s3://b/d/lzf*.h5`, and the glob is matched on the whole
+key: a store's list takes its prefix as a directory, so `d/lzf` found nothing there.
 """
 
 from __future__ import annotations
@@ -14,10 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import obstore
-
 from s3bulk._config import AwsSettings
-from s3bulk._errors import UsageError
+from s3bulk._errors import ItemError, UsageError
 from s3bulk._urls import parse_s3
 
 GLOB_CHARS = "*?["
@@ -38,44 +40,49 @@ def open_store(root: str, settings: AwsSettings, max_connections: int = 64) -> A
     return store_for(root, settings, max_connections=max_connections)
 
 
-def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[FileRef], dict[str, int]]:
-    """Every file the arguments name, and the requests finding them took, by kind (LIST, HEAD)."""
+async def find_files(sources: list[str], settings: AwsSettings) -> tuple[list[FileRef], dict[str, int]]:
+    """Every file the arguments name, and the requests finding them took, by kind (LIST)."""
     found: dict[str, FileRef] = {}
     requests: collections.Counter[str] = collections.Counter()
     for source in sources:
-        refs = _s3_files(source, settings, requests) if source.startswith("s3://") else _local_files(source)
+        refs = (
+            await _s3_files(source, settings, requests)
+            if source.startswith("s3://")
+            else _local_files(source)
+        )
         if not refs:
             raise UsageError(f"{source} matches no files: check the path or the glob")
         found.update((ref.url, ref) for ref in refs)
     return [found[url] for url in sorted(found)], dict(requests)
 
 
-def _s3_files(source: str, settings: AwsSettings, requests: collections.Counter[str]) -> list[FileRef]:
+async def _s3_files(source: str, settings: AwsSettings, requests: collections.Counter[str]) -> list[FileRef]:
+    from s3bulk._sources.listing import find_object, list_prefix
+    from s3bulk._stores.storage import Storage
+
     location = parse_s3(source)
     root = f"s3://{location.bucket}"
-    store = open_store(root, settings, max_connections=8)
     pattern = location.key
     wildcard = min((pattern.find(char) for char in GLOB_CHARS if char in pattern), default=-1)
-    if wildcard < 0 and not location.is_prefix:
-        requests["HEAD"] += 1
-        try:
-            head = obstore.head(store, pattern)
-        except FileNotFoundError:
-            raise UsageError(f"{source} does not exist: check the URL") from None
-        return [FileRef(source, root, pattern, int(head["size"]), head.get("e_tag") or "")]
-    prefix = pattern[:wildcard] if wildcard >= 0 else pattern
-    refs: list[FileRef] = []
-    pages = 0
-    for page in obstore.list(store, prefix or None, chunk_size=1000):
-        pages += 1
-        for entry in page:
-            key = entry["path"]
-            if wildcard >= 0 and not fnmatch.fnmatchcase(key, pattern):
-                continue
-            url = f"{root}/{key}"
-            refs.append(FileRef(url, root, key, int(entry["size"]), entry.get("e_tag") or ""))
-    requests["LIST"] += max(pages, 1)  # an empty listing is still one request
-    return refs
+    client = Storage(settings, connections=16)
+    try:
+        if wildcard < 0 and not location.is_prefix:
+            try:
+                info = await find_object(client, location.bucket, pattern)
+            except ItemError:
+                raise UsageError(f"{source} does not exist: check the URL") from None
+            return [FileRef(source, root, pattern, info.size, info.etag)]
+        refs = []
+        async for objects in list_prefix(
+            client, location.bucket, pattern[:wildcard] if wildcard >= 0 else pattern
+        ):
+            for info in objects:
+                if wildcard < 0 or fnmatch.fnmatchcase(info.key, pattern):
+                    refs.append(FileRef(f"{root}/{info.key}", root, info.key, info.size, info.etag))
+        return refs
+    finally:
+        requests.update(client.meter.requests)
+        await client.close()
 
 
 def _local_files(source: str) -> list[FileRef]:

@@ -2,11 +2,14 @@
 
 1. Index: every file's chunk index, from the local cache when the object's ETag still matches,
    else read in concurrent waves for all files: their heads (h5py describes the dataset from
-   them, through a BlockFile), then each level of their chunk B-trees (arrays/btree.py).
+   them, through a BlockFile), then each level of their chunk indexes: version-1 B-trees
+   (arrays/btree.py), and the newest format's fixed and extensible arrays and version-2
+   B-trees (arrays/layouts.py).
 2. Fetch: one engine run over the ranged GETs of all files at once (GatherJob), which decodes
    and writes into a memory-mapped .npy.
 3. Fall back: datasets s3bulk cannot read chunk by chunk (contiguous or compact layout, filters
-   other than deflate/shuffle/fletcher32) are read through h5py, and the report says so.
+   no decoder here reads: scale-offset, n-bit, rarer plugins) are read through h5py, and the
+   report says so.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from s3bulk._arrays.btree import find_root, leaf_chunks, needed_children, read_node
+from s3bulk._arrays.btree import dry_run, leaf_chunks, needed_children, read_node
 from s3bulk._arrays.decode import unsupported_filter
 from s3bulk._arrays.files import FileRef, find_files, open_store
 from s3bulk._arrays.index import (
@@ -33,6 +36,16 @@ from s3bulk._arrays.index import (
     open_dataset,
 )
 from s3bulk._arrays.job import FilePlacement, GatherJob
+from s3bulk._arrays.layouts import (
+    HEADER_BYTES,
+    READERS,
+    V1_TREE,
+    Geometry,
+    WaveReader,
+    geometry_of,
+    index_start,
+    kind_of,
+)
 from s3bulk._arrays.ranges import StoredChunk, coalesce
 from s3bulk._arrays.selection import AxisPick, Part, chunk_pieces, parse_selection, resolve, result_shape
 from s3bulk._config import AwsSettings
@@ -92,15 +105,26 @@ class _Reading:
     handle: BlockFile
     index: DatasetIndex | None
     coords: list[tuple[int, ...]] = field(default_factory=list)  # chunks still to look up
-    root: int | None = None  # the chunk B-tree's root node, when the dry run found it
+    start: tuple[bytes, int] | None = None  # (kind, address) of the chunk index (layouts.index_start)
+    geometry: Geometry | None = None
+    reader: WaveReader = field(init=False)  # the index's reads, each wave's merged
+
+    def __post_init__(self) -> None:
+        self.reader = WaveReader(self.handle)
 
 
 async def build_indexes(
-    files: list[FileRef], dataset: str, parts: tuple[Part, ...], settings: AwsSettings, options: GatherOptions
+    files: list[FileRef],
+    dataset: str,
+    parts: tuple[Part, ...],
+    settings: AwsSettings,
+    options: GatherOptions,
+    heads: Mapping[str, bytes] | None = None,
 ) -> list[DatasetIndex]:
     """Each file's index: cached, or read in waves that serve every file at once: the heads (h5py
-    describes the dataset from them), then one wave per level of the chunk B-trees. h5py looks up
-    only what the walk did not find (other chunk index types, chunks never written)."""
+    describes the dataset from them), then one wave per level of the chunk indexes. h5py looks up
+    only what the walk did not find (single-chunk and implicit indexes, which need no read).
+    `heads`: the first bytes of files read already, by URL (the xarray backend's opening)."""
     cache = IndexCache(options.cache_dir)
     indexes = [cache.load(ref.url, ref.etag, dataset) for ref in files]
     todo = [number for number, index in enumerate(indexes) if index is None or _unknown_chunks(index, parts)]
@@ -111,11 +135,13 @@ async def build_indexes(
     for number in todo:
         ref = files[number]
         handle = BlockFile(stores[ref.root], ref.key, ref.size, block_size=options.block_size)
+        if heads and ref.url in heads:
+            handle.seed(0, heads[ref.url])
         reading.append(_Reading(ref, handle, indexes[number]))
     importing = asyncio.to_thread(importlib.import_module, "h5py")  # ~0.1 s, while the heads arrive
     await asyncio.gather(importing, *(each.handle.prefetch(0, options.block_size) for each in reading))
     await asyncio.to_thread(_describe_all, reading, dataset, parts)
-    await _walk_trees(reading)
+    await _walk_indexes(reading)
     await asyncio.to_thread(_look_up_all, reading, dataset)
     for number, each in zip(todo, reading, strict=True):
         assert each.index is not None
@@ -138,24 +164,53 @@ def _open(each: _Reading, dataset: str) -> tuple[Any, Any]:
 
 
 def _describe_all(reading: list[_Reading], dataset: str, parts: tuple[Part, ...]) -> None:
-    """Shape, type and filters of each file's dataset; the chunks to look up; the B-tree's root."""
+    """Shape, type and filters of each file's dataset; the chunks to look up; where its index is."""
     for each in reading:
         h5file, node = _open(each, dataset)
         with h5file:
             each.index = each.index or describe_dataset(node, each.ref.url, each.ref.etag, dataset)
             each.coords = _unknown_chunks(each.index, parts)
             if each.coords:
-                each.root = find_root(each.handle, partial(node.id.get_chunk_info_by_coord, each.coords[0]))
+                each.geometry = geometry_of(node)
+                look_up = partial(node.id.get_chunk_info_by_coord, each.coords[0])
+                each.start = index_start(each.handle, dry_run(each.handle, look_up))
+
+
+async def _walk_indexes(reading: list[_Reading]) -> None:
+    """Look the chunks up in each file's index, all files' reads of a level in flight at once; the
+    chunks found leave `coords` (what is left there, h5py looks up)."""
+    await asyncio.gather(*(_learn_kind(each) for each in reading if each.start and not each.start[0]))
+    trees = [each for each in reading if each.start and each.start[0] == V1_TREE]
+    arrays = [each for each in reading if each.start and each.start[0] in READERS]
+    await asyncio.gather(_walk_trees(trees), *(_walk_layout(each) for each in arrays))
+    for each in reading:
+        assert each.index is not None
+        each.coords = each.index.missing(each.coords)
+
+
+async def _learn_kind(each: _Reading) -> None:
+    """An index whose start the head did not hold: one read of it says which it is."""
+    assert each.start is not None
+    at = each.start[1]
+    each.reader.fetched[at] = await each.handle.read_async(at, HEADER_BYTES)
+    kind = kind_of(each.reader.fetched[at])
+    each.start = (kind, at) if kind else None
+
+
+async def _walk_layout(each: _Reading) -> None:
+    assert each.start is not None and each.geometry is not None and each.index is not None
+    kind, at = each.start
+    found = await READERS[kind](each.reader.read_async, at, each.coords, each.geometry)
+    each.index.chunk_info.update(found)
 
 
 async def _walk_trees(reading: list[_Reading]) -> None:
-    """Look the chunks up in each file's B-tree, level by level, all files' nodes at once; the
-    chunks found leave `coords` (what is left there, h5py looks up)."""
+    """Look the chunks up in each file's version-1 B-tree, level by level, all files' nodes at once."""
     wanted = {id(each): {(*coord, 0) for coord in each.coords} for each in reading}
-    frontier = [(each, each.root) for each in reading if each.root is not None]
+    frontier = [(each, each.start[1]) for each in reading if each.start is not None]
     while frontier:
         nodes = await asyncio.gather(
-            *(read_node(each.handle, at, len(each.coords[0])) for each, at in frontier)
+            *(read_node(each.reader, at, len(each.coords[0])) for each, at in frontier)
         )
         deeper: list[tuple[_Reading, int]] = []
         for (each, _), node in zip(frontier, nodes, strict=True):
@@ -168,19 +223,18 @@ async def _walk_trees(reading: list[_Reading]) -> None:
             for key, (address, stored, mask) in leaf_chunks(node, wanted[id(each)]).items():
                 each.index.chunk_info[key[:-1]] = (address, stored, mask)
         frontier = deeper
-    for each in reading:
-        assert each.index is not None
-        each.coords = each.index.missing(each.coords)
 
 
 def _look_up_all(reading: list[_Reading], dataset: str) -> None:
     for each in reading:
-        if not each.coords:
-            continue
+        if not each.coords or (each.geometry and each.geometry.h5py_misreads):
+            continue  # h5py's answer would be wrong: the file is read through h5py (plan_files)
+        before = each.handle.requests
         h5file, node = _open(each, dataset)
         with h5file:
             assert each.index is not None
             look_up_chunks(node, each.index, each.coords)
+        each.index.serial_requests = each.handle.requests - before
 
 
 # ---- the plan: where each file's part goes ----------------------------------------------------
@@ -196,6 +250,8 @@ def plan_files(
             plan.fallback = f"{index.layout} layout"
         elif reason := unsupported_filter(index.filters):
             plan.fallback = reason
+        elif _unknown_chunks(index, parts):
+            plan.fallback = "a chunk index h5py looks chunks up in wrongly, not read here"
         if options.scale and index.scale_factor is None:
             raise UsageError(
                 f"{ref.url}: dataset {index.dataset} has no scale_factor attribute: drop --scale"
@@ -316,7 +372,7 @@ async def plan_gather(
     if any(source.startswith("s3://") for source in sources):
         settings.credentials()  # none: a usage error now, not an error inside the store's callback
     try:
-        files, finding = await asyncio.to_thread(find_files, sources, settings)
+        files, finding = await find_files(sources, settings)
         indexes = await build_indexes(files, dataset, parts, settings, options)
     except S3BulkError:
         raise
@@ -338,9 +394,11 @@ async def plan_gather(
     metadata = sum(index.metadata_requests for index in indexes)
     requests[METADATA] = metadata
     built = sum(1 for index in indexes if index.metadata_requests)
+    serial = sum(index.serial_requests for index in indexes)
     note = (
         f"chunk index: {len(files) - built} of {len(files)} file(s) from the cache, {built} read "
-        f"({metadata} requests, {sum(index.metadata_bytes for index in indexes) / MiB:.1f} MiB)"
+        f"({metadata} requests, {sum(index.metadata_bytes for index in indexes) / MiB:.1f} MiB"
+        + (f"; {serial} of them h5py's lookups, one at a time)" if serial else ")")
     )
     job = GatherJob(job_files, output_path, settings, split_bytes=options.split_bytes)
     job.reads = reads
@@ -376,8 +434,10 @@ def _read_with_h5py(
     settings: AwsSettings,
     report: Report,
 ) -> None:
-    """The files s3bulk cannot read chunk by chunk, through h5py over large cached blocks."""
+    """The files s3bulk cannot read chunk by chunk, through h5py over large cached blocks (with
+    hdf5plugin's filters registered, for a plugin's filter no decoder here reads)."""
     import h5py
+    import hdf5plugin  # noqa: F401  (registers its filters with the HDF5 library h5py uses)
 
     output = np.load(output_path, mmap_mode="r+")
     requests = 0
@@ -389,8 +449,8 @@ def _read_with_h5py(
                 values = open_dataset(h5file, dataset, ref.url)[parts]
         except OSError as exc:
             raise UsageError(
-                f"{ref.url}: h5py cannot read {dataset} ({plan.fallback}): {exc}; for a plugin filter "
-                "install hdf5plugin and import it first"
+                f"{ref.url}: h5py cannot read {dataset} ({plan.fallback}): {exc}; a filter of a plugin "
+                "that hdf5plugin does not carry needs its plugin on HDF5_PLUGIN_PATH"
             ) from None
         within = tuple(slice(0, size) for size in plan.shape)
         output[GatherJob.target(job_files[number], within)] = GatherJob.scaled(job_files[number], values)

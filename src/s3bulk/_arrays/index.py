@@ -44,6 +44,7 @@ class DatasetIndex:
     chunk_info: dict[tuple[int, ...], ChunkInfo] = field(default_factory=dict)
     metadata_requests: int = 0  # what building (or topping up) this index cost
     metadata_bytes: int = 0
+    serial_requests: int = 0  # of them, made by h5py's lookups, one after another
 
     def to_json(self) -> bytes:
         return orjson.dumps(

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from s3bulk._arrays.decode import ChunkDecoder
+from s3bulk._arrays.decode import ChunkDecoder, unsupported_filter
 from s3bulk._arrays.ranges import RangeRead, parts
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import ItemBatch, WorkerContext
@@ -93,7 +93,10 @@ class GatherJob:
         self._storage = Storage(self.settings, retry=ctx.retrier)
         self._output = np.load(self.output_path, mmap_mode="r+")
         self._pool = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="s3bulk-decode")
-        self._decoders = [ChunkDecoder(f.filters, np.dtype(f.dtype), f.chunks) for f in self.files]
+        self._decoders = [  # none for the files h5py reads (a filter no decoder here reads)
+            None if unsupported_filter(f.filters) else ChunkDecoder(f.filters, np.dtype(f.dtype), f.chunks)
+            for f in self.files
+        ]
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
         yield list(descriptor.items)  # descriptors are always ItemBatches; the engine expands those itself
@@ -113,21 +116,9 @@ class GatherJob:
         return item.size
 
     def _place(self, item: RangeRead, data: memoryview) -> None:
-        placement = self.files[item.file]
         decode = self._decoders[item.file]
-        for chunk in item.chunks:
-            try:
-                decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
-            except Exception as exc:  # corrupt data is final: fetching again gives the same bytes
-                raise ItemError(
-                    f"{placement.url}: chunk at {chunk.piece.coord} does not decode ({exc}): "
-                    "the file may be damaged; check it with h5py",
-                    retryable=False,
-                ) from None
-            values = decoded[chunk.piece.source]
-            self._output[self.target(placement, chunk.piece.target)] = self.scaled(placement, values).reshape(
-                tuple(each.stop - each.start for each in chunk.piece.target)
-            )
+        assert decode is not None  # only files s3bulk decodes have range reads
+        place_chunks(self._output, self.files[item.file], decode, item, data)
 
     @staticmethod
     def target(placement: FilePlacement, within: tuple[slice, ...]) -> tuple[int | slice, ...]:
@@ -159,3 +150,22 @@ class GatherJob:
         del self._output
         self._pool.shutdown(wait=True)
         await self._storage.close()
+
+
+def place_chunks(
+    output: np.ndarray, placement: FilePlacement, decode: ChunkDecoder, item: RangeRead, data: memoryview
+) -> None:
+    """Decode the chunks one range read carries and put their selected parts in `output`."""
+    for chunk in item.chunks:
+        try:
+            decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
+        except Exception as exc:  # corrupt data is final: fetching again gives the same bytes
+            raise ItemError(
+                f"{placement.url}: chunk at {chunk.piece.coord} does not decode ({exc}): "
+                "the file may be damaged; check it with h5py",
+                retryable=False,
+            ) from None
+        values = decoded[chunk.piece.source]
+        output[GatherJob.target(placement, chunk.piece.target)] = GatherJob.scaled(placement, values).reshape(
+            tuple(each.stop - each.start for each in chunk.piece.target)
+        )

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,10 +34,33 @@ class WtkSpec:
     chunks: tuple[int, int] = (2190, 1000)
     dataset: str = "windspeed_100m"
     dtype: str = "uint16"
-    compression: str | None = "gzip"  # None, "gzip", "lzf" (lzf has no numcodecs decoder)
+    compression: str | None = "gzip"  # None, or one of COMPRESSIONS
     shuffle: bool = True
     fletcher32: bool = False
     seed: int = 0
+    libver: str = "earliest"  # "latest": the newest format's chunk indexes (a fixed array here)
+
+
+COMPRESSIONS = ("gzip", "lzf", "szip", "blosc-zstd", "zstd", "lz4", "bitshuffle-lz4")
+
+
+def compression_options(name: str | None) -> dict[str, object]:
+    """h5py's create_dataset options for a compression of COMPRESSIONS (hdf5plugin's filters)."""
+    if name in (None, "gzip", "lzf"):
+        return {"compression": name}
+    if name == "szip":
+        return {"compression": "szip", "compression_opts": ("nn", 32)}
+    import hdf5plugin
+
+    plugins: dict[str, Callable[[], Any]] = {
+        "blosc-zstd": lambda: hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE),
+        "zstd": lambda: hdf5plugin.Zstd(clevel=3),
+        "lz4": hdf5plugin.LZ4,
+        "bitshuffle-lz4": lambda: hdf5plugin.Bitshuffle(cname="lz4"),
+    }
+    if name not in plugins:
+        raise ValueError(f"unknown compression {name!r}: use one of {', '.join(COMPRESSIONS)}")
+    return dict(plugins[name]())
 
 
 def windspeed(spec: WtkSpec, file_number: int, times: slice, locations: slice) -> np.ndarray:
@@ -70,15 +94,15 @@ def write_file(path: str | os.PathLike[str], spec: WtkSpec, file_number: int = 0
     import h5py
 
     path = Path(path)
-    with h5py.File(path, "w") as handle:
+    with h5py.File(path, "w", libver=spec.libver) as handle:
         dataset = handle.create_dataset(
             spec.dataset,
             shape=(spec.times, spec.locations),
             dtype=spec.dtype,
             chunks=spec.chunks,
-            compression=spec.compression,
-            shuffle=spec.shuffle,
+            shuffle=spec.shuffle and spec.compression not in ("blosc-zstd", "bitshuffle-lz4"),
             fletcher32=spec.fletcher32,
+            **compression_options(spec.compression),
         )
         dataset.attrs["scale_factor"] = SCALE_FACTOR
         dataset.attrs["units"] = "m s-1"
@@ -116,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--times", type=int, default=8760)
     parser.add_argument("--locations", type=int, default=100_000)
     parser.add_argument("--chunks", default="2190x1000", help="chunk shape, TIMESxLOCATIONS")
-    parser.add_argument("--compression", default="gzip", choices=["gzip", "lzf", "none"])
+    parser.add_argument("--compression", default="gzip", choices=[*COMPRESSIONS, "none"])
     parser.add_argument("--no-shuffle", action="store_true")
+    parser.add_argument("--libver", default="earliest", choices=["earliest", "latest"])
     options = parser.parse_args(argv)
     rows, cols = (int(part) for part in options.chunks.lower().split("x"))
     spec = WtkSpec(
@@ -126,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         chunks=(rows, cols),
         compression=None if options.compression == "none" else options.compression,
         shuffle=not options.no_shuffle,
+        libver=options.libver,
     )
     for path in write_files(options.out_dir, options.files, spec):
         print(f"{path}  {path.stat().st_size / 1e6:.1f} MB")
