@@ -146,6 +146,12 @@ def spec_of(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> 
     return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options
 
 
+def made(kind: Callable[..., R], arguments: dict[str, Any]) -> R:
+    """A function's arguments, named one by one, as the spec of a command that is no job
+    (vectors verify, count): its numbers read as the CLI reads them, its checks run."""
+    return kind(**as_numbers(arguments, kind))  # type: ignore[arg-type]
+
+
 async def run_spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:
     """A function's arguments, named one by one, as its command's spec, run."""
     if arguments.get("files_from") is not None:

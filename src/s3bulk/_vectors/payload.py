@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 
 import s3bulk_native
+from s3bulk._vectors.digest import canonical_texts, hash_room
 from s3bulk._vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
 
 __all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed_body", "put_vectors_body"]
@@ -39,18 +40,20 @@ def put_vectors_body(
     keys: Sequence[str],
     vectors: np.ndarray,
     metadata: Sequence[dict[str, Any] | None] | None = None,
+    *,
+    hashed: bool = False,
+    non_filterable: frozenset[str] = frozenset(),
 ) -> bytearray:
     """The JSON body of one PutVectors request; `vectors` is an (n, dimension) float32 array.
-    The JSON around each row (its key, its metadata) is orjson's; the rows are the native
-    writer's."""
+    The JSON before each row (its key) is orjson's; the rows, each row's metadata (its
+    canonical text, `digest.canonical`) and, when `hashed`, its content hash where the limits
+    leave room (`non_filterable`: the index's) are the native writer's."""
     head = orjson.dumps({"vectorBucketName": bucket, "indexName": index})[:-1] + b',"vectors":['
     before = [b'{"key":' + orjson.dumps(key) + b',"data":{"float32":' for key in keys]
-    after = [
-        b'},"metadata":' + orjson.dumps(entry) + b"}" if entry else b"}}"
-        for entry in (metadata if metadata is not None else [None] * len(keys))
-    ]
+    texts = canonical_texts(metadata, len(keys))
+    room = hash_room(texts, metadata, non_filterable) if hashed else b""
     rows = np.ascontiguousarray(vectors, dtype=np.float32)
-    return s3bulk_native.put_vectors_body(head, before, rows, after, b"]}")
+    return s3bulk_native.put_vectors_body(head, before, rows, texts, room, b"]}")
 
 
 def hashed_body(
@@ -59,8 +62,14 @@ def hashed_body(
     keys: Sequence[str],
     vectors: np.ndarray,
     metadata: Sequence[dict[str, Any] | None] | None = None,
+    *,
+    hashed: bool = False,
+    non_filterable: frozenset[str] = frozenset(),
 ) -> HashedBody:
-    """The body and its hash, for a thread of the caller's: neither the writing nor the SHA-256
-    holds the GIL, so two such threads and the event loop share the cores."""
-    data = put_vectors_body(bucket, index, keys, vectors, metadata)
+    """The body and its SHA-256, for a thread of the caller's: neither the writing (nor the
+    content hashes in it) nor the SHA-256 holds the GIL, so two such threads and the event loop
+    share the cores."""
+    data = put_vectors_body(
+        bucket, index, keys, vectors, metadata, hashed=hashed, non_filterable=non_filterable
+    )
     return HashedBody(memoryview(data), hashlib.sha256(data).hexdigest())
