@@ -29,6 +29,7 @@ from s3bulk._report import Report
 Progress = Callable[[Report], None] | None
 Records = Callable[[list[dict[str, Any]]], None] | None
 Location = str | os.PathLike[str]
+Locations = Location | Iterable[Location]  # one location or several
 Patterns = str | Iterable[str]
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations
-from s3bulk._commands.vectorspecs import KEEP_HASH, KEY_COLUMN, VECTOR_COLUMN, bucket_field
+from s3bulk._commands.vectorspecs import KEEP_HASH, KEY_COLUMN, VECTOR_COLUMN, bucket_field, rate_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
@@ -31,13 +31,6 @@ def _positive(text: str, flag: str) -> int:
     if count < 1:
         raise UsageError(f"{flag} {text}: give a count of 1 or more")
     return count
-
-
-def _rate(text: str, flag: str) -> float:
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        raise UsageError(f"{flag} {text}: give a rate (0: as fast as the service answers)") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,15 +60,11 @@ class QueryVectorsSpec(Spec):
             read=count,
         ),
     )
-    queries_per_second: float = dataclasses.field(
-        default=0.0,
-        metadata=option(
-            "--queries-per-second",
-            help="At most this many QueryVectors a second (0: as fast as the service answers).",
-            read=_rate,
-            shown=lambda value: f"{value:g}",
-            panel="speed",
-        ),
+    queries_per_second: float = rate_field(
+        "--queries-per-second",
+        "At most this many QueryVectors a second",
+        0.0,
+        zero="as fast as the service answers",
     )
     key_column: str | None = dataclasses.field(default=None, metadata=KEY_COLUMN)
     vector_column: str | None = dataclasses.field(default=None, metadata=VECTOR_COLUMN)

@@ -34,16 +34,6 @@ def _columns(text: str, flag: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _rate(text: str, flag: str) -> float:
-    try:
-        rate = float(text)
-    except ValueError:
-        rate = 0.0
-    if not rate > 0:
-        raise UsageError(f"{flag} {text}: give a positive rate")
-    return rate
-
-
 def _segments(text: str, flag: str) -> int:
     segments = count(text, flag)
     if not 1 <= segments <= MAX_SEGMENTS:
@@ -103,28 +93,35 @@ def segments_field() -> Any:
     return dataclasses.field(default=MAX_SEGMENTS, metadata=flag)
 
 
+def rate_field(flag: str, help: str, default: float, *, zero: str = "") -> Any:
+    """A spec's rate (things a second), with its option: positive, or 0 where `zero` says what
+    0 means ("as fast as the service answers")."""
+
+    def read(text: str, given: str) -> float:
+        try:
+            rate = float(text)
+        except ValueError:
+            rate = -1.0
+        if rate < 0 or (rate == 0 and not zero):
+            raise UsageError(f"{given} {text}: give a {'rate' if zero else 'positive rate'}")
+        return rate
+
+    shown = f"{help} (0: {zero})." if zero else help
+    made = option(flag, help=shown, read=read, shown=lambda value: f"{value:g}", panel="speed")
+    return dataclasses.field(default=default, metadata=made)
+
+
 def vectors_per_second_field() -> Any:
-    """A spec's per-index vectors/s, with its option."""
-    flag = option(
-        "--vectors-per-second",
-        help="Per index, shared with puts and deletes: the service's write limit.",
-        read=_rate,
-        shown=lambda value: f"{value:g}",
-        panel="speed",
-    )
-    return dataclasses.field(default=VECTORS_PER_SECOND, metadata=flag)
+    """A spec's per-index vectors/s, shared by its puts and deletes."""
+    help = "Per index, shared with puts and deletes: the service's write limit."
+    return rate_field("--vectors-per-second", help, VECTORS_PER_SECOND)
 
 
 def requests_per_second_field() -> Any:
-    """A spec's per-index PutVectors+DeleteVectors requests/s, with its option."""
-    flag = option(
-        "--requests-per-second",
-        help="Per index: PutVectors and DeleteVectors together.",
-        read=_rate,
-        shown=lambda value: f"{value:g}",
-        panel="speed",
+    """A spec's per-index PutVectors+DeleteVectors requests/s."""
+    return rate_field(
+        "--requests-per-second", "Per index: PutVectors and DeleteVectors together.", REQUESTS_PER_SECOND
     )
-    return dataclasses.field(default=REQUESTS_PER_SECOND, metadata=flag)
 
 
 def check_targets(

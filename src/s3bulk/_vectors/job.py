@@ -46,7 +46,7 @@ from s3bulk._vectors.limits import (
     VECTORS_PER_SECOND,
 )
 from s3bulk._vectors.pacing import IndexPace
-from s3bulk._vectors.payload import HashedBody, hashed_body
+from s3bulk._vectors.payload import HashedBody, hashed, put_vectors_body
 from s3bulk._vectors.validate import check_rows
 
 # Bodies are written and hashed in threads beside the event loop, neither holding the GIL.
@@ -291,7 +291,7 @@ class PutVectorsJob:
         """In a builder thread: the body, with each row's content hash where it costs the user
         nothing or was asked for (`digest`), both written natively without the GIL."""
         shape = self.shapes[batch.index]
-        return hashed_body(
+        body = put_vectors_body(
             self.options.bucket,
             batch.index,
             batch.keys,
@@ -300,6 +300,7 @@ class PutVectorsJob:
             hashed=self.hashes(batch.index),
             non_filterable=shape.non_filterable,
         )
+        return hashed(body)
 
     def hashes(self, index: str) -> bool:
         """Whether the rows put into `index` carry their content hash: where the index declares

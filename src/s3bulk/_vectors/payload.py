@@ -22,7 +22,7 @@ import s3bulk_native
 from s3bulk._vectors.digest import canonical_texts, hash_room
 from s3bulk._vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
 
-__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed_body", "put_vectors_body"]
+__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed", "put_vectors_body"]
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,8 @@ def put_vectors_body(
     return s3bulk_native.put_vectors_body(head, before, rows, texts, room, b"]}")
 
 
-def hashed_body(
-    bucket: str,
-    index: str,
-    keys: Sequence[str],
-    vectors: np.ndarray,
-    metadata: Sequence[dict[str, Any] | None] | None = None,
-    *,
-    hashed: bool = False,
-    non_filterable: frozenset[str] = frozenset(),
-) -> HashedBody:
-    """The body and its SHA-256, for a thread of the caller's: neither the writing (nor the
+def hashed(data: bytearray) -> HashedBody:
+    """A body and its SHA-256, for a thread of the caller's: neither the writing (nor the
     content hashes in it) nor the SHA-256 holds the GIL, so two such threads and the event loop
     share the cores."""
-    data = put_vectors_body(
-        bucket, index, keys, vectors, metadata, hashed=hashed, non_filterable=non_filterable
-    )
     return HashedBody(memoryview(data), hashlib.sha256(data).hexdigest())
