@@ -173,6 +173,12 @@ def test_the_content_hash_is_added_only_when_asked_for(
     verify = ["vectors", "verify", str(source), "--bucket", bucket, "--index", index, "--all"]
     checked = run_cli(env, *verify)
     assert checked.returncode == 0 and "700 of 700 rows match" in checked.stdout, checked.stdout
+    # compared from one listing alone (moto does not segment: one segment lists it once)
+    sync = ["vectors", "sync", str(source), "--bucket", bucket, "--index", index, "--segments", "1", "--json"]
+    synced = run_cli(env, *sync)
+    assert synced.returncode == 0, synced.stderr
+    assert summary(synced)["objects_unchanged"] == 700 and summary(synced)["vectors_done"] == 0
+    assert summary(synced)["requests"] == {"GetIndex": 1, "ListVectors": 1}
     report = put_vectors(str(source), bucket, index, content_hash=True)  # the API alike
     alone = content_hashes(vectors[3:4], None)[0]  # the row read without its metadata column
     assert report.ok and stored(moto, bucket, index)["doc-00003"]["metadata"] == {HASH_KEY: alone}

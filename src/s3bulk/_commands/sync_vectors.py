@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec
 from s3bulk._commands.deletes import check_max_delete
-from s3bulk._commands.vectorspecs import EmbeddingSource, VectorWrites
+from s3bulk._commands.vectorspecs import EmbeddingSource, VectorWrites, segments_field
 from s3bulk._commands.vectorwrites import WRITE_ENGINE, put_job, settle_rejects, write_notes
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
@@ -44,6 +44,7 @@ class SyncVectorsSpec(VectorWrites, EmbeddingSource, Spec):
             help="With --delete, let an empty source empty the index (refused otherwise).",
         ),
     )
+    segments: int = segments_field()
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
@@ -84,7 +85,7 @@ class SyncVectorsCommand(Command):
         client = VectorsClient(settings, max_connections=16, meter=Meter(requests))
         started = time.monotonic()
         try:
-            planned = await plan_sync(client, source, spec.bucket, spec.indexes, spec.delete)
+            planned = await plan_sync(client, source, spec.bucket, spec.indexes, spec.delete, spec.segments)
         finally:
             await client.close()
         deleting = sum(len(keys) for keys in planned.deletes.values())

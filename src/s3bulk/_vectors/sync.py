@@ -75,12 +75,12 @@ class Listing:
     metadata_keys: set[str] = field(default_factory=set)
 
 
-async def listed(client: VectorsClient, bucket: str, index: str) -> Listing:
-    """The index's keys, hashes and metadata keys, from ListVectors in 16 segments."""
+async def listed(client: VectorsClient, bucket: str, index: str, segments: int = MAX_SEGMENTS) -> Listing:
+    """The index's keys, hashes and metadata keys, from ListVectors in `segments` segments."""
     found = Listing()
 
     async def segment(number: int) -> None:
-        pages = client.list_pages(bucket, index, segments=MAX_SEGMENTS, segment=number, metadata=True)
+        pages = client.list_pages(bucket, index, segments=segments, segment=number, metadata=True)
         async for vectors, _ in pages:
             for vector in vectors:
                 metadata = vector.get("metadata") or {}
@@ -89,19 +89,24 @@ async def listed(client: VectorsClient, bucket: str, index: str) -> Listing:
                     found.metadata_keys.update(metadata)
 
     async with parts_group() as group:  # a segment that fails stops the others
-        for number in range(MAX_SEGMENTS):
+        for number in range(segments):
             group.create_task(segment(number))
     found.metadata_keys.discard(HASH_KEY)
     return found
 
 
 async def plan_sync(
-    client: VectorsClient, source: EmbeddingSpec, bucket: str, indexes: tuple[str, ...], delete: bool
+    client: VectorsClient,
+    source: EmbeddingSpec,
+    bucket: str,
+    indexes: tuple[str, ...],
+    delete: bool,
+    segments: int = MAX_SEGMENTS,
 ) -> SyncPlan:
     """What to put and what to delete, from complete listings and a complete read of the source
     (an error in either raises, and nothing is planned). A source read without metadata is
     refused where the indexes hold some: every vector would be put again without it."""
-    listings = {index: await listed(client, bucket, index) for index in indexes}
+    listings = {index: await listed(client, bucket, index, segments) for index in indexes}
     _check_metadata_kept(source, bucket, listings)
     stored = {index: listing.hashes for index, listing in listings.items()}
     plan = SyncPlan(stored=sum(len(each) for each in stored.values()))
