@@ -1088,7 +1088,7 @@ def test_sync_and_verify_without_the_metadata_columns_read_the_source_as_the_put
     assert planned.returncode == 0 and "would do: 0 vectors in 0 batches" in said, said
     assert "reading the source as the put into" in said and "--metadata-columns genre" in said
     assert "3,000 stored vectors had no content hash (s3bulk_hash): compared by reading them back" in said
-    assert "(30 GetVectors); a put or sync with --content-hash" in said
+    assert "(30 GetVectors); a put with --content-hash" in said
     assert synced.returncode == 0, synced.stderr
     report = summary(synced)
     assert (report["vectors_done"], report["objects_deleted"], report["objects_unchanged"]) == (0, 0, 3000)

@@ -151,8 +151,8 @@ def _hash_notes(planned: SyncPlan, spec: SyncVectorsSpec, hashes: Any) -> list[s
     spared = (
         "the vectors this sync puts carry it"
         if all(hashes(index) for index in spec.indexes)
-        else "a put or sync with --content-hash, or an index made by s3bulk vectors create-index "
-        "(it declares s3bulk_hash non-filterable), would let a sync compare them from the listing alone"
+        else "a put with --content-hash, or into an index made by s3bulk vectors create-index (it "
+        "declares s3bulk_hash non-filterable), would let a sync compare them from the listing alone"
     )
     return [
         f"{planned.compared_by_reading:,} stored vectors had no content hash (s3bulk_hash): compared "

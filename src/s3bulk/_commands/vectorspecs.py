@@ -129,7 +129,9 @@ def check_targets(
 ) -> None:
     """Each index named once (several shard the keys by a hash; None: found later, each file's
     own), and rates that are rates."""
-    if indexes is not None and (not indexes or len(set(indexes)) != len(indexes)):
+    if indexes is not None and not indexes:
+        raise UsageError("--index: name the index (repeat it for several: keys sharded by a hash of the key)")
+    if indexes is not None and len(set(indexes)) != len(indexes):
         raise UsageError("--index: name each index once (several shard the keys by a hash of the key)")
     for flag, rate in (
         ("--vectors-per-second", vectors_per_second),

@@ -75,8 +75,11 @@ class Listing:
     metadata_keys: set[str] = field(default_factory=set)
 
 
-async def listed(client: VectorsClient, bucket: str, index: str, segments: int = MAX_SEGMENTS) -> Listing:
-    """The index's keys, hashes and metadata keys, from ListVectors in `segments` segments."""
+async def listed(
+    client: VectorsClient, bucket: str, index: str, segments: int = MAX_SEGMENTS, *, keys: bool = True
+) -> Listing:
+    """The index's keys, hashes and (with `keys`) metadata keys, from ListVectors in `segments`
+    segments."""
     found = Listing()
 
     async def segment(number: int) -> None:
@@ -85,7 +88,7 @@ async def listed(client: VectorsClient, bucket: str, index: str, segments: int =
             for vector in vectors:
                 metadata = vector.get("metadata") or {}
                 found.hashes[vector["key"]] = str(metadata.get(HASH_KEY, ""))
-                if len(metadata) > (HASH_KEY in metadata):
+                if keys and len(metadata) > (HASH_KEY in metadata):
                     found.metadata_keys.update(metadata)
 
     async with parts_group() as group:  # a segment that fails stops the others
@@ -106,8 +109,9 @@ async def plan_sync(
     """What to put and what to delete, from complete listings and a complete read of the source
     (an error in either raises, and nothing is planned). A source read without metadata is
     refused where the indexes hold some: every vector would be put again without it."""
-    listings = {index: await listed(client, bucket, index, segments) for index in indexes}
-    _check_metadata_kept(source, bucket, listings)
+    unread = not (source.metadata_columns or source.metadata_json_column)  # the rows have none
+    listings = {index: await listed(client, bucket, index, segments, keys=unread) for index in indexes}
+    _check_metadata_kept(bucket, listings)
     stored = {index: listing.hashes for index, listing in listings.items()}
     plan = SyncPlan(stored=sum(len(each) for each in stored.values()))
     seen: dict[str, set[str]] = {index: set() for index in indexes}
@@ -145,12 +149,10 @@ async def plan_sync(
     return plan
 
 
-def _check_metadata_kept(source: EmbeddingSpec, bucket: str, listings: dict[str, Listing]) -> None:
-    """Refuse a sync whose source is read without metadata into indexes whose vectors have it:
-    it would put each one again, stripped (`--metadata-columns` left out, and no put into these
-    indexes remembered)."""
-    if source.metadata_columns or source.metadata_json_column:
-        return
+def _check_metadata_kept(bucket: str, listings: dict[str, Listing]) -> None:
+    """Refuse a sync whose source is read without metadata into indexes whose vectors have it
+    (their listings found metadata keys): it would put each one again, stripped
+    (`--metadata-columns` left out, and no put into these indexes remembered)."""
     for index, listing in listings.items():
         if listing.metadata_keys:
             keys = sorted(listing.metadata_keys)
