@@ -94,17 +94,13 @@ pub fn content_hashes(py: Python<'_>, rows: &Bound<'_, PyAny>, metadata: Vec<Opt
     }
     let texts = metadata_texts(&metadata)?;
     let hashes = py.detach(|| {
-        values
-            .chunks_exact(dimension)
-            .zip(&texts)
-            .map(|(row, text)| String::from_utf8(hex(content_hash(row, *text)).to_vec()).expect("hex digits"))
-            .collect()
+        values.chunks_exact(dimension).zip(&texts).map(|(row, text)| String::from_utf8(hex(content_hash(row, *text)).to_vec()).expect("hex digits")).collect()
     });
     Ok(hashes)
 }
 
 /// The rows of a float32 buffer as (values, rows, dimension): C-contiguous, two dimensions.
-fn float_rows<'a>(buffer: &'a PyBuffer<f32>) -> PyResult<(&'a [f32], usize, usize)> {
+fn float_rows(buffer: &PyBuffer<f32>) -> PyResult<(&[f32], usize, usize)> {
     if buffer.dimensions() != 2 || !buffer.is_c_contiguous() || buffer.shape()[1] == 0 {
         return Err(PyValueError::new_err("rows must be a C-contiguous (n, dimension) float32 array"));
     }
