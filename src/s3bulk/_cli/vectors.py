@@ -128,8 +128,8 @@ def _command(
     (verify, count, create-index) is handed its spec, made, or told in one line what is missing."""
 
     def command(**values: Any) -> int:
-        given = {name: value for name, value in values.pop("given").items() if value is not None}
-        if spec.__dataclass_params__.frozen and not issubclass(spec, Spec):
+        given = {field: value for field, value in values.pop("given").items() if value is not None}
+        if not issubclass(spec, Spec):
             if any(not given.get(field) for field in _required(spec)):
                 raise UsageError(f"missing arguments: see s3bulk vectors {name} --help")
             given = spec(**given)
