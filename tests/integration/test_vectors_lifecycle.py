@@ -146,6 +146,21 @@ def test_export_then_put_into_a_new_index_gives_an_equal_index(
     assert np.array(row["vector"], dtype=np.float32).tobytes() == vectors[number].tobytes()
     assert orjson.loads(row["metadata"]) == {"genre": genres[number]}  # without s3bulk's content hash
 
+    kept = run_cli(
+        env,
+        "vectors",
+        "export",
+        str(tmp_path / "kept"),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--content-hash",
+    )
+    assert kept.returncode == 0, kept.stderr
+    asked = orjson.loads(exported_rows(tmp_path / "kept" / index).to_pylist()[0]["metadata"])
+    assert set(asked) == {"genre", "s3bulk_hash"}  # s3bulk's own key, handed back when asked for
+
     _, copy = new_index(env, bucket=bucket)
     reloaded = run_cli(env, "vectors", "put", *LIFTED, str(out / index), "--bucket", bucket, "--index", copy)
     assert reloaded.returncode == 0, reloaded.stderr
@@ -1161,3 +1176,24 @@ def test_sync_dry_run_prices_its_writes_as_a_put_does(
     assert "GB of vector data: PutVectors $" in said and "GB of vector data: PutVectors $" in put.stdout
     assert "5 vectors in 1 request into 1 index: at least" in said and "(5 to put, 0 to delete)" in said
     assert "2,000 vectors in 4 requests into 1 index: at least" in put.stdout, put.stdout
+
+
+def test_copy_into_an_index_that_does_not_declare_the_hash_stores_the_metadata_alone(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A copy of an index whose vectors carry s3bulk's hash into one made by another tool
+    stores each vector's metadata as the user gave it; with --content-hash, the hash too."""
+    path, _, _ = source(tmp_path / "docs.parquet", 1500)
+    bucket, index = new_index(env)  # create-index: the hash declared, so the put keeps it
+    assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+    assert all("s3bulk_hash" in meta for _, meta in contents(standin, bucket, index).values())
+    copy = ["vectors", "copy", *LIFTED, "--bucket", bucket, "--index", index, "--to-index", "plain"]
+    mine, _ = plain_index(env, standin)
+    theirs, _ = plain_index(env, standin)
+
+    copied = run_cli(env, *copy, "--to-bucket", mine)
+    hashed = run_cli(env, *copy, "--to-bucket", theirs, "--content-hash")
+
+    assert copied.returncode == 0 and hashed.returncode == 0, copied.stderr + hashed.stderr
+    assert contents(standin, mine, "plain") == source_contents(path)
+    assert contents(standin, theirs, "plain") == contents(standin, bucket, index)  # the hash asked for
