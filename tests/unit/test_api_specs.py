@@ -159,3 +159,30 @@ def _name(value: ast.expr) -> str:
     if isinstance(value, ast.Call) and value.args:
         value = value.args[0]
     return value.id if isinstance(value, ast.Name) else ""
+
+
+def test_the_vectors_functions_take_paths_where_they_take_places(tmp_path: Any) -> None:
+    """A `Path` (or several) for each place a vectors function names: the spec makes it the
+    str the CLI would have given (the functions no longer convert before the spec)."""
+    from s3bulk._api.base import spec_of
+
+    put = {
+        "sources": [tmp_path / "a"],
+        "bucket": "b",
+        "indexes": "i",
+        "keys_file": tmp_path,
+        "rejects": tmp_path,
+    }
+    query = {"sources": tmp_path / "q", "bucket": "b", "index": "i", "output": tmp_path / "o"}
+    made = [
+        spec_of(PutVectorsSpec, PUT_VECTORS, put)[0],
+        spec_of(ExportVectorsSpec, EXPORT_VECTORS, {"bucket": "b", "indexes": "i", "destination": tmp_path})[
+            0
+        ],
+        spec_of(DeleteVectorsSpec, DELETE_VECTORS, {"bucket": "b", "indexes": "i", "keys_from": tmp_path})[0],
+        spec_of(QueryVectorsSpec, QUERY_VECTORS, query)[0],
+    ]
+    places = [value for spec in made for value in dataclasses.asdict(spec).values() if value]
+    assert str(tmp_path) in " ".join(map(str, places))
+    assert not [value for value in places if "Path" in type(value).__name__], places
+    assert all(isinstance(each, str) for spec in made for each in getattr(spec, "sources", ()))

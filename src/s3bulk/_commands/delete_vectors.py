@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, manifest, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, manifest, patterns
 from s3bulk._commands.deletes import check_max_delete
 from s3bulk._commands.vectorspecs import (
     KEY_COLUMN,
@@ -70,7 +70,7 @@ class DeleteVectorsSpec(Spec):
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors delete")
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
-        object.__setattr__(self, "keys_from", patterns(self.keys_from, "keys_from"))
+        object.__setattr__(self, "keys_from", locations(self.keys_from, "keys_from"))
         if self.files_from is not None:
             object.__setattr__(self, "files_from", manifest(self.files_from, "--files-from"))
         check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)

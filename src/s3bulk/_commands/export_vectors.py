@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, patterns
 from s3bulk._commands.vectorspecs import KEEP_HASH, bucket_field, indexes_field, segments_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
@@ -49,6 +49,7 @@ class ExportVectorsSpec(Spec):
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors export")
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
+        object.__setattr__(self, "destination", location(self.destination, "destination"))
         if not self.indexes or len(set(self.indexes)) != len(self.indexes):
             raise UsageError("--index: name each index once")
         if self.destination.startswith("s3://"):

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, locations
 from s3bulk._commands.vectorspecs import KEEP_HASH, KEY_COLUMN, VECTOR_COLUMN, bucket_field, rate_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
@@ -74,6 +74,7 @@ class QueryVectorsSpec(Spec):
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors query")
         object.__setattr__(self, "sources", locations(self.sources, "sources"))
+        object.__setattr__(self, "output", location(self.output, "output"))
         if self.output.startswith("s3://"):
             raise UsageError("vectors query writes its results to a local directory (-o DIR)")
         if self.top_k < 1 or self.recall < 0:

@@ -273,6 +273,8 @@ class VectorWrites:
 
     def check_writes(self, indexes: tuple[str, ...] | None) -> None:
         """The writes' options, into `indexes` (None: found later, each file's own)."""
+        if self.rejects is not None:
+            object.__setattr__(self, "rejects", location(self.rejects, "rejects"))  # a Path, too
         _on_error(self.on_error, "--on-error")
         check_targets(indexes, self.vectors_per_second, self.requests_per_second)
 

@@ -101,8 +101,6 @@ def _shown(name: str, value: Any) -> str:
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text())
-    except FileNotFoundError:
+    except (OSError, ValueError):  # none, or unreadable: nothing remembered (the listing's check holds)
         return None
-    except (OSError, ValueError):
-        return None  # unreadable: as if nothing were remembered (the listing's check still holds)
-    return record if isinstance(record.get("columns"), dict) else None
+    return record if isinstance(record, dict) and isinstance(record.get("columns"), dict) else None

@@ -9,9 +9,10 @@ from the 2 KB of filterable metadata and one of the 50 keys, and show up in ever
 user's application reads. Export, query and copy hand the user's metadata back without it.
 
 The hash covers the float32 bytes and the metadata the user gave in a canonical form (orjson's
-text, keys sorted, the hash key left out), as one CRC64NVME: 16 hex digits. The body's writer
-makes it (`native/src/vectors.rs`), where the row's bytes are, a batch at a time without the
-GIL; the body carries the same canonical text as the row's metadata.
+text, keys sorted, the hash key left out), as one CRC64NVME: 16 hex digits. What it guards
+against is a change, not an adversary: 64 bits of CRC tell any edit of an embedding from none.
+The body's writer makes it (`native/src/vectors.rs`), where the row's bytes are, a batch at a
+time without the GIL; the body carries the same canonical text as the row's metadata.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import s3bulk_native
 from s3bulk._vectors.validate import MAX_FILTERABLE_METADATA_BYTES, MAX_METADATA_KEYS, metadata_problem
 
 HASH_KEY = "s3bulk_hash"
-ALGORITHM = "CRC64NVME"
 # what the hash adds to a row's metadata text: ,"s3bulk_hash":"0123456789abcdef"
 HASH_BYTES = len(orjson.dumps({HASH_KEY: "0" * 16})) - 1
 
