@@ -131,7 +131,7 @@ def build_and_sign_rate(vectors: np.ndarray, seconds: float = 3.0) -> float:
     """Vectors/s one process builds and signs (what it could send if the network were free)."""
     from s3bulk._config import AwsSettings
     from s3bulk._stores.vectors import VectorsClient
-    from s3bulk._vectors.payload import hashed_body
+    from s3bulk._vectors.payload import hashed, put_vectors_body
 
     client = VectorsClient(AwsSettings.from_env())
     keys = [f"doc-{n}" for n in range(BATCH)]
@@ -140,7 +140,7 @@ def build_and_sign_rate(vectors: np.ndarray, seconds: float = 3.0) -> float:
     began = time.perf_counter()
     while time.perf_counter() - began < seconds:
         rows = vectors[(built % 4) * BATCH : (built % 4 + 1) * BATCH]
-        body = hashed_body("bench", "idx", keys, rows)  # what a job's builder thread does
+        body = hashed(put_vectors_body("bench", "idx", keys, rows))  # what a job's builder thread does
         client.sign("POST", url, {"Content-Type": "application/json"}, body.data, body_sha256=body.sha256)
         built += 1
     return built * BATCH / (time.perf_counter() - began)

@@ -29,6 +29,7 @@ mod wake;
 fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
     module.add_function(wrap_pyfunction!(vectors::list_vectors_page, module)?)?;
+    module.add_function(wrap_pyfunction!(vectors::content_hashes, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::checksum, module)?)?;

@@ -1,4 +1,5 @@
-//! The part of a PutVectors body that costs: float32 rows as JSON text.
+//! The part of a PutVectors body that costs: float32 rows as JSON text, and each row's content
+//! hash.
 //!
 //! orjson writes the same text (the shortest that reads back as the same float32, by zmij), but
 //! it holds the GIL for the whole body: 11 ms per batch of 500 x 1024, half of all the loader's
@@ -6,6 +7,11 @@
 //! body with the GIL released, into the bytearray Python will send, so a second builder thread
 //! runs beside the event loop; and with zmij patched to move digits without calls to memmove
 //! and to write straight into the body (vendor/zmij/PATCHED.md), in ~6 ms.
+//!
+//! The content hash (`s3bulk_hash`, what `vectors sync` compares by) is made here too, where the
+//! row's bytes are already at hand: CRC64NVME of the float32 bytes, then of the metadata's
+//! canonical text (orjson's, keys sorted, without the hash key), as one CRC. Made in Python it
+//! was a dict copy, an orjson dump, two native calls and a limit check per row, under the GIL.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -18,10 +24,18 @@ use pyo3::types::{PyByteArray, PyBytes};
 const WORST_BYTES_PER_VALUE: usize = 17;
 /// zmij writes a value as whole blocks, up to this many bytes from where its text starts.
 const ZMIJ_BYTES: usize = 24;
+/// What a row's JSON may add around its metadata text: `},"metadata":`, the hash key and its
+/// value, the closing braces.
+const ROW_FRAME_BYTES: usize = 64;
+const METADATA_FIELD: &[u8] = b",\"metadata\":";
+/// The key the content hash is kept under, as it follows other metadata keys.
+const HASH_FIELD: &[u8] = b",\"s3bulk_hash\":\"";
 
-/// `head`, then entry 0, ",", entry 1, ... and `tail`, where entry i is
-/// `before[i]` "[" the floats of row i "]" `after[i]`: the JSON around the rows (keys,
-/// metadata) is written by the caller, the rows here. Returns a bytearray.
+/// `head`, then entry 0, ",", entry 1, ... and `tail`, where entry i is `before[i]` "[" the
+/// floats of row i "]}" then its metadata: `metadata[i]` (the JSON text of an object with at
+/// least one key, or None), with the row's content hash added under `s3bulk_hash` where
+/// `hashed[i]` is 1 (`hashed` empty: no row's). The JSON before each row (its key) is written
+/// by the caller, the rows, metadata and hashes here. Returns a bytearray.
 ///
 /// The bytearray is made with room to spare, written once without the GIL, then cut to its
 /// length: no copy from a Rust buffer into Python's. A bytearray keeps its allocation when cut
@@ -33,37 +47,34 @@ pub fn put_vectors_body<'py>(
     head: &[u8],
     before: Vec<Bound<'py, PyBytes>>,
     rows: &Bound<'py, PyAny>,
-    after: Vec<Bound<'py, PyBytes>>,
+    metadata: Vec<Option<Bound<'py, PyBytes>>>,
+    hashed: &[u8],
     tail: &[u8],
 ) -> PyResult<Bound<'py, PyByteArray>> {
     let buffer = PyBuffer::<f32>::get(rows)?;
-    if buffer.dimensions() != 2 || !buffer.is_c_contiguous() || buffer.shape()[1] == 0 {
-        return Err(PyValueError::new_err("rows must be a C-contiguous (n, dimension) float32 array"));
+    let (values, count, dimension) = float_rows(&buffer)?;
+    if before.len() != count || metadata.len() != count || !(hashed.is_empty() || hashed.len() == count) {
+        return Err(PyValueError::new_err(format!("{count} rows need {count} befores, metadata and hash flags")));
     }
-    let (count, dimension) = (buffer.shape()[0], buffer.shape()[1]);
-    if before.len() != count || after.len() != count {
-        return Err(PyValueError::new_err(format!("{count} rows need {count} befores and afters")));
-    }
-    // Safety: `buffer` keeps the array's memory exported, so alive, until it drops at the end.
-    let values: &[f32] = unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const f32, count * dimension) };
     if let Some(row) = values.chunks_exact(dimension).position(|row| !row.iter().all(|value| value.is_finite())) {
         return Err(PyValueError::new_err(format!("row {row} holds NaN or infinity, which JSON cannot carry")));
     }
     let before: Vec<&[u8]> = before.iter().map(|piece| piece.as_bytes()).collect();
-    let after: Vec<&[u8]> = after.iter().map(|piece| piece.as_bytes()).collect();
-    let pieces: usize = before.iter().chain(&after).map(|piece| piece.len() + 3).sum();
-    let room = head.len() + pieces + values.len() * WORST_BYTES_PER_VALUE + tail.len() + ZMIJ_BYTES;
+    let texts = metadata_texts(&metadata)?;
+    let pieces: usize = before.iter().chain(texts.iter().flatten()).map(|piece| piece.len()).sum();
+    let room = head.len() + pieces + count * ROW_FRAME_BYTES + values.len() * WORST_BYTES_PER_VALUE + tail.len() + ZMIJ_BYTES;
     // Safety: a null source makes an uninitialised bytearray of `room` bytes.
     let body = unsafe {
         let object = ffi::PyByteArray_FromStringAndSize(std::ptr::null(), room as ffi::Py_ssize_t);
         Bound::from_owned_ptr_or_err(py, object)?.cast_into_unchecked::<PyByteArray>()
     };
     let target = Target(unsafe { ffi::PyByteArray_AsString(body.as_ptr()) } as *mut u8, room);
+    let entries = Entries { values, dimension, before: &before, metadata: &texts, hashed };
     let length = py.detach(move || {
         let target = target;
         // Safety: the new bytearray's storage, which nothing else holds yet.
         let target = unsafe { std::slice::from_raw_parts_mut(target.0, target.1) };
-        write_body(target, head, &before, values, dimension, &after, tail)
+        write_body(target, head, &entries, tail)
     });
     if unsafe { ffi::PyByteArray_Resize(body.as_ptr(), length as ffi::Py_ssize_t) } != 0 {
         return Err(PyErr::fetch(py));
@@ -71,11 +82,86 @@ pub fn put_vectors_body<'py>(
     Ok(body)
 }
 
+/// The content hash of each row of `rows` (a C-contiguous (n, dimension) float32 array) with
+/// its metadata's canonical text (`metadata[i]`, or None), as `put_vectors_body` writes it: 16
+/// hex digits. Computed with the GIL released: what `vectors sync` compares a source with.
+#[pyfunction]
+pub fn content_hashes(py: Python<'_>, rows: &Bound<'_, PyAny>, metadata: Vec<Option<Bound<'_, PyBytes>>>) -> PyResult<Vec<String>> {
+    let buffer = PyBuffer::<f32>::get(rows)?;
+    let (values, count, dimension) = float_rows(&buffer)?;
+    if metadata.len() != count {
+        return Err(PyValueError::new_err(format!("{count} rows need {count} metadata texts")));
+    }
+    let texts = metadata_texts(&metadata)?;
+    let hashes = py.detach(|| {
+        values.chunks_exact(dimension).zip(&texts).map(|(row, text)| String::from_utf8(hex(content_hash(row, *text)).to_vec()).expect("hex digits")).collect()
+    });
+    Ok(hashes)
+}
+
+/// The rows of a float32 buffer as (values, rows, dimension): C-contiguous, two dimensions.
+fn float_rows(buffer: &PyBuffer<f32>) -> PyResult<(&[f32], usize, usize)> {
+    if buffer.dimensions() != 2 || !buffer.is_c_contiguous() || buffer.shape()[1] == 0 {
+        return Err(PyValueError::new_err("rows must be a C-contiguous (n, dimension) float32 array"));
+    }
+    let (count, dimension) = (buffer.shape()[0], buffer.shape()[1]);
+    // Safety: `buffer` keeps the array's memory exported, so alive, while it is borrowed.
+    let values = unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const f32, count * dimension) };
+    Ok((values, count, dimension))
+}
+
+/// Each row's metadata text, checked to be an object's with a key (the hash is written into it
+/// before its closing brace).
+fn metadata_texts<'a>(metadata: &'a [Option<Bound<'_, PyBytes>>]) -> PyResult<Vec<Option<&'a [u8]>>> {
+    metadata
+        .iter()
+        .enumerate()
+        .map(|(row, text)| match text.as_ref().map(|text| text.as_bytes()) {
+            Some(text) if text.len() < 3 || text[0] != b'{' || text[text.len() - 1] != b'}' => {
+                Err(PyValueError::new_err(format!("metadata {row} is not the JSON text of an object with keys")))
+            }
+            text => Ok(text),
+        })
+        .collect()
+}
+
+/// CRC64NVME of a row's float32 bytes (in this machine's order, as numpy holds them) followed
+/// by its metadata's canonical text.
+fn content_hash(row: &[f32], metadata: Option<&[u8]>) -> u64 {
+    // Safety: f32 has no padding; these are the row's own bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(row.as_ptr() as *const u8, std::mem::size_of_val(row)) };
+    let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc64Nvme);
+    digest.update(bytes);
+    if let Some(text) = metadata {
+        digest.update(text);
+    }
+    digest.finalize()
+}
+
+/// A hash as its 16 lowercase hex digits (its bytes big-endian, as S3 writes a CRC).
+fn hex(value: u64) -> [u8; 16] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; 16];
+    for (place, digit) in text.iter_mut().enumerate() {
+        *digit = DIGITS[(value >> (60 - 4 * place) & 0xf) as usize];
+    }
+    text
+}
+
 /// The bytearray's storage, handed to the thread that writes it without the GIL.
 struct Target(*mut u8, usize);
 
 // Safety: nothing else holds the new bytearray until it is returned.
 unsafe impl Send for Target {}
+
+/// What a body's entries are made of.
+struct Entries<'a> {
+    values: &'a [f32],
+    dimension: usize,
+    before: &'a [&'a [u8]],
+    metadata: &'a [Option<&'a [u8]>],
+    hashed: &'a [u8],
+}
 
 /// A cursor over the body being written.
 struct Cursor<'a> {
@@ -107,25 +193,49 @@ impl Cursor<'_> {
             self.at += end.offset_from(start) as usize + 1;
         }
     }
+
+    /// The end of a row's entry: its metadata (the hash added where asked) and closing brace.
+    fn put_metadata(&mut self, text: Option<&[u8]>, hash: Option<u64>) {
+        match (text, hash) {
+            (None, None) => {}
+            (Some(text), None) => {
+                self.put(METADATA_FIELD);
+                self.put(text);
+            }
+            (text, Some(hash)) => {
+                self.put(METADATA_FIELD);
+                match text {
+                    Some(text) => self.put(&text[..text.len() - 1]), // its keys, then the hash's
+                    None => self.put(b"{"),
+                }
+                self.put(if text.is_some() { HASH_FIELD } else { &HASH_FIELD[1..] });
+                self.put(&hex(hash));
+                self.put(b"\"}");
+            }
+        }
+        self.put(b"}");
+    }
 }
 
-/// Writes the body into `target` (room for `WORST_BYTES_PER_VALUE` per value and `ZMIJ_BYTES`)
-/// and returns its length.
-fn write_body(target: &mut [u8], head: &[u8], before: &[&[u8]], values: &[f32], dimension: usize, after: &[&[u8]], tail: &[u8]) -> usize {
+/// Writes the body into `target` (room for `WORST_BYTES_PER_VALUE` per value, `ROW_FRAME_BYTES`
+/// per row and `ZMIJ_BYTES`) and returns its length.
+fn write_body(target: &mut [u8], head: &[u8], rows: &Entries, tail: &[u8]) -> usize {
     let mut body = Cursor { target, at: 0 };
     body.put(head);
-    for (row, values) in values.chunks_exact(dimension).enumerate() {
+    for (row, values) in rows.values.chunks_exact(rows.dimension).enumerate() {
         if row > 0 {
             body.put(b",");
         }
-        body.put(before[row]);
+        body.put(rows.before[row]);
         body.put(b"[");
         for value in values {
             body.put_value(*value);
         }
         body.at -= 1; // the last value's comma
-        body.put(b"]");
-        body.put(after[row]);
+        body.put(b"]}");
+        let text = rows.metadata[row];
+        let hash = (rows.hashed.get(row) == Some(&1)).then(|| content_hash(values, text));
+        body.put_metadata(text, hash);
     }
     body.put(tail);
     body.at
@@ -230,12 +340,16 @@ mod tests {
     use super::*;
 
     fn body(values: &[f32], dimension: usize) -> String {
-        let rows = values.len() / dimension;
-        let before: Vec<Vec<u8>> = (0..rows).map(|row| format!("{{\"key\":\"{row}\",\"data\":{{\"float32\":").into_bytes()).collect();
+        written(values, dimension, &vec![None; values.len() / dimension], &[])
+    }
+
+    fn written(values: &[f32], dimension: usize, metadata: &[Option<&[u8]>], hashed: &[u8]) -> String {
+        let count = values.len() / dimension;
+        let before: Vec<Vec<u8>> = (0..count).map(|row| format!("{{\"key\":\"{row}\",\"data\":{{\"float32\":").into_bytes()).collect();
         let before: Vec<&[u8]> = before.iter().map(Vec::as_slice).collect();
-        let after: Vec<&[u8]> = vec![b"}}".as_slice(); rows];
-        let mut target = vec![0u8; 64 * rows + values.len() * WORST_BYTES_PER_VALUE + ZMIJ_BYTES + 32];
-        let length = write_body(&mut target, b"{\"vectors\":[", &before, values, dimension, &after, b"]}");
+        let mut target = vec![0u8; 256 * count + values.len() * WORST_BYTES_PER_VALUE + ZMIJ_BYTES + 32];
+        let entries = Entries { values, dimension, before: &before, metadata, hashed };
+        let length = write_body(&mut target, b"{\"vectors\":[", &entries, b"]}");
         String::from_utf8(target[..length].to_vec()).unwrap()
     }
 
@@ -243,6 +357,27 @@ mod tests {
     fn rows_are_written_as_json_arrays_of_the_shortest_round_trip_text() {
         let text = body(&[0.5, -1.25, 3.0, 0.1, 1.0e-7, -0.0], 3);
         assert_eq!(text, r#"{"vectors":[{"key":"0","data":{"float32":[0.5,-1.25,3.0]}},{"key":"1","data":{"float32":[0.1,1e-7,-0.0]}}]}"#);
+    }
+
+    #[test]
+    fn metadata_and_hashes_are_written_into_each_entry() {
+        let values = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let genre: &[u8] = br#"{"genre":"x"}"#;
+        let text = written(&values, 2, &[Some(genre), None, Some(genre)], &[1, 1, 0]);
+        let first = hex(content_hash(&values[0..2], Some(genre)));
+        let second = hex(content_hash(&values[2..4], None));
+        let (first, second) = (std::str::from_utf8(&first).unwrap(), std::str::from_utf8(&second).unwrap());
+        assert_eq!(
+            text,
+            format!(
+                r#"{{"vectors":[{{"key":"0","data":{{"float32":[1.0,2.0]}},"metadata":{{"genre":"x","s3bulk_hash":"{first}"}}}},{{"key":"1","data":{{"float32":[3.0,4.0]}},"metadata":{{"s3bulk_hash":"{second}"}}}},{{"key":"2","data":{{"float32":[5.0,6.0]}},"metadata":{{"genre":"x"}}}}]}}"#
+            )
+        );
+        // one CRC over the row's bytes and then the text: what crc_combine of the two gives
+        let mut whole: Vec<u8> = values[0..2].iter().flat_map(|value| value.to_ne_bytes()).collect();
+        whole.extend_from_slice(genre);
+        assert_eq!(content_hash(&values[0..2], Some(genre)), crc_fast::checksum(crc_fast::CrcAlgorithm::Crc64Nvme, &whole));
+        assert_eq!(&hex(0x0123_4567_89ab_cdef), b"0123456789abcdef");
     }
 
     #[test]

@@ -26,6 +26,7 @@ class Flag:
     shown: Callable[[Any], str] | None = None  # the default as the help shows it ("8MiB")
     opposite: bool = False
     panel: str = "selection"  # selection, speed, job or account: the help's section
+    positional: bool = False  # an argument, not an option (`flags` empty)
 
 
 def verbatim(text: str, flag: str) -> str:
@@ -43,6 +44,11 @@ def option(
 ) -> dict[str, Flag]:
     """A field's metadata naming its command-line option (`Flag`)."""
     return {"option": Flag(flags, help, read, shown, opposite, panel)}
+
+
+def argument(help: str) -> dict[str, Flag]:
+    """A field's metadata naming it the command's argument (one or several, by the field's type)."""
+    return {"option": Flag((), help, positional=True)}
 
 
 def sized(*flags: str, help: str, panel: str = "speed") -> dict[str, Flag]:

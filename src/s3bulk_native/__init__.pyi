@@ -6,11 +6,23 @@ from typing import Any
 __version__: str  # native/Cargo.toml's, the package's
 
 def put_vectors_body(
-    head: bytes, before: Sequence[bytes], rows: Any, after: Sequence[bytes], tail: bytes
+    head: bytes,
+    before: Sequence[bytes],
+    rows: Any,
+    metadata: Sequence[bytes | None],
+    hashed: bytes,
+    tail: bytes,
 ) -> bytearray:
     """`head`, the entries joined by commas, `tail`; entry i is `before[i]`, row i of `rows` (a
-    C-contiguous (n, dimension) float32 array) as a JSON array, `after[i]`. ValueError for a row
-    holding NaN or infinity."""
+    C-contiguous (n, dimension) float32 array) as a JSON array, "}", then `metadata[i]` (the
+    JSON text of an object with keys, or None) as its metadata, with the row's content hash
+    added under "s3bulk_hash" where `hashed[i]` is 1 (`hashed` empty: in no row), and "}".
+    ValueError for a row holding NaN or infinity, or metadata that is not an object's text."""
+
+def content_hashes(rows: Any, metadata: Sequence[bytes | None]) -> list[str]:
+    """The content hash of each row of `rows` (a C-contiguous (n, dimension) float32 array) and
+    its metadata's canonical text (or None), as `put_vectors_body` writes it: CRC64NVME of the
+    row's float32 bytes then the text, as 16 hex digits. Computed with the GIL released."""
 
 def list_vectors_page(
     reply: bytes, dimension: int

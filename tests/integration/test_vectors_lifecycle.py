@@ -144,7 +144,22 @@ def test_export_then_put_into_a_new_index_gives_an_equal_index(
     row = table.to_pylist()[123]
     number = int(row["key"].split("-")[1])
     assert np.array(row["vector"], dtype=np.float32).tobytes() == vectors[number].tobytes()
-    assert without_hash(orjson.loads(row["metadata"])) == {"genre": genres[number]}
+    assert orjson.loads(row["metadata"]) == {"genre": genres[number]}  # without s3bulk's content hash
+
+    kept = run_cli(
+        env,
+        "vectors",
+        "export",
+        str(tmp_path / "kept"),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--content-hash",
+    )
+    assert kept.returncode == 0, kept.stderr
+    asked = orjson.loads(exported_rows(tmp_path / "kept" / index).to_pylist()[0]["metadata"])
+    assert set(asked) == {"genre", "s3bulk_hash"}  # s3bulk's own key, handed back when asked for
 
     _, copy = new_index(env, bucket=bucket)
     reloaded = run_cli(env, "vectors", "put", *LIFTED, str(out / index), "--bucket", bucket, "--index", copy)
@@ -700,7 +715,7 @@ def test_query_writes_each_querys_answers_and_measures_recall(
     rows = results.to_pylist()
     first = {row["query"]: row for row in rows if row["rank"] == 1}
     assert all(first[f"q{n}"]["key"] == f"doc-{n:06d}" for n in range(600))  # the service's answers
-    assert without_hash(orjson.loads(first["q7"]["metadata"])) == {"genre": genres[7]}
+    assert orjson.loads(first["q7"]["metadata"]) == {"genre": genres[7]}  # without s3bulk's content hash
     # the stand-in searches exactly: recall 1.0, measured by listing the whole index with its data
     assert any("recall@5 over 50 sampled queries: 1.000" in note for note in report["notes"]), report["notes"]
 
@@ -1037,3 +1052,148 @@ def test_sync_delete_from_a_directory_it_cannot_read_whole_deletes_nothing(
     assert refused.returncode != 0 and "sub" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert len(contents(standin, bucket, index)) == 2000
+
+
+def plain_index(env: dict[str, str], standin: VectorsStandInServer) -> tuple[str, str]:
+    """An index as the console, boto3 or Terraform make it: no non-filterable keys, so no room
+    for s3bulk's content hash that would cost the user nothing."""
+    bucket = f"vb-{os.getpid()}-{next(_names)}"
+    assert run_cli(env, "vectors", "create-bucket", bucket).returncode == 0
+    import boto3
+
+    boto3.client(
+        "s3vectors",
+        endpoint_url=standin.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=standin.access_key,
+        aws_secret_access_key=standin.secret_key,
+    ).create_index(
+        vectorBucketName=bucket,
+        indexName="plain",
+        dataType="float32",
+        dimension=DIMENSION,
+        distanceMetric="cosine",
+    )
+    return bucket, "plain"
+
+
+def test_sync_and_verify_without_the_metadata_columns_read_the_source_as_the_put_did(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's steps as a new user runs them: a put with --metadata-columns into an index
+    another tool made, then `sync --delete` and `verify` without the option. The put stored
+    each row exactly (no key added); the sync reads the source as the put did (remembered beside
+    the jobs, and said), compares by reading back (the vectors carry no hash, and the plan says
+    what would spare that), puts nothing and strips nothing; verify matches."""
+    path, _, _ = source(tmp_path / "docs.parquet", 3000)
+    bucket, index = plain_index(env, standin)
+    loaded = load(env, path, bucket, index, "--metadata-columns", "genre")
+    assert loaded.returncode == 0, loaded.stderr
+    assert contents(standin, bucket, index) == source_contents(path)  # the rows, and nothing else
+    puts = standin.stats()["requests"]["PutVectors"]
+    sync = ["vectors", "sync", *LIFTED, str(path), "--bucket", bucket, "--index", index, "--delete"]
+
+    planned = run_cli(env, *sync, "--dry-run")
+    synced = run_cli(env, *sync, "--json")
+    verified = run_cli(
+        env, "vectors", "verify", str(path), "--bucket", bucket, "--index", index, "--sample", "100"
+    )
+
+    said = planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "would do: 0 vectors in 0 batches" in said, said
+    assert "reading the source as the put into" in said and "--metadata-columns genre" in said
+    assert "3,000 stored vectors had no content hash (s3bulk_hash): compared by reading them back" in said
+    assert "(30 GetVectors); a put with --content-hash" in said
+    assert synced.returncode == 0, synced.stderr
+    report = summary(synced)
+    assert (report["vectors_done"], report["objects_deleted"], report["objects_unchanged"]) == (0, 0, 3000)
+    assert standin.stats()["requests"]["PutVectors"] == puts  # nothing put again
+    assert contents(standin, bucket, index) == source_contents(path)  # no metadata lost
+    assert verified.returncode == 0 and "100 of 100 rows match" in verified.stdout, verified.stdout
+
+
+def test_sync_and_verify_that_would_strip_metadata_are_refused_in_one_line(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """On another machine (nothing remembered), a sync or verify without --metadata-columns of
+    an index whose vectors hold metadata is refused, naming the option and the keys, exit 2:
+    nothing is put."""
+    path, _, _ = source(tmp_path / "docs.parquet", 1000)
+    bucket, index = new_index(env)
+    assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+    elsewhere = env | {"S3BULK_STATE_DIR": str(tmp_path / "elsewhere")}
+    puts = standin.stats()["requests"]["PutVectors"]
+
+    synced = run_cli(elsewhere, "vectors", "sync", *LIFTED, str(path), "--bucket", bucket, "--index", index)
+    verified = run_cli(elsewhere, "vectors", "verify", str(path), "--bucket", bucket, "--index", index)
+
+    for refused in (synced, verified):
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.count("\n") == 1 and "--metadata-columns genre" in refused.stderr, (
+            refused.stderr
+        )
+    assert standin.stats()["requests"]["PutVectors"] == puts
+    assert stored_as_source(standin, bucket, index) == source_contents(path)
+    named = run_cli(
+        elsewhere, "vectors", "sync", *LIFTED, str(path), "--bucket", bucket, "--index", index,
+        "--metadata-columns", "genre", "--json",
+    )  # fmt: skip
+    assert named.returncode == 0 and summary(named)["objects_unchanged"] == 1000, named.stderr
+
+
+def test_sync_dry_run_prices_its_writes_as_a_put_does(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    path, vectors, genres = source(tmp_path / "docs.parquet", 2000)
+    bucket, index = new_index(env)
+    assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+    changed = vectors.copy()
+    changed[:5] *= -1.0
+    table = pa.table(
+        {
+            "key": [f"doc-{n:06d}" for n in range(2000)],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(changed.ravel()), DIMENSION),
+            "genre": genres,
+        }
+    )
+    pq.write_table(table, tmp_path / "edited.parquet", row_group_size=2000)
+
+    planned = run_cli(
+        env,
+        "vectors",
+        "sync",
+        str(tmp_path / "edited.parquet"),
+        "--bucket",
+        bucket,
+        "--index",
+        index,
+        "--dry-run",
+    )
+    put = run_cli(env, "vectors", "put", str(path), "--bucket", bucket, "--index", index, "--dry-run")
+
+    said = planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "would do: 5 vectors in 1 batch " in said, said
+    assert "GB of vector data: PutVectors $" in said and "GB of vector data: PutVectors $" in put.stdout
+    assert "5 vectors in 1 request into 1 index: at least" in said and "(5 to put, 0 to delete)" in said
+    assert "2,000 vectors in 4 requests into 1 index: at least" in put.stdout, put.stdout
+
+
+def test_copy_into_an_index_that_does_not_declare_the_hash_stores_the_metadata_alone(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A copy of an index whose vectors carry s3bulk's hash into one made by another tool
+    stores each vector's metadata as the user gave it; with --content-hash, the hash too."""
+    path, _, _ = source(tmp_path / "docs.parquet", 1500)
+    bucket, index = new_index(env)  # create-index: the hash declared, so the put keeps it
+    assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+    assert all("s3bulk_hash" in meta for _, meta in contents(standin, bucket, index).values())
+    copy = ["vectors", "copy", *LIFTED, "--bucket", bucket, "--index", index, "--to-index", "plain"]
+    mine, _ = plain_index(env, standin)
+    theirs, _ = plain_index(env, standin)
+
+    copied = run_cli(env, *copy, "--to-bucket", mine)
+    hashed = run_cli(env, *copy, "--to-bucket", theirs, "--content-hash")
+
+    assert copied.returncode == 0 and hashed.returncode == 0, copied.stderr + hashed.stderr
+    assert contents(standin, mine, "plain") == source_contents(path)
+    assert contents(standin, theirs, "plain") == contents(standin, bucket, index)  # the hash asked for

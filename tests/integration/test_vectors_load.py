@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import S3BULK, Endpoint, new_bucket, run_cli
 
-from s3bulk._vectors.digest import HASH_KEY, content_hash, without_hash
+from s3bulk._vectors.digest import HASH_KEY, content_hashes
 from s3bulk.testing.throttle import ThrottlingProxy
 
 _names = itertools.count()
@@ -117,14 +117,11 @@ def test_parquet_load_verify_and_rerun_overwrites(moto: Endpoint, tmp_path: Path
     assert report["requests"] == {"GetIndex": 1, "PutVectors": 5}
     found = stored(moto, bucket, index)
     assert len(found) == 2300
-    row = 1234
-    entry = found[f"doc-{row:05d}"]
-    assert np.array(entry["data"]["float32"], dtype=np.float32).tobytes() == vectors[row].tobytes()
-    # the user's metadata, and the content hash vectors sync compares by
-    assert entry["metadata"] == {
-        "genre": genres[row],
-        HASH_KEY: content_hash(vectors[row], {"genre": genres[row]}),
-    }
+    stored_rows = np.array([found[f"doc-{n:05d}"]["data"]["float32"] for n in range(2300)], dtype=np.float32)
+    assert stored_rows.tobytes() == vectors.tobytes()  # every value, bit for bit
+    # the row's metadata and nothing else: an index made by another tool does not declare the
+    # content hash's key non-filterable, so a put adds no key to what the user gave
+    assert all(found[f"doc-{n:05d}"]["metadata"] == {"genre": genres[n]} for n in range(2300))
 
     again = run_cli(env, *put)  # a new job, not a resume: every key is written again, in place
     assert again.returncode == 0, again.stderr
@@ -147,6 +144,43 @@ def test_parquet_load_verify_and_rerun_overwrites(moto: Endpoint, tmp_path: Path
     checked = run_cli(env, *verify, "--all")
     assert checked.returncode == 0, checked.stderr
     assert "2,300 of 2,300 rows match, 0 missing, 0 differ" in checked.stdout
+
+
+def test_the_content_hash_is_added_only_when_asked_for(
+    moto: Endpoint, moto_env: None, tmp_path: Path
+) -> None:
+    """An index made by another tool does not declare s3bulk_hash non-filterable: a put stores
+    each row as it is (above); `--content-hash` (`content_hash=True`) adds the hash a sync
+    compares by, the same as the body's writer makes it, and verify still matches."""
+    from s3bulk import put_vectors
+
+    vectors = embeddings(700, 16, seed=4)
+    genres = [f"genre-{n % 5}" for n in range(700)]
+    source = write_parquet(tmp_path / "docs.parquet", vectors, genre=genres)
+    bucket, index = new_index(moto, 16)
+    env = vectors_env(moto)
+    put = ["vectors", "put", str(source), "--bucket", bucket, "--index", index]
+
+    asked = run_cli(env, *put, "--metadata-columns", "genre", "--content-hash")
+
+    assert asked.returncode == 0, asked.stderr
+    hashes = content_hashes(vectors, [{"genre": genre} for genre in genres])
+    found = stored(moto, bucket, index)
+    assert {key: entry["metadata"] for key, entry in found.items()} == {
+        f"doc-{n:05d}": {"genre": genres[n], HASH_KEY: hashes[n]} for n in range(700)
+    }
+    verify = ["vectors", "verify", str(source), "--bucket", bucket, "--index", index, "--all"]
+    checked = run_cli(env, *verify)
+    assert checked.returncode == 0 and "700 of 700 rows match" in checked.stdout, checked.stdout
+    # compared from one listing alone (moto does not segment: one segment lists it once)
+    sync = ["vectors", "sync", str(source), "--bucket", bucket, "--index", index, "--segments", "1", "--json"]
+    synced = run_cli(env, *sync)
+    assert synced.returncode == 0, synced.stderr
+    assert summary(synced)["objects_unchanged"] == 700 and summary(synced)["vectors_done"] == 0
+    assert summary(synced)["requests"] == {"GetIndex": 1, "ListVectors": 1}
+    report = put_vectors(str(source), bucket, index, content_hash=True)  # the API alike
+    alone = content_hashes(vectors[3:4], None)[0]  # the row read without its metadata column
+    assert report.ok and stored(moto, bucket, index)["doc-00003"]["metadata"] == {HASH_KEY: alone}
 
 
 def test_verify_finds_missing_and_changed_vectors(moto: Endpoint, tmp_path: Path) -> None:
@@ -242,7 +276,7 @@ def test_npy_keys_file_jsonl_and_s3_sources(
     )
     assert report.ok and report.vectors_done == 50
     entry = stored(moto, bucket, index)["j7"]
-    assert without_hash(entry["metadata"]) == {"lang": "en"} and HASH_KEY in entry["metadata"]
+    assert entry["metadata"] == {"lang": "en"}
     write_parquet(tmp_path / "d.parquet", vectors[:10])
     minio.client().upload_file(str(tmp_path / "d.parquet"), source_bucket, "other/d.parquet")
     report = put_vectors(f"s3://{source_bucket}/other/d.parquet", bucket, index, settings=settings)

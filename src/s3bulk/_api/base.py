@@ -29,6 +29,7 @@ from s3bulk._report import Report
 Progress = Callable[[Report], None] | None
 Records = Callable[[list[dict[str, Any]]], None] | None
 Location = str | os.PathLike[str]
+Locations = Location | Iterable[Location]  # one location or several
 Patterns = str | Iterable[str]
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -144,6 +145,12 @@ def spec_of(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> 
     run_options = {name: options.pop(name) for name in RUN_OPTIONS if name in options}
     knobs = {name: options.pop(name) for name in EngineSpec.__dataclass_fields__ if name in options}
     return kind(engine=dataclasses.replace(engine, **knobs), **options), run_options
+
+
+def made(kind: Callable[..., R], arguments: dict[str, Any]) -> R:
+    """A function's arguments, named one by one, as the spec of a command that is no job
+    (vectors verify, count): its numbers read as the CLI reads them, its checks run."""
+    return kind(**as_numbers(arguments, kind))  # type: ignore[arg-type]
 
 
 async def run_spec(kind: type[Spec], engine: EngineSpec, arguments: dict[str, Any]) -> Report:

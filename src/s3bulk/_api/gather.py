@@ -48,9 +48,29 @@ async def gather_to_file_async(
     first axis (`"stack"`). `scale=True` divides by each file's `scale_factor` attribute. Chunk
     indexes are cached under `cache_dir` (default: ~/.cache/s3bulk/h5index) by URL and ETag."""
     started = time.perf_counter()
-    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
-    del arguments["started"]
-    report = await run_spec(GatherSpec, GATHER, arguments)
+    report = await run_spec(
+        GatherSpec,
+        GATHER,
+        {
+            "sources": locations(sources, "sources"),
+            "dataset": dataset,
+            "selection": selection,
+            "output": output,
+            "combine": combine,
+            "axis": axis,
+            "scale": scale,
+            "cache": cache,
+            "cache_dir": cache_dir,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_in_flight_bytes": max_in_flight_bytes,
+            "max_attempts": max_attempts,
+            "settings": settings,
+            "on_progress": on_progress,
+            "journal": False,
+        },
+    )
     report.wall_seconds = time.perf_counter() - started
     return report
 
@@ -81,12 +101,27 @@ async def gather_async(
     require_extra("arrays", "s3bulk.gather")  # before numpy, which the extra brings
     import numpy as np
 
-    arguments = locals() | {"sources": locations(sources, "sources"), "journal": False}
-    del arguments["np"]
     with tempfile.TemporaryDirectory(prefix="s3bulk-gather-") as directory:
-        arguments["output"] = os.path.join(directory, "result.npy")
-        await run_spec(GatherSpec, GATHER, arguments)
-        result: np.ndarray = np.load(arguments["output"])
+        output = os.path.join(directory, "result.npy")
+        await gather_to_file_async(
+            sources,
+            dataset,
+            selection,
+            output,
+            combine=combine,
+            axis=axis,
+            scale=scale,
+            cache=cache,
+            cache_dir=cache_dir,
+            engine=engine,
+            workers=workers,
+            concurrency=concurrency,
+            max_in_flight_bytes=max_in_flight_bytes,
+            max_attempts=max_attempts,
+            settings=settings,
+            on_progress=on_progress,
+        )
+        result: np.ndarray = np.load(output)
         return result
 
 

@@ -293,9 +293,27 @@ def map_objects(
     `.report` waits for the end; a job whose results are left unread runs on, and Python's exit
     waits for it. A job of an importable function is journaled and resumable
     (`s3bulk.resume(job_id)`)."""
-    arguments = dict(locals())
-    arguments["function"] = hold(arguments.pop("fn"))
-    spec, _ = spec_of(MapSpec, MAP, arguments)
+    spec, _ = spec_of(
+        MapSpec,
+        MAP,
+        {
+            "function": hold(fn),
+            "source": source,
+            "to": to,
+            "output": output,
+            "include": include,
+            "exclude": exclude,
+            "on_error": on_error,
+            "stream": stream,
+            "engine": engine,
+            "workers": workers,
+            "concurrency": concurrency,
+            "max_memory": max_memory,
+            "ray_address": ray_address,
+            "journal": journal,
+            "settings": settings,
+        },
+    )
     assert isinstance(spec, MapSpec)
     resumable = journal and not spec.function.startswith("held:")
     results = MapResults(spec, settings, resumable)
@@ -322,8 +340,26 @@ async def map_async(
 ) -> AsyncIterator[tuple[ObjectInfo, Any]]:
     """`map_objects` for an event loop (the same options): the same job, its pairs awaited one
     by one (with `to=` or `output=` there are none: the job has ended when the iteration does)."""
-    options = dict(locals())
-    started = await asyncio.to_thread(functools.partial(map_objects, **options))
+    started = await asyncio.to_thread(
+        functools.partial(
+            map_objects,
+            fn,
+            source,
+            to=to,
+            output=output,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            stream=stream,
+            engine=engine,
+            workers=workers,
+            concurrency=concurrency,
+            max_memory=max_memory,
+            ray_address=ray_address,
+            journal=journal,
+            settings=settings,
+        )
+    )
     if isinstance(started, Report):
         return
     results = iter(started)

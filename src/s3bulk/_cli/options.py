@@ -209,8 +209,19 @@ def spec_options(
 
 
 def _typer_option(field: dataclasses.Field[Any]) -> tuple[Any, Any]:
-    """The (type, typer.Option) of a spec field's option."""
-    return flag_option(field.metadata["option"], field.default)
+    """The (type, typer.Option or typer.Argument) of a spec field's option. A field without a
+    default (a bucket, the sources) is None when not given: the command says what is missing."""
+    flag: Flag = field.metadata["option"]
+    if field.default is not dataclasses.MISSING:
+        default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        default = field.default_factory()
+    else:
+        default = () if str(field.type).startswith("tuple") else None
+    if flag.positional:
+        made = typer.Argument(None, help=flag.help, show_default=False)
+        return (list[str] | None) if str(field.type).startswith("tuple") else (str | None), made
+    return flag_option(flag, default)
 
 
 def flag_option(flag: Flag, default: Any) -> tuple[Any, Any]:
@@ -229,11 +240,15 @@ def flag_option(flag: Flag, default: Any) -> tuple[Any, Any]:
 
 
 def _value(flag: Flag, given: Any) -> Any:
-    """What the command line gave, as the field's value."""
+    """What the command line gave, as the field's value (None: not given, where it may not be)."""
+    if given is None:
+        return None
     if flag.read is not None:
-        return None if given is None else flag.read(given, flag.flags[0])
+        return flag.read(given, flag.flags[0])
     if isinstance(given, list):
         return tuple(given)
+    if flag.positional:
+        return given
     return given != flag.opposite
 
 

@@ -135,13 +135,13 @@ def object_line(command: str, record: dict[str, Any]) -> str:
     return f"{verb}: {source} to {destination}"
 
 
-# a vectors command's items, and what its bytes are ("" when it moves none worth naming)
+# a vectors command's items (one, several), and what its bytes are ("" when none worth naming)
 VECTORS_ITEMS = {
-    "vectors export": ("files", "of vectors"),
-    "vectors delete": ("requests", ""),
-    "vectors query": ("files", ""),
-    "vectors sync": ("batches", "of JSON"),
+    "vectors export": ("file", "files", "of vectors"),
+    "vectors delete": ("request", "requests", ""),
+    "vectors query": ("file", "files", ""),
 }
+BATCHES = ("batch", "batches", "of JSON")  # put, sync, copy: PutVectors
 
 
 def summary_line(report: Report) -> str:
@@ -150,8 +150,8 @@ def summary_line(report: Report) -> str:
     seconds = report.wall_seconds
     if report.command.startswith("vectors"):
         rate = report.vectors_done / seconds if seconds else 0.0
-        items, carried = VECTORS_ITEMS.get(report.command, ("batches", "of JSON"))
-        noun = items if report.objects_done != 1 else items[:-1]
+        item, items, carried = VECTORS_ITEMS.get(report.command, BATCHES)
+        noun = items if report.objects_done != 1 else item
         one, many = ("query", "queries") if report.command == "vectors query" else ("vector", "vectors")
         vectors = f"{report.vectors_done:,} {one if report.vectors_done == 1 else many}"
         head = f"{report.command} {verb}: {vectors} in {report.objects_done:,} {noun} "

@@ -82,6 +82,7 @@ class Spec:
     """What the user asked for. Subclasses add their fields and say which are locations."""
 
     command: ClassVar[str]  # the registry's name for it: "cp", "sync", "vectors-put", ...
+    concurrency_help: ClassVar[str] = "Requests in flight per worker."  # what --concurrency counts
     engine: EngineSpec = field(default_factory=EngineSpec)
     dry_run: bool = False
 

@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, patterns
-from s3bulk._commands.vectorwrites import (
-    WRITE_ENGINE,
-    check_targets,
-    default_rejects_path,
-    requests_per_second_field,
-    segments_field,
-    vectors_per_second_field,
-    write_notes,
-)
+from s3bulk._commands.base import Command, JobPlan, Spec, patterns
+from s3bulk._commands.vectorspecs import VectorWrites, bucket_field, read_metric, segments_field
+from s3bulk._commands.vectorwrites import WRITE_ENGINE, put_job, settle_rejects, write_notes
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
@@ -33,27 +26,20 @@ from s3bulk._stores.vectors import VectorsClient
 from s3bulk._vectors.indexes import IndexShape, find_index, index_shapes
 
 ENGINE = WRITE_ENGINE  # a copy sends what a put sends
-METRICS = ("cosine", "euclidean")
-
-
-def _metric(text: str, flag: str) -> str:
-    if text not in METRICS:
-        raise UsageError(f"{flag} {text!r}: use cosine or euclidean")
-    return text
-
-
-def _on_error(text: str, flag: str) -> str:
-    if text not in ("abort", "skip"):
-        raise UsageError(f"{flag} {text!r}: use abort or skip")
-    return text
 
 
 @dataclass(frozen=True, kw_only=True)
-class CopyVectorsSpec(Spec):
+class CopyVectorsSpec(VectorWrites, Spec):
     command: ClassVar[str] = "vectors-copy"
-    bucket: str  # the source's vector bucket
-    indexes: tuple[str, ...]  # the source's indexes
-    to_indexes: tuple[str, ...]  # several: the vectors sharded over them by key
+    bucket: str = bucket_field()  # the source's vector bucket
+    indexes: tuple[str, ...] = dataclasses.field(  # the source's indexes
+        metadata=option("--index", help="The source index (repeat it for several).")
+    )
+    to_indexes: tuple[str, ...] = dataclasses.field(  # several: the vectors sharded over them by key
+        metadata=option(
+            "--to-index", help="The destination index; repeat it to shard the vectors over several by key."
+        ),
+    )
     to_bucket: str | None = dataclasses.field(
         default=None,
         metadata=option(
@@ -70,7 +56,7 @@ class CopyVectorsSpec(Spec):
     )
     metric: str | None = dataclasses.field(
         default=None,
-        metadata=option("--metric", help="With --create: cosine or euclidean.", read=_metric),
+        metadata=option("--metric", help="With --create: cosine or euclidean.", read=read_metric),
     )
     non_filterable: tuple[str, ...] = dataclasses.field(
         default=(),
@@ -96,18 +82,6 @@ class CopyVectorsSpec(Spec):
         ),
     )
     segments: int = segments_field()
-    vectors_per_second: float = vectors_per_second_field()
-    requests_per_second: float = requests_per_second_field()
-    on_error: str = dataclasses.field(
-        default="abort",
-        metadata=option(
-            "--on-error",
-            help="abort, or skip: vectors the destination refuses (its non-filterable keys, "
-            "metric) go to the rejects file, the rest is copied.",
-            read=_on_error,
-        ),
-    )
-    rejects: str | None = None  # None: next to the job's journal
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
@@ -117,7 +91,7 @@ class CopyVectorsSpec(Spec):
         object.__setattr__(self, "non_filterable", patterns(self.non_filterable, "non_filterable"))
         if not self.indexes or len(set(self.indexes)) != len(self.indexes):
             raise UsageError("--index: name each source index once")
-        check_targets(self.to_indexes, self.vectors_per_second, self.requests_per_second)
+        self.check_writes(self.to_indexes)
         if (
             self.destination_bucket == self.bucket
             and not self.source_side
@@ -145,7 +119,7 @@ class CopyVectorsSpec(Spec):
         return True
 
     def absolute(self) -> CopyVectorsSpec:
-        return replace(self, rejects=absolute(self.rejects) if self.rejects else None)
+        return self.with_absolute_rejects()
 
     def source_settings(self, settings: AwsSettings) -> AwsSettings:
         """Where the source is read: the destination's settings, or those the source options
@@ -166,18 +140,15 @@ class CopyVectorsCommand(Command):
     name: ClassVar[str] = "vectors-copy"
     spec: ClassVar[type[Spec]] = CopyVectorsSpec
 
-    def settle(self, spec: Spec, plan: JobPlan) -> Spec:
-        assert isinstance(spec, CopyVectorsSpec)
-        return spec if spec.rejects else replace(spec, rejects=default_rejects_path(plan.job_id))
+    settle = settle_rejects
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         """The job, after reading the source indexes' shapes and the destination's (made with
         --create): a dimension that differs, or a metric asked of an index that has another,
         stops here, before anything is listed or sent."""
         from s3bulk._vectors.copy import CopyOptions, CopyVectorsJob
-        from s3bulk._vectors.job import PutOptions, PutVectorsJob
 
-        assert isinstance(spec, CopyVectorsSpec) and spec.rejects is not None  # settled
+        assert isinstance(spec, CopyVectorsSpec)
         requests: collections.Counter[str] = collections.Counter()
         source_settings = spec.source_settings(settings)
         sources = await index_shapes(source_settings, spec.bucket, spec.indexes, requests)
@@ -188,22 +159,7 @@ class CopyVectorsCommand(Command):
             )
         notes: list[str] = []
         shapes = await _destination_shapes(spec, settings, next(iter(sources.values())), requests, notes)
-        put = PutVectorsJob(
-            None,
-            PutOptions(
-                bucket=spec.destination_bucket,
-                indexes=spec.to_indexes,
-                vectors_per_second=spec.vectors_per_second,
-                requests_per_second=spec.requests_per_second,
-                on_error=spec.on_error,
-                rejects_path=spec.rejects,
-                concurrency=spec.engine.concurrency,
-                dry_run=spec.dry_run,
-            ),
-            settings,
-            shapes,
-            workers=plan.workers,
-        )
+        put = put_job(spec, None, (spec.destination_bucket, spec.to_indexes), settings, shapes, plan)
         job = CopyVectorsJob(
             CopyOptions(spec.bucket, spec.indexes, spec.segments), source_settings, sources, put
         )

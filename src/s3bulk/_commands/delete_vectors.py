@@ -14,19 +14,21 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, manifest, patterns
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, manifest, patterns
 from s3bulk._commands.deletes import check_max_delete
-from s3bulk._commands.vectorwrites import (
+from s3bulk._commands.vectorspecs import (
+    KEY_COLUMN,
+    bucket_field,
     check_targets,
-    dry_run_note,
     requests_per_second_field,
     vectors_per_second_field,
 )
+from s3bulk._commands.vectorwrites import dry_run_note
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import MAX_DELETE, option, verbatim
+from s3bulk._flags import MAX_DELETE, argument, option, verbatim
 from s3bulk._journal.local import private_directory, state_dir
 from s3bulk._report import Report
 from s3bulk._stores.retry import Meter
@@ -38,9 +40,14 @@ ENGINE = EngineSpec(concurrency=16, max_attempts=8)
 @dataclass(frozen=True, kw_only=True)
 class DeleteVectorsSpec(Spec):
     command: ClassVar[str] = "vectors-delete"
-    bucket: str
-    indexes: tuple[str, ...]
-    keys_from: tuple[str, ...] = ()  # text files of keys, or Parquet files (their key column)
+    concurrency_help: ClassVar[str] = "DeleteVectors requests in flight per worker."
+    keys_from: tuple[str, ...] = dataclasses.field(  # text files of keys, or Parquet files' key column
+        default=(), metadata=argument("Files of keys (one per line) or Parquet files (their key column).")
+    )
+    bucket: str = bucket_field()
+    indexes: tuple[str, ...] = dataclasses.field(
+        metadata=option("--index", help="The index; several: each key from the index vectors put sent it to.")
+    )
     files_from: str | None = dataclasses.field(
         default=None,
         metadata=option("--files-from", help="Keys to delete, one per line (- reads stdin).", read=verbatim),
@@ -54,12 +61,7 @@ class DeleteVectorsSpec(Spec):
             read=verbatim,
         ),
     )
-    key_column: str = dataclasses.field(
-        default="",
-        metadata=option(
-            "--key-column", help="Parquet sources: the keys' column (default: key, else id).", read=verbatim
-        ),
-    )
+    key_column: str | None = dataclasses.field(default=None, metadata=KEY_COLUMN)  # Parquet sources
     max_delete: int | None = dataclasses.field(default=None, metadata=MAX_DELETE)
     vectors_per_second: float = vectors_per_second_field()
     requests_per_second: float = requests_per_second_field()
@@ -68,7 +70,7 @@ class DeleteVectorsSpec(Spec):
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors delete")
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
-        object.__setattr__(self, "keys_from", patterns(self.keys_from, "keys_from"))
+        object.__setattr__(self, "keys_from", locations(self.keys_from, "keys_from"))
         if self.files_from is not None:
             object.__setattr__(self, "files_from", manifest(self.files_from, "--files-from"))
         check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
@@ -124,7 +126,7 @@ class DeleteVectorsCommand(Command):
             indexes=spec.indexes,
             keys_from=keys_from,
             keys_index=keys_index,
-            key_column=spec.key_column,
+            key_column=spec.key_column or "",
             vectors_per_second=spec.vectors_per_second,
             requests_per_second=spec.requests_per_second,
             dry_run=spec.dry_run,

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, patterns
-from s3bulk._commands.vectorwrites import segments_field
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, patterns
+from s3bulk._commands.vectorspecs import KEEP_HASH, bucket_field, indexes_field, segments_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import sized
+from s3bulk._flags import argument, sized
 from s3bulk._report import Report
 from s3bulk._stores.vectors import MAX_SEGMENTS
 
@@ -32,19 +32,24 @@ ENGINE = EngineSpec(concurrency=16, max_attempts=8, max_in_flight_bytes=256 * Mi
 @dataclass(frozen=True, kw_only=True)
 class ExportVectorsSpec(Spec):
     command: ClassVar[str] = "vectors-export"
-    bucket: str
-    indexes: tuple[str, ...]
-    destination: str
+    concurrency_help: ClassVar[str] = "Parts written at once per worker."
+    destination: str = dataclasses.field(
+        metadata=argument("A new or empty directory: INDEX/sSS-NNNNNN.parquet files go in it.")
+    )
+    bucket: str = bucket_field()
+    indexes: tuple[str, ...] = indexes_field()
     segments: int = segments_field()
     part_size: int = dataclasses.field(
         default=16 * MiB,
         metadata=sized("--part-size", help="Vectors' bytes per Parquet file (float32 values x 4)."),
     )
+    content_hash: bool = dataclasses.field(default=False, metadata=KEEP_HASH)
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors export")
         object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
+        object.__setattr__(self, "destination", location(self.destination, "destination"))
         if not self.indexes or len(set(self.indexes)) != len(self.indexes):
             raise UsageError("--index: name each index once")
         if self.destination.startswith("s3://"):
@@ -79,7 +84,9 @@ class ExportVectorsCommand(Command):
         requests: collections.Counter[str] = collections.Counter()
         shapes = await index_shapes(settings, spec.bucket, spec.indexes, requests)
         claim(spec.destination, plan.job_id)
-        options = ExportOptions(spec.bucket, spec.indexes, spec.destination, spec.segments, spec.part_size)
+        options = ExportOptions(
+            spec.bucket, spec.indexes, spec.destination, spec.segments, spec.part_size, spec.content_hash
+        )
         job = ExportVectorsJob(options, settings, shapes)
         job.preflight_requests = dict(requests)
         return job

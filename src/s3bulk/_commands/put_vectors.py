@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import os
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations, patterns
-from s3bulk._commands.vectorwrites import (
-    WRITE_ENGINE,
-    check_format,
-    check_targets,
-    default_rejects_path,
-    write_notes,
+from s3bulk._commands.base import Command, JobPlan, Spec
+from s3bulk._commands.vectorspecs import (
+    EmbeddingSource,
+    VectorWrites,
+    batch_size_field,
+    check_batch_size,
+    indexes_field,
 )
+from s3bulk._commands.vectorwrites import WRITE_ENGINE, put_job, settle_rejects, write_notes
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
+from s3bulk._flags import option
 from s3bulk._report import Report
-from s3bulk._vectors.limits import MAX_VECTORS_PER_REQUEST, REQUESTS_PER_SECOND, VECTORS_PER_SECOND
 
 if TYPE_CHECKING:
     from s3bulk._sources.embeddings import EmbeddingSpec
@@ -43,58 +45,29 @@ CORES_FOR_PROCESSES = 4
 
 
 @dataclass(frozen=True, kw_only=True)
-class PutVectorsSpec(Spec):
+class PutVectorsSpec(VectorWrites, EmbeddingSource, Spec):
     command: ClassVar[str] = "vectors-put"
-    sources: tuple[str, ...]
-    bucket: str
-    indexes: tuple[str, ...]  # several: rows sharded over them by key
-    index_per_file: bool = False  # each file into the index named after it, in place of `indexes`
-    format: str | None = None  # parquet, npy or jsonl; None: by each file's suffix
-    key_column: str | None = None  # None: `key`, else `id` (Parquet)
-    vector_column: str | None = None  # None: `vector`, else the one list-of-numbers column
-    metadata_columns: tuple[str, ...] = ()
-    keys_file: str | None = None  # .npy: one key per line
-    key_template: str | None = None  # generated keys, e.g. "{file}:{row}"
-    batch_size: int = MAX_VECTORS_PER_REQUEST
-    vectors_per_second: float = VECTORS_PER_SECOND  # per index
-    requests_per_second: float = REQUESTS_PER_SECOND  # per index
-    on_error: str = "abort"  # or "skip": bad rows go to the rejects file, the rest loads
-    rejects: str | None = None  # None: next to the job's journal
+    concurrency_help: ClassVar[str] = "PutVectors requests in flight per worker."
+    indexes: tuple[str, ...] = indexes_field(default=())  # or each file's own (--index-per-file)
+    index_per_file: bool = dataclasses.field(  # each file into the index named after it
+        default=False,
+        metadata=option(
+            "--index-per-file", help="Each file into the index named after it (films.parquet: films)."
+        ),
+    )
+    batch_size: int = batch_size_field()
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors put")
-        object.__setattr__(self, "sources", locations(self.sources, "sources"))
-        object.__setattr__(self, "indexes", patterns(self.indexes, "index"))
-        object.__setattr__(self, "metadata_columns", patterns(self.metadata_columns, "metadata_columns"))
-        if self.on_error not in ("abort", "skip"):
-            raise UsageError(f"--on-error {self.on_error!r}: use abort or skip")
-        if not 1 <= self.batch_size <= MAX_VECTORS_PER_REQUEST:
-            raise UsageError(
-                f"--batch-size {self.batch_size}: PutVectors takes 1 to {MAX_VECTORS_PER_REQUEST} vectors"
-            )
+        super().__post_init__()
+        check_batch_size(self.batch_size)
         if self.index_per_file and self.indexes:
             raise UsageError("--index-per-file names each file's index after the file: leave out --index")
-        if not self.index_per_file:
-            check_targets(self.indexes, self.vectors_per_second, self.requests_per_second)
-        check_format(self.format)
-
-    def places(self) -> tuple[str, str]:
-        return " ".join(self.sources), "/".join((self.bucket, *self.indexes))
-
-    def s3_locations(self) -> tuple[str, ...]:
-        return tuple(each for each in self.sources if each.startswith("s3://"))
-
-    def needs_credentials(self) -> bool:
-        return True  # S3 Vectors, whatever the sources
+        self.check_writes(None if self.index_per_file else self.indexes)
 
     def absolute(self) -> PutVectorsSpec:
-        return replace(
-            self,
-            sources=tuple(absolute(each) for each in self.sources),
-            keys_file=absolute(self.keys_file) if self.keys_file else None,
-            rejects=absolute(self.rejects) if self.rejects else None,
-        )
+        return super().absolute().with_absolute_rejects()
 
 
 class PutVectorsCommand(Command):
@@ -109,50 +82,31 @@ class PutVectorsCommand(Command):
         asked = spec.vectors_per_second * len(spec.indexes)
         return asked > ONE_PROCESS_VECTORS_PER_SECOND and (os.cpu_count() or 1) >= CORES_FOR_PROCESSES
 
-    def settle(self, spec: Spec, plan: JobPlan) -> Spec:
-        assert isinstance(spec, PutVectorsSpec)
-        return spec if spec.rejects else replace(spec, rejects=default_rejects_path(plan.job_id))
+    settle = settle_rejects
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         """The job, after reading each index's shape (so a wrong name or a dimension mismatch
         stops the job before anything is read or sent) and finding the columns the user did
-        not name."""
-        from s3bulk._sources.embeddings import EmbeddingSpec, resolve_columns
+        not name. How it reads the source is remembered for each index (`_vectors/columns.py`):
+        a sync or a verify that leaves the columns out reads it the same way."""
+        from s3bulk._sources.embeddings import resolve_columns
+        from s3bulk._vectors.columns import remember
         from s3bulk._vectors.indexes import index_shapes
-        from s3bulk._vectors.job import PutOptions, PutVectorsJob
 
-        assert isinstance(spec, PutVectorsSpec) and spec.rejects is not None  # settled
-        source = EmbeddingSpec(
-            spec.sources,
-            format=spec.format,
-            key_column=spec.key_column or "",
-            vector_column=spec.vector_column or "",
-            metadata_columns=spec.metadata_columns,
-            keys_file=spec.keys_file,
-            key_template=spec.key_template,
-            settings=settings,
-        )
-        source, note = await asyncio.to_thread(resolve_columns, source)
-        options = PutOptions(
-            bucket=spec.bucket,
-            indexes=spec.indexes,
-            batch_size=spec.batch_size,
-            vectors_per_second=spec.vectors_per_second,
-            requests_per_second=spec.requests_per_second,
-            on_error=spec.on_error,
-            rejects_path=spec.rejects,
-            concurrency=spec.engine.concurrency,
-            dry_run=spec.dry_run,
-        )
+        assert isinstance(spec, PutVectorsSpec)
+        source, note = await asyncio.to_thread(resolve_columns, spec.embedding_spec(settings))
+        indexes, more = spec.indexes, dict[str, Any](batch_size=spec.batch_size)
         if spec.index_per_file:
             owners = await asyncio.to_thread(_file_indexes, source)
             indexes = tuple(dict.fromkeys(index for _, index in owners))
-            options = replace(options, indexes=indexes, file_indexes=owners)
+            more["file_indexes"] = owners
         requests: collections.Counter[str] = collections.Counter()
-        shapes = await index_shapes(settings, options.bucket, options.indexes, requests)
-        job = PutVectorsJob(source, options, settings, shapes, workers=plan.workers)
+        shapes = await index_shapes(settings, spec.bucket, indexes, requests)
+        job = put_job(spec, source, (spec.bucket, indexes), settings, shapes, plan, **more)
         job.preflight_requests = dict(requests)
         job.preflight_notes = [note] if note else []
+        if not spec.dry_run:
+            await asyncio.to_thread(remember, spec.reading(), settings, spec.bucket, indexes, plan.job_id)
         return job
 
     def verb(self, job: Job) -> str:

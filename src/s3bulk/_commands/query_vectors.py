@@ -10,12 +10,13 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from s3bulk._commands.base import Command, JobPlan, Spec, absolute, locations
+from s3bulk._commands.base import Command, JobPlan, Spec, absolute, location, locations
+from s3bulk._commands.vectorspecs import KEEP_HASH, KEY_COLUMN, VECTOR_COLUMN, bucket_field, rate_field
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import Job
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import UsageError, require_extra
-from s3bulk._flags import count, option, verbatim
+from s3bulk._flags import argument, count, option, verbatim
 from s3bulk._report import Report
 from s3bulk._vectors.filters import parse_filter
 
@@ -32,20 +33,18 @@ def _positive(text: str, flag: str) -> int:
     return count
 
 
-def _rate(text: str, flag: str) -> float:
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        raise UsageError(f"{flag} {text}: give a rate (0: as fast as the service answers)") from None
-
-
 @dataclass(frozen=True, kw_only=True)
 class QueryVectorsSpec(Spec):
     command: ClassVar[str] = "vectors-query"
-    sources: tuple[str, ...]
-    bucket: str
-    index: str
-    output: str
+    concurrency_help: ClassVar[str] = "Chunks of 256 queries in flight per worker."
+    sources: tuple[str, ...] = dataclasses.field(
+        metadata=argument("Parquet, .npy or .jsonl files of query vectors (or s3:// objects, prefixes/).")
+    )
+    bucket: str = bucket_field()
+    index: str = dataclasses.field(metadata=option("--index", help="The index.", read=verbatim))
+    output: str = dataclasses.field(
+        metadata=option("--output", "-o", help="A directory for the results' Parquet files.", read=verbatim)
+    )
     top_k: int = dataclasses.field(
         default=10, metadata=option("--top-k", "-k", help="Nearest neighbours per query.", read=_positive)
     )
@@ -61,23 +60,21 @@ class QueryVectorsSpec(Spec):
             read=count,
         ),
     )
-    queries_per_second: float = dataclasses.field(
-        default=0.0,
-        metadata=option(
-            "--queries-per-second",
-            help="At most this many QueryVectors a second (0: as fast as the service answers).",
-            read=_rate,
-            shown=lambda value: f"{value:g}",
-            panel="speed",
-        ),
+    queries_per_second: float = rate_field(
+        "--queries-per-second",
+        "At most this many QueryVectors a second",
+        0.0,
+        zero="as fast as the service answers",
     )
-    key_column: str | None = None
-    vector_column: str | None = None
+    key_column: str | None = dataclasses.field(default=None, metadata=KEY_COLUMN)
+    vector_column: str | None = dataclasses.field(default=None, metadata=VECTOR_COLUMN)
+    content_hash: bool = dataclasses.field(default=False, metadata=KEEP_HASH)
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
         require_extra("vectors", "s3bulk vectors query")
         object.__setattr__(self, "sources", locations(self.sources, "sources"))
+        object.__setattr__(self, "output", location(self.output, "output"))
         if self.output.startswith("s3://"):
             raise UsageError("vectors query writes its results to a local directory (-o DIR)")
         if self.top_k < 1 or self.recall < 0:
@@ -126,6 +123,7 @@ class QueryVectorsCommand(Command):
             spec.filter,
             spec.queries_per_second,
             spec.engine.concurrency,
+            spec.content_hash,
         )
         job = QueryVectorsJob(source, options, settings, shape)
         job.preflight_requests = dict(requests)

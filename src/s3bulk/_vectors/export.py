@@ -27,6 +27,7 @@ from s3bulk._engine.job import WorkerContext
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import EXPORTED_METADATA
 from s3bulk._stores.vectors import VectorsClient
+from s3bulk._vectors.digest import without_hash_texts
 from s3bulk._vectors.indexes import IndexShape
 
 TOKEN = b"s3bulk.next_token"  # footer key: where the segment's listing goes on ("" once it ended)
@@ -40,6 +41,7 @@ class ExportOptions:
     destination: str  # a directory: DEST/INDEX/sSS-NNNNNN.parquet
     segments: int = 16
     part_bytes: int = 16 * 1024**2  # vectors' float32 bytes per Parquet file
+    content_hash: bool = False  # keep s3bulk's content hash in the metadata exported (`digest`)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,8 @@ class ExportVectorsJob:
         )
         async for rows, following in pages:
             keys += rows.keys
-            metadata += rows.metadata  # the JSON text the service sent
+            # the JSON text the service sent, as the user gave it (unless the hash is asked for)
+            metadata += rows.metadata if self.options.content_hash else without_hash_texts(rows.metadata)
             arrays.append(np.frombuffer(rows.data, dtype=np.float32).reshape(len(rows.keys), dimension))
             ctx.stats.objects_listed += len(rows.keys)
             if len(keys) >= rows_per_part or following is None:

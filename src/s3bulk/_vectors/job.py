@@ -37,7 +37,7 @@ from s3bulk._sources.embeddings import (
     read_slice,
 )
 from s3bulk._stores.vectors import VectorsClient
-from s3bulk._vectors.digest import with_hashes
+from s3bulk._vectors.digest import HASH_KEY
 from s3bulk._vectors.indexes import IndexShape, index_of
 from s3bulk._vectors.limits import (
     MAX_REQUEST_BYTES,
@@ -46,7 +46,7 @@ from s3bulk._vectors.limits import (
     VECTORS_PER_SECOND,
 )
 from s3bulk._vectors.pacing import IndexPace
-from s3bulk._vectors.payload import HashedBody, hashed_body
+from s3bulk._vectors.payload import HashedBody, hashed, put_vectors_body
 from s3bulk._vectors.validate import check_rows
 
 # Bodies are written and hashed in threads beside the event loop, neither holding the GIL.
@@ -68,6 +68,7 @@ class PutOptions:
     rejects_path: str = "s3bulk-rejects.jsonl"
     concurrency: int = 16
     dry_run: bool = False  # read, check and build every batch; send none
+    content_hash: bool = False  # the hash into every index, not only those that declare it (`digest`)
     # (path, index) of each file that loads into an index of its own (--index-per-file), in
     # place of sharding rows over `indexes` by key
     file_indexes: tuple[tuple[str, str], ...] = ()
@@ -287,12 +288,24 @@ class PutVectorsJob:
         return len(body.data)
 
     def _body(self, batch: VectorBatch) -> HashedBody:
-        """In a builder thread: each row's metadata with its content hash, where the limits leave
-        room (`digest`; BLAKE2b releases the GIL, as the body's writer does), then the body."""
-        shapes = [self.shapes[index] for index in set(self.options.indexes)]
-        room = frozenset.intersection(*(shape.non_filterable for shape in shapes))
-        metadata = with_hashes(batch.vectors, batch.metadata, room)
-        return hashed_body(self.options.bucket, batch.index, batch.keys, batch.vectors, metadata)
+        """In a builder thread: the body, with each row's content hash where it costs the user
+        nothing or was asked for (`digest`), both written natively without the GIL."""
+        shape = self.shapes[batch.index]
+        body = put_vectors_body(
+            self.options.bucket,
+            batch.index,
+            batch.keys,
+            batch.vectors,
+            batch.metadata,
+            hashed=self.hashes(batch.index),
+            non_filterable=shape.non_filterable,
+        )
+        return hashed(body)
+
+    def hashes(self, index: str) -> bool:
+        """Whether the rows put into `index` carry their content hash: where the index declares
+        the key non-filterable (it takes nothing from the user's filterable room), or asked."""
+        return self.options.content_hash or HASH_KEY in self.shapes[index].non_filterable
 
     @property
     def limits(self) -> dict[str, IndexPace]:

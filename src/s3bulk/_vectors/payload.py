@@ -19,9 +19,10 @@ import numpy as np
 import orjson
 
 import s3bulk_native
+from s3bulk._vectors.digest import canonical_texts, hash_room
 from s3bulk._vectors.limits import MAX_REQUEST_BYTES, MAX_VECTORS_PER_REQUEST
 
-__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed_body", "put_vectors_body"]
+__all__ = ["MAX_REQUEST_BYTES", "MAX_VECTORS_PER_REQUEST", "HashedBody", "hashed", "put_vectors_body"]
 
 
 @dataclass(frozen=True)
@@ -39,28 +40,24 @@ def put_vectors_body(
     keys: Sequence[str],
     vectors: np.ndarray,
     metadata: Sequence[dict[str, Any] | None] | None = None,
+    *,
+    hashed: bool = False,
+    non_filterable: frozenset[str] = frozenset(),
 ) -> bytearray:
     """The JSON body of one PutVectors request; `vectors` is an (n, dimension) float32 array.
-    The JSON around each row (its key, its metadata) is orjson's; the rows are the native
-    writer's."""
+    The JSON before each row (its key) is orjson's; the rows, each row's metadata (its
+    canonical text, `digest.canonical`) and, when `hashed`, its content hash where the limits
+    leave room (`non_filterable`: the index's) are the native writer's."""
     head = orjson.dumps({"vectorBucketName": bucket, "indexName": index})[:-1] + b',"vectors":['
     before = [b'{"key":' + orjson.dumps(key) + b',"data":{"float32":' for key in keys]
-    after = [
-        b'},"metadata":' + orjson.dumps(entry) + b"}" if entry else b"}}"
-        for entry in (metadata if metadata is not None else [None] * len(keys))
-    ]
+    texts = canonical_texts(metadata, len(keys))
+    room = hash_room(texts, metadata, non_filterable) if hashed else b""
     rows = np.ascontiguousarray(vectors, dtype=np.float32)
-    return s3bulk_native.put_vectors_body(head, before, rows, after, b"]}")
+    return s3bulk_native.put_vectors_body(head, before, rows, texts, room, b"]}")
 
 
-def hashed_body(
-    bucket: str,
-    index: str,
-    keys: Sequence[str],
-    vectors: np.ndarray,
-    metadata: Sequence[dict[str, Any] | None] | None = None,
-) -> HashedBody:
-    """The body and its hash, for a thread of the caller's: neither the writing nor the SHA-256
-    holds the GIL, so two such threads and the event loop share the cores."""
-    data = put_vectors_body(bucket, index, keys, vectors, metadata)
+def hashed(data: bytearray) -> HashedBody:
+    """A body and its SHA-256, for a thread of the caller's: neither the writing (nor the
+    content hashes in it) nor the SHA-256 holds the GIL, so two such threads and the event loop
+    share the cores."""
     return HashedBody(memoryview(data), hashlib.sha256(data).hexdigest())

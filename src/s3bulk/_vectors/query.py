@@ -31,6 +31,7 @@ from s3bulk._engine.ratelimit import TokenBucket
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import EmbeddingSpec, RowChunk, Slice, plan_slices, read_slice
 from s3bulk._stores.vectors import MAX_SEGMENTS, VectorsClient
+from s3bulk._vectors.digest import without_hash
 from s3bulk._vectors.indexes import IndexShape
 
 CHUNK_QUERIES = 256  # queries per item: one results file
@@ -45,6 +46,7 @@ class QueryOptions:
     filter: str | None = None  # a metadata filter, as JSON text
     queries_per_second: float = 0.0  # 0: as fast as the service answers (429s slow it down)
     concurrency: int = 16
+    content_hash: bool = False  # keep s3bulk's content hash in the answers' metadata (`digest`)
 
 
 @dataclass
@@ -161,6 +163,7 @@ class QueryVectorsJob:
                 columns["key"].append(answer["key"])
                 columns["distance"].append(answer.get("distance"))
                 metadata = answer.get("metadata")
+                metadata = metadata if self.options.content_hash else without_hash(metadata)
                 columns["metadata"].append(None if metadata is None else orjson.dumps(metadata).decode())
         table = pa.table(
             {

@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from s3bulk._engine.job import BatchOutcome, WorkerContext
+from s3bulk._errors import UsageError
 from s3bulk._report import WorkerStats
 from s3bulk._sources.embeddings import EmbeddingSpec, RowChunk, Slice, plan_slices, read_slice
 from s3bulk._stores.multipart import parts_group
 from s3bulk._stores.vectors import MAX_SEGMENTS, VectorsClient
 from s3bulk._vectors.delete import CHUNK_KEYS, DeleteVectorsJob, KeyChunk, VectorDeletes
-from s3bulk._vectors.digest import HASH_KEY, content_hash, without_hash
+from s3bulk._vectors.digest import HASH_KEY, content_hashes, without_hash
 from s3bulk._vectors.indexes import index_of
 from s3bulk._vectors.job import PutVectorsJob, VectorBatch
 
@@ -53,44 +54,72 @@ class SyncPlan:
     puts: list[PutRows] = field(default_factory=list)
     deletes: dict[str, list[str]] = field(default_factory=dict)  # index -> keys the source lacks
     unchanged: int = 0
+    new: int = 0  # source keys the indexes did not hold
     stored: int = 0  # vectors the indexes held when listed
     source_rows: int = 0
     compared_by_reading: int = 0  # stored without a hash: read back to compare
+    gets: int = 0  # the GetVectors that read them
 
     @property
     def put_rows(self) -> int:
         return sum(len(each.rows) for each in self.puts)
 
 
-async def listed_hashes(client: VectorsClient, bucket: str, index: str) -> dict[str, str]:
-    """key -> its stored content hash ("" when it has none), from ListVectors in 16 segments."""
-    found: dict[str, str] = {}
+@dataclass
+class Listing:
+    """An index as ListVectors gave it, keys and metadata: each key's stored content hash (""
+    when it has none), and the user's metadata keys found (what a source read without metadata
+    would take away)."""
+
+    hashes: dict[str, str] = field(default_factory=dict)
+    metadata_keys: set[str] = field(default_factory=set)
+
+
+async def listed(
+    client: VectorsClient, bucket: str, index: str, segments: int = MAX_SEGMENTS, *, keys: bool = True
+) -> Listing:
+    """The index's keys, hashes and (with `keys`) metadata keys, from ListVectors in `segments`
+    segments."""
+    found = Listing()
 
     async def segment(number: int) -> None:
-        pages = client.list_pages(bucket, index, segments=MAX_SEGMENTS, segment=number, metadata=True)
+        pages = client.list_pages(bucket, index, segments=segments, segment=number, metadata=True)
         async for vectors, _ in pages:
             for vector in vectors:
-                found[vector["key"]] = str((vector.get("metadata") or {}).get(HASH_KEY, ""))
+                metadata = vector.get("metadata") or {}
+                found.hashes[vector["key"]] = str(metadata.get(HASH_KEY, ""))
+                if keys and len(metadata) > (HASH_KEY in metadata):
+                    found.metadata_keys.update(metadata)
 
     async with parts_group() as group:  # a segment that fails stops the others
-        for number in range(MAX_SEGMENTS):
+        for number in range(segments):
             group.create_task(segment(number))
+    found.metadata_keys.discard(HASH_KEY)
     return found
 
 
 async def plan_sync(
-    client: VectorsClient, source: EmbeddingSpec, bucket: str, indexes: tuple[str, ...], delete: bool
+    client: VectorsClient,
+    source: EmbeddingSpec,
+    bucket: str,
+    indexes: tuple[str, ...],
+    delete: bool,
+    segments: int = MAX_SEGMENTS,
 ) -> SyncPlan:
     """What to put and what to delete, from complete listings and a complete read of the source
-    (an error in either raises, and nothing is planned)."""
-    stored = {index: await listed_hashes(client, bucket, index) for index in indexes}
+    (an error in either raises, and nothing is planned). A source read without metadata is
+    refused where the indexes hold some: every vector would be put again without it."""
+    unread = not (source.metadata_columns or source.metadata_json_column)  # the rows have none
+    listings = {index: await listed(client, bucket, index, segments, keys=unread) for index in indexes}
+    _check_metadata_kept(bucket, listings)
+    stored = {index: listing.hashes for index, listing in listings.items()}
     plan = SyncPlan(stored=sum(len(each) for each in stored.values()))
     seen: dict[str, set[str]] = {index: set() for index in indexes}
     changed: dict[str, tuple[Slice, set[int]]] = {}  # slice name -> its rows to put
     unknown: list[tuple[str, str, str, str, int]] = []  # index, key, source hash, slice name, row
     chunks = _chunks(source)  # read a chunk at a time: the source may be larger than memory
     while (read := await asyncio.to_thread(next, chunks, None)) is not None:
-        piece, chunk = read
+        piece, chunk, digests = read
         rows = changed.setdefault(_name(piece), (piece, set()))[1]
         for position, key in enumerate(chunk.keys):
             plan.source_rows += 1
@@ -100,17 +129,16 @@ async def plan_sync(
             if position in chunk.problems:
                 rows.add(row)  # the put names the problem, as put does
                 continue
-            metadata = chunk.metadata[position] if chunk.metadata is not None else None
-            digest = content_hash(chunk.vectors[position], metadata)
             have = stored[index].get(key)
-            if have == digest:
+            if have == digests[position]:
                 plan.unchanged += 1
             elif have == "":  # stored without a hash: read back below
-                unknown.append((index, key, digest, _name(piece), row))
+                unknown.append((index, key, digests[position], _name(piece), row))
             else:
+                plan.new += have is None
                 rows.add(row)
     plan.compared_by_reading = len(unknown)
-    equal = await _equal_when_read(client, bucket, unknown)
+    equal = await _equal_when_read(client, bucket, unknown, plan)
     plan.unchanged += len(equal)
     for index, key, _, name, row in unknown:
         if (index, key) not in equal:
@@ -121,10 +149,24 @@ async def plan_sync(
     return plan
 
 
-def _chunks(source: EmbeddingSpec) -> Iterator[tuple[Slice, RowChunk]]:
+def _check_metadata_kept(bucket: str, listings: dict[str, Listing]) -> None:
+    """Refuse a sync whose source is read without metadata into indexes whose vectors have it
+    (their listings found metadata keys): it would put each one again, stripped
+    (`--metadata-columns` left out, and no put into these indexes remembered)."""
+    for index, listing in listings.items():
+        if listing.metadata_keys:
+            keys = sorted(listing.metadata_keys)
+            raise UsageError(
+                f"{bucket}/{index} holds metadata ({', '.join(keys[:5])}) that a sync without "
+                f"--metadata-columns would strip: name them, e.g. --metadata-columns {','.join(keys[:5])}"
+            )
+
+
+def _chunks(source: EmbeddingSpec) -> Iterator[tuple[Slice, RowChunk, list[str]]]:
+    """Each chunk of the source with its rows' content hashes (made natively, a chunk at a time)."""
     for piece in plan_slices(source):
         for chunk in read_slice(piece, source, READ_ROWS):
-            yield piece, chunk
+            yield piece, chunk, content_hashes(chunk.vectors, chunk.metadata)
 
 
 def _name(piece: Slice) -> str:
@@ -132,7 +174,7 @@ def _name(piece: Slice) -> str:
 
 
 async def _equal_when_read(
-    client: VectorsClient, bucket: str, unknown: list[tuple[str, str, str, str, int]]
+    client: VectorsClient, bucket: str, unknown: list[tuple[str, str, str, str, int]], plan: SyncPlan
 ) -> set[tuple[str, str]]:
     """Of the keys stored without a hash: those whose vector and metadata, read back
     (GetVectors, 100 keys a request, 16 in flight), equal the source's."""
@@ -145,12 +187,17 @@ async def _equal_when_read(
         for keys in [list(digests)]
         for start in range(0, len(keys), GET_KEYS)
     ]
+    plan.gets = len(groups)
     equal: set[tuple[str, str]] = set()
 
     async def read(index: str, keys: list[str]) -> None:
-        for vector in await client.get_vectors(bucket, index, keys):
-            data = np.asarray(vector["data"]["float32"], dtype=np.float32)
-            if content_hash(data, without_hash(vector.get("metadata"))) == wanted[index][vector["key"]]:
+        found = await client.get_vectors(bucket, index, keys)
+        if not found:
+            return
+        vectors = np.array([vector["data"]["float32"] for vector in found], dtype=np.float32)
+        digests = content_hashes(vectors, [without_hash(vector.get("metadata")) for vector in found])
+        for vector, digest in zip(found, digests, strict=True):
+            if digest == wanted[index][vector["key"]]:
                 equal.add((index, vector["key"]))
 
     for start in range(0, len(groups), 16):

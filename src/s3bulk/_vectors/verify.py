@@ -21,7 +21,13 @@ import orjson
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import UsageError
-from s3bulk._sources.embeddings import EmbeddingSpec, Slice, open_file, plan_slices, read_slice
+from s3bulk._sources.embeddings import (
+    EmbeddingSpec,
+    Slice,
+    open_file,
+    plan_slices,
+    read_slice,
+)
 from s3bulk._stores.retry import Meter
 from s3bulk._stores.vectors import VectorsClient
 from s3bulk._vectors.digest import without_hash
@@ -41,6 +47,7 @@ class VerifyReport:
     differ: list[tuple[str, str]] = field(default_factory=list)  # (key, what differs)
     requests: Counter[str] = field(default_factory=Counter)
     wall_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what was decided for the user
 
     @property
     def ok(self) -> bool:
@@ -56,6 +63,7 @@ class VerifyReport:
             "differ": [{"key": key, "what": what} for key, what in self.differ],
             "requests": dict(self.requests),
             "wall_seconds": round(self.wall_seconds, 3),
+            "notes": self.notes,
         }
 
 
@@ -77,7 +85,9 @@ async def verify_vectors(
     seed: int = 0,
     concurrency: int = 16,
 ) -> VerifyReport:
-    """Compare `sample` random rows (every row if None) of the source with what the indexes hold."""
+    """Compare `sample` random rows (every row if None) of the source with what the indexes
+    hold. A source read without metadata where the indexes hold some is a usage error that names
+    the option: every row would differ."""
     started = time.perf_counter()
     report = VerifyReport()
     shapes = await index_shapes(settings, bucket, indexes, report.requests)
@@ -85,11 +95,12 @@ async def verify_vectors(
     calls = asyncio.Semaphore(concurrency)
     tasks: set[asyncio.Task[None]] = set()
     pending: dict[str, list[Expected]] = {index: [] for index in indexes}
+    unread: set[str] = set()  # metadata keys stored where the source was read without any
 
     async def check(index: str, group: list[Expected]) -> None:
         async with calls:
             found = await client.get_vectors(bucket, index, [row.key for row in group])
-        _compare(group, {entry["key"]: entry for entry in found}, report)
+        _compare(group, {entry["key"]: entry for entry in found}, report, unread)
 
     def launch(index: str) -> None:
         group, pending[index] = pending[index], []
@@ -110,11 +121,19 @@ async def verify_vectors(
         await asyncio.gather(*tasks)
     finally:
         await client.close()
+    if unread and not (source.metadata_columns or source.metadata_json_column):
+        keys = ",".join(sorted(unread)[:5])
+        raise UsageError(
+            f"{bucket}/{','.join(indexes)} holds metadata ({keys}) and the source was read without "
+            f"any: name its columns, e.g. --metadata-columns {keys}"
+        )
     report.wall_seconds = time.perf_counter() - started
     return report
 
 
-def _compare(group: list[Expected], found: dict[str, dict[str, Any]], report: VerifyReport) -> None:
+def _compare(
+    group: list[Expected], found: dict[str, dict[str, Any]], report: VerifyReport, unread: set[str]
+) -> None:
     for row in group:
         stored = found.get(row.key)
         if stored is None:
@@ -129,7 +148,9 @@ def _compare(group: list[Expected], found: dict[str, dict[str, Any]], report: Ve
                 else len(row.vector)
             )
             report.differ.append((row.key, f"data: {changed} of {len(row.vector)} values differ"))
-        elif without_hash(stored.get("metadata")) != expected_metadata:
+        elif (kept := without_hash(stored.get("metadata"))) != expected_metadata:
+            if kept and not expected_metadata:
+                unread.update(kept)
             report.differ.append(
                 (row.key, f"metadata: stored {stored.get('metadata')!r}, source {expected_metadata!r}")
             )
