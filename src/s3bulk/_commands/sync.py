@@ -116,6 +116,10 @@ class SyncCommand(Command):
 # file name holds. With "delete:", a key named `delete:/some/path` whose transfer failed came back
 # from --retry-failed as a delete of /some/path.
 DELETE_PREFIX = "\x00delete:"
+STALE_DELETE = (
+    "not deleted: an earlier run's listing found it extra; --retry-failed deletes it only if "
+    "its own listings still do"
+)
 
 
 @dataclass
@@ -135,6 +139,8 @@ class SyncJob:
     mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
+    # this run's listings, named: only descriptors they decided may delete (`expand`)
+    listing: str = field(default_factory=lambda: os.urandom(8).hex(), init=False)
 
     @property
     def exact_timestamps(self) -> bool:
@@ -210,7 +216,12 @@ class SyncJob:
     def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         return self.sides.batches(stats, self._plan)
 
-    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> DiffBatch:
+    def _plan(
+        self, chunk: list[tuple[Entry | None, Entry | None]], only: frozenset[str] | None = None
+    ) -> DiffBatch:
+        """What the merge's pairs ask for; with `only` (a retry's failed deletes), only the
+        deletes of those names this run's listings still find extra, and what could not be
+        listed."""
         items: list[Any] = []
         deletes: list[tuple[str, int]] = []
         problems: list[Failure] = []
@@ -219,8 +230,10 @@ class SyncJob:
         for source, destination in self.sides.in_scope(chunk):
             if source is None:  # extra: the source's listing in full has no such name
                 assert destination is not None
-                if self.delete:
+                if self.delete and (only is None or destination.name in only):
                     deletes.append((destination.name, destination.size))
+                continue
+            if only is not None and not (source.problem and source.unlisted):
                 continue
             if source.problem:
                 path = self._shown_as(source)
@@ -244,7 +257,7 @@ class SyncJob:
             else:
                 items.append(transfer)
         items.extend(self._delete_items(deletes))
-        return DiffBatch(tuple(items), unchanged, tuple(problems))
+        return DiffBatch(tuple(items), unchanged, tuple(problems), self.listing)
 
     def _shown_as(self, source: Entry) -> str:
         """A source entry as the report names it: its URL, or its path."""
@@ -259,17 +272,28 @@ class SyncJob:
             return [DeleteBatch(self.destination.bucket, tuple(deletes))]
         return [LocalDelete(path, size) for path, size in deletes]
 
-    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> AsyncIterator[Any]:
+        return self._retried(rows)
+
+    async def _retried(self, rows: Iterator[list[tuple[str, int]]]) -> AsyncIterator[Any]:
+        """The failed transfers again; the failed deletes only where both sides, listed again by
+        this run, still find the name extra (issue 62): the source may hold it by now, another
+        writer may have written it, and the failed run's listing says nothing of either."""
+        deletes: set[str] = set()
         for batch in rows:
-            items: list[Any] = []
-            deletes = []
+            items = []
             for item_id, size in batch:
                 if item_id.startswith(DELETE_PREFIX):
-                    deletes.append((item_id[len(DELETE_PREFIX) :], size))
+                    deletes.add(item_id[len(DELETE_PREFIX) :])
                 else:
                     items.append(self.sides.transfer(item_id, size, 0.0))
-            items.extend(self._delete_items(deletes))
-            yield DiffBatch(tuple(items))
+            if items:
+                yield DiffBatch(tuple(items), listing=self.listing)
+        if not deletes:
+            return
+        only = frozenset(deletes)
+        async for diff in self.sides.batches(WorkerStats(), lambda chunk: self._plan(chunk, only)):
+            yield diff
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
@@ -280,7 +304,29 @@ class SyncJob:
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
         assert isinstance(descriptor, DiffBatch)
+        if descriptor.listing != self.listing:
+            descriptor = self._without_deletes(descriptor)
         yield self.sides.expand(descriptor, ctx, self.item_id)
+
+    def _without_deletes(self, descriptor: DiffBatch) -> DiffBatch:
+        """A batch an earlier run listed (a retry's descriptor that was never run): its
+        transfers, and its deletes failed by name, which a retry deletes only where its own
+        listings find them extra still."""
+        items, problems = [], list(descriptor.problems)
+        for item in descriptor.items:
+            if isinstance(item, DeleteBatch):
+                url = f"s3://{item.bucket}/"
+                problems.extend(
+                    Failure(url + key, "", STALE_DELETE, item_id=DELETE_PREFIX + key, size=size)
+                    for key, size in item.keys
+                )
+            elif isinstance(item, LocalDelete):
+                problems.append(
+                    Failure(item.path, "", STALE_DELETE, item_id=DELETE_PREFIX + item.path, size=item.size)
+                )
+            else:
+                items.append(item)
+        return replace(descriptor, items=tuple(items), problems=tuple(problems), listing=self.listing)
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         mover = self.mover
