@@ -5,20 +5,23 @@ server. The end-to-end promises stay with the real servers' tests."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from memory import MemoryS3
 
 from s3bulk._commands.base import JobPlan
 from s3bulk._commands.copy import CopyJob, CopySpec
-from s3bulk._commands.deletes import DeleteBatch
+from s3bulk._commands.deletes import DeleteBatch, LocalDelete
 from s3bulk._commands.sides import DiffBatch
-from s3bulk._commands.sync import DELETE_PREFIX, SyncJob, SyncSpec
+from s3bulk._commands.sync import DELETE_PREFIX, SyncJob, SyncSpec, remove_as_listed
 from s3bulk._commands.transfer import transfer_options
 from s3bulk._config import AwsSettings
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.worker import EngineOptions
+from s3bulk._errors import ItemError
 from s3bulk._journal.local import Journal
 from s3bulk._report import Report
 from s3bulk._urls import parse_location
@@ -165,3 +168,18 @@ def test_a_batch_an_earlier_run_listed_deletes_nothing() -> None:
     assert [(failure.source, failure.item_id) for failure in now.problems] == [
         ("s3://dst/q/x", DELETE_PREFIX + "q/x")
     ]
+
+
+def test_sync_deletes_a_local_file_only_while_it_is_the_file_listed(tmp_path: Path) -> None:
+    """sync --delete of a download removes an extra file only while its size and time are those
+    its walk found: a file another writer rewrote since is kept, its item failing by name."""
+    extra = tmp_path / "extra.txt"
+    extra.write_bytes(b"listed")
+    listed = os.stat(extra)
+    extra.write_bytes(b"written since the walk")
+    with pytest.raises(ItemError, match="changed after it was listed"):
+        remove_as_listed(LocalDelete(str(extra), listed.st_size, listed.st_mtime))
+    assert extra.read_bytes() == b"written since the walk"
+    now = os.stat(extra)
+    remove_as_listed(LocalDelete(str(extra), now.st_size, now.st_mtime))
+    assert not extra.exists()

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec
-from s3bulk._commands.deletes import DeleteBatch, LocalDelete, check_max_delete, run_delete_batch
+from s3bulk._commands.deletes import (
+    CHANGED_AFTER_LISTING,
+    BatchDeleter,
+    DeleteBatch,
+    LocalDelete,
+    check_max_delete,
+    run_delete_batch,
+)
 from s3bulk._commands.mover import Mover
 from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, sides_match, transfer_of
 from s3bulk._commands.transfer import (
@@ -28,7 +35,7 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
-from s3bulk._errors import UsageError
+from s3bulk._errors import ItemError, UsageError
 from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
 from s3bulk._report import Failure, WorkerStats
@@ -223,7 +230,7 @@ class SyncJob:
         deletes of those names this run's listings still find extra, and what could not be
         listed."""
         items: list[Any] = []
-        deletes: list[tuple[str, int]] = []
+        deletes: list[Entry] = []
         problems: list[Failure] = []
         unchanged = 0
         exact = self.exact_timestamps
@@ -231,7 +238,7 @@ class SyncJob:
             if source is None:  # extra: the source's listing in full has no such name
                 assert destination is not None
                 if self.delete and (only is None or destination.name in only):
-                    deletes.append((destination.name, destination.size))
+                    deletes.append(destination)
                 continue
             if only is not None and not (source.problem and source.unlisted):
                 continue
@@ -265,12 +272,16 @@ class SyncJob:
             return f"s3://{self.source.bucket}/{source.name}"
         return source.name or os.path.join(str(self.source), source.relative)
 
-    def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
+    def _delete_items(self, deletes: list[Entry]) -> list[Any]:
+        """The deletes of what the destination's listing holds extra, each of the version listed
+        (an object's ETag, a file's size and time): another writer's since is kept."""
         if not deletes:
             return []
         if isinstance(self.destination, S3Location):
-            return [DeleteBatch(self.destination.bucket, tuple(deletes))]
-        return [LocalDelete(path, size) for path, size in deletes]
+            keys = tuple((entry.name, entry.size) for entry in deletes)
+            etags = tuple((entry.name, entry.etag) for entry in deletes if entry.etag)
+            return [DeleteBatch(self.destination.bucket, keys, etags)]
+        return [LocalDelete(entry.name, entry.size, entry.mtime) for entry in deletes]
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> AsyncIterator[Any]:
         return self._retried(rows)
@@ -298,6 +309,19 @@ class SyncJob:
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
         await self.mover.open(ctx)
+        self._deleters: dict[str, BatchDeleter] = {}
+
+    def _deleter(self, bucket: str) -> BatchDeleter:
+        """The worker's deleter of the destination's extra objects, which learns once which
+        conditional delete the service takes (`BatchDeleter`)."""
+        deleter = self._deleters.get(bucket)
+        if deleter is None:
+            deleter = BatchDeleter(self.mover.storage, bucket, changed=CHANGED_AFTER_LISTING)
+            self._deleters[bucket] = deleter
+        return deleter
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_deleters": {}}
 
     async def close(self, ctx: WorkerContext) -> None:
         await self.mover.close()
@@ -331,7 +355,9 @@ class SyncJob:
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         mover = self.mover
         if isinstance(item, DeleteBatch):
-            outcome = await run_delete_batch(mover.storage, item, self.options.spec.dry_run, mover.cap, ctx)
+            outcome = await run_delete_batch(
+                mover.storage, item, self.options.spec.dry_run, mover.cap, ctx, self._deleter(item.bucket)
+            )
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
@@ -341,8 +367,7 @@ class SyncJob:
             if mover.cap is not None and not mover.cap.take(1, ctx.stop_job):
                 return BatchOutcome([], [])  # not deleted, not journaled: a resume does it
             if not self.options.spec.dry_run:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(item.path)
+                remove_as_listed(item)
             ctx.stats.objects_deleted += 1
             return 0
         if isinstance(item, CheckItem):
@@ -375,6 +400,19 @@ class SyncJob:
         if isinstance(item, LocalDelete):
             return DELETE_PREFIX + item.path
         return self.sides.item_id(transfer_of(item))
+
+
+def remove_as_listed(item: LocalDelete) -> None:
+    """Remove the file sync --delete found extra, unless it changed since it was listed (its
+    size or time: another writer's file is kept, and the item fails by name)."""
+    try:
+        now = os.stat(item.path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if item.mtime is not None and (now.st_size != item.size or now.st_mtime != item.mtime):
+        raise ItemError(CHANGED_AFTER_LISTING, retryable=False)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(item.path)
 
 
 COMMANDS = (SyncCommand(),)  # found by the registry (s3bulk._commands)
