@@ -5,31 +5,46 @@ server. The end-to-end promises stay with the real servers' tests."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from memory import MemoryS3
 
 from s3bulk._commands.base import JobPlan
 from s3bulk._commands.copy import CopyJob, CopySpec
-from s3bulk._commands.sync import SyncJob, SyncSpec
+from s3bulk._commands.deletes import DeleteBatch, LocalDelete
+from s3bulk._commands.sides import DiffBatch
+from s3bulk._commands.sync import DELETE_PREFIX, SyncJob, SyncSpec, remove_as_listed
 from s3bulk._commands.transfer import transfer_options
 from s3bulk._config import AwsSettings
 from s3bulk._engine.driver import Engine
 from s3bulk._engine.worker import EngineOptions
+from s3bulk._errors import ItemError
+from s3bulk._journal.local import Journal
 from s3bulk._report import Report
 from s3bulk._urls import parse_location
 
 MiB = 1024**2
 
 
-def run(job: Any, s3: MemoryS3) -> Report:
-    """The job through the async engine, its storages (the driver's too) the in-memory ones."""
+def run(job: Any, s3: MemoryS3, journal: Journal | None = None, *, retry: bool = False) -> Report:
+    """The job through the async engine, its storages (the driver's too) the in-memory ones;
+    with a journal, journaled, and with `retry` a `--retry-failed` of its failures."""
     job.mover.stores.make = s3.storage()
     if hasattr(job, "sides"):
         job.sides.make = s3.storage()
-    engine = Engine("async", EngineOptions(concurrency=8, max_in_flight_bytes=64 * MiB))
-    return asyncio.run(engine.run(job, Report("test")))
+    options = EngineOptions(
+        concurrency=8,
+        max_in_flight_bytes=64 * MiB,
+        journal_path=str(journal.path) if journal else None,
+        skip_done=retry,
+        journal_run=journal.run if journal else 0,
+    )
+    rows = journal.failed_items() if journal is not None and retry else None
+    engine = Engine("async", options)
+    return asyncio.run(engine.run(job, Report("test"), journal=journal, retry_rows=rows))
 
 
 PLAN = JobPlan("", 1, 64 * MiB)
@@ -103,3 +118,68 @@ def test_sync_delete_copies_what_differs_and_deletes_what_the_source_lacks() -> 
     assert s3.buckets["dst"] == {"q/same": b"1", "q/changed": b"22", "q/new": b"3"}
     assert (report.objects_unchanged, report.objects_deleted) == (1, 1)
     assert ("COPY", "dst", "q/same") not in s3.requests
+
+
+def sync_job(source: str, destination: str, **choices: Any) -> SyncJob:
+    """The job `sync --delete --size-only` builds from a spec of these choices."""
+    spec = SyncSpec(
+        source=source, destination=destination, partitioned_listing=False, mode="size", delete=True, **choices
+    )
+    options = transfer_options(spec, AwsSettings(), PLAN, max_delete=spec.max_delete)
+    places = parse_location(spec.source), parse_location(spec.destination)
+    return SyncJob(*places, AwsSettings(), options, mode="size", delete=True)
+
+
+def test_a_retried_sync_deletes_only_what_its_own_fresh_listing_finds_extra(tmp_path: Path) -> None:
+    """`sync --delete --retry-failed` (issue 62, hole 1): a delete that failed in the first run
+    was retried from the journal's name alone, resting on that run's old listing. Meanwhile the
+    source came to hold the name (and another writer rewrote the destination's object): the
+    retry deleted it. Its deletes must rest on listings of both sides taken by this run: here
+    q/x is kept (the source now holds x), and q/y, still extra, is deleted."""
+    s3 = MemoryS3()
+    s3.put("src", "p/a", b"a")
+    for key in ("q/a", "q/x", "q/y"):
+        s3.put("dst", key, b"old")
+    s3.refuse[("dst", "q/x")] = s3.refuse[("dst", "q/y")] = "AccessDenied: a policy on this key"
+    journal = Journal.create("sync", {}, directory=tmp_path)
+    journal.begin_run("run")
+    first = run(sync_job("s3://src/p/", "s3://dst/q/"), s3, journal)
+    journal.end_run(first)
+    assert (first.objects_failed, sorted(s3.buckets["dst"])) == (2, ["q/a", "q/x", "q/y"])
+
+    s3.refuse.clear()
+    s3.put("src", "p/x", b"the source's x")  # the name is the source's now
+    s3.put("dst", "q/x", b"another writer's x")
+    journal.begin_run("retry-failed")
+    again = run(sync_job("s3://src/p/", "s3://dst/q/"), s3, journal, retry=True)
+    journal.end_run(again)
+    assert s3.buckets["dst"] == {"q/a": b"a", "q/x": b"another writer's x"}
+    assert (again.objects_deleted, again.objects_failed) == (1, 0)
+
+
+def test_a_batch_an_earlier_run_listed_deletes_nothing() -> None:
+    """A descriptor journaled by a failed run (its workers gone before it ran) and run again by
+    --retry-failed: its transfers run, its deletes fail by name, for a retry whose own listing
+    decides them."""
+    job = sync_job("s3://src/p/", "s3://dst/q/")
+    earlier = DiffBatch((DeleteBatch("dst", (("q/x", 3),)), job.sides.transfer("a", 1, 0.0)), listing="gone")
+    now = job._without_deletes(earlier)
+    assert now.items == (job.sides.transfer("a", 1, 0.0),) and now.listing == job.listing
+    assert [(failure.source, failure.item_id) for failure in now.problems] == [
+        ("s3://dst/q/x", DELETE_PREFIX + "q/x")
+    ]
+
+
+def test_sync_deletes_a_local_file_only_while_it_is_the_file_listed(tmp_path: Path) -> None:
+    """sync --delete of a download removes an extra file only while its size and time are those
+    its walk found: a file another writer rewrote since is kept, its item failing by name."""
+    extra = tmp_path / "extra.txt"
+    extra.write_bytes(b"listed")
+    listed = os.stat(extra)
+    extra.write_bytes(b"written since the walk")
+    with pytest.raises(ItemError, match="changed after it was listed"):
+        remove_as_listed(LocalDelete(str(extra), listed.st_size, listed.st_mtime))
+    assert extra.read_bytes() == b"written since the walk"
+    now = os.stat(extra)
+    remove_as_listed(LocalDelete(str(extra), now.st_size, now.st_mtime))
+    assert not extra.exists()

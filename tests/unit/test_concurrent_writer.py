@@ -6,7 +6,10 @@ S3BULK_WRITER_EXAMPLES cases, 50 by default, 2,000 in `make reliability`). Whate
 - no lost latest version: each key's latest version (the writer's last write, or the first one
   if it wrote none) is at the source or the destination when the job ends, unless the writer
   deleted it, and
-- no delete of what the source holds: a destination the source still holds is never deleted.
+- no delete of what the source holds: a destination the source still holds is never deleted;
+- no delete of what the destination's listing did not see: sync --delete deletes an extra
+  object only while it is the version listed, another writer's later one is kept (S3 to S3,
+  where a writer on the destination is drawn too).
 
 The store (`RacingS3`) answers conditions as S3 does: a request naming a version by its ETag
 that the object no longer has is refused (412). A copy or download of an object of 40 bytes or
@@ -56,11 +59,13 @@ SHAPES = ["cp s3->s3", "mv s3->s3", "cp s3->local", "mv s3->local", "sync s3->s3
 @dataclass(frozen=True)
 class Write:
     """What the other writer does just before request `before` of the job: writes a new
-    version of source key `key` (a new key when it names none yet), or deletes it."""
+    version of source key `key` (a new key when it names none yet), or deletes it; with
+    `destination`, of the destination's object at that name (sync's)."""
 
     before: int
     key: str
     delete: bool
+    destination: bool = False
 
 
 class Counted(list[tuple[str, str, str]]):
@@ -91,6 +96,13 @@ class RacingS3(MemoryS3):
         self.seen: dict[tuple[str, str], bytes | None] = {}
         self.in_window: set[str] = set()  # source keys whose delete came after a write after its HEAD
         self.refused = 0  # requests answered 412: a transfer begun again, or a source kept
+        # the destination's writer (sync --delete's race): what it wrote, what the job's listing
+        # of the destination saw, and the destination keys deleted though not as listed
+        self.written_at_destination: dict[str, list[bytes]] = defaultdict(list)
+        self.deleted_at_destination: set[str] = set()  # by the writer
+        self.listed: dict[str, bytes] = {}
+        self.not_as_listed: set[str] = set()
+        self.destination_window: set[str] = set()  # as in_window: after a HEAD, unconditional
 
     def version(self, key: str, size: int | None = None) -> bytes:
         """A new version of s3://src/key (`size` bytes, else some): unique, moved in parts when
@@ -104,7 +116,16 @@ class RacingS3(MemoryS3):
 
     def meanwhile(self, request: int) -> None:
         for write in self.writes:
-            if write.before == request:
+            if write.before == request and write.destination:
+                key = "q/" + write.key[len("p/") :]
+                if write.delete:
+                    self.buckets["dst"].pop(key, None)
+                    self.deleted_at_destination.add(key)
+                else:
+                    body = f"{key}|theirs|{len(self.written_at_destination[key])}".encode()
+                    self.written_at_destination[key].append(body)
+                    self.buckets["dst"][key] = body
+            elif write.before == request:
                 if write.delete:
                     self.buckets["src"].pop(write.key, None)
                     self.ever_deleted.add(write.key)
@@ -139,6 +160,13 @@ class RacingStorage(MemoryStorage):
         head = await super().head(bucket, key, *args, **kwargs)
         self.s3.seen[bucket, key] = self._bucket(bucket).get(key)
         return head
+
+    async def list_objects_v2(self, bucket: str, prefix: str = "", **kwargs: Any) -> Any:
+        page = await super().list_objects_v2(bucket, prefix, **kwargs)
+        if bucket == "dst":
+            for info in page.objects:
+                self.s3.listed[info.key] = self._bucket(bucket)[info.key]
+        return page
 
     async def _read(self, bucket: str, key: str, version: Version, verb: str) -> bytes:
         """The version's bytes as a transfer reads them: in one request, or in parts (a HEAD
@@ -187,10 +215,13 @@ class RacingStorage(MemoryStorage):
         why = super()._delete(bucket, key, etag, conditional)
         if why.startswith("PreconditionFailed") and etag != NO_VERSION_HAS:
             self.s3.refused += 1
-        unconditional = bucket == "src" and not (etag and conditional)
+        unconditional = not (etag and conditional)
         looked = (bucket, key) in self.s3.seen
         if not why and unconditional and looked and before not in (None, self.s3.seen[bucket, key]):
-            self.s3.in_window.add(key)  # changed between mv's HEAD and its delete
+            # changed between the HEAD and the delete
+            (self.s3.in_window if bucket == "src" else self.s3.destination_window).add(key)
+        if not why and bucket == "dst" and before is not None and before != self.s3.listed.get(key):
+            self.s3.not_as_listed.add(key)
         return why
 
 
@@ -201,6 +232,7 @@ class Case:
     keys: dict[str, int]  # source key -> size of its first version
     at_destination: frozenset[str]  # keys the destination holds before (sync's), as they were
     writes: tuple[Write, ...]
+    extra: frozenset[str] = frozenset()  # names only the destination holds (sync --delete's)
 
     def __str__(self) -> str:
         return f"{self.shape} on {self.server}: {len(self.keys)} keys, writes {list(self.writes)}"
@@ -211,18 +243,27 @@ def cases(draw: st.DrawFn) -> Case:
     names = draw(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=6, unique=True))
     keys = {f"p/{name}": draw(st.integers(1, 80)) for name in names}
     shape = draw(st.sampled_from(SHAPES))
-    at_destination = frozenset(
-        draw(st.sets(st.sampled_from(sorted(keys)))) if shape.startswith("sync") else ()
-    )
+    sync = shape.startswith("sync")
+    at_destination = frozenset(draw(st.sets(st.sampled_from(sorted(keys)))) if sync else ())
+    extra = frozenset(draw(st.sets(st.sampled_from(("p/x", "p/y", "p/z")))) if sync else ())
     touched = [*keys, "p/new"]
+    # sync's destination (S3) has a writer too: over the names both sides hold, and the extra ones
+    at_destination_too = sync and not shape.endswith("local")
     writes = draw(
         st.lists(
-            st.builds(Write, st.integers(0, 30), st.sampled_from(touched), st.booleans()),
+            st.builds(
+                Write,
+                st.integers(0, 30),
+                st.sampled_from([*touched, *sorted(extra)]),
+                st.booleans(),
+                st.booleans() if at_destination_too else st.just(False),
+            ).filter(lambda write: write.destination or write.key in touched),
             min_size=1,
             max_size=3,
         )
     )
-    return Case(shape, draw(st.sampled_from(list(SERVERS))), keys, at_destination, tuple(writes))
+    server = draw(st.sampled_from(list(SERVERS)))
+    return Case(shape, server, keys, at_destination, tuple(writes), extra)
 
 
 def job_for(case: Case, destination: str) -> Any:
@@ -253,7 +294,8 @@ def problems(case: Case, s3: RacingS3, local: Path | None) -> list[str]:
     else:
         destination = {"p/" + key[len("q/") :]: body for key, body in s3.buckets.get("dst", {}).items()}
     for key, body in destination.items():
-        if body not in s3.versions[key] and body != b"kept" + key.encode():
+        theirs = s3.written_at_destination["q/" + key[len("p/") :]]
+        if body not in s3.versions[key] and body != b"kept" + key.encode() and body not in theirs:
             found.append(f"{key}: the destination is no version of its source (torn)")
     for key, versions in s3.versions.items():
         if s3.last_act.get(key) == "deleted" or not versions:
@@ -262,10 +304,14 @@ def problems(case: Case, s3: RacingS3, local: Path | None) -> list[str]:
         if latest not in (source.get(key), destination.get(key)) and key not in s3.in_window:
             found.append(f"{key}: its latest version is neither at the source nor at the destination")
     for key in case.at_destination:
-        if key not in destination and key in source and key not in s3.ever_deleted:
+        gone_by_them = "q/" + key[len("p/") :] in s3.deleted_at_destination
+        if key not in destination and key in source and key not in s3.ever_deleted and not gone_by_them:
             found.append(f"{key}: deleted at the destination though the source holds it")
-    if SERVERS[case.server] == (True, True) and s3.in_window:
-        found.append(f"{sorted(s3.in_window)}: deleted after a HEAD though the server takes conditions")
+    if SERVERS[case.server] == (True, True) and (s3.in_window or s3.destination_window):
+        windows = sorted(s3.in_window | s3.destination_window)
+        found.append(f"{windows}: deleted after a HEAD though the server takes conditions")
+    for key in sorted(s3.not_as_listed - s3.destination_window):
+        found.append(f"{key}: deleted at the destination though another writer wrote it after the listing")
     return found
 
 
@@ -288,8 +334,9 @@ def figures() -> Iterator[None]:
 SCENARIO = "a concurrent writer (in-memory store, hypothesis)"
 HOW = (
     "cp, mv and sync (S3->S3, S3->local) of 1-6 keys while another writer overwrites or deletes "
-    "a source (or writes a new one) before a drawn request, 1-3 times; the store answers "
-    "conditions as the server modelled does (tests/unit/test_concurrent_writer.py). "
+    "a source (or writes a new one), or for sync S3->S3 a destination object (one the "
+    "source lacks, which --delete deletes, or one it holds), before a drawn request, 1-3 times; "
+    "the store answers conditions as the server modelled does (tests/unit/test_concurrent_writer.py). "
     "'412s' are requests refused for their condition (a transfer begun again, a source kept); "
     "'in the window' are mv deletes after a HEAD said unchanged and a write landed before the "
     "delete, on servers that take no conditional delete"
@@ -305,7 +352,7 @@ def test_a_concurrent_writer_never_tears_loses_or_deletes_what_the_source_holds(
         s3.buckets["src"][key] = s3.version(key, size)
     with tempfile.TemporaryDirectory() as directory:
         local = Path(directory) / "out" if case.shape.endswith("local") else None
-        for key in case.at_destination:
+        for key in case.at_destination | case.extra:
             if local is not None:
                 (local / key[len("p/") :]).parent.mkdir(parents=True, exist_ok=True)
                 (local / key[len("p/") :]).write_bytes(b"kept" + key.encode())
@@ -318,6 +365,6 @@ def test_a_concurrent_writer_never_tears_loses_or_deletes_what_the_source_holds(
     tally["examples"] += 1
     tally["412s"] += s3.refused
     tally["items failed (named)"] += report.objects_failed
-    tally["in the window"] += len(s3.in_window)
+    tally["in the window"] += len(s3.in_window) + len(s3.destination_window)
     tally["torn, lost or deleted"] += len(found)
     assert not found, f"{case}: {found}; {report.failures[:3]}"

@@ -31,6 +31,10 @@ CHANGED_AFTER_COPY = (
     "it changed after it was copied: kept, with what was written meanwhile (the copy holds the "
     "version before; run the mv again to move it)"
 )
+CHANGED_AFTER_LISTING = (
+    "it changed after it was listed: kept, with what was written meanwhile (run again to "
+    "delete it if it is still to go)"
+)
 
 
 class BatchDeleter:
@@ -45,10 +49,13 @@ class BatchDeleter:
     where it takes none, each key is looked at by a HEAD just before its delete: a write between
     that HEAD and the delete is then lost, the window docs/compatibility.md names."""
 
-    def __init__(self, storage: Storage, bucket: str, linger: float = 0.02) -> None:
+    def __init__(
+        self, storage: Storage, bucket: str, linger: float = 0.02, changed: str = CHANGED_AFTER_COPY
+    ) -> None:
         self.storage = storage
         self.bucket = bucket
         self.linger = linger
+        self.changed = changed  # why a key that changed since is kept, as its caller says it
         # key -> (ETag, whether a HEAD looks at it first, its delete)
         self._pending: dict[str, tuple[str, bool, asyncio.Future[bool]]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -83,7 +90,7 @@ class BatchDeleter:
                 return False
             raise ItemError(str(error), retryable=False) from None
         if head.get("etag", "").strip('"') != etag.strip('"'):
-            raise ItemError(CHANGED_AFTER_COPY, retryable=False)
+            raise ItemError(self.changed, retryable=False)
         return True
 
     async def _learn(self, key: str, etag: str) -> bool:
@@ -131,7 +138,7 @@ class BatchDeleter:
         if refused is None:
             return True
         if _not_as_asked(refused):
-            raise ItemError(CHANGED_AFTER_COPY, retryable=False)
+            raise ItemError(self.changed, retryable=False)
         if _gone(refused):
             return False
         raise ItemError(refused, retryable=False)
@@ -177,7 +184,7 @@ class BatchDeleter:
             if reason is None:
                 future.set_result(True)
             elif etag and _not_as_asked(reason):
-                future.set_exception(ItemError(CHANGED_AFTER_COPY, retryable=False))
+                future.set_exception(ItemError(self.changed, retryable=False))
             elif etag and _gone(reason):  # a condition on a key that is gone
                 future.set_result(False)
             else:
@@ -223,11 +230,27 @@ def _gone(reason: str) -> bool:
     return "NoSuchKey" in reason or "(404)" in reason
 
 
+async def _deleted_as_listed(deleter: BatchDeleter, keys: list[str], etags: dict[str, str]) -> dict[str, str]:
+    """{key: why it was not deleted} of `keys`, each deleted while it has its listed ETag."""
+    found = await asyncio.gather(
+        *(deleter.delete(key, etags.get(key, "")) for key in keys), return_exceptions=True
+    )
+    failed = {}
+    for key, outcome in zip(keys, found, strict=True):
+        if isinstance(outcome, ItemError):
+            failed[key] = str(outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    return failed
+
+
 class LocalDelete(NamedTuple):
-    """An item: a local file sync --delete removes."""
+    """An item: a local file sync --delete removes, only while it is the file listed (its size
+    and time: `mtime` None when not known)."""
 
     path: str
     size: int
+    mtime: float | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +259,8 @@ class DeleteBatch:
 
     bucket: str
     keys: tuple[tuple[str, int], ...]  # (key, size)
+    # (key, ETag) as listed: each such key is deleted only while it is that version (`BatchDeleter`)
+    etags: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         first = self.keys[0][0] if self.keys else ""
@@ -248,14 +273,22 @@ async def run_delete_batch(
     dry_run: bool,
     cap: DeleteCap | None = None,
     ctx: WorkerContext | None = None,
+    deleter: BatchDeleter | None = None,
 ) -> BatchOutcome:
     """Delete a batch and say key by key what happened; never raises for a key's failure. Under
-    a cap, only the keys it grants are deleted (the rest are neither done nor failed)."""
+    a cap, only the keys it grants are deleted (the rest are neither done nor failed). With a
+    `deleter`, a key listed with its ETag is deleted only while it is still that version: what
+    another writer wrote there since the listing is kept, and its item fails by name."""
     if cap is not None:  # a dry run stops where the real one would
         assert ctx is not None
         batch = replace(batch, keys=batch.keys[: cap.take(len(batch.keys), ctx.stop_job)])
     sizes = dict(batch.keys)
-    failed = {} if dry_run else await storage.delete_many(batch.bucket, list(sizes))
+    if dry_run:
+        failed = {}
+    elif deleter is not None and batch.etags:
+        failed = await _deleted_as_listed(deleter, list(sizes), dict(batch.etags))
+    else:
+        failed = await storage.delete_many(batch.bucket, list(sizes))
     url = f"s3://{batch.bucket}/"
     done = [(key, size, url + key) for key, size in batch.keys if key not in failed]
     failures = [

@@ -56,6 +56,7 @@ class DiffBatch:
     items: tuple[Any, ...] = ()
     unchanged: int = 0
     problems: tuple[Failure, ...] = ()
+    listing: str = ""  # the run whose listing decided it: only that run deletes what it names
 
     def __str__(self) -> str:
         return f"{len(self.items)} items of the diff"

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec
-from s3bulk._commands.deletes import DeleteBatch, LocalDelete, check_max_delete, run_delete_batch
+from s3bulk._commands.deletes import (
+    CHANGED_AFTER_LISTING,
+    BatchDeleter,
+    DeleteBatch,
+    LocalDelete,
+    check_max_delete,
+    run_delete_batch,
+)
 from s3bulk._commands.mover import Mover
 from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, sides_match, transfer_of
 from s3bulk._commands.transfer import (
@@ -28,7 +35,7 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
-from s3bulk._errors import UsageError
+from s3bulk._errors import ItemError, UsageError
 from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
 from s3bulk._report import Failure, WorkerStats
@@ -116,6 +123,10 @@ class SyncCommand(Command):
 # file name holds. With "delete:", a key named `delete:/some/path` whose transfer failed came back
 # from --retry-failed as a delete of /some/path.
 DELETE_PREFIX = "\x00delete:"
+STALE_DELETE = (
+    "not deleted: an earlier run's listing found it extra; --retry-failed deletes it only if "
+    "its own listings still do"
+)
 
 
 @dataclass
@@ -135,6 +146,8 @@ class SyncJob:
     mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
+    # this run's listings, named: only descriptors they decided may delete (`expand`)
+    listing: str = field(default_factory=lambda: os.urandom(8).hex(), init=False)
 
     @property
     def exact_timestamps(self) -> bool:
@@ -210,17 +223,24 @@ class SyncJob:
     def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         return self.sides.batches(stats, self._plan)
 
-    def _plan(self, chunk: list[tuple[Entry | None, Entry | None]]) -> DiffBatch:
+    def _plan(
+        self, chunk: list[tuple[Entry | None, Entry | None]], only: frozenset[str] | None = None
+    ) -> DiffBatch:
+        """What the merge's pairs ask for; with `only` (a retry's failed deletes), only the
+        deletes of those names this run's listings still find extra, and what could not be
+        listed."""
         items: list[Any] = []
-        deletes: list[tuple[str, int]] = []
+        deletes: list[Entry] = []
         problems: list[Failure] = []
         unchanged = 0
         exact = self.exact_timestamps
         for source, destination in self.sides.in_scope(chunk):
             if source is None:  # extra: the source's listing in full has no such name
                 assert destination is not None
-                if self.delete:
-                    deletes.append((destination.name, destination.size))
+                if self.delete and (only is None or destination.name in only):
+                    deletes.append(destination)
+                continue
+            if only is not None and not (source.problem and source.unlisted):
                 continue
             if source.problem:
                 path = self._shown_as(source)
@@ -244,7 +264,7 @@ class SyncJob:
             else:
                 items.append(transfer)
         items.extend(self._delete_items(deletes))
-        return DiffBatch(tuple(items), unchanged, tuple(problems))
+        return DiffBatch(tuple(items), unchanged, tuple(problems), self.listing)
 
     def _shown_as(self, source: Entry) -> str:
         """A source entry as the report names it: its URL, or its path."""
@@ -252,40 +272,92 @@ class SyncJob:
             return f"s3://{self.source.bucket}/{source.name}"
         return source.name or os.path.join(str(self.source), source.relative)
 
-    def _delete_items(self, deletes: list[tuple[str, int]]) -> list[Any]:
+    def _delete_items(self, deletes: list[Entry]) -> list[Any]:
+        """The deletes of what the destination's listing holds extra, each of the version listed
+        (an object's ETag, a file's size and time): another writer's since is kept."""
         if not deletes:
             return []
         if isinstance(self.destination, S3Location):
-            return [DeleteBatch(self.destination.bucket, tuple(deletes))]
-        return [LocalDelete(path, size) for path, size in deletes]
+            keys = tuple((entry.name, entry.size) for entry in deletes)
+            etags = tuple((entry.name, entry.etag) for entry in deletes if entry.etag)
+            return [DeleteBatch(self.destination.bucket, keys, etags)]
+        return [LocalDelete(entry.name, entry.size, entry.mtime) for entry in deletes]
 
-    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> AsyncIterator[Any]:
+        return self._retried(rows)
+
+    async def _retried(self, rows: Iterator[list[tuple[str, int]]]) -> AsyncIterator[Any]:
+        """The failed transfers again; the failed deletes only where both sides, listed again by
+        this run, still find the name extra (issue 62): the source may hold it by now, another
+        writer may have written it, and the failed run's listing says nothing of either."""
+        deletes: set[str] = set()
         for batch in rows:
-            items: list[Any] = []
-            deletes = []
+            items = []
             for item_id, size in batch:
                 if item_id.startswith(DELETE_PREFIX):
-                    deletes.append((item_id[len(DELETE_PREFIX) :], size))
+                    deletes.add(item_id[len(DELETE_PREFIX) :])
                 else:
                     items.append(self.sides.transfer(item_id, size, 0.0))
-            items.extend(self._delete_items(deletes))
-            yield DiffBatch(tuple(items))
+            if items:
+                yield DiffBatch(tuple(items), listing=self.listing)
+        if not deletes:
+            return
+        only = frozenset(deletes)
+        async for diff in self.sides.batches(WorkerStats(), lambda chunk: self._plan(chunk, only)):
+            yield diff
 
     # ---- worker side --------------------------------------------------------------------------
     async def open(self, ctx: WorkerContext) -> None:
         await self.mover.open(ctx)
+        self._deleters: dict[str, BatchDeleter] = {}
+
+    def _deleter(self, bucket: str) -> BatchDeleter:
+        """The worker's deleter of the destination's extra objects, which learns once which
+        conditional delete the service takes (`BatchDeleter`)."""
+        deleter = self._deleters.get(bucket)
+        if deleter is None:
+            deleter = BatchDeleter(self.mover.storage, bucket, changed=CHANGED_AFTER_LISTING)
+            self._deleters[bucket] = deleter
+        return deleter
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_deleters": {}}
 
     async def close(self, ctx: WorkerContext) -> None:
         await self.mover.close()
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[Any]]:
         assert isinstance(descriptor, DiffBatch)
+        if descriptor.listing != self.listing:
+            descriptor = self._without_deletes(descriptor)
         yield self.sides.expand(descriptor, ctx, self.item_id)
+
+    def _without_deletes(self, descriptor: DiffBatch) -> DiffBatch:
+        """A batch an earlier run listed (a retry's descriptor that was never run): its
+        transfers, and its deletes failed by name, which a retry deletes only where its own
+        listings find them extra still."""
+        items, problems = [], list(descriptor.problems)
+        for item in descriptor.items:
+            if isinstance(item, DeleteBatch):
+                url = f"s3://{item.bucket}/"
+                problems.extend(
+                    Failure(url + key, "", STALE_DELETE, item_id=DELETE_PREFIX + key, size=size)
+                    for key, size in item.keys
+                )
+            elif isinstance(item, LocalDelete):
+                problems.append(
+                    Failure(item.path, "", STALE_DELETE, item_id=DELETE_PREFIX + item.path, size=item.size)
+                )
+            else:
+                items.append(item)
+        return replace(descriptor, items=tuple(items), problems=tuple(problems), listing=self.listing)
 
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
         mover = self.mover
         if isinstance(item, DeleteBatch):
-            outcome = await run_delete_batch(mover.storage, item, self.options.spec.dry_run, mover.cap, ctx)
+            outcome = await run_delete_batch(
+                mover.storage, item, self.options.spec.dry_run, mover.cap, ctx, self._deleter(item.bucket)
+            )
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
@@ -295,8 +367,7 @@ class SyncJob:
             if mover.cap is not None and not mover.cap.take(1, ctx.stop_job):
                 return BatchOutcome([], [])  # not deleted, not journaled: a resume does it
             if not self.options.spec.dry_run:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(item.path)
+                remove_as_listed(item)
             ctx.stats.objects_deleted += 1
             return 0
         if isinstance(item, CheckItem):
@@ -329,6 +400,19 @@ class SyncJob:
         if isinstance(item, LocalDelete):
             return DELETE_PREFIX + item.path
         return self.sides.item_id(transfer_of(item))
+
+
+def remove_as_listed(item: LocalDelete) -> None:
+    """Remove the file sync --delete found extra, unless it changed since it was listed (its
+    size or time: another writer's file is kept, and the item fails by name)."""
+    try:
+        now = os.stat(item.path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if item.mtime is not None and (now.st_size != item.size or now.st_mtime != item.mtime):
+        raise ItemError(CHANGED_AFTER_LISTING, retryable=False)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(item.path)
 
 
 COMMANDS = (SyncCommand(),)  # found by the registry (s3bulk._commands)

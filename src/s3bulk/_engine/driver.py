@@ -204,7 +204,12 @@ class _Run(Listener):
         assert self.journal is not None
         for descriptor in self.journal.take_failed_descriptors():
             yield descriptor
-        for descriptor in self.job.retry_partitions(self.retry_rows):
+        retried = self.job.retry_partitions(self.retry_rows)
+        if isinstance(retried, AsyncIterator):  # the job lists again to retry (sync's deletes)
+            async for descriptor in retried:
+                yield descriptor
+            return
+        for descriptor in retried:
             yield descriptor
             await asyncio.sleep(0)
 

@@ -132,8 +132,10 @@ class Job(Protocol):
         driver itself does (sync's listings and diff) is counted in `stats`."""
         ...
 
-    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
-        """Driver side: descriptors that redo exactly these failed items, (item id, size) each."""
+    def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any] | AsyncIterator[Any]:
+        """Driver side: descriptors that redo exactly these failed items, (item id, size) each;
+        an async iterator where the job must list again to know which still need doing (a
+        delete rests on this run's listing, never on the failed run's: sync)."""
         ...
 
     async def open(self, ctx: WorkerContext) -> None:
