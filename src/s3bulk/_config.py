@@ -224,6 +224,10 @@ DEFAULT_MAX_ATTEMPTS = 6
 # What an upload sends to have its bytes checked by the service (`_stores/checksums.py`)
 CHECKSUM_ALGORITHMS = ("CRC64NVME", "CRC32C", "CRC32", "SHA256", "SHA1", "MD5", "none")
 DEFAULT_CHECKSUM_ALGORITHM = "CRC64NVME"  # what S3 and the AWS SDKs use since December 2024
+# botocore's two checksum settings (request_checksum_calculation, response_checksum_validation):
+# when_supported, the default, checks every body it can; when_required only where the operation
+# demands it, for stores that refuse x-amz-checksum-* or UNSIGNED-PAYLOAD (B2, OVH, Hetzner ...)
+CHECKSUM_WHEN = ("when_supported", "when_required")
 
 
 class UploadChecks(NamedTuple):
@@ -318,13 +322,46 @@ class AwsSettings:
 
     @property
     def upload_checksum(self) -> str:
-        """What an upload sends: CHECKSUM_ALGORITHMS' name, the default's when none was chosen."""
-        return self.checksum_algorithm or DEFAULT_CHECKSUM_ALGORITHM
+        """What an upload sends: CHECKSUM_ALGORITHMS' name; when none was chosen, the default's,
+        or "none" where `request_checksum_calculation` is when_required (the payload is then
+        signed: its SHA-256 is what the service checks)."""
+        if self.checksum_algorithm:
+            return self.checksum_algorithm
+        return "none" if self.checksums_when_required else DEFAULT_CHECKSUM_ALGORITHM
 
     def payload_unsigned(self, url: str) -> bool:
-        """Whether a body sent to `url` with its checksum goes unsigned: chosen, or over HTTPS."""
+        """Whether a body sent to `url` with its checksum goes unsigned: chosen, or over HTTPS
+        (never by default where checksums are sent only when required, as botocore does)."""
         chosen = self.unsigned_payload
-        return chosen if chosen is not None else url.startswith("https://")
+        if chosen is not None:
+            return chosen
+        return url.startswith("https://") and not self.checksums_when_required
+
+    @cached_property
+    def checksums_when_required(self) -> bool:
+        """Whether uploads send checksums only when asked (`request_checksum_calculation =
+        when_required` in the profile, or AWS_REQUEST_CHECKSUM_CALCULATION), as botocore reads it."""
+        return self._checksum_setting("request_checksum_calculation") == "when_required"
+
+    @cached_property
+    def asks_checksums(self) -> bool:
+        """Whether downloads ask for the object's checksum (`x-amz-checksum-mode: ENABLED`), to check
+        their bytes by it: not where `response_checksum_validation = when_required` (profile, or
+        AWS_RESPONSE_CHECKSUM_VALIDATION); they are checked by the ETag's MD5 then."""
+        return self._checksum_setting("response_checksum_validation") != "when_required"
+
+    def _checksum_setting(self, name: str) -> str:
+        """One of CHECKSUM_WHEN, from the environment (AWS_<NAME>), then the profile, as botocore
+        reads it; a value it is not is one line now, naming where it came from."""
+        variable = f"AWS_{name.upper()}"
+        text = os.environ.get(variable)
+        where = variable
+        if not text:
+            text, where = str(self._scoped_config.get(name) or ""), f"{name} in the AWS config file"
+        value = text.strip().lower() or CHECKSUM_WHEN[0]
+        if value not in CHECKSUM_WHEN:
+            raise UsageError(f"{where} = {text!r}: use when_supported or when_required")
+        return value
 
     def region_of(self, bucket: str) -> str:
         return self.bucket_regions.get(bucket) or self.resolved_region
@@ -361,6 +398,7 @@ class AwsSettings:
         if self.profile:
             self._scoped_config  # noqa: B018 -- reading it is the check
         self.tls_bundle(self.resolved_endpoint)
+        self.checksums_when_required, self.asks_checksums  # noqa: B018 -- a bad value is one line now
         if self.source is not None:
             self.source.check_profile()
 

@@ -193,6 +193,15 @@ def changed_meanwhile(error: BaseException) -> bool:
     return isinstance(error, S3Error) and (error.status == 412 or error.code == "PreconditionFailed")
 
 
+class WrittenMeanwhile(ItemError):
+    """A conditional write the service refused (412 to If-None-Match: * or If-Match: ETAG): the
+    destination holds another object than the write was allowed to replace (one written, or
+    changed, since it was listed). Not `changed_meanwhile`: no read of the source begins again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class BytesMismatch(ItemError, OSError):
     """The bytes a read gave contradict what the object says of itself (its full-object checksum,
     or its ETag where that is an MD5): they changed on the way. An OSError too, so that a file's

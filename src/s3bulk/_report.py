@@ -69,6 +69,7 @@ class WorkerStats:
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.defaultdict[str, float] = field(default_factory=seconds)
     failures: list[Failure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the report says once (the first of each kept)
     records: list[dict[str, Any]] = field(default_factory=list)
     done_ids: list[tuple[str, int]] = field(default_factory=list)  # (item id, size) for the journal
     failed_descriptors: list[tuple[Any, str]] = field(default_factory=list)  # whole listings that failed
@@ -204,6 +205,7 @@ class Report:
         for stage, seconds in delta.stage_seconds.items():
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
         self.failures.extend(delta.failures)
+        self.notes.extend(note for note in dict.fromkeys(delta.notes) if note not in self.notes)
         self.concurrency_peak = max(self.concurrency_peak, self.concurrency)
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from email.utils import formatdate
 from typing import Any
 
-from s3bulk._errors import ItemError, S3Error
-from s3bulk._stores.conditional import Version
+from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile
+from s3bulk._stores.conditional import Version, WriteConditions
 from s3bulk._stores.downloads import Downloaded
 from s3bulk._stores.s3 import quoted
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
@@ -39,6 +39,9 @@ class MemoryS3:
         # whether a delete's condition (its ETag) is looked at, in DeleteObjects and in a
         # DeleteObject: S3 does; MinIO and Garage do in neither (they delete), versitygw in the second
         self.conditional_deletes = (True, True)
+        # whether writes take If-None-Match and If-Match (PUT, CopyObject): off, as a server that
+        # ignores them (`Storage.write_conditions` finds none), unless a test turns them on
+        self.conditional_writes = WriteConditions()
 
     def put(self, bucket: str, key: str, body: bytes, modified: float | None = None) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
@@ -126,9 +129,29 @@ class MemoryStorage:
             "last-modified": formatdate(int(self.s3.time_of(bucket, key)), usegmt=True),
         }
 
-    async def copy(self, source_bucket: str, source_key: str, bucket: str, key: str, **_: Any) -> Version:
+    async def write_conditions(self, bucket: str, prefix: str) -> WriteConditions:
+        return self.s3.conditional_writes
+
+    def _condition_holds(self, bucket: str, key: str, condition: dict[str, str] | None) -> None:
+        """A conditional write refused as the signed client refuses it (412: `WrittenMeanwhile`)."""
+        body = self._bucket(bucket).get(key)
+        if condition and "If-None-Match" in condition and body is not None:
+            raise WrittenMeanwhile(f"put s3://{bucket}/{key}: PreconditionFailed (412)")
+        if condition and "If-Match" in condition and (body is None or _etag(body) != condition["If-Match"]):
+            raise WrittenMeanwhile(f"put s3://{bucket}/{key}: PreconditionFailed (412)")
+
+    async def copy(
+        self,
+        source_bucket: str,
+        source_key: str,
+        bucket: str,
+        key: str,
+        condition: dict[str, str] | None = None,
+        **_: Any,
+    ) -> Version:
         self.s3.request("COPY", bucket, key)
         self._refused(bucket, key)
+        self._condition_holds(bucket, key, condition)
         body = self._bucket(source_bucket).get(source_key)
         if body is None:
             raise S3Error(404, "NoSuchKey", "", f"copy s3://{source_bucket}/{source_key}")
@@ -149,9 +172,18 @@ class MemoryStorage:
             os.utime(target, (mtime, mtime))
         return Downloaded(len(body), True, _etag(body))
 
-    async def upload(self, path: str, bucket: str, key: str, *_: Any, **__: Any) -> int:
+    async def upload(
+        self,
+        path: str,
+        bucket: str,
+        key: str,
+        attributes: Any = None,
+        parts: Any = None,
+        condition: Any = None,
+    ) -> int:
         self.s3.request("PUT", bucket, key)
         self._refused(bucket, key)
+        self._condition_holds(bucket, key, condition)
         with open(path, "rb") as file:
             body = file.read()
         self.s3.written(bucket, key, body)

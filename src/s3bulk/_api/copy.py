@@ -50,6 +50,8 @@ async def copy_async(
     verify: bool = True,
     if_size_differ: bool = False,
     if_newer: bool = False,
+    if_match: str | None = None,
+    if_none_match: str | None = None,
     journal: bool = True,
     settings: AwsSettings | None = None,
     on_progress: Progress = None,
@@ -73,7 +75,10 @@ async def copy_async(
     copy (copies keep the source's Content-* and metadata unless it sets some). Downloads with
     `show_attributes` HEAD each object and put what it says in its record (`on_records`).
     `no_clobber`, `if_size_differ`, `if_newer` (s5cmd's -n, -s, -u) leave an existing destination
-    alone unless every one given says to write over it; a missing one is always written.
+    alone unless every one given says to write over it; a missing one is always written (a bare
+    `no_clobber` onto a store that honours If-None-Match asks nothing first: the write is refused
+    where an object is). One object written to S3 with `if_match=ETAG` replaces only that
+    version, with `if_none_match="*"` only nothing (else its item fails: PreconditionFailed).
     `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together.
     `files_from`: a file of names (one per line, relative to `source`) to copy instead of all.
     Downloads are checked against the object's ETag (its MD5, or the MD5 of its parts) and
@@ -115,6 +120,8 @@ async def copy_async(
             "verify": verify,
             "if_size_differ": if_size_differ,
             "if_newer": if_newer,
+            "if_match": if_match,
+            "if_none_match": if_none_match,
             "journal": journal,
             "settings": settings,
             "on_progress": on_progress,

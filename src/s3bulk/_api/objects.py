@@ -107,10 +107,17 @@ async def put_async(
     *,
     attributes: Attributes = NO_ATTRIBUTES,
     settings: AwsSettings | None = None,
+    if_match: str | None = None,
+    if_none_match: str | None = None,
 ) -> int:
     """Store one object from bytes, a local file's path, or an iterable of byte chunks (sent in
-    parts as they come, memory bounded); returns the bytes sent."""
+    parts as they come, memory bounded); returns the bytes sent. `if_none_match="*"`: only where
+    no object is; `if_match=ETAG`: only over that version (else `WrittenMeanwhile`, nothing
+    stored), as conditional writes (If-None-Match, If-Match) do."""
     from s3bulk._objects import put_stream
+    from s3bulk._stores.conditional import asked_replaces
+
+    replaces = asked_replaces(if_match, if_none_match)
 
     if isinstance(data, (str, os.PathLike)):
         if not os.path.isfile(data):
@@ -119,7 +126,11 @@ async def put_async(
             )
         with builtins.open(data, "rb") as handle:
             return await put_stream(
-                settings or AwsSettings.from_env(), url, _reader(handle.read), attributes=attributes
+                settings or AwsSettings.from_env(),
+                url,
+                _reader(handle.read),
+                attributes=attributes,
+                replaces=replaces,
             )
     chunks: Iterator[bytes]
     if isinstance(data, bytes | bytearray | memoryview):
@@ -132,7 +143,11 @@ async def put_async(
             f"put(url, data): data is bytes, a local file's path or an iterable of bytes, not {kind}"
         )
     return await put_stream(
-        settings or AwsSettings.from_env(), url, _chunk_reader(chunks), attributes=attributes
+        settings or AwsSettings.from_env(),
+        url,
+        _chunk_reader(chunks),
+        attributes=attributes,
+        replaces=replaces,
     )
 
 

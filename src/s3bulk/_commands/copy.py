@@ -29,11 +29,14 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._errors import UsageError
+from s3bulk._flags import option
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.listing import KeyRange, ObjectBatch, SingleObject, find_object, iter_range
 from s3bulk._sources.local import LocalBatch, named_files, walk, walked_again
 from s3bulk._sources.manifest import NamedObjects, look_up, manifest_chunks
+from s3bulk._stores.conditional import asked_replaces
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._text import NOT_UTF8, is_utf8
 from s3bulk._urls import (
@@ -49,6 +52,33 @@ LOCAL_BATCH = 256
 @dataclass(frozen=True, kw_only=True)
 class CopySpec(TransferSpec):
     command: ClassVar[str] = "cp"
+    # one object's conditional write (issue 66): only over that ETag, or ('*') where none is
+    if_match: str | None = field(
+        default=None,
+        metadata=option("--if-match", help="One object: write only over the object of this ETag."),
+    )
+    if_none_match: str | None = field(
+        default=None,
+        metadata=option("--if-none-match", help="One object: '*', write only where no object is."),
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        replaces = asked_replaces(self.if_match, self.if_none_match)
+        if replaces is None:
+            return
+        if self.source.endswith("/") or self.destination.endswith("/") or "://" not in self.destination:
+            raise UsageError(
+                "--if-match / --if-none-match are for one object written to S3: "
+                "cp FILE-OR-URL s3://bucket/key (for many, -n leaves what is there)"
+            )
+        if self.no_clobber or self.if_size_differ or self.if_newer:
+            raise UsageError("--if-match / --if-none-match and -n, -s, -u: give one of them")
+
+    @property
+    def replaces(self) -> str | None:
+        """What the one object written may replace (`TransferItem.replaces`)."""
+        return asked_replaces(self.if_match, self.if_none_match)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +100,10 @@ class CopyCommand(Command):
         source, destination = parse_location(spec.source), parse_location(spec.destination)
         moving = isinstance(spec, MoveSpec)
         max_delete = spec.max_delete if isinstance(spec, MoveSpec) else None
-        options = transfer_options(spec, settings, plan, delete_source=moving, max_delete=max_delete)
+        replaces = spec.replaces if isinstance(spec, CopySpec) else None
+        options = transfer_options(
+            spec, settings, plan, delete_source=moving, max_delete=max_delete, replaces=replaces
+        )
         job = CopyJob(source, destination, settings, options)
         job.preflight_requests = await job.preflight()
         return job

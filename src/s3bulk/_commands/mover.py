@@ -7,6 +7,7 @@ record says, and for mv the source deleted once its copy succeeded.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,11 +20,18 @@ from s3bulk._commands.transfer import Direction, TransferOptions, content_type, 
 from s3bulk._config import AwsSettings
 from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, WorkerContext
-from s3bulk._errors import ItemError, JobAborted, S3Error, classify
+from s3bulk._errors import ItemError, JobAborted, S3Error, WrittenMeanwhile, classify
 from s3bulk._plan.diff import newer
 from s3bulk._plan.keys import TransferItem
 from s3bulk._stores.attributes import described
-from s3bulk._stores.conditional import Version
+from s3bulk._stores.conditional import (
+    NOTHING,
+    Version,
+    WriteConditions,
+    not_as_asked,
+    replaced_meanwhile,
+    write_condition,
+)
 from s3bulk._stores.multipart import UploadHooks, file_version
 from s3bulk._stores.routes import Parts, bytes_held, upload_held
 from s3bulk._stores.storage import Storage
@@ -107,9 +115,11 @@ class Mover:
         self._written = False  # some item of this worker reached the destination
         self._shown: dict[str, dict[str, Any]] = {}  # downloads' attributes, until recorded
         self._unverified: set[str] = set()  # downloads whose bytes nothing could check, until recorded
+        self._honoured: WriteConditions | None = None  # found once per worker (`_write_conditions`)
+        self._probing: asyncio.Lock | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_deleter": None}
+        return self.__dict__ | {"_deleter": None, "_honoured": None, "_probing": None}
 
     async def open(self, ctx: WorkerContext) -> None:
         self.stores.open(ctx)
@@ -158,8 +168,42 @@ class Mover:
         return found
 
     async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
-        if self._guarded and not await self._worth_writing(item):
-            return unchanged(ctx, item.size)
+        asked = self.options.replaces
+        if asked is not None:
+            item = item._replace(replaces=asked)
+            await self._as_asked(item, ctx)
+        elif self._guarded:
+            write, replaces = await self._guard(item, ctx)
+            if not write:
+                return unchanged(ctx, item.size)
+            item = item._replace(replaces=replaces)
+        try:
+            return await self._write(item, ctx)
+        except WrittenMeanwhile:
+            assert item.replaces is not None
+            _, destination, _ = self.describe(item)
+            if asked is not None:
+                raise not_as_asked(destination, asked) from None
+            if self._guarded and self.options.spec.no_clobber and item.replaces == NOTHING:
+                return unchanged(ctx, item.size)  # -n: the 412 says what a HEAD would have
+            raise replaced_meanwhile(destination, item.replaces) from None
+
+    async def _as_asked(self, item: TransferItem, ctx: WorkerContext) -> None:
+        """--if-match / --if-none-match onto a store that ignores the condition: what is there
+        is asked first (a HEAD), and the write refused unless it is what may be replaced."""
+        assert item.replaces is not None
+        if self.options.spec.dry_run or await self._condition(item, ctx, copy=self._server_side):
+            return
+        there = await self._destination_state(item)
+        etag = there[2].strip('"') if there is not None else None
+        if (etag is not None) if item.replaces == NOTHING else (etag != item.replaces):
+            raise not_as_asked(self.describe(item)[1], item.replaces)
+
+    @property
+    def _server_side(self) -> bool:
+        return self.direction == "copy" and not self.relayed
+
+    async def _write(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
         cap = self.cap if self.options.delete_source else None
         if cap is not None and not cap.take(1, ctx.stop_job):  # mv: a delete reserved before the copy
             raise JobAborted(cap.message)  # not started, so not journaled: a resume does it
@@ -172,9 +216,10 @@ class Mover:
                 moved, read = await self._download(item, ctx)
             elif self.direction == "upload":
                 version = file_version(item.source) if self.options.delete_source else None
-                moved = await self._upload(item)
+                moved = await self._upload(item, await self._condition(item, ctx))
             else:
-                copied = await (self._relay(item) if self.relayed else self._copy(item))
+                condition = await self._condition(item, ctx, copy=self._server_side)
+                copied = await (self._relay(item, condition) if self.relayed else self._copy(item, condition))
                 moved, read = copied.size, copied.etag
         except BaseException as exc:
             if cap is not None:
@@ -192,27 +237,57 @@ class Mover:
         spec = self.options.spec
         return spec.no_clobber or spec.if_size_differ or spec.if_newer
 
-    async def _worth_writing(self, item: TransferItem) -> bool:
-        """--no-clobber, --if-size-differ, --if-newer (s5cmd's -n, -s, -u): an existing
-        destination is written over only if every condition given says so; a missing one always
-        is. A local file is a stat, an object a HEAD (sync compares whole listings instead)."""
+    async def _guard(self, item: TransferItem, ctx: WorkerContext) -> tuple[bool, str | None]:
+        """Whether -n, -s, -u let the item be written, and what it may replace then
+        (`TransferItem.replaces`). A bare -n onto a store that honours If-None-Match asks
+        nothing first: the write itself is refused where an object is (one request; the 412
+        counts as unchanged). Else the destination is asked (a stat, a HEAD), and the write
+        replaces only what it found."""
+        spec = self.options.spec
+        bare = spec.no_clobber and not (spec.if_size_differ or spec.if_newer)
+        if bare and isinstance(self.destination, S3Location) and not spec.dry_run:
+            honoured = await self._write_conditions(ctx)
+            if honoured.none_match and (honoured.copy or not self._server_side):
+                return True, NOTHING
         there = await self._destination_state(item)
         if there is None:
-            return True
-        size, mtime = there
-        spec = self.options.spec
+            return True, NOTHING
+        size, mtime, etag = there
         if spec.no_clobber or (spec.if_size_differ and size == item.size):
-            return False
-        return not spec.if_newer or newer(await self._source_time(item), mtime)
+            return False, None
+        if spec.if_newer and not newer(await self._source_time(item), mtime):
+            return False, None
+        return True, etag or None
 
-    async def _destination_state(self, item: TransferItem) -> tuple[int, float] | None:
-        """(size, modification time) of what is at the destination, or None."""
+    async def _condition(self, item: TransferItem, ctx: WorkerContext, copy: bool = False) -> dict[str, str]:
+        """The header that keeps the write from replacing anything but what `item.replaces`
+        says, where the destination honours it (`conditional.write_condition`)."""
+        if item.replaces is None or not isinstance(self.destination, S3Location):
+            return {}
+        return write_condition(item.replaces, await self._write_conditions(ctx), copy)
+
+    async def _write_conditions(self, ctx: WorkerContext) -> WriteConditions:
+        """Which write conditions the destination honours: probed once (`Storage.write_conditions`),
+        the report told of those it ignores."""
+        if self._honoured is None:
+            self._probing = self._probing or asyncio.Lock()
+            async with self._probing:
+                if self._honoured is None:
+                    assert isinstance(self.destination, S3Location)
+                    found = await self.storage.write_conditions(self.destination.bucket, self.destination.key)
+                    if found.note():
+                        ctx.stats.notes.append(found.note())
+                    self._honoured = found
+        return self._honoured
+
+    async def _destination_state(self, item: TransferItem) -> tuple[int, float, str] | None:
+        """(size, modification time, ETag: "" for a file) of what is at the destination, or None."""
         if isinstance(self.destination, LocalLocation):
             try:
                 found = os.stat(item.destination)
             except (FileNotFoundError, NotADirectoryError):
                 return None
-            return found.st_size, found.st_mtime
+            return found.st_size, found.st_mtime, ""
         return await _object_state(self.storage, self.destination.bucket, item.destination)
 
     async def _source_time(self, item: TransferItem) -> float:
@@ -279,16 +354,16 @@ class Mover:
             self._shown[item.source] = described(head)
         return got.written, got.etag
 
-    async def _upload(self, item: TransferItem) -> int:
+    async def _upload(self, item: TransferItem, condition: dict[str, str]) -> int:
         assert isinstance(self.destination, S3Location)
         attributes = self.options.spec.attributes
         if self.options.spec.guess_mime_type:
             attributes = attributes.with_content_type(content_type(item.source))
         return await self.storage.upload(
-            item.source, self.destination.bucket, item.destination, attributes, self.parts
+            item.source, self.destination.bucket, item.destination, attributes, self.parts, condition
         )
 
-    async def _relay(self, item: TransferItem) -> Version:
+    async def _relay(self, item: TransferItem, condition: dict[str, str]) -> Version:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         return await self.storage.relay(
@@ -300,9 +375,10 @@ class Mover:
             size=item.size,
             parts=self.parts,
             attributes=self.options.spec.attributes,
+            condition=condition,
         )
 
-    async def _copy(self, item: TransferItem) -> Version:
+    async def _copy(self, item: TransferItem, condition: dict[str, str]) -> Version:
         source, destination = self.source, self.destination
         assert isinstance(source, S3Location) and isinstance(destination, S3Location)
         parts = Parts(
@@ -320,6 +396,7 @@ class Mover:
             parts=parts,
             keep_layout=self.options.keep_part_layout,
             attributes=self.options.spec.attributes,
+            condition=condition,
         )
 
 
@@ -328,8 +405,8 @@ def url_of(place: Location, name: str) -> str:
     return f"s3://{place.bucket}/{name}" if isinstance(place, S3Location) else name
 
 
-async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, float] | None:
-    """(size, modification time) of the object, by a HEAD; None when there is none."""
+async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, float, str] | None:
+    """(size, modification time, ETag) of the object, by a HEAD; None when there is none."""
     try:
         head = await storage.head(bucket, key)
     except S3Error as error:
@@ -337,4 +414,4 @@ async def _object_state(storage: Storage, bucket: str, key: str) -> tuple[int, f
             return None
         raise
     modified = parsedate_to_datetime(head["last-modified"]).timestamp() if head.get("last-modified") else 0.0
-    return int(head.get("content-length") or 0), modified
+    return int(head.get("content-length") or 0), modified, head.get("etag", "")

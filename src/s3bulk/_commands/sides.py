@@ -249,9 +249,12 @@ class Sides:
         if page:
             yield page
 
-    def transfer(self, relative: str, size: int, mtime: float, etag: str = "") -> TransferItem:
-        """The item that copies `relative` from one side to the other; ValueError: a key that
-        cannot land under the local destination (`local_target_path`)."""
+    def transfer(
+        self, relative: str, size: int, mtime: float, etag: str = "", replaces: str | None = None
+    ) -> TransferItem:
+        """The item that copies `relative` from one side to the other (over what `replaces`
+        says, `TransferItem.replaces`); ValueError: a key that cannot land under the local
+        destination (`local_target_path`)."""
         source, destination = self.source, self.destination
         if isinstance(source, S3Location):
             name = source.key + relative
@@ -261,7 +264,7 @@ class Sides:
             target = destination.key + relative
         else:
             target = local_target_path(str(destination.path), relative, self.options.spec.allow_control_chars)
-        return TransferItem(name, target, size, mtime, etag)
+        return TransferItem(name, target, size, mtime, etag, replaces)
 
     def item_id(self, transfer: TransferItem) -> str:
         """A transfer's name in the journal: its name relative to the source."""

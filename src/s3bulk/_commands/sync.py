@@ -40,6 +40,7 @@ from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.local import walk
+from s3bulk._stores.conditional import NOTHING
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, parse_location
 
@@ -254,7 +255,9 @@ class SyncJob:
                 unchanged += 1
                 continue
             try:
-                transfer = self.sides.transfer(source.relative, source.size, source.mtime, source.etag)
+                transfer = self.sides.transfer(
+                    source.relative, source.size, source.mtime, source.etag, self._replaces(destination)
+                )
             except ValueError as exc:
                 problems.append(Failure(source.name, "", f"refused key: {exc}"))
                 continue
@@ -265,6 +268,16 @@ class SyncJob:
                 items.append(transfer)
         items.extend(self._delete_items(deletes))
         return DiffBatch(tuple(items), unchanged, tuple(problems), self.listing)
+
+    def _replaces(self, destination: Entry | None) -> str | None:
+        """What a write may replace at an S3 destination: the version listed there (If-Match), or
+        no object where none was listed (If-None-Match: *), so that another writer's object,
+        written since the listing, is never overwritten (`conditional.write_condition`)."""
+        if not isinstance(self.destination, S3Location):
+            return None
+        if destination is None:
+            return NOTHING
+        return destination.etag or None
 
     def _shown_as(self, source: Entry) -> str:
         """A source entry as the report names it: its URL, or its path."""

@@ -169,6 +169,7 @@ class TransferOptions:
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
     keep_part_layout: bool = False  # sync --checksum: multipart copies keep their parts (same ETag)
+    replaces: str | None = None  # cp --if-match / --if-none-match: what its one write may replace
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # the driver's own requests (sync's listings)
 
 
@@ -180,6 +181,7 @@ def transfer_options(
     delete_source: bool = False,
     max_delete: int | None = None,
     keep_part_layout: bool = False,
+    replaces: str | None = None,
 ) -> TransferOptions:
     """The job's options: the user's spec, and what the runner's plan adds (the byte budget sets
     how many parts of one large object are in flight); what only one command sets, it says."""
@@ -193,6 +195,7 @@ def transfer_options(
         delete_source=delete_source,
         max_delete=max_delete,
         keep_part_layout=keep_part_layout,
+        replaces=replaces,
         retry=RetryPolicy(max_attempts=spec.engine.attempts(settings)),
     )
 

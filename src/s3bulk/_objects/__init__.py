@@ -15,8 +15,9 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import S3Error, UsageError
+from s3bulk._errors import S3Error, UsageError, WrittenMeanwhile
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.conditional import NOTHING, write_condition
 from s3bulk._stores.routes import Parts
 from s3bulk._stores.s3 import S3Client
 from s3bulk._stores.s3xml import BucketInfo, UploadInfo, VersionInfo, epoch_seconds
@@ -134,13 +135,45 @@ async def put_stream(
     attributes: Attributes = NO_ATTRIBUTES,
     part_size: int = STREAM_PART,
     in_flight: int = STREAM_IN_FLIGHT,
+    replaces: str | None = None,
 ) -> int:
-    """Upload what `read(n)` gives until b"", in parts as it comes; returns the bytes sent."""
+    """Upload what `read(n)` gives until b"", in parts as it comes; returns the bytes sent.
+    `replaces` (conditional writes): "" (`conditional.NOTHING`), only where no object is; an
+    ETag, only over that version; refused otherwise (`WrittenMeanwhile`), nothing stored. Sent
+    as If-None-Match / If-Match where the service honours them (a probe finds it), else the
+    object is asked for first (a HEAD)."""
     location = object_location(url)
+    bucket, key = location.bucket, location.key
     async with _storage(settings) as storage:
+        condition = await _write_condition(storage, bucket, key, replaces)
         return await storage.upload_stream(
-            read, location.bucket, location.key, attributes, Parts(size=part_size, in_flight=in_flight)
+            read, bucket, key, attributes, Parts(size=part_size, in_flight=in_flight), condition
         )
+
+
+async def _write_condition(storage: Storage, bucket: str, key: str, replaces: str | None) -> dict[str, str]:
+    """The header that makes one write replace only what `replaces` says; where the service
+    ignores it, what is there is checked now instead (a write in between is not caught)."""
+    if replaces is None:
+        return {}
+    condition = write_condition(replaces, await storage.write_conditions(bucket, key))
+    if condition:
+        return condition
+    try:
+        etag = (await storage.head(bucket, key)).get("etag", "")
+    except S3Error as error:
+        if error.status != 404:
+            raise
+        etag = None
+    holds = (
+        etag is None if replaces == NOTHING else etag is not None and etag.strip('"') == replaces.strip('"')
+    )
+    if not holds:
+        raise WrittenMeanwhile(
+            f"put s3://{bucket}/{key}: PreconditionFailed: "
+            + ("an object is there" if replaces == NOTHING else f"the object there is not {replaces}")
+        )
+    return {}
 
 
 def open_object(settings: AwsSettings, url: str, mode: str, attributes: Attributes, buffer_size: int) -> Any:

@@ -27,6 +27,9 @@ class TransferItem(NamedTuple):
     size: int
     mtime: float = 0.0  # the source's modification time (seconds); downloads give it to the file
     etag: str = ""  # the source object's ETag, when listed (copies keep a multipart layout by it)
+    # what the write may replace at the destination (conditional writes, issue 66): None, whatever
+    # is there; "" (conditional.NOTHING), no object (sync listed none there); else that ETag
+    replaces: str | None = None
 
 
 class Refused(NamedTuple):

@@ -33,7 +33,7 @@ from s3bulk._errors import ItemError
 from s3bulk._stores.handover import Handover
 from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import log
-from s3bulk._stores.s3 import quoted
+from s3bulk._stores.s3 import quoted, refused_checks
 
 if TYPE_CHECKING:
     from s3bulk._stores.s3 import S3Client
@@ -225,8 +225,10 @@ class Gets(Handover[Outcome]):
         elif isinstance(outcome, s3bulk_native.DiskFailed):
             future.set_exception(OSError(outcome.errno, os.strerror(outcome.errno), path))
         elif isinstance(outcome, s3bulk_native.Refused):
-            error = self._client.error(outcome.status, dict(outcome.headers), outcome.body, self._what(key))
-            future.set_exception(error)
+            what = self._what(key)
+            error = self._client.error(outcome.status, dict(outcome.headers), outcome.body, what)
+            mode = {"x-amz-checksum-mode": "ENABLED"} if self.settings.asks_checksums else {}
+            future.set_exception(refused_checks(error, self.settings, mode, b"", True, what) or error)
         else:
             url, what = self._client.url(self._bucket, key), self._what(key)
             future.set_exception(self._client.failure(url, what, outcome.message, outcome.unreachable))

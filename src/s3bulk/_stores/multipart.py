@@ -153,12 +153,14 @@ async def _in_parts(
     kept: dict[int, tuple[str, str]] | None = None,
     still_whole: Callable[[], None] = lambda: None,
     checksum: str | None = None,
+    condition: dict[str, str] | None = None,
 ) -> None:
     """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
     most `concurrency` at once, the first failure cancelling the rest), then completed, unless
     `still_whole` raises (the parts are not one version of the source: the upload is aborted).
     Going on with the upload `resumed`, the parts in `kept` (number: ETag, checksum) are not
-    sent again. With `checksum`, the parts carry that algorithm's values (`S3Client.checksum`)."""
+    sent again. With `checksum`, the parts carry that algorithm's values (`S3Client.checksum`);
+    `condition` goes with the completion (If-None-Match, If-Match: `conditional.write_condition`)."""
     part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     kept = kept or {}
@@ -180,7 +182,7 @@ async def _in_parts(
         sent = [task.result() for task in tasks]
         still_whole()
         lengths = [min(part_size, size - first) for first in starts]
-        await _complete(client, bucket, key, upload_id, sent, lengths, retry, checksum)
+        await _complete(client, bucket, key, upload_id, sent, lengths, retry, checksum, condition)
 
 
 async def _complete(
@@ -192,6 +194,7 @@ async def _complete(
     lengths: list[int],
     retry: Retry,
     checksum: str | None,
+    condition: dict[str, str] | None = None,
 ) -> None:
     """Complete the upload of the parts `sent` (ETag, checksum) of `lengths`. A completion
     whose answer was lost (the connection reset after the service had completed it) is sent
@@ -200,7 +203,11 @@ async def _complete(
     etags = [etag for etag, _ in sent]
     parts = [(value, length) for (_, value), length in zip(sent, lengths, strict=True)]
     try:
-        await retry(lambda: client.complete_multipart_upload(bucket, key, upload_id, etags, checksum, parts))
+        await retry(
+            lambda: client.complete_multipart_upload(
+                bucket, key, upload_id, etags, checksum, parts, condition
+            )
+        )
     except S3Error as error:
         expected = completed_etag(etags)
         if error.code != "NoSuchUpload" or expected is None:
@@ -223,6 +230,7 @@ async def upload_file(
     hooks: UploadHooks,
     retry: Retry,
     pace_bytes: Callable[[int], Awaitable[None]] | None = None,
+    condition: dict[str, str] | None = None,
 ) -> None:
     """Upload a local file in parts, `concurrency` at once, each read from the file as it is
     sent (`FileRange`: a chunk or two of each in memory, not the part); each part first waits
@@ -266,6 +274,7 @@ async def upload_file(
             kept=kept,
             still_whole=still_whole,
             checksum=client.checksum,
+            condition=condition,
         )
     finally:
         os.close(descriptor)
@@ -380,6 +389,7 @@ async def copy_in_parts(
     hooks: UploadHooks,
     retry: Retry,
     etag: str = "",
+    condition: dict[str, str] | None = None,
 ) -> None:
     """Server-side copy with UploadPartCopy, `concurrency` parts in flight (no bytes pass here),
     each of the source's version `etag` only: a part of the next version is refused (412), the
@@ -401,6 +411,7 @@ async def copy_in_parts(
         hooks=hooks,
         retry=retry,
         send=send,
+        condition=condition,
     )
 
 
@@ -416,6 +427,7 @@ async def relay_in_parts(
     headers: dict[str, str],
     hooks: UploadHooks,
     retry: Retry,
+    condition: dict[str, str] | None = None,
 ) -> None:
     """A multipart upload whose parts are fetched from elsewhere (`fetch(first, end)`: another
     endpoint or account), `concurrency` parts in memory at once."""
@@ -440,6 +452,7 @@ async def relay_in_parts(
         retry=retry,
         send=send,
         checksum=client.checksum,
+        condition=condition,
     )
 
 
@@ -454,13 +467,14 @@ async def upload_stream(
     headers: dict[str, str],
     hooks: UploadHooks,
     retry: Retry,
+    condition: dict[str, str] | None = None,
 ) -> int:
     """Upload what `read(n)` gives until it gives b"" (stdin, a generator), its size unknown in
     advance: one PutObject when it fits in one part, else a multipart upload holding at most
     `concurrency` parts in flight plus the one being read. Returns the bytes sent."""
     body = await _read_full(read, part_size)
     if len(body) < part_size:
-        await retry(lambda: client.put_object(bucket, key, body, headers))
+        await retry(lambda: client.put_object(bucket, key, body, headers | (condition or {})))
         return len(body)
     slots = asyncio.Semaphore(max(1, concurrency))
     sent: dict[int, tuple[str, str]] = {}
@@ -500,6 +514,7 @@ async def upload_stream(
             [lengths[number] for number in numbers],
             retry,
             checksum,
+            condition,
         )
     return size
 

@@ -12,11 +12,13 @@ obstore, and retries.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import ClassVar
 from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error
+from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile, changed_meanwhile
 from s3bulk._stores import checksums, native_http, s3xml
 from s3bulk._stores.http import SignedHttp, content_md5
 from s3bulk._stores.native_http import Body, FileRange
@@ -123,6 +125,9 @@ class S3Client(SignedHttp):
                     raise
                 return await sent()
         except S3Error as error:
+            refused = refused_checks(error, self.settings, headers or {}, body, sign_payload, what)
+            if refused is not None:
+                raise refused from None
             if error.status == 501:  # which request it does not implement, in S3's own terms
                 request = " ".join([method, *(f"?{name}" for name in sorted(params or {}))])
                 copy = " with x-amz-copy-source" if "x-amz-copy-source" in (headers or {}) else ""
@@ -336,7 +341,7 @@ class S3Client(SignedHttp):
         """The whole object's headers (names in lower case) and bytes; of that ETag, with
         `if_match`; that version; with `checksums`, asked for in checksum mode, so that the answer
         carries the full-object checksum the object keeps."""
-        headers = if_match_header(if_match) | ({"x-amz-checksum-mode": "ENABLED"} if checksums else {})
+        headers = if_match_header(if_match) | self._checksum_mode(checksums)
         params = {"versionId": version_id} if version_id else None
         what = f"get s3://{bucket}/{key}"
         _, answer, body = await self.request(
@@ -344,21 +349,28 @@ class S3Client(SignedHttp):
         )
         return {name.lower(): value for name, value in answer.items()}, body
 
+    def _checksum_mode(self, asked: bool) -> dict[str, str]:
+        """The header that asks for the object's checksum with its answer, when `asked` and the
+        settings want answers checked by it (`AwsSettings.asks_checksums`)."""
+        return {"x-amz-checksum-mode": "ENABLED"} if asked and self.settings.asks_checksums else {}
+
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
     ) -> None:
-        """A whole object from memory, checked by the service (`_body_checks`)."""
+        """A whole object from memory, checked by the service (`_body_checks`); with a write
+        condition in `headers` (If-None-Match, If-Match), refused as `WrittenMeanwhile`."""
         checks, signed = await self._body_checks(self.url(bucket, key), body)
-        await self.request(
-            "PUT",
-            "PUT",
-            bucket,
-            key,
-            body=body,
-            headers={**(headers or {}), **checks},
-            what=f"put s3://{bucket}/{key}",
-            sign_payload=signed,
-        )
+        async with _conditioned(headers):
+            await self.request(
+                "PUT",
+                "PUT",
+                bucket,
+                key,
+                body=body,
+                headers={**(headers or {}), **checks},
+                what=f"put s3://{bucket}/{key}",
+                sign_payload=signed,
+            )
 
     @property
     def checksum(self) -> str | None:
@@ -461,7 +473,7 @@ class S3Client(SignedHttp):
         if version_id:
             params["versionId"] = version_id
         what = f"head s3://{bucket}/{key}"
-        asked = {"x-amz-checksum-mode": "ENABLED"} if checksums else None
+        asked = self._checksum_mode(checksums) or None
         _, headers, _ = await self.request(
             "HEAD", "HEAD", bucket, key, params=params, headers=asked, what=what, of_source=of_source
         )
@@ -582,28 +594,31 @@ class S3Client(SignedHttp):
         etags: list[str],
         checksum: str | None = None,
         parts: list[tuple[str, int]] | None = None,
+        condition: dict[str, str] | None = None,
     ) -> None:
         """Complete the upload of the parts whose ETags are `etags`; an upload started with
         `checksum` lists each part's (`parts`: value, length), and for a CRC says the whole
-        object's, which the service checks against what it stored."""
+        object's, which the service checks against what it stored; `condition`: If-None-Match
+        or If-Match, what the new object may replace (412 otherwise)."""
         what = f"complete multipart upload of s3://{bucket}/{key}"
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(condition or {})
         values = [value for value, _ in parts or []] if checksum else []
         whole = checksums.whole_object(checksum, parts or []) if checksum else None
         if checksum and whole:
-            headers = {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
-        _, _, reply = await self.request(
-            "PUT",
-            "POST",
-            bucket,
-            key,
-            params={"uploadId": upload_id},
-            body=s3xml.complete_multipart_body(
-                etags, checksums.element(checksum) if checksum else "", values
-            ),
-            headers=headers,
-            what=what,
-        )
+            headers |= {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
+        async with _conditioned(condition):
+            _, _, reply = await self.request(
+                "PUT",
+                "POST",
+                bucket,
+                key,
+                params={"uploadId": upload_id},
+                body=s3xml.complete_multipart_body(
+                    etags, checksums.element(checksum) if checksum else "", values
+                ),
+                headers=headers,
+                what=what,
+            )
         s3xml.expect(reply, "CompleteMultipartUploadResult", what)  # can fail with 200 OK and an <Error>
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
@@ -614,6 +629,86 @@ class S3Client(SignedHttp):
         except S3Error as error:
             if error.status != 404:
                 raise
+
+
+# Words of a refusal that is about the checks a request carried, not about the request itself
+_CHECK_WORDS = ("checksum", "content-sha256", "contentsha256", "unsigned", "payload", "header")
+
+
+def checks_sent(
+    settings: AwsSettings, headers: dict[str, str], body: Body, sign_payload: bool
+) -> tuple[str, str] | None:
+    """(what was sent, the setting that stops it) of the integrity checks a request carried
+    that a store may not take: an x-amz-checksum-* header (a file's part: the one the native
+    part adds), UNSIGNED-PAYLOAD, or checksum mode on a read; None when it carried none."""
+    names = [name.lower() for name in headers]
+    sent = next(
+        (name for name in names if name.startswith("x-amz-checksum-") and name != "x-amz-checksum-mode"), ""
+    )
+    if not sent and isinstance(body, FileRange) and body.checksum in checksums.SENT:
+        sent = checksums.header(body.checksum)
+    if sent:
+        return f"the checksum header {sent}", "request_checksum_calculation"
+    has_body = body.length > 0 if isinstance(body, FileRange) else len(body) > 0
+    if not sign_payload and has_body and not settings.anonymous:
+        return "an unsigned payload (x-amz-content-sha256: UNSIGNED-PAYLOAD)", "request_checksum_calculation"
+    if "x-amz-checksum-mode" in names:
+        return "checksum mode (x-amz-checksum-mode)", "response_checksum_validation"
+    return None
+
+
+def refused_checks(
+    error: S3Error, settings: AwsSettings, headers: dict[str, str], body: Body, sign_payload: bool, what: str
+) -> ItemError | None:
+    """One line that says what to set, where a store refused (400, 501) a request for the
+    integrity checks it carried (`checks_sent`): since AWS's change of December 2024 clients send
+    them by default, and B2, OVH, Hetzner and the like answer "Unsupported header". botocore's
+    settings stop them; a retry would fail alike, and so would every item: job-wide. None for
+    any other error (a body that did not match its checksum is a retry, `BadDigest`)."""
+    if error.status not in (400, 501) or error.retryable:
+        return None
+    sent = checks_sent(settings, headers, body, sign_payload)
+    if sent is None:
+        return None
+    words = f"{error.code} {error.message}".lower()
+    if (
+        error.status == 400
+        and (error.code or error.message)
+        and not any(word in words for word in _CHECK_WORDS)
+    ):
+        return None  # refused for something else (a bad key, an SSE-C key): its own line
+    thing, setting = sent
+    variable = f"AWS_{setting.upper()}"
+    said = f"{error.code or 'HTTP ' + str(error.status)} ({error.status})" + (
+        f": {error.message}" if error.message else ""
+    )
+    fix = f"set {setting} = when_required in the profile (or {variable}=when_required)"
+    if setting == "request_checksum_calculation" and settings.checksum_algorithm not in (None, "none", "MD5"):
+        fix += " and drop --checksum-algorithm"
+    if "unsigned" in thing and settings.unsigned_payload:
+        fix = "drop --unsigned-payload"
+    refused = ItemError(
+        f"{what}: the store refused {thing}: {said.rstrip('.')}; it takes no such checks: {fix}",
+        retryable=False,
+    )
+    refused.job_wide = True
+    return refused
+
+
+WRITE_CONDITIONS = ("if-none-match", "if-match")
+
+
+@contextlib.asynccontextmanager
+async def _conditioned(headers: dict[str, str] | None) -> AsyncIterator[None]:
+    """A write under a condition (If-None-Match, If-Match) that the service refused (412): the
+    destination is not what the write may replace, `WrittenMeanwhile`, told apart from a read's
+    condition (a copy's source, `conditional.of_one_version`)."""
+    try:
+        yield
+    except S3Error as error:
+        if changed_meanwhile(error) and any(name.lower() in WRITE_CONDITIONS for name in headers or {}):
+            raise WrittenMeanwhile(str(error)) from None
+        raise
 
 
 def _head_error(status: int, key: str, what: str, sent_key: bool) -> S3Error:

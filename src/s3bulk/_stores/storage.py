@@ -102,6 +102,7 @@ class Storage:
         self.copy = self.writes.copy
         self.relay = self.writes.relay
         self.upload_stream = self.writes.upload_stream
+        self.write_conditions = self.writes.write_conditions
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
         self._reading: Storage | None = None  # the file-like readers' (`open_reader`)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
-from s3bulk._errors import ItemError, S3Error
+from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile, changed_meanwhile
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
-from s3bulk._stores.conditional import Version, of_one_version, version_of
+from s3bulk._stores.conditional import Version, WriteConditions, of_one_version, version_of
 from s3bulk._stores.localfiles import read_unchanged
 from s3bulk._stores.multipart import (
     UploadHooks,
@@ -55,9 +56,18 @@ class Writes:
     async def _retrying(self, action: Callable[[], Awaitable[T]], what: str) -> T:
         return await self.retry(action, what)
 
-    async def upload(self, path: str, bucket: str, key: str, attributes: Attributes, parts: Parts) -> int:
+    async def upload(
+        self,
+        path: str,
+        bucket: str,
+        key: str,
+        attributes: Attributes,
+        parts: Parts,
+        condition: dict[str, str] | None = None,
+    ) -> int:
         """A local file to an object; a large one in parts (each retried alone), its upload id
-        told to `hooks` so that nothing is ever left behind. Returns the bytes sent."""
+        told to `hooks` so that nothing is ever left behind; `condition` (If-None-Match, If-Match:
+        `conditional.write_condition`) says what it may replace. Returns the bytes sent."""
         size = os.stat(path).st_size  # the file may have changed since it was listed
         if not os.access(path, os.R_OK):
             raise ItemError(f"cannot read local file: permission denied: {path}", retryable=False)
@@ -76,19 +86,71 @@ class Writes:
                 hooks=self.hooks,
                 retry=self.retry,
                 pace_bytes=self.retry.pace_bytes,
+                condition=condition,
             )
         else:
             return await self._retrying(
-                lambda: self._put_file(bucket, key, path, size, attributes), f"put s3://{bucket}/{key}"
+                lambda: self._put_file(bucket, key, path, size, attributes, condition),
+                f"put s3://{bucket}/{key}",
             )
         return size
 
-    async def _put_file(self, bucket: str, key: str, path: str, size: int, attributes: Attributes) -> int:
+    async def _put_file(
+        self,
+        bucket: str,
+        key: str,
+        path: str,
+        size: int,
+        attributes: Attributes,
+        condition: dict[str, str] | None = None,
+    ) -> int:
         """The file read whole, as one version of itself (`read_unchanged`), then sent by the
         signed client (its SHA-256 signed: the service refuses a body changed on the way)."""
         body = read_unchanged(path) if size <= 2 * MiB else await asyncio.to_thread(read_unchanged, path)
-        await self.client.put_object(bucket, key, body, attributes.headers())
+        await self.client.put_object(bucket, key, body, attributes.headers() | (condition or {}))
         return len(body)
+
+    async def write_conditions(self, bucket: str, prefix: str) -> WriteConditions:
+        """Which conditions on a write the destination honours, found by a probe key beside
+        what is written (`prefix`'s folder; removed after): written, then written again under
+        If-None-Match: * and under If-Match of an ETag no object has, and copied onto itself
+        under If-None-Match: *, which a server that honours them refuses (412) and one that
+        ignores them does. A probe that cannot be written (no permission) finds none honoured:
+        -n then asks first (a HEAD), as a server that ignores them is asked."""
+        key = f"{prefix[: prefix.rfind('/') + 1]}.s3bulk-probe-{uuid.uuid4().hex}"
+        what = f"probe s3://{bucket}/{key}"
+        try:
+            await self._retrying(lambda: self.client.put_object(bucket, key, b""), what)
+        except ItemError as error:
+            if error.job_wide:
+                raise
+            return WriteConditions()
+        try:
+            none_match = await self._refused(
+                lambda: self.client.put_object(bucket, key, b"", {"If-None-Match": "*"})
+            )
+            match = await self._refused(
+                lambda: self.client.put_object(bucket, key, b"", {"If-Match": f'"{"0" * 32}"'})
+            )
+            copy = await self._refused(
+                lambda: self.client.copy_object(
+                    bucket, key, bucket, key, {"x-amz-metadata-directive": "REPLACE", "If-None-Match": "*"}
+                )
+            )
+        finally:
+            await self._retrying(lambda: self.client.delete_object(bucket, key), what)
+        return WriteConditions(none_match, match, copy)
+
+    async def _refused(self, write: Callable[[], Awaitable[object]]) -> bool:
+        """Whether the service refused a conditional write for its condition (412); a write it
+        did, or refused for anything else (400, 501: it takes no such header), says no."""
+        try:
+            await self._retrying(write, "probe")
+        except ItemError as error:
+            if error.job_wide:
+                raise
+            return changed_meanwhile(error)
+        return False
 
     async def put_bytes(
         self, bucket: str, key: str, body: bytes, attributes: Attributes | None = None
@@ -111,6 +173,7 @@ class Writes:
         parts: Parts,
         keep_layout: bool = False,
         attributes: Attributes = NO_ATTRIBUTES,
+        condition: dict[str, str] | None = None,
     ) -> Version:
         """A server-side copy (no bytes pass here), keeping the source's attributes but those
         `attributes` sets. Above the threshold, or for a multipart source when `keep_layout`, it
@@ -123,9 +186,11 @@ class Writes:
         async def copy(version: Version) -> Version:
             if version.size > parts.threshold or (keep_layout and etag_parts(version.etag) > 0):
                 return await self._copy_in_parts(
-                    source_bucket, source_key, bucket, key, version, parts, attributes
+                    source_bucket, source_key, bucket, key, version, parts, attributes, condition
                 )
-            headers = attributes.copy_headers()  # the signed client's, which reads the answer
+            headers = attributes.copy_headers() | (
+                condition or {}
+            )  # the signed client's, which reads the answer
             try:
                 await self._retrying(
                     lambda: self.client.copy_object(
@@ -134,6 +199,12 @@ class Writes:
                     what,
                 )
             except S3Error as exc:
+                if (
+                    condition
+                    and changed_meanwhile(exc)
+                    and (await now()).etag.strip('"') == version.etag.strip('"')
+                ):
+                    raise WrittenMeanwhile(str(exc)) from None  # the source is as it was: the destination's
                 if not (
                     version.size == 0 and key.endswith("/") and exc.code == "DirectoryObjectContainsData"
                 ):
@@ -169,6 +240,7 @@ class Writes:
         size: int,
         parts: Parts,
         attributes: Attributes = NO_ATTRIBUTES,
+        condition: dict[str, str] | None = None,
     ) -> Version:
         """A copy from a place no server-side copy reaches (another endpoint or account, read
         with `source`'s settings): the bytes pass through here, a whole small object or a part
@@ -180,7 +252,9 @@ class Writes:
 
         async def relay(_: Version) -> Version:  # each time of the version its own HEAD finds
             head = await source.head(source_bucket, source_key)
-            await self._relay_version(source, source_bucket, source_key, bucket, key, head, parts, attributes)
+            await self._relay_version(
+                source, source_bucket, source_key, bucket, key, head, parts, attributes, condition
+            )
             return version_of(head)
 
         async def asked_by_relay() -> Version:
@@ -198,11 +272,13 @@ class Writes:
         head: dict[str, str],
         parts: Parts,
         attributes: Attributes,
+        condition: dict[str, str] | None = None,
     ) -> None:
         """`relay` of the version `head` describes."""
         size, etag = int(head.get("content-length") or 0), head.get("etag", "")
         kept = await source.retry(lambda: copy_attributes(source.client, source_bucket, source_key, head))
         headers = attributes.over_source(kept)
+        condition = condition or {}
         what = f"copy s3://{source_bucket}/{source_key}"
 
         async def fetch(start: int, end: int) -> bytes:
@@ -223,10 +299,11 @@ class Writes:
                 headers=headers,
                 hooks=self.hooks,
                 retry=self.retry,
+                condition=condition,
             )
         else:
             body = await fetch(0, size) if size else b""
-            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers), what)
+            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers | condition), what)
 
     async def _copy_in_parts(
         self,
@@ -237,6 +314,7 @@ class Writes:
         listed: Version,
         parts: Parts,
         attributes: Attributes,
+        condition: dict[str, str] | None = None,
     ) -> Version:
         """`copy` in parts, of the version a HEAD finds (the listed one, unless it changed since)."""
         client, retry = self.client, self.retry
@@ -259,6 +337,7 @@ class Writes:
             hooks=self.hooks,
             retry=retry,
             etag=etag,
+            condition=condition,
         )
         return version._replace(size=size)
 
@@ -269,6 +348,7 @@ class Writes:
         key: str,
         attributes: Attributes,
         parts: Parts,
+        condition: dict[str, str] | None = None,
     ) -> int:
         """What `read(n)` gives until it gives b"" (stdin), in parts as it comes; returns bytes."""
         return await upload_stream(
@@ -281,4 +361,5 @@ class Writes:
             headers=attributes.headers(),
             hooks=self.hooks,
             retry=self.retry,
+            condition=condition,
         )

@@ -113,6 +113,36 @@ class Status(Fault):
 
 
 @dataclass
+class RefusesChecksums(Fault):
+    """A store that predates AWS's integrity change of December 2024 (B2, OVH, Hetzner and the
+    like): a request carrying an x-amz-checksum-* header (with `mode`, x-amz-checksum-mode too)
+    or an unsigned payload is refused, 400 InvalidArgument naming it, as B2 answers, and never
+    done; any other goes on to the server."""
+
+    mode: bool = False
+
+    async def answer(self, exchange: Exchange) -> Answer:
+        refused = self.refused(exchange.request.headers)
+        if refused is None:
+            return await super().answer(exchange)
+        message = f"Unsupported header '{refused}' received for this API call."
+        body = _error_xml("InvalidArgument", message) if exchange.request.method != "HEAD" else b""
+        return web.Response(status=400, body=body, content_type="application/xml")
+
+    def refused(self, headers: Any) -> str | None:
+        """The header a request is refused for (None: it is taken)."""
+        for name in headers:
+            lowered = name.lower()
+            if lowered == "x-amz-checksum-mode" and not self.mode:
+                continue
+            if lowered.startswith(("x-amz-checksum-", "x-amz-sdk-checksum-", "x-amz-trailer")):
+                return str(lowered)
+        if "UNSIGNED" in headers.get("x-amz-content-sha256", ""):
+            return "x-amz-content-sha256"
+        return None
+
+
+@dataclass
 class NotXml(Fault):
     """200 OK with something that is not the operation's answer (a captive portal, a proxy's
     page), the request never done."""
