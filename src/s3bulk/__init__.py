@@ -6,11 +6,12 @@
 The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
 `resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
 `delete_vectors`, `query_vectors`, `sync_vectors`, `copy_vectors`, `gather`, `gather_to_file`,
-`doctor` (each with an `_async` twin), `ls` and `ls_async`, `list_jobs`; the `Report` they return
-and its `Failure`s; the errors they raise; `AwsSettings` to say where and as whom. Every module is
-private (`s3bulk._*`), but `s3bulk.testing`: real servers on loopback for users' own tests, and
-`s3bulk.fsspec`: the `s3bulk://` filesystem for fsspec's users. Names load on first use (PEP 562),
-so `import s3bulk` and the CLI start fast.
+`doctor` (each with an `_async` twin), `ls`, `ls_async` and `ls_table` (a pyarrow reader),
+`list_jobs`; the `Report` they return and its `Failure`s; the errors they raise; `AwsSettings`
+to say where and as whom. Every module is private (`s3bulk._*`), but `s3bulk.testing`: real
+servers on loopback for users' own tests (and `write_inventory`), and `s3bulk.fsspec`: the
+`s3bulk://` filesystem for fsspec's users. Names load on first use (PEP 562), so `import s3bulk`
+and the CLI start fast.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _EXPORTS = {
     "retry_failed_async": "s3bulk._api.jobs",
     "ls": "s3bulk._ls",
     "ls_async": "s3bulk._ls",
+    "ls_table": "s3bulk._ls",
     "Listing": "s3bulk._ls",
     "put_vectors": "s3bulk._api.put_vectors",
     "put_vectors_async": "s3bulk._api.put_vectors",
@@ -149,6 +151,7 @@ __all__ = [
     "list_jobs",
     "ls",
     "ls_async",
+    "ls_table",
     "make_bucket",
     "make_bucket_async",
     "map",
@@ -227,7 +230,7 @@ if TYPE_CHECKING:
     from s3bulk._engine.strategies import ENGINES
     from s3bulk._errors import ItemError, JobInterrupted, S3BulkError, S3Error, UsageError
     from s3bulk._journal.local import list_jobs
-    from s3bulk._ls import Listing, ls, ls_async
+    from s3bulk._ls import Listing, ls, ls_async, ls_table
     from s3bulk._report import Failure, Report
     from s3bulk._stores.attributes import Attributes
     from s3bulk._stores.s3xml import BucketInfo, ObjectInfo

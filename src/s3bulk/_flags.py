@@ -76,6 +76,12 @@ FILES_FROM = option(
     help="Only the names in this file (one per line, relative to SRC; - reads stdin).",
     read=verbatim,
 )
+INVENTORY = option(
+    "--inventory",
+    help="Take the objects from this S3 Inventory (s3://…/manifest.json, or the destination prefix of "
+    "an inventory configuration: its newest manifest) instead of listing the source: no LIST request.",
+    read=verbatim,
+)
 PART_SIZE = sized("--part-size", help="Multipart part size.")
 MAX_DELETE = option("--max-delete", help="Delete at most this many, then stop the job.", read=count)
 LIST_RANGES = three_way(

@@ -49,6 +49,7 @@ API = {
     "list_jobs",
     "ls",
     "ls_async",
+    "ls_table",
     "map",
     "map_async",
     "MapResults",

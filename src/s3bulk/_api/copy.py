@@ -46,6 +46,7 @@ async def copy_async(
     attributes: Attributes = NO_ATTRIBUTES,
     show_attributes: bool = False,
     files_from: str | os.PathLike[str] | None = None,
+    inventory: str | None = None,
     no_clobber: bool = False,
     verify: bool = True,
     if_size_differ: bool = False,
@@ -81,6 +82,8 @@ async def copy_async(
     version, with `if_none_match="*"` only nothing (else its item fails: PreconditionFailed).
     `bwlimit` (bytes/s) and `tpslimit` (requests/s) cap the whole job, all workers together.
     `files_from`: a file of names (one per line, relative to `source`) to copy instead of all.
+    `inventory`: an S3 Inventory of the source bucket (its manifest.json's s3:// URL, or the
+    prefix its configuration writes to: the newest) to take the objects from, with no listing.
     Downloads are checked against the object's ETag (its MD5, or the MD5 of its parts) and
     fetched again on a mismatch; `verify=False` skips that."""
     return await run_spec(
@@ -116,6 +119,7 @@ async def copy_async(
             "attributes": attributes,
             "show_attributes": show_attributes,
             "files_from": files_from,
+            "inventory": inventory,
             "no_clobber": no_clobber,
             "verify": verify,
             "if_size_differ": if_size_differ,

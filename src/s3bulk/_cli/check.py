@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -27,6 +28,7 @@ from s3bulk._cli.source import SAME_SIDE, SourceSide, with_source_options
 from s3bulk._cli.window import with_window_options
 from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.loop import run_loop
+from s3bulk._sources.tables import ROW_GROUP, TableWriter, records_batch
 from s3bulk._text import printable
 
 
@@ -41,6 +43,12 @@ def check_command(
     exclude: list[str] = ExcludeOption,
     files_from: str | None = FilesFromOption,
     as_json: bool = JsonOption,
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        help="Write what differs (status, name, source, destination, why) to FILE.parquet, .csv or .arrow.",
+        metavar="FILE",
+    ),
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
@@ -59,6 +67,7 @@ def check_command(
     if anything differs."""
     from s3bulk._api.check import check_async
 
+    table = None if output is None else TableWriter(output, check_schema())
     settings = settings_from(
         endpoint_url,
         profile,
@@ -85,16 +94,27 @@ def check_command(
     )
     out = sys.stdout
     counts: dict[str, int] = {}
+    rows: list[dict[str, str]] = []
     for failure in report.failures:
         kind, _, why = failure.reason.partition(": ")
         kind = kind if kind in ("missing", "extra", "differs", "cannot tell") else "failed"
         counts[kind] = counts.get(kind, 0) + 1
-        if as_json:
+        if as_json or table is not None:
             name = _relative(failure.source, source, destination)
             places = {"source": _under(source, name), "destination": _under(destination, name)}
-            json_line({"status": kind, "name": name, **places, "why": why or failure.reason}, out)
+            row = {"status": kind, "name": name, **places, "why": why or failure.reason}
+            if table is None:
+                json_line(row, out)
+                continue
+            rows.append(row)
+            if len(rows) >= ROW_GROUP:
+                table.write(records_batch(rows, table.schema))
+                rows = []
         else:
             out.write(f"{kind}: {printable(failure.source)}" + (f" ({printable(why)})" if why else "") + "\n")
+    if table is not None:
+        with table:
+            table.write(records_batch(rows, table.schema))
     same = report.objects_unchanged
     summary = ", ".join(f"{count:,} {kind}" for kind, count in counts.items())
     if as_json:
@@ -102,6 +122,13 @@ def check_command(
     else:
         say(f"check: {same:,} the same" + (f", {summary}" if summary else ""), err=True)
     return 1 if counts or report.aborted else 0
+
+
+def check_schema() -> Any:
+    """check's findings as a table: one row per name that is not the same on both sides."""
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.string()) for name in ("status", "name", "source", "destination", "why")])
 
 
 def _under(root: str, name: str) -> str:

@@ -16,6 +16,7 @@ from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
     MaxMemoryOption,
+    PlanOption,
     QuietOption,
     ResumeOption,
     RetryFailedOption,
@@ -82,6 +83,7 @@ def make_copy_command(command: str) -> Callable[..., int]:
         tpslimit: float | None = TpsLimitOption,
         as_json: bool = JsonOption,
         quiet: bool = QuietOption,
+        plan_output: str | None = PlanOption,
         stats: bool = StatsOption,
         engine: str | None = EngineOption,
         ray_address: str | None = RayAddressOption,
@@ -193,7 +195,15 @@ def make_copy_command(command: str) -> Callable[..., int]:
                     **given,
                 )
 
-        return run_job(start, verb=command, as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+        return run_job(
+            start,
+            verb=command,
+            as_json=as_json,
+            dry_run=dry_run,
+            quiet=quiet,
+            stats=stats,
+            output=plan_output,
+        )
 
     copy_command.__doc__ = (
         "Copy objects between local paths and S3, many in flight across all cores."

@@ -17,6 +17,7 @@ from s3bulk._config import NO_KEYS, CustomerKeys
 from s3bulk._engine.loop import run_loop
 from s3bulk._errors import UsageError
 from s3bulk._report import RecordSink, Report
+from s3bulk._sources.tables import records_batch
 
 if TYPE_CHECKING:
     from s3bulk._runner import Mode
@@ -35,10 +36,17 @@ MaxMemoryOption = typer.Option(
 JsonOption = typer.Option(False, "--json", help="One JSON line per object and a summary line.")
 DryRunOption = typer.Option(False, "--dry-run", help="Print what would be done; change nothing.")
 QuietOption = typer.Option(False, "--quiet", "-q", help="Print errors only.")
+PlanOption = typer.Option(
+    None,
+    "--output",
+    help="With --dry-run: write the plan (action, source, destination, size per object) to "
+    "FILE.parquet, .csv or .arrow instead of printing it, to read with DuckDB or pandas.",
+    metavar="FILE",
+)
 StatsOption = typer.Option(
     False, "--stats", help="Also print requests, the engine and where the time went (long jobs do)."
 )
-in_panel(JOB, ResumeOption, RetryFailedOption, JsonOption, DryRunOption, QuietOption, StatsOption)
+in_panel(JOB, ResumeOption, RetryFailedOption, JsonOption, DryRunOption, QuietOption, StatsOption, PlanOption)
 in_panel(SPEED, MaxMemoryOption)
 
 Start = Callable[
@@ -95,6 +103,7 @@ def run_job(
     quiet: bool = False,
     stats: bool = False,
     command: str = "",
+    output: str | None = None,
 ) -> int:
     """Run a job with live progress; print records, failures and the summary; return the exit code.
     `verb` names what each object undergoes (dry-run lines), `command` the CLI command (default:
@@ -102,13 +111,18 @@ def run_job(
 
     Output is in proportion to the job, like `aws s3 cp`: the first objects one line each, then a
     summary line; requests, the engine and where the time went for long jobs or with --stats.
-    --quiet leaves errors only; --json gives one line per object and a summary line."""
+    --quiet leaves errors only; --json gives one line per object and a summary line; `output`
+    (with --dry-run) a table of the plan, written as the records come."""
     out = sys.stdout
     shown = 0
     progress = LiveProgress(enabled=not (as_json or quiet))
+    plan = _plan_table(output, dry_run, as_json)
 
     def print_records(records: list[dict[str, Any]]) -> None:
         nonlocal shown
+        if plan is not None:
+            plan.write(records_batch([planned(verb, record) for record in records], plan.schema))
+            return
         for record in records:
             if as_json:
                 json_line({"status": "ok", "dry_run": dry_run, **record}, out)
@@ -122,11 +136,18 @@ def run_job(
         # SIGTERM stops the job as Ctrl-C does: cleaned up, journaled, resumable
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _cancel, asyncio.current_task())
         first = None if as_json or dry_run else SHOWN_OBJECTS
-        sink = None if quiet and not as_json else RecordSink(print_records, first=first)
+        sink = None if quiet and not (as_json or plan) else RecordSink(print_records, first=first)
         return await start(progress.update, sink)
 
     with progress:
-        report = run_loop(main(progress))
+        try:
+            report = run_loop(main(progress))
+        except BaseException:
+            if plan is not None:
+                plan.close(completed=False)
+            raise
+    if plan is not None:
+        plan.close(completed=report.ok)
     if as_json:
         for failure in report.failures:
             status = "skipped" if failure.skipped else "failed"
@@ -135,6 +156,30 @@ def run_job(
     else:
         print_summary(report, command or verb, stats=stats, quiet=quiet)
     return 0 if report.ok else 1
+
+
+def _plan_table(output: str | None, dry_run: bool, as_json: bool) -> Any:
+    """The table `--output` names for a --dry-run's plan (None without one)."""
+    if output is None:
+        return None
+    if not dry_run:
+        raise UsageError(f"--output {output} writes the plan of a --dry-run: add --dry-run")
+    if as_json:
+        raise UsageError("--output writes the plan as a table, --json prints it: pick one")
+    from s3bulk._sources.tables import TableWriter, plan_schema
+
+    return TableWriter(output, plan_schema())
+
+
+def planned(verb: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A dry-run record as a row of the plan: what would be done to which object."""
+    if record.get("skipped"):
+        action = "skip"
+    elif not record.get("destination"):
+        action = "delete"
+    else:
+        action = verb
+    return {"action": action, **record}
 
 
 def _cancel(task: asyncio.Task[Any] | None) -> None:

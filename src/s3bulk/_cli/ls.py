@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Coroutine
 from datetime import datetime
+from typing import Any
 
 import typer
 
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
+    InventoryOption,
     ListRangesOption,
     NoSignOption,
     NoVerifyOption,
@@ -24,10 +27,12 @@ from s3bulk._cli.progress import json_line
 from s3bulk._cli.window import with_window_options
 from s3bulk._config import NO_KEYS, AwsSettings, CustomerKeys, parse_switch
 from s3bulk._engine.loop import run_loop
+from s3bulk._errors import UsageError
 from s3bulk._ls import ls_pages
 from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Report, human_bytes
-from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, split_iso
+from s3bulk._sources.tables import TableWriter, listing_batch, listing_schema, versions_batch
+from s3bulk._stores.s3xml import ObjectInfo, VersionInfo, epoch_seconds, split_iso
 from s3bulk._text import printable, printable_all
 from s3bulk._urls import relative_key
 
@@ -84,7 +89,15 @@ def ls_command(
         False, "--all-versions", help="Every version and delete marker (a versioned bucket; implies -r)."
     ),
     concurrency: int = typer.Option(16, "--concurrency", help="List requests in flight."),
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        help="Write the listing as a table to FILE.parquet, .csv or .arrow (with -r or --all-versions), "
+        "a row group at a time as pages arrive.",
+        metavar="FILE",
+    ),
     list_ranges: str = ListRangesOption,
+    inventory: str | None = InventoryOption,
     endpoint_url: str | None = EndpointOption,
     profile: str | None = ProfileOption,
     region: str | None = RegionOption,
@@ -106,8 +119,12 @@ def ls_command(
     )
     if url is None:
         return _list_buckets(settings, as_json)
+    if inventory is not None and (all_versions or with_attributes):
+        raise UsageError("--inventory lists the latest versions it holds: no --all-versions or --attributes")
+    recursive = recursive or inventory is not None  # an inventory lists every key under the prefix
+    table = _table(output, recursive or all_versions, as_json or with_attributes, all_versions)
     if all_versions:
-        return _list_versions(url, as_json, settings)
+        return _list_versions(url, as_json, settings, table)
     if with_attributes:  # what `head` shows, for every object under the prefix
         from s3bulk._cli.head import show_attributes
 
@@ -124,6 +141,7 @@ def ls_command(
             partitioned=parse_switch(list_ranges, "--list-ranges"),
             settings=settings,
             report=report,
+            inventory=inventory,
         ):
             if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
                 return
@@ -131,7 +149,9 @@ def ls_command(
                 objects = [o for o in objects if selected.in_window(o.size, epoch_seconds(o.modified))]
             shown[0] += len(objects)
             shown[1] += sum(info.size for info in objects)
-            if as_json:
+            if table is not None:
+                table.write(listing_batch(objects))
+            elif as_json:
                 for entry in prefixes:
                     json_line({"prefix": entry}, out)
                 for info in objects:
@@ -139,7 +159,7 @@ def ls_command(
             elif prefixes or objects:
                 out.write(_text_lines(prefixes, objects, "" if recursive else prefix, human))
 
-    run_loop(run())
+    _written(table, run())
     if summarize:
         if as_json:
             json_line({"summary": {"objects": shown[0], "bytes": shown[1]}}, out)
@@ -149,14 +169,44 @@ def ls_command(
     return 0
 
 
-def _list_versions(url: str, as_json: bool, settings: AwsSettings) -> int:
+def _table(output: str | None, recursive: bool, other: bool, versions: bool) -> TableWriter | None:
+    """The table `--output` names, opened (as FILE.partial until the listing is whole)."""
+    if output is None:
+        return None
+    if not recursive:
+        raise UsageError(f"--output {output}: a table holds every object under the prefix: add -r")
+    if other:
+        raise UsageError("--output writes the table, --json and --attributes print lines: pick one")
+    return TableWriter(output, listing_schema(versions=versions))
+
+
+def _written(table: TableWriter | None, listing: Coroutine[Any, Any, None]) -> None:
+    """Run the listing; the table is put in its place only if it ran to its end."""
+    try:
+        run_loop(listing)
+    except BaseException:
+        if table is not None:
+            table.close(completed=False)
+        raise
+    if table is not None:
+        table.close()
+
+
+def _list_versions(url: str, as_json: bool, settings: AwsSettings, table: TableWriter | None = None) -> int:
     """ListObjectVersions: each version (its id, and which is the latest) and delete marker."""
     from s3bulk._objects import list_versions
 
     out = sys.stdout
+    waiting: list[VersionInfo] = []
 
     async def run() -> None:
         async for version in list_versions(settings, url):
+            if table is not None:
+                waiting.append(version)
+                if len(waiting) >= 1000:
+                    table.write(versions_batch(waiting))
+                    waiting.clear()
+                continue
             if stdout_gone():
                 return
             if as_json:
@@ -166,8 +216,10 @@ def _list_versions(url: str, as_json: bool, settings: AwsSettings) -> int:
             latest = "  (latest)" if version.is_latest else ""
             when = _local_time(version.modified)
             out.write(f"{when} {size:>10} {printable(version.key)}  {version.version_id}{latest}\n")
+        if table is not None and waiting:
+            table.write(versions_batch(waiting))
 
-    run_loop(run())
+    _written(table, run())
     return 0
 
 

@@ -11,6 +11,7 @@ from s3bulk._api.remove import remove_async
 from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
+    PlanOption,
     QuietOption,
     ResumeOption,
     RetryFailedOption,
@@ -25,6 +26,7 @@ from s3bulk._cli.options import (
     ExcludeOption,
     FilesFromOption,
     IncludeOption,
+    InventoryOption,
     JournalUrlOption,
     ListRangesOption,
     MaxDeleteOption,
@@ -59,10 +61,12 @@ def rm_command(
     dry_run: bool = DryRunOption,
     max_delete: int | None = MaxDeleteOption,
     files_from: str | None = FilesFromOption,
+    inventory: str | None = InventoryOption,
     bwlimit: str | None = BwLimitOption,
     tpslimit: float | None = TpsLimitOption,
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
+    plan_output: str | None = PlanOption,
     stats: bool = StatsOption,
     engine: str | None = EngineOption,
     ray_address: str | None = RayAddressOption,
@@ -95,6 +99,7 @@ def rm_command(
             "--include": include,
             "--exclude": exclude,
             "--files-from": files_from,
+            "--inventory": inventory,
             "--max-delete": max_delete,
             "--resume": resume,
             "--retry-failed": retry_failed,
@@ -138,6 +143,7 @@ def rm_command(
                 newer_than=newer_than,
                 older_than=older_than,
                 files_from=manifest_path(files_from),
+                inventory=inventory,
                 bwlimit=parse_optional_size(bwlimit, "--bwlimit"),
                 tpslimit=tpslimit,
                 max_delete=max_delete,
@@ -146,7 +152,9 @@ def rm_command(
                 on_records=on_records,
             )
 
-    return run_job(start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats)
+    return run_job(
+        start, verb="rm", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats, output=plan_output
+    )
 
 
 def _remove_versions(target: str, dry_run: bool, quiet: bool, settings: Any) -> int:

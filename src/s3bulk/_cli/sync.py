@@ -14,6 +14,7 @@ from s3bulk._cli.jobrun import (
     DryRunOption,
     JsonOption,
     MaxMemoryOption,
+    PlanOption,
     QuietOption,
     ResumeOption,
     RetryFailedOption,
@@ -74,6 +75,7 @@ def sync_command(
     tpslimit: float | None = TpsLimitOption,
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
+    plan_output: str | None = PlanOption,
     stats: bool = StatsOption,
     engine: str | None = EngineOption,
     ray_address: str | None = RayAddressOption,
@@ -163,7 +165,14 @@ def sync_command(
             )
 
     return run_job(
-        start, verb="cp", command="sync", as_json=as_json, dry_run=dry_run, quiet=quiet, stats=stats
+        start,
+        verb="cp",
+        command="sync",
+        as_json=as_json,
+        dry_run=dry_run,
+        quiet=quiet,
+        stats=stats,
+        output=plan_output,
     )
 
 

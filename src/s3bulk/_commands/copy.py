@@ -29,15 +29,29 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+<<<<<<< HEAD
 from s3bulk._errors import UsageError
 from s3bulk._flags import option
+=======
+from s3bulk._flags import INVENTORY
+>>>>>>> k-inventory
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
+from s3bulk._sources.inventory import (
+    InventoryFile,
+    Manifest,
+    check_inventory,
+    inventoried_bucket,
+    pages,
+    read_file,
+    read_manifest,
+)
 from s3bulk._sources.listing import KeyRange, ObjectBatch, SingleObject, find_object, iter_range
 from s3bulk._sources.local import LocalBatch, named_files, walk, walked_again
 from s3bulk._sources.manifest import NamedObjects, look_up, manifest_chunks
 from s3bulk._stores.conditional import asked_replaces
 from s3bulk._stores.s3xml import ObjectInfo
+from s3bulk._stores.storage import Storage
 from s3bulk._text import NOT_UTF8, is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -52,6 +66,7 @@ LOCAL_BATCH = 256
 @dataclass(frozen=True, kw_only=True)
 class CopySpec(TransferSpec):
     command: ClassVar[str] = "cp"
+<<<<<<< HEAD
     # one object's conditional write (issue 66): only over that ETag, or ('*') where none is
     if_match: str | None = field(
         default=None,
@@ -79,6 +94,13 @@ class CopySpec(TransferSpec):
     def replaces(self) -> str | None:
         """What the one object written may replace (`TransferItem.replaces`)."""
         return asked_replaces(self.if_match, self.if_none_match)
+=======
+    inventory: str | None = field(default=None, metadata=INVENTORY)  # an S3 Inventory in place of a listing
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_inventory(self.inventory, self.source, self.files_from)
+>>>>>>> k-inventory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +128,8 @@ class CopyCommand(Command):
         )
         job = CopyJob(source, destination, settings, options)
         job.preflight_requests = await job.preflight()
+        if isinstance(spec, CopySpec) and spec.inventory is not None:
+            job.manifest = await job.read_inventory(spec.inventory)
         return job
 
     def verb(self, job: Job) -> str:
@@ -131,6 +155,7 @@ class CopyJob:
     mover: Mover = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
+    manifest: Manifest | None = field(default=None, init=False)  # --inventory's, checked
 
     def __post_init__(self) -> None:
         self.mover = Mover(self.source, self.destination, self.settings, self.options)
@@ -151,9 +176,23 @@ class CopyJob:
         """Before the job starts: the bucket written to answers (`written_bucket_usable`)."""
         return await written_bucket_usable(self.settings, self.destination, self.options.spec.dry_run)
 
+    async def read_inventory(self, url: str) -> Manifest:
+        """--inventory's manifest, read and checked in the driver: its files become the work."""
+        assert isinstance(self.source, S3Location)
+        storage = Storage(self.settings.reading, connections=2)
+        try:
+            manifest = await read_manifest(storage, url)
+        finally:
+            await storage.close()
+        return inventoried_bucket(manifest, self.source.bucket)
+
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
         source = self.source
+        if self.manifest is not None:  # each data file one descriptor: no listing of the source
+            for file in self.manifest.files:
+                yield file
+            return
         if self.options.spec.files_from is not None:
             for names in manifest_chunks(self.options.spec.files_from):
                 yield self._named(names)
@@ -256,6 +295,11 @@ class CopyJob:
             return
         if isinstance(descriptor, NamedObjects):
             yield self._map_objects(await self._found(descriptor.keys, ctx), ctx)
+            return
+        if isinstance(descriptor, InventoryFile):
+            body = await read_file(self.mover.source_storage, descriptor)
+            for objects in pages(descriptor, body, self.source.key):  # a page at a time, as listed
+                yield self._map_objects(objects, ctx)
             return
         async for objects in iter_range(
             self.mover.source_storage,

@@ -24,6 +24,15 @@ from s3bulk._engine.spec import EngineSpec
 from s3bulk._errors import ItemError, UsageError
 from s3bulk._plan.filters import Filters, check_window
 from s3bulk._report import Failure, Report, WorkerStats
+from s3bulk._sources.inventory import (
+    InventoryFile,
+    Manifest,
+    check_inventory,
+    inventoried_bucket,
+    pages,
+    read_file,
+    read_manifest,
+)
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.manifest import NamedObjects, check_manifest, look_up, manifest_chunks
 from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds
@@ -46,6 +55,7 @@ class RemoveSpec(Spec):
     older_than: float | None = None
     max_delete: int | None = None  # stop the job before deleting more than this
     files_from: str | None = None  # a manifest: the keys to delete, relative to the target prefix
+    inventory: str | None = None  # an S3 Inventory of the bucket, in place of its listing
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
@@ -63,6 +73,9 @@ class RemoveSpec(Spec):
                 raise UsageError(
                     f"--files-from names keys under a prefix: give one ending in '/', not {self.target!r}"
                 )
+        check_inventory(self.inventory, self.target, self.files_from)
+        if self.inventory is not None and any(char in self.target for char in _WILDCARDS):
+            raise UsageError("--inventory names the objects under a prefix: give --include for a pattern")
         location = parse_s3(self.target)
         if not location.key and not self.target.rstrip().endswith("/"):
             raise UsageError(  # emptying a bucket must be spelled out
@@ -101,6 +114,8 @@ class RemoveCommand(Command):
         job = RemoveJob(parse_s3(spec.target), settings, options)
         if job.pattern and spec.files_from is None:
             await job.take_literally()
+        if spec.inventory is not None:
+            job.manifest = await job.read_inventory(spec.inventory)
         return job
 
     async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
@@ -145,6 +160,7 @@ class RemoveJob:
     pattern: str = field(init=False)
     preflight_requests: dict[str, int] = field(default_factory=dict, init=False)
     preflight_notes: list[str] = field(default_factory=list, init=False)
+    manifest: Manifest | None = field(default=None, init=False)  # --inventory's, checked
 
     def __post_init__(self) -> None:
         self.prefix, self.pattern = split_wildcard(self.target.key)
@@ -156,6 +172,15 @@ class RemoveJob:
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__) | {"_storage": None, "_deleter": None}
+
+    async def read_inventory(self, url: str) -> Manifest:
+        """--inventory's manifest, read and checked in the driver: its files become the work."""
+        storage = Storage(self.settings, connections=2)
+        try:
+            manifest = await read_manifest(storage, url)
+        finally:
+            await storage.close()
+        return inventoried_bucket(manifest, self.target.bucket)
 
     async def take_literally(self) -> None:
         """A target with `*`, `?` or `[` that names an existing key means that key, as `cp` and
@@ -176,6 +201,10 @@ class RemoveJob:
         return not self.pattern and not self.target.is_prefix
 
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        if self.manifest is not None:  # each data file one descriptor: no listing of the bucket
+            for file in self.manifest.files:
+                yield file
+            return
         if self.options.files_from is not None:  # named keys: no listing, sizes unknown
             filters = self.options.filters
             for names in manifest_chunks(self.options.files_from, MAX_KEYS_PER_DELETE):
@@ -227,6 +256,13 @@ class RemoveJob:
             found = await find_object(self._storage, bucket, descriptor.key)
             yield self._batch([found], ctx)
             return
+        if isinstance(descriptor, InventoryFile):
+            body = await read_file(self._storage, descriptor)
+            for objects in pages(descriptor, body, self.prefix):
+                batch = self._batch([info for info in objects if self._wanted(info)], ctx)
+                if batch:
+                    yield batch
+            return
         async for objects in iter_range(
             self._storage,
             bucket,
@@ -256,7 +292,8 @@ class RemoveJob:
         return listed
 
     def _batch(self, objects: list[ObjectInfo], ctx: WorkerContext) -> list[DeleteBatch]:
-        """One DeleteBatch of the keys an earlier run did not delete yet (empty: none left)."""
+        """One DeleteBatch of the keys an earlier run did not delete yet (empty: none left), each
+        with the ETag it was listed with (an inventory's may be days old: a key written since is kept)."""
         keys = ctx.drop_done([(info.key, info.size) for info in objects], lambda entry: entry[0])
         ctx.stats.objects_listed += len(keys)
         ctx.stats.bytes_listed += sum(size for _, size in keys)

@@ -28,6 +28,7 @@ class ObjectInfo(NamedTuple):
     etag: str
     storage_class: str = ""  # as listed ("" when the service left it out)
     checksum_algorithm: str = ""  # the full-object checksum it keeps, when listed (S3, versitygw)
+    checksum_type: str = ""  # FULL_OBJECT or COMPOSITE, when listed (S3)
 
     @property
     def last_modified(self) -> datetime:
@@ -259,6 +260,7 @@ def _objects(entries: list[tuple[bytes, ...]], decoding: _Decoding) -> list[Obje
                 _etags(etags),
                 _lines(classes),
                 map(_algorithm, checksums),
+                map(_checksum_type, checksums),
                 strict=True,
             ),
         )
@@ -271,6 +273,15 @@ _ALGORITHM = re.compile(rb"<ChecksumAlgorithm>([^<]*)</ChecksumAlgorithm>")
 def _algorithm(checksums: bytes) -> str:
     """The algorithm an entry's checksum elements name ("" for none: most entries, on MinIO)."""
     found = _ALGORITHM.search(checksums) if checksums else None
+    return found.group(1).decode() if found else ""
+
+
+_TYPE = re.compile(rb"<ChecksumType>([^<]*)</ChecksumType>")
+
+
+def _checksum_type(checksums: bytes) -> str:
+    """FULL_OBJECT or COMPOSITE, where the entry's checksum elements say ("" for none)."""
+    found = _TYPE.search(checksums) if checksums else None
     return found.group(1).decode() if found else ""
 
 
@@ -419,6 +430,7 @@ def _parse_page_tree(body: bytes, url_asked: bool = False, what: str = "list") -
             (entry.findtext(f"{ns}ETag") or "").strip('"'),
             entry.findtext(f"{ns}StorageClass") or "",
             entry.findtext(f"{ns}ChecksumAlgorithm") or "",
+            entry.findtext(f"{ns}ChecksumType") or "",
         )
         for key, entry in zip(keys, contents, strict=True)
     ]
