@@ -7,7 +7,7 @@ PY := .venv/bin/python
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE := src/s3bulk_native/__init__.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
 
-.PHONY: setup tools demo test test-unit test-servers bench reliability lint clean
+.PHONY: setup tools demo test test-unit test-servers bench reliability lint docs clean
 
 .venv/.synced: pyproject.toml uv.lock $(NATIVE)
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -61,6 +61,17 @@ bench: setup tools
 reliability: setup tools
 	$(PY) scripts/reliability.py --rounds 3 --trials 10
 
+# The site (mkdocs.yml): docs/ and the API reference read from the docstrings, in an environment of
+# its own (pyproject's `docs` group: mkdocs reads src/ without importing it, so no native build);
+# --strict: a broken link or a name the reference cannot find fails the build.
+.venv-docs/.synced: pyproject.toml uv.lock
+	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	UV_PROJECT_ENVIRONMENT=.venv-docs $(UV) sync --frozen --only-group docs
+	touch $@
+
+docs: .venv-docs/.synced
+	NO_MKDOCS_2_WARNING=1 .venv-docs/bin/mkdocs build --strict
+
 # The Rust part kept like the Python: formatted, clippy-clean, its unit tests run (linked
 # against the interpreter, as cargo test needs; maturin builds the extension module itself).
 lint: .venv/.synced
@@ -73,4 +84,4 @@ lint: .venv/.synced
 	cd native && PYO3_PYTHON=$(abspath $(PY)) cargo test --release
 
 clean:
-	rm -rf .venv .tools bench/out native/target
+	rm -rf .venv .venv-docs site .tools bench/out native/target

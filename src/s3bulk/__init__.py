@@ -189,6 +189,9 @@ __all__ = [
 if TYPE_CHECKING:
     from s3bulk._api.check import check, check_async
     from s3bulk._api.copy import copy, copy_async, move, move_async
+    from s3bulk._api.copy_vectors import copy_vectors, copy_vectors_async
+    from s3bulk._api.delete_vectors import delete_vectors, delete_vectors_async
+    from s3bulk._api.export_vectors import export_vectors, export_vectors_async
     from s3bulk._api.gather import gather, gather_async, gather_to_file, gather_to_file_async
     from s3bulk._api.jobs import resume, resume_async, retry_failed, retry_failed_async
     from s3bulk._api.map import MapResults, map, map_async
@@ -217,8 +220,10 @@ if TYPE_CHECKING:
         versioning_async,
     )
     from s3bulk._api.put_vectors import put_vectors, put_vectors_async
+    from s3bulk._api.query_vectors import query_vectors, query_vectors_async
     from s3bulk._api.remove import remove, remove_async
     from s3bulk._api.sync import sync, sync_async
+    from s3bulk._api.sync_vectors import sync_vectors, sync_vectors_async
     from s3bulk._api.vectors import (
         count_vectors,
         count_vectors_async,
