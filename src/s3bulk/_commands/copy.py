@@ -29,12 +29,8 @@ from s3bulk._commands.transfer import (
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
-<<<<<<< HEAD
 from s3bulk._errors import UsageError
-from s3bulk._flags import option
-=======
-from s3bulk._flags import INVENTORY
->>>>>>> k-inventory
+from s3bulk._flags import INVENTORY, option
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.inventory import (
@@ -66,7 +62,7 @@ LOCAL_BATCH = 256
 @dataclass(frozen=True, kw_only=True)
 class CopySpec(TransferSpec):
     command: ClassVar[str] = "cp"
-<<<<<<< HEAD
+    inventory: str | None = field(default=None, metadata=INVENTORY)  # an S3 Inventory in place of a listing
     # one object's conditional write (issue 66): only over that ETag, or ('*') where none is
     if_match: str | None = field(
         default=None,
@@ -79,6 +75,7 @@ class CopySpec(TransferSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_inventory(self.inventory, self.source, self.files_from)
         replaces = asked_replaces(self.if_match, self.if_none_match)
         if replaces is None:
             return
@@ -94,13 +91,6 @@ class CopySpec(TransferSpec):
     def replaces(self) -> str | None:
         """What the one object written may replace (`TransferItem.replaces`)."""
         return asked_replaces(self.if_match, self.if_none_match)
-=======
-    inventory: str | None = field(default=None, metadata=INVENTORY)  # an S3 Inventory in place of a listing
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_inventory(self.inventory, self.source, self.files_from)
->>>>>>> k-inventory
 
 
 @dataclass(frozen=True, kw_only=True)

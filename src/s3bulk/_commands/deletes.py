@@ -295,33 +295,3 @@ async def run_delete_batch(
         Failure(url + key, "", reason, item_id=key, size=sizes[key]) for key, reason in failed.items()
     ]
     return BatchOutcome(done, failures)
-
-
-CHANGED_SINCE_LISTED = (
-    "it changed since the inventory listed it: kept (list it again to delete what it holds now)"
-)
-
-
-async def run_listed_batch(
-    deleter: BatchDeleter, batch: DeleteBatch, cap: DeleteCap | None, ctx: WorkerContext
-) -> BatchOutcome:
-    """Delete a batch of keys an inventory named, each only while it is still the version the
-    inventory saw (its ETag: `BatchDeleter`), since an inventory is a listing hours or days old
-    and a key written since holds data nobody asked to delete. A key gone already is done."""
-    if cap is not None:
-        batch = replace(batch, keys=batch.keys[: cap.take(len(batch.keys), ctx.stop_job)])
-    outcomes = await asyncio.gather(
-        *(deleter.delete(key, etag) for (key, _), etag in zip(batch.keys, batch.etags, strict=False)),
-        return_exceptions=True,
-    )
-    url = f"s3://{batch.bucket}/"
-    done, failures = [], []
-    for (key, size), outcome in zip(batch.keys, outcomes, strict=True):
-        if isinstance(outcome, ItemError):
-            reason = CHANGED_SINCE_LISTED if str(outcome) == CHANGED_AFTER_COPY else str(outcome)
-            failures.append(Failure(url + key, "", reason, item_id=key, size=size))
-        elif isinstance(outcome, BaseException):
-            raise outcome
-        else:
-            done.append((key, size, url + key))
-    return BatchOutcome(done, failures)
