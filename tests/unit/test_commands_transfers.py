@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory import MemoryS3
+from memory import MemoryS3, MemoryStorage, _etag
 
 from s3bulk._commands.base import JobPlan
 from s3bulk._commands.copy import CopyJob, CopySpec
-from s3bulk._commands.deletes import DeleteBatch, LocalDelete
+from s3bulk._commands.deletes import CHANGED_AFTER_LISTING, DeleteBatch, LocalDelete, run_delete_batch
 from s3bulk._commands.sides import DiffBatch
 from s3bulk._commands.sync import DELETE_PREFIX, SyncJob, SyncSpec, remove_as_listed
 from s3bulk._commands.transfer import transfer_options
@@ -216,3 +216,23 @@ def test_a_directory_swapped_for_a_link_mid_upload_sends_nothing_from_outside(tm
     assert sorted(path.name for path in outside.iterdir()) == [f"f{number:02d}" for number in range(20)]
     assert len(list((source / "moved").iterdir())) == 20
     assert all("is a symbolic link now" in failure.reason for failure in report.failures)
+
+
+def test_rm_deletes_a_key_on_its_listed_etag_where_deleteobjects_takes_it() -> None:
+    """rm's batches name each key's listed ETag: S3 refuses the key another writer wrote since
+    its listing (kept, the item failing by name), deletes the rest, and a key gone meanwhile
+    counts as deleted; no request more than the DeleteObjects."""
+    s3 = MemoryS3()
+    for key in ("p/a", "p/b", "p/c"):
+        s3.put("b", key, b"listed " + key.encode())
+    listed = tuple((key, _etag(body)) for key, body in s3.buckets["b"].items())
+    s3.put("b", "p/b", b"another writer's")
+    del s3.buckets["b"]["p/c"]
+    batch = DeleteBatch("b", (("p/a", 1), ("p/b", 1), ("p/c", 1)), listed)
+    outcome = asyncio.run(run_delete_batch(MemoryStorage(s3), batch, dry_run=False))
+    assert [key for key, _, _ in outcome.done] == ["p/a", "p/c"]
+    assert [(failure.item_id, failure.reason) for failure in outcome.failures] == [
+        ("p/b", CHANGED_AFTER_LISTING)
+    ]
+    assert s3.buckets["b"] == {"p/b": b"another writer's"}
+    assert [verb for verb, _, _ in s3.requests] == ["DELETE"] * 3  # one per key, in the stand-in
