@@ -23,7 +23,7 @@ import functools
 import os
 import tempfile
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError, changed_meanwhile, require_extra
@@ -41,6 +41,9 @@ from s3bulk._stores.retry import Retrier, RetryPolicy
 from s3bulk._stores.routes import Parts
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
+
+if TYPE_CHECKING:
+    from s3bulk._commands.deletes import BatchDeleter
 
 PROTOCOLS = ("s3bulk", "s3", "s3a")
 DELETE_BATCH = 1000
@@ -168,6 +171,7 @@ class S3BulkFileSystem(AsyncFileSystem):
         super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size, **cache)
         self.settings = settings or settings_from(storage_options)
         self._storages: dict[int, Storage] = {}
+        self._deleters: dict[tuple[int, str], BatchDeleter] = {}  # mv's, per event loop and bucket
         self.last_report: Report | None = None  # the last bulk call's job: counts, requests, failures
 
     # ---- the seam -------------------------------------------------------------------------------
@@ -530,23 +534,48 @@ class S3BulkFileSystem(AsyncFileSystem):
             raise _os_error(exc, rpath) from None
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        await self._copied(path1, path2)
+
+    async def _copied(self, path1: str, path2: str) -> str:
+        """`_cp_file`: the ETag of the version it copied ("" when it copied nothing: a prefix, or
+        a pair collected for a bulk call)."""
         path1, path2 = self._strip_protocol(path1), self._strip_protocol(path2)
         info = await self._info(path1)
         if info["type"] == "directory":
-            return  # a prefix needs no object
+            return ""  # a prefix needs no object
         pending = _PENDING.get()
         if pending is not None:
             pending.append((self._url(path1), self._url(path2)))
-            return
+            return ""
         (source_bucket, source_key), (bucket, key) = _split(path1), _split(path2)
         try:
-            await self._storage().copy(
+            copied = await self._storage().copy(
                 source_bucket, source_key, bucket, key, size=info["size"], etag=info["ETag"], parts=Parts()
             )
         except Exception as exc:
             raise _os_error(exc, path1) from None
         finally:
             self._forget([path2])
+        return copied.etag
+
+    async def _delete_moved(self, path: str, etag: str) -> None:
+        """mv's delete of a source it copied: only while it is the version copied (`etag`), as
+        `s3bulk mv` deletes (`BatchDeleter`); a newer one another writer put there is kept, and
+        the call fails naming it."""
+        from s3bulk._commands.deletes import BatchDeleter
+
+        path = self._strip_protocol(path)
+        bucket, key = _split(path)
+        loop = id(asyncio.get_running_loop())
+        deleter = self._deleters.get((loop, bucket))
+        if deleter is None:
+            deleter = self._deleters[loop, bucket] = BatchDeleter(self._storage(), bucket)
+        try:
+            await deleter.delete(key, etag)
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        finally:
+            self._forget([path])
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         await self._rm([path])
@@ -839,9 +868,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         checks, is more than it saves); a source is deleted only once its own copy succeeded."""
 
         async def one(source: str, destination: str) -> None:
-            await self._one(source, destination)
-            if delete_sources:
-                await self._rm_file(source)
+            copied = await self._one(source, destination)
+            if delete_sources and copied:  # a prefix copied nothing, and has nothing to delete
+                await self._delete_moved(source, copied)
             callback.relative_update(1)
 
         done = await asyncio.gather(*(one(*pair) for pair in pairs), return_exceptions=True)
@@ -849,15 +878,17 @@ class S3BulkFileSystem(AsyncFileSystem):
         if failed is not None:
             raise failed
 
-    async def _one(self, source: str, destination: str) -> None:
+    async def _one(self, source: str, destination: str) -> str:
+        """One pair moved on its own; the ETag of the version copied (mv's: S3 to S3)."""
         token = _PENDING.set(None)
         try:
             if source.startswith("s3://") and destination.startswith("s3://"):
-                await self._cp_file(source, destination)
-            elif source.startswith("s3://"):
+                return await self._copied(source, destination)
+            if source.startswith("s3://"):
                 await self._get_file(source, destination)
             else:
                 await self._put_file(source, destination)
+            return ""
         finally:
             _PENDING.reset(token)
 

@@ -365,3 +365,29 @@ def test_kept_listings_follow_this_filesystems_writes_and_a_changed_object_fails
     fresh.ls(f"{bucket}/d")
     other.pipe_file(f"{bucket}/d/z", b"z")
     assert f"{bucket}/d/z" in fresh.ls(f"{bucket}/d", detail=False)
+
+
+@pytest.mark.parametrize("count", [2, 17], ids=["one by one", "as run's items"])
+def test_mv_deletes_a_source_only_while_it_is_the_version_it_copied(
+    hostile: Hostile, minio: Endpoint, aws_env: dict[str, str], bucket: str, count: int
+) -> None:
+    """fs.mv of a few paths (each pair on its own) deleted each source by its key once its copy
+    was done, and `s3bulk run`'s mv (over 16 paths or more) did too: another writer's version
+    put there between the copy and the delete was lost, in neither place. Now the source is
+    deleted only while it is the version copied: here s/f00 is overwritten just after its
+    CopyObject, and it is kept with the writer's bytes (the call fails naming it); every other
+    source moves."""
+    client = minio.client()
+    names = [f"f{number:02d}" for number in range(count)]
+    for name in names:
+        client.put_object(Bucket=bucket, Key=f"s/{name}", Body=b"old " + name.encode())
+    fs = S3BulkFileSystem(endpoint_url=hostile.server.endpoint, skip_instance_cache=True)
+    sources = fs.find(f"{bucket}/s/")
+    overwrite = Meanwhile(lambda: client.put_object(Bucket=bucket, Key="s/f00", Body=b"theirs"), after=True)
+    hostile.misbehave(overwrite, operation="CopyObject", bucket=bucket, key="m/f00", times=1)
+    with pytest.raises(OSError, match="changed after it was copied"):
+        fs.mv(sources, f"{bucket}/m/")
+    assert client.get_object(Bucket=bucket, Key="s/f00")["Body"].read() == b"theirs"
+    assert client.get_object(Bucket=bucket, Key="m/f00")["Body"].read() == b"old f00"
+    left = {entry["Key"] for entry in client.list_objects_v2(Bucket=bucket, Prefix="s/").get("Contents", [])}
+    assert left == {"s/f00"}

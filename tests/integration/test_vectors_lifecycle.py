@@ -1197,3 +1197,26 @@ def test_copy_into_an_index_that_does_not_declare_the_hash_stores_the_metadata_a
     assert copied.returncode == 0 and hashed.returncode == 0, copied.stderr + hashed.stderr
     assert contents(standin, mine, "plain") == source_contents(path)
     assert contents(standin, theirs, "plain") == contents(standin, bucket, index)  # the hash asked for
+
+
+def test_sync_delete_with_another_key_column_than_the_put_used_is_refused_in_one_line(
+    standin: VectorsStandInServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A put keyed by the default column `key`, then `sync --delete --key-column genre` of the
+    same file: none of the index's keys is a key of the source read so, and the sync deleted
+    every vector (1,000, exit 0). It is refused in one line naming the key column the index was
+    loaded with (exit 2), and nothing is deleted; the same column named, or left out, syncs."""
+    path, _, _ = source(tmp_path / "docs.parquet", 1000)
+    bucket, index = new_index(env)
+    assert load(env, path, bucket, index, "--metadata-columns", "genre").returncode == 0
+    before = contents(standin, bucket, index)
+    sync = ["vectors", "sync", *LIFTED, str(path), "--bucket", bucket, "--index", index, "--delete"]
+
+    refused = run_cli(env, *sync, "--key-column", "genre", "--metadata-columns", "genre")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "--key-column key" in refused.stderr, refused.stderr
+    assert contents(standin, bucket, index) == before
+
+    same = run_cli(env, *sync, "--key-column", "key", "--json")
+    assert same.returncode == 0, same.stderr
+    assert summary(same)["objects_deleted"] == 0 and contents(standin, bucket, index) == before

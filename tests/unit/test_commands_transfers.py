@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory import MemoryS3
+from memory import MemoryS3, MemoryStorage, _etag
 
 from s3bulk._commands.base import JobPlan
 from s3bulk._commands.copy import CopyJob, CopySpec
-from s3bulk._commands.deletes import DeleteBatch, LocalDelete
+from s3bulk._commands.deletes import CHANGED_AFTER_LISTING, DeleteBatch, LocalDelete, run_delete_batch
 from s3bulk._commands.sides import DiffBatch
 from s3bulk._commands.sync import DELETE_PREFIX, SyncJob, SyncSpec, remove_as_listed
 from s3bulk._commands.transfer import transfer_options
@@ -183,3 +183,56 @@ def test_sync_deletes_a_local_file_only_while_it_is_the_file_listed(tmp_path: Pa
     now = os.stat(extra)
     remove_as_listed(LocalDelete(str(extra), now.st_size, now.st_mtime))
     assert not extra.exists()
+
+
+def test_a_directory_swapped_for_a_link_mid_upload_sends_nothing_from_outside(tmp_path: Path) -> None:
+    """A directory of an upload's source swapped for a link to elsewhere once the walk has seen
+    it (here, as the first object is sent): files were read by path, and those still to go were
+    read through the link and uploaded, outside's bytes under the source's names. Read through a
+    descriptor opened below the root, component by component, each goes as it was or fails by
+    name: nothing from outside is uploaded; mv removes nothing outside either."""
+    source, outside = tmp_path / "src", tmp_path / "outside"
+    (source / "d").mkdir(parents=True)
+    outside.mkdir()
+    for number in range(20):
+        (source / "d" / f"f{number:02d}").write_bytes(b"mine %d" % number)
+        (outside / f"f{number:02d}").write_bytes(b"SECRET %d" % number)
+    s3 = MemoryS3()
+
+    def swap(verb: str, bucket: str, key: str) -> None:
+        if verb == "PUT" and not (source / "moved").exists():
+            (source / "d").rename(source / "moved")
+            (source / "d").symlink_to(outside, target_is_directory=True)
+
+    s3.before = swap
+    report = run(copy_job(f"{source}/", "s3://dst/q/", delete_source=True), s3)
+    stored = s3.buckets.get("dst", {})
+    assert stored and all(body.startswith(b"mine ") for body in stored.values()), stored
+    assert {key: body for key, body in stored.items()} == {
+        f"q/d/f{int(body.split()[1]):02d}": body for body in stored.values()
+    }
+    # the rest not read; those sent not removed either, their directory being a link now
+    assert report.objects_failed == 20 and report.objects_deleted == 0
+    assert sorted(path.name for path in outside.iterdir()) == [f"f{number:02d}" for number in range(20)]
+    assert len(list((source / "moved").iterdir())) == 20
+    assert all("is a symbolic link now" in failure.reason for failure in report.failures)
+
+
+def test_rm_deletes_a_key_on_its_listed_etag_where_deleteobjects_takes_it() -> None:
+    """rm's batches name each key's listed ETag: S3 refuses the key another writer wrote since
+    its listing (kept, the item failing by name), deletes the rest, and a key gone meanwhile
+    counts as deleted; no request more than the DeleteObjects."""
+    s3 = MemoryS3()
+    for key in ("p/a", "p/b", "p/c"):
+        s3.put("b", key, b"listed " + key.encode())
+    listed = tuple((key, _etag(body)) for key, body in s3.buckets["b"].items())
+    s3.put("b", "p/b", b"another writer's")
+    del s3.buckets["b"]["p/c"]
+    batch = DeleteBatch("b", (("p/a", 1), ("p/b", 1), ("p/c", 1)), listed)
+    outcome = asyncio.run(run_delete_batch(MemoryStorage(s3), batch, dry_run=False))
+    assert [key for key, _, _ in outcome.done] == ["p/a", "p/c"]
+    assert [(failure.item_id, failure.reason) for failure in outcome.failures] == [
+        ("p/b", CHANGED_AFTER_LISTING)
+    ]
+    assert s3.buckets["b"] == {"p/b": b"another writer's"}
+    assert [verb for verb, _, _ in s3.requests] == ["DELETE"] * 3  # one per key, in the stand-in

@@ -276,9 +276,11 @@ async def run_delete_batch(
     deleter: BatchDeleter | None = None,
 ) -> BatchOutcome:
     """Delete a batch and say key by key what happened; never raises for a key's failure. Under
-    a cap, only the keys it grants are deleted (the rest are neither done nor failed). With a
-    `deleter`, a key listed with its ETag is deleted only while it is still that version: what
-    another writer wrote there since the listing is kept, and its item fails by name."""
+    a cap, only the keys it grants are deleted (the rest are neither done nor failed). A key
+    listed with its ETag is deleted on that condition: where the service takes it in
+    DeleteObjects (S3), what another writer wrote there since the listing is kept, and its item
+    fails by name; with a `deleter` (sync's), wherever the service takes a condition, else
+    after a HEAD just before (`BatchDeleter`), at a request per key more."""
     if cap is not None:  # a dry run stops where the real one would
         assert ctx is not None
         batch = replace(batch, keys=batch.keys[: cap.take(len(batch.keys), ctx.stop_job)])
@@ -288,7 +290,13 @@ async def run_delete_batch(
     elif deleter is not None and batch.etags:
         failed = await _deleted_as_listed(deleter, list(sizes), dict(batch.etags))
     else:
-        failed = await storage.delete_many(batch.bucket, list(sizes))
+        etags = dict(batch.etags)
+        failed = await storage.delete_many(batch.bucket, list(sizes), etags)
+        failed = {  # a key gone already, its condition unmet, is as deleted as the rest
+            key: CHANGED_AFTER_LISTING if key in etags and _not_as_asked(why) else why
+            for key, why in failed.items()
+            if not (key in etags and _gone(why))
+        }
     url = f"s3://{batch.bucket}/"
     done = [(key, size, url + key) for key, size in batch.keys if key not in failed]
     failures = [

@@ -32,7 +32,8 @@ from s3bulk._stores.conditional import (
     replaced_meanwhile,
     write_condition,
 )
-from s3bulk._stores.multipart import UploadHooks, file_version
+from s3bulk._stores.folders import descriptor_path, open_below, remove_below
+from s3bulk._stores.multipart import UploadHooks, file_version, version_of
 from s3bulk._stores.routes import Parts, bytes_held, upload_held
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location
@@ -215,8 +216,7 @@ class Mover:
             if self.direction == "download":
                 moved, read = await self._download(item, ctx)
             elif self.direction == "upload":
-                version = file_version(item.source) if self.options.delete_source else None
-                moved = await self._upload(item, await self._condition(item, ctx))
+                moved, version = await self._upload(item, await self._condition(item, ctx))
             else:
                 condition = await self._condition(item, ctx, copy=self._server_side)
                 copied = await (self._relay(item, condition) if self.relayed else self._copy(item, condition))
@@ -320,12 +320,16 @@ class Mover:
             if self._deleter is not None:
                 if not await self._deleter.delete(item.source, etag):
                     return  # gone already (another writer deleted it): the copy holds it
-            elif version is not None and file_version(item.source) != version:
-                raise ItemError(
-                    "it changed after it was read (the object holds the version before)", retryable=False
-                )
             else:
-                os.unlink(item.source)
+                root, relative = self._below_source(item)
+                if relative:
+                    remove_below(root, relative, version, self.options.spec.follow_symlinks)
+                elif version is not None and file_version(item.source) != version:
+                    raise ItemError(
+                        "it changed after it was read (the object holds the version before)", retryable=False
+                    )
+                else:
+                    os.unlink(item.source)
         except (ItemError, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise ItemError(f"copied, but the source was not deleted: {reason}", retryable=False) from None
@@ -354,14 +358,44 @@ class Mover:
             self._shown[item.source] = described(head)
         return got.written, got.etag
 
-    async def _upload(self, item: TransferItem, condition: dict[str, str]) -> int:
+    async def _upload(self, item: TransferItem, condition: dict[str, str]) -> tuple[int, tuple[int, ...]]:
+        """The file sent, read through a descriptor opened below the source's root
+        (`folders.open_below`: a directory swapped for a link meanwhile is not followed), and the
+        version of it that was (mv deletes only that one)."""
         assert isinstance(self.destination, S3Location)
         attributes = self.options.spec.attributes
         if self.options.spec.guess_mime_type:
             attributes = attributes.with_content_type(content_type(item.source))
-        return await self.storage.upload(
-            item.source, self.destination.bucket, item.destination, attributes, self.parts, condition
-        )
+        root, relative = self._below_source(item)
+        if not relative:  # the file the user named
+            version = file_version(item.source)
+            sent = await self.storage.upload(
+                item.source, self.destination.bucket, item.destination, attributes, self.parts, condition
+            )
+            return sent, version
+        fd = open_below(root, relative, follow=self.options.spec.follow_symlinks)
+        try:
+            version = version_of(os.fstat(fd))
+            path = descriptor_path(fd) or item.source
+            try:
+                sent = await self.storage.upload(
+                    path, self.destination.bucket, item.destination, attributes, self.parts, condition
+                )
+            except ItemError as exc:  # named by its path, not its descriptor's
+                exc.args = tuple(str(arg).replace(path, item.source) for arg in exc.args)
+                raise
+            return sent, version
+        finally:
+            os.close(fd)
+
+    def _below_source(self, item: TransferItem) -> tuple[str, str]:
+        """(the source directory, the file's name below it), or (its path, "") for a file named
+        on its own."""
+        assert isinstance(self.source, LocalLocation)
+        root = str(self.source.path)
+        if item.source.startswith(root.rstrip("/") + "/"):
+            return root, item.source[len(root.rstrip("/")) + 1 :]
+        return item.source, ""
 
     async def _relay(self, item: TransferItem, condition: dict[str, str]) -> Version:
         source, destination = self.source, self.destination

@@ -34,6 +34,7 @@ from s3bulk._errors import ItemError, S3Error
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.manifest import check_manifest
 from s3bulk._stores.attributes import NO_ATTRIBUTES
+from s3bulk._stores.multipart import file_version
 from s3bulk._stores.routes import Parts, bytes_held, upload_held
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import local_target_path, parse_s3
@@ -255,41 +256,54 @@ class RunJob:
             await self._remove(item.source)
             ctx.stats.objects_deleted += 1
             return 0
-        moved = await self._copy(item)
+        moved, version = await self._copy(item)
         if item.verb == "mv":
-            await self._remove(item.source)
+            try:
+                await self._remove(item.source, version)
+            except (ItemError, OSError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else str(exc)
+                raise ItemError(f"copied, but the source was not deleted: {why}", retryable=False) from None
             ctx.stats.objects_deleted += 1
         return moved
 
-    async def _copy(self, line: Line) -> int:
+    async def _copy(self, line: Line) -> tuple[int, str | tuple[int, ...]]:
+        """The bytes a line moved, and the version of its source they are (an object's ETag, a
+        file's `file_version`): mv deletes that version only."""
         source, destination = line.source, landing(line)
         if not destination.startswith("s3://"):  # a download
             where = parse_s3(source)
             got = await self.storage.download(
                 where.bucket, where.key, destination, line.size, 0.0, self.parts, line.etag
             )
-            return got.written
+            return got.written, got.etag or line.etag
         there = parse_s3(destination)
         key = there.key
         if not source.startswith("s3://"):  # an upload
+            version = file_version(source)
             attributes = NO_ATTRIBUTES.with_content_type(content_type(source))
-            return await self.storage.upload(source, there.bucket, key, attributes, self.parts)
+            return await self.storage.upload(source, there.bucket, key, attributes, self.parts), version
         where = parse_s3(source)
         copy_parts = replace(self.parts, threshold=5 * 1024 * MiB)
-        await self.storage.copy(
+        copied = await self.storage.copy(
             where.bucket, where.key, there.bucket, key, size=line.size, etag=line.etag, parts=copy_parts
         )
-        return line.size
+        return line.size, copied.etag
 
-    async def _remove(self, place: str) -> None:
+    async def _remove(self, place: str, version: str | tuple[int, ...] = "") -> None:
+        """rm's delete of what a line names; mv's of its source, only while it is the version
+        moved (`version`): what another writer wrote there since is kept."""
         if not place.startswith("s3://"):
+            if version and file_version(place) != version:
+                raise ItemError(
+                    "it changed after it was read (the copy holds the version before)", retryable=False
+                )
             os.unlink(place)
             return
         where = parse_s3(place)
         deleter = self._deleters.get(where.bucket)
         if deleter is None:
             deleter = self._deleters[where.bucket] = BatchDeleter(self.storage, where.bucket)
-        await deleter.delete(where.key)
+        await deleter.delete(where.key, version if isinstance(version, str) else "")
 
     def item_id(self, item: Line) -> str:
         return str(item.number)

@@ -24,6 +24,7 @@ from s3bulk._flags import MAX_DELETE, option
 from s3bulk._report import Report
 
 if TYPE_CHECKING:
+    from s3bulk._sources.embeddings import EmbeddingSpec
     from s3bulk._vectors.sync import SyncPlan
 
 ENGINE = WRITE_ENGINE  # a sync sends what a put sends, and its deletes
@@ -82,6 +83,8 @@ class SyncVectorsCommand(Command):
         shapes = await index_shapes(settings, spec.bucket, spec.indexes, requests)
         reading, recalled_note = recalled(spec.reading(), settings, spec.bucket, spec.indexes)
         source, note = await asyncio.to_thread(resolve_columns, spec.embedding_spec(settings, reading))
+        if spec.delete:
+            await asyncio.to_thread(_same_keys_as_loaded, spec, settings, reading, source)
         client = VectorsClient(settings, max_connections=16, meter=Meter(requests))
         started = time.monotonic()
         try:
@@ -132,6 +135,36 @@ class SyncVectorsCommand(Command):
         if spec.dry_run:
             deletes = sum(len(keys) for keys in job.plan.deletes.values())
             report.notes[-1] += f" ({job.plan.put_rows:,} to put, {deletes:,} to delete)"
+
+
+def _same_keys_as_loaded(
+    spec: SyncVectorsSpec, settings: AwsSettings, reading: dict[str, Any], source: EmbeddingSpec
+) -> None:
+    """Refuse `sync --delete` whose keys are made otherwise than the put into these indexes made
+    them (another --key-column, keys file or template, as resolved: a default that finds the same
+    column is the same): none of the index's keys would be the source's, and every vector would
+    be deleted. Blocking (may read a footer): run it in a thread."""
+    from s3bulk._sources.embeddings import resolve_columns
+    from s3bulk._vectors.columns import OPTIONS, loaded_keys
+
+    loaded = loaded_keys(settings, spec.bucket, spec.indexes)
+    if loaded is None:
+        return
+    as_loaded, _ = resolve_columns(spec.embedding_spec(settings, reading | loaded))
+    ours, theirs = _keys_made(source), _keys_made(as_loaded)
+    if ours != theirs:
+        differ = [name for name in ours if ours[name] != theirs[name]]
+        said = ", ".join(f"{OPTIONS[name]} {theirs[name] or '(none)'}" for name in differ)
+        raise UsageError(
+            f"{spec.bucket}/{','.join(spec.indexes)} was loaded with {said}, and sync --delete with "
+            f"other keys would delete its vectors: sync with {said}, or put the new keys first"
+        )
+
+
+def _keys_made(source: EmbeddingSpec) -> dict[str, Any]:
+    """What makes a row's key: its column (unless a template makes it), keys file, template."""
+    column = "" if source.key_template else source.key_column
+    return {"key_column": column, "keys_file": source.keys_file, "key_template": source.key_template}
 
 
 def _plan_said(planned: SyncPlan) -> str:

@@ -155,3 +155,77 @@ def _is_link(parent_fd: int, name: str) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+# ---- the upload side: files read, and mv's sources removed, below an opened directory -----------
+_FILE = os.O_RDONLY | os.O_CLOEXEC
+_PROC_FDS = "/proc/self/fd"
+
+
+def open_below(root: str, relative: str, *, follow: bool = False) -> int:
+    """A descriptor of file `relative` below `root`, opened from the root's descriptor one
+    component at a time, never through a link (unless `follow`, --follow-symlinks: the user asked
+    to follow them): a directory swapped for a link to elsewhere after the walk saw it makes the
+    item fail by name, never a file outside the source read and uploaded. ItemError: a link on
+    its way; OSError: as `open`."""
+    parent = _parent_below(root, relative, follow)
+    try:
+        return _opened_in(parent, relative.rpartition("/")[2], root, relative, _FILE, follow)
+    finally:
+        os.close(parent)
+
+
+def remove_below(root: str, relative: str, version: tuple[int, ...] | None, follow: bool = False) -> None:
+    """mv's delete of file `relative` below `root`, by name in its directory opened as
+    `open_below` opens it, only while it is `version` (its size, inode and times): another
+    writer's file is kept (ItemError), and nothing outside the source is ever removed."""
+    parent = _parent_below(root, relative, follow)
+    name = relative.rpartition("/")[2]
+    try:
+        found = os.stat(name, dir_fd=parent, follow_symlinks=follow)
+        now = (found.st_size, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)
+        if version is not None and now != version:
+            raise ItemError(
+                "it changed after it was read (the object holds the version before)", retryable=False
+            )
+        os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def descriptor_path(fd: int) -> str | None:
+    """A path that names the open file `fd` whatever its own path becomes (Linux's
+    /proc/self/fd/N, which the native part's reads open again), or None where there is none."""
+    return f"{_PROC_FDS}/{fd}" if os.path.isdir(_PROC_FDS) else None
+
+
+def _parent_below(root: str, relative: str, follow: bool) -> int:
+    """The directory holding `relative`, opened from `root` one component at a time."""
+    fd = os.open(root, _DIRECTORY)
+    below = ""
+    for name in relative.split("/")[:-1]:
+        below = f"{below}/{name}" if below else name
+        try:
+            next_fd = _opened_in(fd, name, root, below, _DIRECTORY, follow)
+        finally:
+            os.close(fd)
+        fd = next_fd
+    return fd
+
+
+def _opened_in(parent: int, name: str, root: str, below: str, flags: int, follow: bool) -> int:
+    try:
+        return os.open(name, flags | (0 if follow else os.O_NOFOLLOW), dir_fd=parent)
+    except OSError as exc:
+        if (
+            follow
+            or exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+            or not _is_link(parent, name)
+        ):
+            raise
+        shown = os.path.join(root, below)
+        raise ItemError(
+            f"{shown} is a symbolic link now (it was not when the source was walked): not followed, "
+            "nothing outside the source is read",
+            retryable=False,
+        ) from None

@@ -93,6 +93,20 @@ def recalled(
     return filled, note
 
 
+KEY_OPTIONS = ("key_column", "keys_file", "key_template")  # what makes each row's key
+
+
+def loaded_keys(settings: AwsSettings, bucket: str, indexes: tuple[str, ...]) -> dict[str, Any] | None:
+    """How the last put into these indexes made its keys (`KEY_OPTIONS`; None: left to the
+    defaults), where a put remembered it and every index's agrees (None otherwise: nothing to
+    hold a sync to)."""
+    records = [_read(_path(settings, bucket, index)) for index in indexes]
+    found = [{name: record["columns"].get(name) for name in KEY_OPTIONS} for record in records if record]
+    if not found or any(each != found[0] for each in found[1:]):
+        return None
+    return found[0]
+
+
 def _shown(name: str, value: Any) -> str:
     text = ",".join(value) if isinstance(value, list | tuple) else str(value)
     return f"{OPTIONS[name]} {text}"
