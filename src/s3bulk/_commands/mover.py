@@ -56,7 +56,12 @@ class Stores:
             self.settings,
             connections=self.connections,
             retry=ctx.retrier,
-            hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
+            hooks=UploadHooks(
+                started,
+                stats.uploads_ended.append,
+                ctx.resumed_upload,
+                ctx.kept_upload if ctx.journaled else None,
+            ),
             verify=self.verify,
         )
         self._source_storage = self._storage
