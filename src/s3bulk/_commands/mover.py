@@ -136,7 +136,8 @@ class Mover:
     def parts(self) -> Parts:
         """Made once: every item's cost and transfer asks for it."""
         options = self.options
-        return Parts(options.spec.part_size, options.part_concurrency, options.spec.multipart_threshold)
+        in_flight = options.ranges_in_flight if self.direction == "download" else options.part_concurrency
+        return Parts(options.spec.part_size, in_flight, options.spec.multipart_threshold)
 
     def cost(self, item: TransferItem) -> int:
         if self.options.spec.dry_run or (self.direction == "copy" and not self.relayed):  # server-side
