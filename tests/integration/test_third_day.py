@@ -612,3 +612,37 @@ def test_every_entry_point_raises_s3bulk_s_error_as_the_builtin_one_in_one_line(
             for call, text in texts.items():
                 missing = "NoSuchBucket" if "bucket" in call else "NoSuchKey"
                 assert missing in text, (call, text)
+
+
+# 9. large downloads: where they waited
+
+
+def test_a_large_download_keeps_eight_ranges_in_flight_under_the_default_budget(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A range streams into its file holding a chunk or two, not its part: the byte budget
+    (16 MiB) allows 8 in flight, where it held a download to the 3 parts of 5 MiB an upload may
+    hold. A proxy holds the ranges the download sends and counts them."""
+    bucket = new_bucket(minio, "ranges")
+    body = os.urandom(60 * MiB)  # 12 ranges of 5 MiB
+    minio.client().put_object(Bucket=bucket, Key="big.bin", Body=body)
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = person_env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.hold_after(2)  # the key looked up, its checksum asked for: then the ranges
+        job = subprocess.Popen(
+            [*S3BULK, "cp", f"s3://{bucket}/big.bin", "big.bin", *IN_PARTS],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while proxy.held < 8:
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, f"{proxy.held} ranges in flight, {proxy.log.accepted}"
+            time.sleep(0.05)
+        proxy.release()
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert sha256((tmp_path / "big.bin").read_bytes()) == sha256(body)
