@@ -186,6 +186,38 @@ class S3Error(ItemError):
         super().__init__(text, retryable=retryable)
 
 
+class NoSuchObject(S3Error, FileNotFoundError):
+    """A 404 (no such key, version or bucket) as a public entry point raises it: caught by
+    `except FileNotFoundError` as a missing file is, and by `except s3bulk.S3Error`."""
+
+
+class NotPermitted(S3Error, PermissionError):
+    """A 403 (AccessDenied, a key or signature the service refuses) as a public entry point
+    raises it: caught by `except PermissionError` as a file one may not read is, and by
+    `except s3bulk.S3Error`."""
+
+
+def as_builtin(error: S3Error) -> S3Error:
+    """`error`, the same line and fields, as the builtin error Python's own file functions raise
+    for it where there is one (a 404 a FileNotFoundError, a 403 a PermissionError): what the
+    public entry points raise (`_api.base.with_builtin_errors`). Inside, errors stay S3Errors:
+    code that catches a local OSError there (a full disk) must not catch the service's answer."""
+    kind: type[NoSuchObject] | type[NotPermitted]
+    if error.status == 404 or error.code in ("NoSuchKey", "NoSuchBucket", "NoSuchVersion"):
+        kind = NoSuchObject
+    elif error.status == 403:
+        kind = NotPermitted
+    else:
+        return error
+    if isinstance(error, kind):
+        return error
+    twin = kind.__new__(kind)
+    twin.__dict__.update(error.__dict__)
+    twin.args = error.args  # str() is the one line; errno below leaves it so (no strerror)
+    twin.errno = errno.ENOENT if kind is NoSuchObject else errno.EACCES
+    return twin
+
+
 def changed_meanwhile(error: BaseException) -> bool:
     """Whether the service refused a request for its condition (412 PreconditionFailed to an
     If-Match or x-amz-copy-source-if-match): the object is no longer the version asked for,

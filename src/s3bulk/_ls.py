@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings
 from s3bulk._engine.loop import run_loop
-from s3bulk._errors import UsageError
+from s3bulk._errors import S3Error, UsageError, as_builtin
 from s3bulk._report import Report
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._urls import parse_s3
@@ -51,19 +51,24 @@ async def ls_async(
     """Stream the objects under an s3:// prefix, recursive by default (unlike `s3bulk ls`): many
     key ranges listed in parallel, in key order, unless `partitioned` is False or, by default,
     they are measured not to pay (`_sources.listing._mostly_waiting` and `_seeks`);
-    or one level of objects and sub-prefixes (str) when not recursive."""
-    async for prefixes, objects in ls_pages(
+    or one level of objects and sub-prefixes (str) when not recursive. A missing bucket raises
+    a FileNotFoundError, a refusal a PermissionError, each an s3bulk.S3Error (`as_builtin`)."""
+    pages = ls_pages(
         url,
         recursive=recursive,
         concurrency=concurrency,
         partitioned=partitioned,
         settings=settings,
         report=report,
-    ):
-        for prefix in prefixes:
-            yield prefix
-        for info in objects:
-            yield info
+    )
+    try:
+        async for prefixes, objects in pages:
+            for prefix in prefixes:
+                yield prefix
+            for info in objects:
+                yield info
+    except S3Error as error:
+        raise as_builtin(error) from None
 
 
 async def ls_pages(

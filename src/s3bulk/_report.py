@@ -77,6 +77,9 @@ class WorkerStats:
     expanded: list[int] = field(default_factory=list)  # descriptors whose items are all listed
     uploads_started: list[tuple[str, str, str]] = field(default_factory=list)  # multipart (bucket, key, id)
     uploads_ended: list[str] = field(default_factory=list)  # their ids, once completed or aborted
+    # a stopped job's multipart uploads left for its resume, and the bytes their stored parts hold
+    uploads_kept: int = 0
+    bytes_kept: int = 0
 
     def take(self) -> WorkerStats:
         """Return the counts since the last call and reset them. Containers are cleared in place,
@@ -165,6 +168,8 @@ class Report:
     bytes_underway: int = 0  # of the objects still on their way, the bytes that have moved
     vectors_done: int = 0
     vectors_rejected: int = 0
+    uploads_kept: int = 0  # stopped: multipart uploads left for the resume to go on with
+    bytes_kept: int = 0  # ... and the bytes their stored parts hold, which it will not send again
     # every descriptor is listed, so objects_total and bytes_total are whole, not found so far
     total_known: bool = False
     aborted: str = ""  # why the job stopped early (--on-error abort), or ""

@@ -275,6 +275,11 @@ def _interrupted(name: str, report: Report, handle: Journal | None) -> JobInterr
         done = f"{report.vectors_done:,}{total} vectors stored{found}"
     else:
         done = f"{report.objects_done:,}{total} items done{found}"
+    if report.uploads_kept:
+        done += (
+            f", {report.uploads_kept:,} multipart upload(s) kept for the resume "
+            f"({human_bytes(report.bytes_kept)} stored, not sent again)"
+        )
     if handle is None:
         return JobInterrupted(f"{name} stopped: {done}")
     return JobInterrupted(f"job {handle.job_id} ({name}) stopped: {done}", handle.job_id, name)

@@ -240,9 +240,10 @@ LARGE = ("--multipart-threshold", "6MiB", "--part-size", "5MiB")
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_an_interrupted_upload_aborts_its_multipart_uploads_and_says_how_to_finish(
+def test_an_interrupted_upload_keeps_its_multipart_uploads_for_the_resume_and_says_how_to_finish(
     minio: Endpoint, person: Person, held: S3ThrottlingProxy, here: Path, how: signal.Signals
 ) -> None:
+    """Issue 65: aborting them had the resume send every part again, which a kill -9 did not."""
     bucket = new_bucket(minio)
     files = {f"big{n}.bin": os.urandom(12 * MiB + n) for n in range(3)}
     make_tree(here / "out", files)
@@ -258,10 +259,13 @@ def test_an_interrupted_upload_aborts_its_multipart_uploads_and_says_how_to_fini
     assert len(lines) == 1 and lines[0].startswith("interrupted: job "), err
     job_id = lines[0].split()[2]
     assert lines[0].endswith(f"finish it with: s3bulk cp --resume {job_id}")
-    assert uploads_left(minio, bucket) == []
-    assert journaled_uploads(person.state) == 0
+    assert ", 3 multipart upload(s) kept for the resume (" in lines[0], err
+    assert sorted(uploads_left(minio, bucket)) == [f"up/{name}" for name in sorted(files)]
+    assert journaled_uploads(person.state) == 3
     resumed = person.run("cp", "--resume", job_id, "--profile", "held", cwd=here)
     assert resumed.returncode == 0, resumed.stderr
+    assert uploads_left(minio, bucket) == []
+    assert journaled_uploads(person.state) == 0
     stored = minio.client()
     for name, body in files.items():
         data = stored.get_object(Bucket=bucket, Key=f"up/{name}")["Body"].read()

@@ -6,6 +6,7 @@ drives it: the CLI in a pseudo-terminal for the live line, SIGINT for Ctrl-C, sc
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -19,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, new_bucket, run_cli, run_script, small_logs
+from conftest import S3BULK, Endpoint, make_tree, new_bucket, run_cli, run_script, sha256, small_logs
+
+from s3bulk.testing.throttle import S3ThrottlingProxy
 
 MiB = 1024 * 1024
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
@@ -465,3 +468,181 @@ def test_versioning_switched_on_and_an_old_version_restored_in_place(
     )
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1, missing.stderr
     assert "NoSuchVersion" in missing.stderr, missing.stderr
+
+
+# 1. a clean stop keeps what a resume can use
+
+
+def parts_stored(minio: Endpoint, bucket: str) -> int:
+    """The bytes of the parts the server holds, over every unfinished upload in `bucket`."""
+    client = minio.client()
+    total = 0
+    for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+        parts = client.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        total += sum(part["Size"] for part in parts.get("Parts", []))
+    return total
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_keeps_the_stored_parts_and_the_resume_sends_only_what_was_left(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path, how: signal.Signals
+) -> None:
+    """Ctrl-C in the middle of 3 large uploads, then --resume: the bytes the resume sends (counted
+    by a proxy in front of the server) are at most 1.1 times what the server did not yet hold."""
+    bucket = new_bucket(minio, "kept")
+    files = {f"big{n}.bin": os.urandom(20 * MiB + n) for n in range(3)}
+    make_tree(tmp_path / "big", files)
+    total = sum(len(body) for body in files.values())
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = person_env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        with open(tmp_path / "cp.log", "wb") as log:  # in its own group, as a terminal runs it
+            job = subprocess.Popen(
+                [*S3BULK, "cp", "big/", f"s3://{bucket}/p/", *IN_PARTS, "--bwlimit", "16MiB"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 120
+        while (stored := parts_stored(minio, bucket)) < total // 3:  # a third is on the server
+            assert job.poll() is None, (tmp_path / "cp.log").read_text()
+            assert time.monotonic() < deadline, "no part was stored"
+            time.sleep(0.05)
+        os.killpg(job.pid, how)  # Ctrl-C reaches the whole process group
+        assert job.wait(120) == 130
+        said = (tmp_path / "cp.log").read_text().strip().splitlines()[-1]
+        job_id = said.split()[2]
+        sent_before = proxy.log.received["PUT"]
+        resumed = run_cli(env, "cp", "--resume", job_id, "--bwlimit", "0")
+        assert resumed.returncode == 0, resumed.stderr
+        sent = proxy.log.received["PUT"] - sent_before
+    left = total - stored
+    assert sent <= 1.1 * left, (sent, left, total)
+    assert re.search(r"stopped: .*, 3 multipart upload\(s\) kept for the resume \([\d.]+ MiB stored", said), (
+        said
+    )
+    assert minio.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    for name, body in files.items():
+        got = minio.client().get_object(Bucket=bucket, Key=f"p/{name}")["Body"].read()
+        assert sha256(got) == sha256(body), name
+
+
+# 5. the errors of every public entry point are s3bulk's, and the builtin ones
+
+
+ENTRY_POINTS = """
+import json, os, sys
+import s3bulk
+
+bucket = os.environ["BUCKET"]
+there, absent = f"s3://{bucket}/k.txt", f"s3://{bucket}/absent.txt"
+no_bucket = "s3://no-such-bucket-65/k.txt"
+os.makedirs("here", exist_ok=True)
+with open("here/a.txt", "w") as local:
+    local.write("a")
+
+
+def write(url):
+    with s3bulk.open(url, "wb") as out:
+        out.write(b"x" * 100)
+
+
+def read(url):
+    with s3bulk.open(url) as handle:
+        return handle.read()
+
+
+missing = {
+    "open rb, no such key": lambda: read(absent),
+    "open rb, no such bucket": lambda: read(no_bucket),
+    "open wb, no such bucket": lambda: write(no_bucket),
+    "get, no such key": lambda: s3bulk.get(absent),
+    "get, no such bucket": lambda: s3bulk.get(no_bucket),
+    "get_to_file, no such key": lambda: s3bulk.get_to_file(absent, "here.txt"),
+    "head, no such key": lambda: s3bulk.head(absent),
+    "put, no such bucket": lambda: s3bulk.put(no_bucket, b"x"),
+    "ls, no such bucket": lambda: s3bulk.ls("s3://no-such-bucket-65/"),
+    "copy, no such bucket": lambda: s3bulk.copy("here/", "s3://no-such-bucket-65/p/", journal=False),
+}
+denied = {
+    "open rb": lambda: read(there),
+    "open wb": lambda: write(f"s3://{bucket}/new.txt"),
+    "get": lambda: s3bulk.get(there),
+    "head": lambda: s3bulk.head(there),
+    "put": lambda: s3bulk.put(f"s3://{bucket}/new.txt", b"x"),
+    "ls": lambda: s3bulk.ls(f"s3://{bucket}/"),
+}
+for name, call in (denied if os.environ.get("WRONG") else missing).items():
+    try:
+        call()
+    except Exception as exc:
+        kinds = [kind.__name__ for kind in type(exc).__mro__]
+        print(json.dumps({"call": name, "kinds": kinds, "module": type(exc).__module__, "text": str(exc)}))
+    else:
+        print(json.dumps({"call": name, "kinds": [], "module": "", "text": "no error"}))
+"""
+
+
+def test_every_entry_point_raises_s3bulk_s_error_as_the_builtin_one_in_one_line(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A missing key, a missing bucket, a 403 (a wrong secret): from `open` (reading and
+    writing), `get`, `head`, `put`, `ls` and a job's start alike, an s3bulk.S3Error that is also
+    the FileNotFoundError or PermissionError Python's own files raise, in one line; never
+    obstore's exceptions with their Rust debug dumps. (A job that starts and then meets a
+    refusal ends with its report saying so, `report.aborted`, as before.)"""
+    bucket = new_bucket(minio, "errors")
+    minio.client().put_object(Bucket=bucket, Key="k.txt", Body=b"hello")
+    env = person_env | {"BUCKET": bucket}
+    wrong = env | {"WRONG": "1", "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    for run_env, builtin in ((env, "FileNotFoundError"), (wrong, "PermissionError")):
+        done = run_script(run_env, tmp_path, ENTRY_POINTS)
+        assert done.returncode == 0, done.stderr
+        said = [json.loads(line) for line in done.stdout.splitlines()]
+        assert len(said) == (6 if builtin == "PermissionError" else 10), done.stdout
+        for each in said:
+            assert builtin in each["kinds"] and "S3Error" in each["kinds"], each
+            assert each["module"].startswith("s3bulk"), each
+            assert "\n" not in each["text"] and "Debug" not in each["text"], each
+            assert "not-the-secret" not in each["text"], each
+        texts = {each["call"]: each["text"] for each in said}
+        if builtin == "FileNotFoundError":
+            for call, text in texts.items():
+                missing = "NoSuchBucket" if "bucket" in call else "NoSuchKey"
+                assert missing in text, (call, text)
+
+
+# 9. large downloads: where they waited
+
+
+def test_a_large_download_keeps_eight_ranges_in_flight_under_the_default_budget(
+    minio: Endpoint, person_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A range streams into its file holding a chunk or two, not its part: the byte budget
+    (16 MiB) allows 8 in flight, where it held a download to the 3 parts of 5 MiB an upload may
+    hold. A proxy holds the ranges the download sends and counts them."""
+    bucket = new_bucket(minio, "ranges")
+    body = os.urandom(60 * MiB)  # 12 ranges of 5 MiB
+    minio.client().put_object(Bucket=bucket, Key="big.bin", Body=body)
+    with S3ThrottlingProxy(minio.server.endpoint) as proxy:
+        env = person_env | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        proxy.hold_after(2)  # the key looked up, its checksum asked for: then the ranges
+        job = subprocess.Popen(
+            [*S3BULK, "cp", f"s3://{bucket}/big.bin", "big.bin", *IN_PARTS],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while proxy.held < 8:
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, f"{proxy.held} ranges in flight, {proxy.log.accepted}"
+            time.sleep(0.05)
+        proxy.release()
+        _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert sha256((tmp_path / "big.bin").read_bytes()) == sha256(body)

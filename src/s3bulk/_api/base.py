@@ -23,7 +23,7 @@ from s3bulk._commands.base import Spec
 from s3bulk._config import AwsSettings, parse_size
 from s3bulk._engine.loop import run_loop
 from s3bulk._engine.spec import EngineSpec
-from s3bulk._errors import UsageError
+from s3bulk._errors import S3Error, UsageError, as_builtin
 from s3bulk._report import Report
 
 Progress = Callable[[Report], None] | None
@@ -69,6 +69,21 @@ def called_as(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     return named
 
 
+def with_builtin_errors(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """An async API function whose service errors are raised as Python's file functions raise
+    theirs (`errors.as_builtin`: a 404 a FileNotFoundError, a 403 a PermissionError), each
+    still an s3bulk.S3Error with its one line. Its blocking twin raises the same."""
+
+    @functools.wraps(function)
+    async def public(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await function(*args, **kwargs)
+        except S3Error as error:
+            raise as_builtin(error) from None
+
+    return public
+
+
 def sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
     """The blocking twin of an async API function, with its very signature (IDEs and type
     checkers see every parameter), run in a fresh event loop like obstore's sync verbs. Called
@@ -82,7 +97,10 @@ def sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # none: this call runs its own
-            return run_loop(function(*args, **kwargs))
+            try:
+                return run_loop(function(*args, **kwargs))
+            except S3Error as error:
+                raise as_builtin(error) from None
         raise UsageError(
             f"s3bulk.{name}() blocks, and an event loop runs here: use await s3bulk.{function.__name__}(...)"
         )
@@ -92,6 +110,7 @@ def sync_twin(function: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
     return blocking
 
 
+@with_builtin_errors
 async def run_async(
     spec: Spec,
     *,

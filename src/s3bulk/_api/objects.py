@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
-from s3bulk._api.base import sync_twin
+from s3bulk._api.base import sync_twin, with_builtin_errors
 from s3bulk._config import AwsSettings
 from s3bulk._errors import S3BulkError, UsageError
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
@@ -18,6 +18,7 @@ from s3bulk._stores.s3xml import BucketInfo, VersionInfo
 _TEMPORARIES = itertools.count(1)  # this process's temporary files (`get_to_file_async`)
 
 
+@with_builtin_errors
 async def get_async(
     url: str,
     *,
@@ -37,6 +38,7 @@ async def get_async(
     return await get_bytes(settings, url, version_id or "")
 
 
+@with_builtin_errors
 async def head_async(
     url: str, *, version_id: str | None = None, settings: AwsSettings | None = None
 ) -> dict[str, Any]:
@@ -48,6 +50,7 @@ async def head_async(
     return described(await head(settings or AwsSettings.from_env(), url, version_id or ""))
 
 
+@with_builtin_errors
 async def get_to_file_async(
     url: str,
     path: str | os.PathLike[str],
@@ -101,6 +104,7 @@ def _file_for(path: str, key: str) -> str:
     return os.path.abspath(path)
 
 
+@with_builtin_errors
 async def put_async(
     url: str,
     data: bytes | str | os.PathLike[str] | Iterable[bytes],
@@ -206,6 +210,7 @@ def presign(
     return sign(settings or AwsSettings.from_env(), url, expires_in=expires_in, method=method)
 
 
+@with_builtin_errors
 async def list_buckets_async(*, settings: AwsSettings | None = None) -> list[BucketInfo]:
     """The account's buckets, (name, created) each."""
     from s3bulk._objects import list_buckets
@@ -213,6 +218,7 @@ async def list_buckets_async(*, settings: AwsSettings | None = None) -> list[Buc
     return await list_buckets(settings or AwsSettings.from_env())
 
 
+@with_builtin_errors
 async def make_bucket_async(
     url: str, *, region: str | None = None, versioning: bool = False, settings: AwsSettings | None = None
 ) -> str:
@@ -223,6 +229,7 @@ async def make_bucket_async(
     return await make_bucket(settings or AwsSettings.from_env(), url, region, versioning=versioning)
 
 
+@with_builtin_errors
 async def versioning_async(
     url: str, change: str | None = None, *, settings: AwsSettings | None = None
 ) -> str:
@@ -234,6 +241,7 @@ async def versioning_async(
     return await bucket_versioning(settings or AwsSettings.from_env(), url, change)
 
 
+@with_builtin_errors
 async def copy_version_async(
     source: str, destination: str, version_id: str, *, settings: AwsSettings | None = None
 ) -> int:
@@ -245,6 +253,7 @@ async def copy_version_async(
     return await copy_version(settings or AwsSettings.from_env(), source, destination, version_id)
 
 
+@with_builtin_errors
 async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSettings | None = None) -> str:
     """Remove a bucket; with `force`, delete every object in it first (the batched deleter),
     then, if it is still not empty (a versioned bucket), every old version and delete marker it
@@ -272,6 +281,7 @@ async def remove_bucket_async(url: str, *, force: bool = False, settings: AwsSet
     return await remove_bucket(settings, bucket)
 
 
+@with_builtin_errors
 async def remove_versions_async(
     url: str, *, dry_run: bool = False, settings: AwsSettings | None = None
 ) -> list[tuple[VersionInfo, str]]:

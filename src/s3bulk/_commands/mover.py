@@ -65,7 +65,12 @@ class Stores:
             self.settings,
             connections=self.connections,
             retry=ctx.retrier,
-            hooks=UploadHooks(started, stats.uploads_ended.append, ctx.resumed_upload),
+            hooks=UploadHooks(
+                started,
+                stats.uploads_ended.append,
+                ctx.resumed_upload,
+                ctx.kept_upload if ctx.journaled else None,
+            ),
             verify=self.verify,
         )
         self._source_storage = self._storage
@@ -142,7 +147,8 @@ class Mover:
     def parts(self) -> Parts:
         """Made once: every item's cost and transfer asks for it."""
         options = self.options
-        return Parts(options.spec.part_size, options.part_concurrency, options.spec.multipart_threshold)
+        in_flight = options.ranges_in_flight if self.direction == "download" else options.part_concurrency
+        return Parts(options.spec.part_size, in_flight, options.spec.multipart_threshold)
 
     def cost(self, item: TransferItem) -> int:
         if self.options.spec.dry_run or (self.direction == "copy" and not self.relayed):  # server-side

@@ -20,7 +20,7 @@ from s3bulk._plan.filters import Filters, check_window
 from s3bulk._sources.manifest import check_manifest
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.retry import RetryPolicy
-from s3bulk._stores.routes import Parts
+from s3bulk._stores.routes import STREAMED_HELD, Parts
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import LocalLocation, Location, S3Location, basename, parse_location
 
@@ -166,6 +166,9 @@ class TransferOptions:
     filters: Filters = field(default_factory=Filters)  # the spec's include/exclude and window, compiled
     concurrency: int = 64  # requests in flight per worker (the spec's engine's)
     part_concurrency: int = 8  # parts of one object in flight (fitted to the byte budget)
+    # ranges of one download in flight: each streams into the file, holding a chunk or two
+    # (`routes.STREAMED_HELD`), not its part, so the budget allows more than parts of an upload
+    ranges_in_flight: int = 8
     delete_source: bool = False  # mv: delete each source once its copy succeeded
     max_delete: int | None = None  # mv, sync --delete: deletes this run may make (DeleteCap)
     keep_part_layout: bool = False  # sync --checksum: multipart copies keep their parts (same ETag)
@@ -192,6 +195,7 @@ def transfer_options(
         ),
         concurrency=spec.engine.concurrency,
         part_concurrency=parts_in_flight(plan.max_in_flight_bytes, spec.part_size),
+        ranges_in_flight=parts_in_flight(plan.max_in_flight_bytes, STREAMED_HELD),
         delete_source=delete_source,
         max_delete=max_delete,
         keep_part_layout=keep_part_layout,

@@ -69,6 +69,8 @@ class WorkerContext:
 
     worker_id: int
     stats: WorkerStats = field(default_factory=WorkerStats)
+    # a journal keeps what this run starts, so a stopped job may leave uploads for its resume
+    journaled: bool = False
     # hand descriptors to idle workers: (descriptors, handed item ids, narrowed own descriptor)
     split: Callable[..., None] = lambda descriptors, handed=None, narrowed=None: None
     want_split: Callable[[], bool] = lambda: False
@@ -90,6 +92,11 @@ class WorkerContext:
 
     def resumed_upload(self, bucket: str, key: str) -> str | None:
         return self.resumable.pop((bucket, key), None)
+
+    def kept_upload(self, stored: int) -> None:
+        """A multipart upload left for the resume as the job stops, holding `stored` bytes."""
+        self.stats.uploads_kept += 1
+        self.stats.bytes_kept += stored
 
     def count_retry(self, error: Exception) -> None:
         """Told of every retry of every request: it shows in the report, and a service that says

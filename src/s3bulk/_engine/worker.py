@@ -501,7 +501,7 @@ class TimedGate:
 async def _run_worker(
     inbox: asyncio.Queue[Any], send: Callable[[Any], None], job: Job, options: EngineOptions, worker_id: int
 ) -> None:
-    ctx = WorkerContext(worker_id, retry=options.retry)
+    ctx = WorkerContext(worker_id, retry=options.retry, journaled=bool(options.journal_path))
     ctx.requests_gate, ctx.bytes_gate = _caps(options, ctx.stats)
     if options.memory_capped:
         _hold_less()

@@ -4,8 +4,10 @@ An upload that is started and never completed or aborted stays on the server, in
 listings, and is billed until a lifecycle rule removes it. obstore's multipart upload keeps its
 id to itself, so a job stopped mid-way (Ctrl-C, SIGTERM, kill -9) could neither abort it nor say
 it exists. Here every upload id is reported the moment it exists (`UploadHooks.started`, which the
-journal records) and again when it is completed or aborted (`ended`): a stopped job aborts what
-it started, and a job killed outright has its leftovers aborted by the run that resumes it.
+journal records) and again when it is completed or aborted (`ended`). A job stopped by Ctrl-C or
+SIGTERM keeps the uploads of files its journal holds (`UploadHooks.kept`: a resume goes on with
+them, sending only the parts not yet stored, as after a kill -9) and aborts the rest; whatever
+a resume does not go on with, it aborts once it has finished.
 
 Copies of multipart objects keep the source's part layout when it can be found (a HEAD of part 1),
 so the copy's ETag equals the source's and `sync --checksum` sees them as equal; and they carry
@@ -76,6 +78,9 @@ class UploadHooks:
     ended: Callable[[str], None] = _nobody
     # an upload of (bucket, key) an earlier run of the job left unfinished, to go on with
     resumable: Callable[[str, str], str | None] = lambda bucket, key: None
+    # told of an upload of a file left for the resume when the job is stopped (the bytes its
+    # stored parts hold); None: no journal keeps the id for a resume, so a stop aborts it
+    kept: Callable[[int], None] | None = None
 
 
 def fit_part_size(size: int, part_size: int) -> int:
@@ -99,24 +104,40 @@ async def _upload(
     retry: Retry,
     resumed: str = "",
     checksum: str | None = None,
+    stored: Callable[[], int] | None = None,
 ) -> AsyncIterator[str]:
     """An upload id for the block (`resumed`: an earlier run's, gone on with; `checksum`: the
-    algorithm its parts carry); aborted if the block fails or is cancelled, and reported as
-    ended only once it is completed or surely aborted (else the journal keeps it for later)."""
+    algorithm its parts carry); aborted if the block fails, and reported as ended only once it
+    is completed or surely aborted (else the journal keeps it for later). Cancelled (the job is
+    stopped), an upload that a resume can go on with (`stored`: the bytes its stored parts hold)
+    is kept for it where the journal keeps its id (`hooks.kept`): aborting it would have the
+    resume send every part again, which a kill -9 would not."""
     upload_id: str = resumed or await retry(
         lambda: client.create_multipart_upload(bucket, key, headers, checksum)
     )
     hooks.started(bucket, key, upload_id)  # a resumed one is this run's now
     try:
         yield upload_id
-    except BaseException:
-        try:  # bounded: a job being stopped must not hang on a service that does not answer
-            await asyncio.wait_for(client.abort_multipart_upload(bucket, key, upload_id), ABORT_SECONDS)
-        except Exception:  # the original failure is the one to report; a resume aborts it
-            pass
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if stored is None or hooks.kept is None:
+            await _abort(client, bucket, key, upload_id, hooks)
         else:
-            hooks.ended(upload_id)
+            hooks.kept(stored())
         raise
+    except BaseException:
+        await _abort(client, bucket, key, upload_id, hooks)
+        raise
+    hooks.ended(upload_id)
+
+
+async def _abort(client: S3Client, bucket: str, key: str, upload_id: str, hooks: UploadHooks) -> None:
+    """Abort an upload that failed or was stopped, bounded: a job being stopped must not hang on
+    a service that does not answer. One that cannot be aborted stays journaled, and the resume
+    aborts it; the original failure is the one to report."""
+    try:
+        await asyncio.wait_for(client.abort_multipart_upload(bucket, key, upload_id), ABORT_SECONDS)
+    except Exception:
+        return
     hooks.ended(upload_id)
 
 
@@ -154,25 +175,31 @@ async def _in_parts(
     still_whole: Callable[[], None] = lambda: None,
     checksum: str | None = None,
     condition: dict[str, str] | None = None,
+    resumable: bool = False,
 ) -> None:
     """One multipart upload of `size` bytes: every part sent by `send` (each retried alone, at
     most `concurrency` at once, the first failure cancelling the rest), then completed, unless
     `still_whole` raises (the parts are not one version of the source: the upload is aborted).
     Going on with the upload `resumed`, the parts in `kept` (number: ETag, checksum) are not
     sent again. With `checksum`, the parts carry that algorithm's values (`S3Client.checksum`);
-    `condition` goes with the completion (If-None-Match, If-Match: `conditional.write_condition`)."""
+    `condition` goes with the completion (If-None-Match, If-Match: `conditional.write_condition`).
+    `resumable`: a resume could go on with this upload, so a stopped job keeps it (`_upload`)."""
     part_size = fit_part_size(size, part_size)
     semaphore = asyncio.Semaphore(max(1, concurrency))
     kept = kept or {}
-    async with _upload(client, bucket, key, headers, hooks, retry, resumed, checksum) as upload_id:
+    stored = [0]  # the bytes of the parts the service holds
+    holding = (lambda: stored[0]) if resumable else None
+    async with _upload(client, bucket, key, headers, hooks, retry, resumed, checksum, holding) as upload_id:
 
         async def part(number: int, first: int) -> tuple[str, str]:
             last = min(first + part_size, size) - 1
             if number in kept:
+                stored[0] += last - first + 1
                 count_moved(last - first + 1)
                 return kept[number]
             async with semaphore:
                 sent: tuple[str, str] = await retry(lambda: send(upload_id, number, first, last))
+            stored[0] += last - first + 1
             count_moved(last - first + 1)
             return sent
 
@@ -275,6 +302,7 @@ async def upload_file(
             still_whole=still_whole,
             checksum=client.checksum,
             condition=condition,
+            resumable=True,
         )
     finally:
         os.close(descriptor)

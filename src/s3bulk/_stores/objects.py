@@ -7,14 +7,16 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
+from s3bulk._errors import S3BulkError, S3Error, as_builtin, classify
 from s3bulk._lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -190,17 +192,33 @@ class ObjectWriter(io.RawIOBase):
     `flush` sends nothing early (a part flushed short would be refused, and the object is whole
     only on close); leaving a `with` block by an exception aborts the upload, as obstore's does."""
 
-    def __init__(self, writer: Any, on_close: Callable[[], None] | None = None) -> None:
+    def __init__(self, writer: Any, on_close: Callable[[], None] | None = None, url: str = "") -> None:
         self._writer = writer
         self._written = 0
         self._on_close = on_close
+        self._url = url  # what errors name
+
+    @contextlib.contextmanager
+    def _said(self) -> Iterator[None]:
+        """obstore's errors (`obstore.exceptions`, or a builtin FileNotFoundError, each with a
+        multi-line Rust dump) as s3bulk's one line: the service's answer an S3Error, a 404 or a
+        403 also a FileNotFoundError or a PermissionError (`errors.as_builtin`), as every public
+        entry point raises them."""
+        try:
+            yield
+        except S3BulkError:
+            raise
+        except (obstore.exceptions.BaseError, OSError) as exc:
+            error = classify(exc, f"write {self._url}")
+            raise (as_builtin(error) if isinstance(error, S3Error) else error) from None
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self._writer.write(view)
+        with self._said():
+            self._writer.write(view)
         self._written += len(view)
         return len(view)
 
@@ -214,7 +232,8 @@ class ObjectWriter(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             try:
-                self._writer.close()
+                with self._said():
+                    self._writer.close()
             finally:
                 self._closed_now()
         super().close()
@@ -225,7 +244,8 @@ class ObjectWriter(io.RawIOBase):
             return
         io.RawIOBase.close(self)  # closed to its user; the upload is left to obstore to abort
         try:
-            self._writer.__exit__(kind, value, traceback)
+            with self._said():
+                self._writer.__exit__(kind, value, traceback)
         finally:
             self._closed_now()
 

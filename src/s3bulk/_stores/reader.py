@@ -27,7 +27,7 @@ import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from s3bulk._errors import BytesMismatch, S3Error, changed_meanwhile
+from s3bulk._errors import BytesMismatch, S3Error, as_builtin, changed_meanwhile
 from s3bulk._stores.verify import Check
 
 if TYPE_CHECKING:
@@ -78,11 +78,13 @@ class ObjectReader(io.RawIOBase):
         self._storage, self._bucket, self._key = storage, bucket, key
         self._url = f"s3://{bucket}/{key}"  # what errors name
         self._head: dict[str, str] = {}
+        self._opening = True  # a 404 now says what is missing; later, that it went since
         if size is None:
-            self._head = self._wait(storage.head(bucket, key, checksums=True))
+            self._head = self._wait(self._opened())
             size, etag = int(self._head.get("content-length") or 0), self._head.get("etag", "")
         self.size: int = size
         self._etag = etag
+        self._opening = False
         self._block = max(1, block)
         self._held = memoryview(b"")  # bytes fetched, starting at `_held_at`
         self._held_at = 0
@@ -94,6 +96,19 @@ class ObjectReader(io.RawIOBase):
         self._check: Check | None = None  # the bytes from 0 on, hashed in order as they come
         self._checked_to: int | None = 0  # how far; None: not read in order from 0, so not checked
 
+    async def _opened(self) -> dict[str, str]:
+        """The HEAD that opens the object, whose 404 (a HEAD's has no body) says what is
+        missing: the key, or the bucket."""
+        try:
+            return await self._storage.head(self._bucket, self._key, checksums=True)
+        except S3Error as error:
+            if error.status != 404:
+                raise
+            what = f"open {self._url}"
+            if not await self._storage.bucket_exists(self._bucket):
+                raise S3Error(404, "NoSuchBucket", f"there is no bucket {self._bucket}", what) from None
+            raise S3Error(404, "NoSuchKey", "no object has that key", what) from None
+
     def _wait(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """The coroutine run on the readers' loop (`_answer`)."""
         return self._answer(BACKGROUND.start(coroutine))
@@ -103,10 +118,9 @@ class ObjectReader(io.RawIOBase):
         try:
             return future.result()
         except S3Error as error:
-            if error.status == 404:
-                raise FileNotFoundError(
-                    errno.ENOENT, "no such object (deleted since it was opened or listed?)", self._url
-                ) from None
+            if error.status == 404 and not self._opening:
+                message = "no such object (deleted since it was opened or listed?)"
+                raise as_builtin(S3Error(404, "NoSuchKey", message, f"read {self._url}")) from None
             if changed_meanwhile(error):
                 raise OSError(
                     errno.ESTALE,
@@ -114,7 +128,7 @@ class ObjectReader(io.RawIOBase):
                     "open it again, after a fresh listing",
                     self._url,
                 ) from None
-            raise
+            raise as_builtin(error) from None
 
     async def _fetch(self, start: int, end: int) -> memoryview:
         """Bytes [start, end): the whole object in one GET (in checksum mode, checked as it came)

@@ -384,6 +384,7 @@ class Storage:
                 buffer_size=buffer_size,
             ),
             on_close=on_close,
+            url=f"s3://{bucket}/{key}",
         )
 
     # ---- buckets -------------------------------------------------------------------------------

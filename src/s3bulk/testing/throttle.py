@@ -209,6 +209,7 @@ class ThrottlingProxy(LoopbackProxy):
 @dataclass
 class S3ProxyLog:
     accepted: Counter[str] = field(default_factory=Counter)  # per HTTP method
+    received: Counter[str] = field(default_factory=Counter)  # request body bytes sent on, per method
     refused: Counter[str] = field(default_factory=Counter)  # per reason: "random", "rate"
     times: list[float] = field(default_factory=list)  # when each request was accepted
     refusals: list[float] = field(default_factory=list)  # when each request was refused
@@ -280,6 +281,7 @@ class S3ThrottlingProxy(LoopbackProxy):
             )
             return web.Response(status=status, body=xml.encode(), content_type="application/xml")
         self.log.accepted[request.method] += 1
+        self.log.received[request.method] += len(body)
         self.log.times.append(time.monotonic())
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
         headers["Host"] = request.headers["Host"]  # signed by the client: MinIO must see the same
