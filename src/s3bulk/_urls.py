@@ -159,3 +159,14 @@ def relative_key(key: str, prefix: str) -> str:
 
 def basename(key: str) -> str:
     return key.rstrip("/").rsplit("/", 1)[-1]
+
+
+# An S3 Express One Zone directory bucket: NAME--AZID--x-s3 (mybucket--use1-az4--x-s3)
+_DIRECTORY_BUCKET = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?--[a-z0-9-]+--x-s3$")
+
+
+def is_directory_bucket(bucket: str) -> bool:
+    """Whether `bucket` is named as an S3 Express directory bucket is: its listings come in no
+    key order and take no StartAfter, and its requests are signed with a session's credentials
+    (CreateSession)."""
+    return bool(_DIRECTORY_BUCKET.match(bucket))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -42,6 +43,9 @@ class MemoryS3:
         # whether writes take If-None-Match and If-Match (PUT, CopyObject): off, as a server that
         # ignores them (`Storage.write_conditions` finds none), unless a test turns them on
         self.conditional_writes = WriteConditions()
+        # listings in no key order, as S3 Express directory buckets give them (each listing its own
+        # order, drawn from this seed, pages following one another by offset)
+        self.unordered: int | None = None
 
     def put(self, bucket: str, key: str, body: bytes, modified: float | None = None) -> None:
         self.buckets.setdefault(bucket, {})[key] = body
@@ -111,12 +115,26 @@ class MemoryStorage:
         max_keys: int = 1000,
     ) -> ListPage:
         self.s3.request("LIST", bucket, prefix)
+        max_keys = min(max_keys, self.s3.page_size)
+        if self.s3.unordered is not None:  # as S3 Express: no StartAfter, which needs key order
+            if start_after:
+                raise S3Error(400, "InvalidArgument", "StartAfter is not supported", f"list s3://{bucket}")
+            return self._unordered(bucket, prefix, "", continuation_token, max_keys)
         after = continuation_token or start_after or ""
         keys = sorted(key for key in self._bucket(bucket) if key.startswith(prefix) and key > after)
-        max_keys = min(max_keys, self.s3.page_size)
         page, more = keys[:max_keys], len(keys) > max_keys
         objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for key in page]
         return ListPage(objects, [], more, page[-1] if more else None)
+
+    def _unordered(self, bucket: str, prefix: str, after: str, token: str | None, max_keys: int) -> ListPage:
+        """A page of a listing in no order: the keys as they are now, shuffled by the seed and
+        where the listing starts, `token` the offset of the page in that order."""
+        keys = sorted(key for key in self._bucket(bucket) if key.startswith(prefix) and key > after)
+        random.Random(f"{self.s3.unordered}/{bucket}/{prefix}/{after}").shuffle(keys)
+        offset = int(token or 0)
+        page, more = keys[offset : offset + max_keys], offset + max_keys < len(keys)
+        objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for key in page]
+        return ListPage(objects, [], more, str(offset + max_keys) if more else None)
 
     async def head(self, bucket: str, key: str, *_: Any, **__: Any) -> dict[str, str]:
         self.s3.request("HEAD", bucket, key)

@@ -135,6 +135,7 @@ class Case:
     world: World
     options: Options
     page_size: int = 1000  # keys per listing page, where the backend can say (the in-memory store)
+    unordered: int | None = None  # listings in no key order, shuffled by this seed (the in-memory store)
 
     @property
     def local_pair(self) -> bool:
@@ -143,6 +144,7 @@ class Case:
 
     def __str__(self) -> str:
         pages = f" (pages of {self.page_size})" if self.page_size < 1000 else ""
+        pages += f" (listed in no order, {self.unordered})" if self.unordered is not None else ""
         sides = f"{self.world.source}\n  {self.world.destination}"
         return f"{self.command} ({self.direction}){pages} {self.options}\n  {sides}"
 
@@ -268,7 +270,8 @@ def cases(draw: st.DrawFn, *, odd_keys: bool = True, s3_conflicts: bool = True) 
         for guard in ("no_clobber", "if_size_differ", "if_newer"):
             choices[guard] = draw(st.integers(0, 3)) == 0
     page_size = draw(st.sampled_from((1, 2, 1000)))  # pages of one key: every merge crosses pages
-    return Case(command, direction, World(source, destination), Options(**choices), page_size)
+    unordered = draw(st.one_of(st.none(), st.integers(0, 1000)))  # as S3 Express lists: sorted by s3bulk
+    return Case(command, direction, World(source, destination), Options(**choices), page_size, unordered)
 
 
 # ---- the oracle ----------------------------------------------------------------------------------
@@ -648,6 +651,7 @@ class MemoryBackend:
         self.count += 1
         self.s3 = MemoryS3()
         self.s3.page_size = case.page_size
+        self.s3.unordered = case.unordered
         work = self.root / f"case{self.count}"
         shutil.rmtree(self.root, ignore_errors=True)  # the last case's files: they are read already
         work.mkdir(parents=True)

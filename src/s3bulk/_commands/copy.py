@@ -30,7 +30,7 @@ from s3bulk._commands.transfer import (
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import UsageError
-from s3bulk._flags import INVENTORY, option
+from s3bulk._flags import INVENTORY, option, verbatim
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
 from s3bulk._report import Failure, WorkerStats
 from s3bulk._sources.inventory import (
@@ -66,11 +66,15 @@ class CopySpec(TransferSpec):
     # one object's conditional write (issue 66): only over that ETag, or ('*') where none is
     if_match: str | None = field(
         default=None,
-        metadata=option("--if-match", help="One object: write only over the object of this ETag."),
+        metadata=option(
+            "--if-match", help="One object: write only over the object of this ETag.", read=verbatim
+        ),
     )
     if_none_match: str | None = field(
         default=None,
-        metadata=option("--if-none-match", help="One object: '*', write only where no object is."),
+        metadata=option(
+            "--if-none-match", help="One object: '*', write only where no object is.", read=verbatim
+        ),
     )
 
     def __post_init__(self) -> None:

@@ -193,7 +193,7 @@ class Mover:
                 raise not_as_asked(destination, asked) from None
             if self._guarded and self.options.spec.no_clobber and item.replaces == NOTHING:
                 return unchanged(ctx, item.size)  # -n: the 412 says what a HEAD would have
-            raise replaced_meanwhile(destination, item.replaces) from None
+            raise replaced_meanwhile(item.replaces) from None
 
     async def _as_asked(self, item: TransferItem, ctx: WorkerContext) -> None:
         """--if-match / --if-none-match onto a store that ignores the condition: what is there

@@ -23,21 +23,21 @@ from s3bulk._errors import UsageError
 from s3bulk._plan.diff import Entry, Unlisted, merge_join
 from s3bulk._plan.keys import MARKER_DATA, TransferItem
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._sources.listing import list_prefix, list_sequential
+from s3bulk._sources.listing import in_order_or_sorted, list_prefix, list_sequential, sorted_listing
 from s3bulk._sources.local import walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores import checksums
 from s3bulk._stores.retry import Meter, Retrier, RetryPolicy
-from s3bulk._stores.s3xml import epoch_seconds, listing_problem
+from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
 from s3bulk._stores.storage import Storage
 from s3bulk._text import NOT_UTF8
-from s3bulk._urls import LocalLocation, Location, S3Location, local_target_path
+from s3bulk._urls import LocalLocation, Location, S3Location, is_directory_bucket, local_target_path
 
 ACTIONS_PER_BATCH = 1000
 LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
 MERGE_NEEDS_ORDER = (
-    "sync and check walk two sorted listings side by side, so they stop here rather than copy or "
-    "delete the wrong objects (cp and rm do not need the order)"
+    "sync and check walk two sorted listings side by side, and this one came in order at first, so "
+    "they stop here rather than copy or delete the wrong objects (cp and rm do not need the order)"
 )
 
 
@@ -180,23 +180,7 @@ class Sides:
             return
         filters = self.options.filters
         prefix = location.key
-        if self.options.spec.partitioned_listing is not False:
-            pages = list_prefix(
-                client,
-                location.bucket,
-                prefix,
-                concurrency=LISTING_CONCURRENCY,
-                auto=self.options.spec.partitioned_listing is None,
-                ordered_for=MERGE_NEEDS_ORDER,
-            )
-        else:
-            pages = (
-                page.objects
-                async for page in list_sequential(
-                    client, location.bucket, prefix, ordered_for=MERGE_NEEDS_ORDER
-                )
-            )
-        async for objects in pages:
+        async for objects in self._in_key_order(location, client):
             entries = []
             for info in objects:
                 relative = info.key[len(prefix) :]
@@ -219,6 +203,34 @@ class Sides:
                     Entry(relative, size, modified, etag, info.key, checksum=checksum, outside=outside)
                 )
             yield entries
+
+    def _in_key_order(self, location: S3Location, client: Storage) -> AsyncIterator[list[ObjectInfo]]:
+        """One side's listing in key order, as the merge needs it: as the service lists it, in
+        key ranges side by side where they pay; sorted on this side (`sorted_listing`: an
+        external sort, memory bounded) where the service lists in no order, an S3 Express
+        directory bucket from the start, any other as soon as its first page shows it."""
+        bucket, prefix = location.bucket, location.key
+
+        def sorted_pages() -> AsyncIterator[list[ObjectInfo]]:
+            return sorted_listing(client, bucket, prefix)
+
+        if is_directory_bucket(bucket):
+            return sorted_pages()
+        if self.options.spec.partitioned_listing is not False:
+            pages = list_prefix(
+                client,
+                bucket,
+                prefix,
+                concurrency=LISTING_CONCURRENCY,
+                auto=self.options.spec.partitioned_listing is None,
+                ordered_for=MERGE_NEEDS_ORDER,
+            )
+        else:
+            pages = (
+                page.objects
+                async for page in list_sequential(client, bucket, prefix, ordered_for=MERGE_NEEDS_ORDER)
+            )
+        return in_order_or_sorted(pages, sorted_pages)
 
     async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
         filters = self.options.filters

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from s3bulk._errors import ItemError, JobAborted
+from s3bulk._sources.extsort import ExternalSort
 from s3bulk._stores.s3xml import Advance, ListPage, ObjectInfo, Repeats, repeated
 
 
@@ -582,3 +583,79 @@ async def list_sequential(
         if not pending.done():
             pending.cancel()
             await asyncio.gather(pending, return_exceptions=True)
+
+
+# Keys an ordered listing holds back before handing any on: a listing in no order shows it within
+# these (all of them in order by chance: 1 in 1,000! for a shuffled one), and is sorted instead
+LOOKAHEAD_KEYS = 1000
+
+
+async def in_order_or_sorted(
+    pages: AsyncIterator[list[ObjectInfo]],
+    sorted_pages: Callable[[], AsyncIterator[list[ObjectInfo]]],
+    lookahead: int = LOOKAHEAD_KEYS,
+) -> AsyncIterator[list[ObjectInfo]]:
+    """A listing as `pages` gives it, in key order (sync and check merge two such); where the
+    service lists out of order within its first `lookahead` keys (held back until then: S3
+    Express, and stores like it, already on the first page), the listing read again whole and
+    sorted (`sorted_listing`). Out of order later, after pages were handed on in order, it
+    stops, as `ListingOutOfOrder` says: nothing was acted on out of order."""
+    held: list[list[ObjectInfo]] | None = []  # None once handed on
+    count = 0
+    try:
+        async for page in pages:
+            if held is None:
+                yield page
+                continue
+            held.append(page)
+            count += len(page)
+            if count >= lookahead:
+                handed, held = held, None
+                for each in handed:
+                    yield each
+    except ListingOutOfOrder:
+        if held is None:
+            raise
+    else:
+        for each in held or []:
+            yield each
+        return
+    async for page in sorted_pages():
+        yield page
+
+
+async def sorted_listing(
+    client: Lister, bucket: str, prefix: str, *, page_size: int = 1000
+) -> AsyncIterator[list[ObjectInfo]]:
+    """A listing in whatever order the service gives it, read to its end into an external sort
+    (`extsort.ExternalSort`: memory bounded whatever the count), then handed on in key order,
+    `page_size` entries at a time. Nothing is handed on before the last page came: a listing
+    that fails on the way gives nothing to act on. A key listed twice as the same object is
+    handed on once; as two different objects, it stops the listing."""
+    sort: ExternalSort[ObjectInfo] = ExternalSort(key=_key_of)
+    try:
+        async for page in list_sequential(client, bucket, prefix):
+            if len(page.objects) > 64:  # sorting a run and writing it is ~0.1 s per 100,000
+                await asyncio.to_thread(sort.add, page.objects)
+            else:
+                sort.add(page.objects)
+        previous: ObjectInfo | None = None
+        out: list[ObjectInfo] = []
+        for info in sort.sorted():
+            if previous is not None and info.key == previous.key:
+                if info != previous:
+                    raise ListingCheck(f"s3://{bucket}/{prefix}")._twice(info)
+                continue
+            out.append(info)
+            previous = info
+            if len(out) >= page_size:
+                yield out
+                out = []
+        if out:
+            yield out
+    finally:
+        sort.close()
+
+
+def _key_of(info: ObjectInfo) -> str:
+    return info.key

@@ -104,12 +104,12 @@ def write_condition(replaces: str | None, honoured: WriteConditions, copy: bool 
     return {"If-Match": f'"{replaces.strip(chr(34))}"'} if honoured.match else {}
 
 
-def replaced_meanwhile(what: str, replaces: str) -> ItemError:
+def replaced_meanwhile(replaces: str) -> ItemError:
     """A conditional write the service refused (412): the destination changed since it was listed."""
-    there = "an object was written there" if replaces == NOTHING else "the object there changed"
+    there = "another writer wrote an object there" if replaces == NOTHING else "another writer replaced it"
     return ItemError(
-        f"{what}: {there} since it was listed, and is left as it is (changed since it was listed): "
-        "run again (--resume) to copy over it",
+        f"changed since it was listed ({there}), so it is left as it is: run the job's failures again "
+        "(--retry-failed) to copy over it",
         retryable=False,
     )
 

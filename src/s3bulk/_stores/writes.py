@@ -149,7 +149,7 @@ class Writes:
         except ItemError as error:
             if error.job_wide:
                 raise
-            return changed_meanwhile(error)
+            return isinstance(error, WrittenMeanwhile) or changed_meanwhile(error)
         return False
 
     async def put_bytes(

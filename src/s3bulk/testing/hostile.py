@@ -120,11 +120,13 @@ class RefusesChecksums(Fault):
     done; any other goes on to the server."""
 
     mode: bool = False
+    refusals: int = 0  # requests refused so far
 
     async def answer(self, exchange: Exchange) -> Answer:
         refused = self.refused(exchange.request.headers)
         if refused is None:
             return await super().answer(exchange)
+        self.refusals += 1
         message = f"Unsupported header '{refused}' received for this API call."
         body = _error_xml("InvalidArgument", message) if exchange.request.method != "HEAD" else b""
         return web.Response(status=400, body=body, content_type="application/xml")
