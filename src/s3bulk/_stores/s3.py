@@ -346,10 +346,11 @@ class S3Client(SignedHttp):
 
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
-    ) -> None:
-        """A whole object from memory, checked by the service (`_body_checks`)."""
+    ) -> dict[str, str]:
+        """A whole object from memory, checked by the service (`_body_checks`); the answer's
+        headers (names in lower case: the new version's id, its ETag)."""
         checks, signed = await self._body_checks(self.url(bucket, key), body)
-        await self.request(
+        _, answer, _ = await self.request(
             "PUT",
             "PUT",
             bucket,
@@ -359,6 +360,7 @@ class S3Client(SignedHttp):
             what=f"put s3://{bucket}/{key}",
             sign_payload=signed,
         )
+        return {name.lower(): value for name, value in answer.items()}
 
     @property
     def checksum(self) -> str | None:
@@ -582,17 +584,19 @@ class S3Client(SignedHttp):
         etags: list[str],
         checksum: str | None = None,
         parts: list[tuple[str, int]] | None = None,
-    ) -> None:
+        condition: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         """Complete the upload of the parts whose ETags are `etags`; an upload started with
         `checksum` lists each part's (`parts`: value, length), and for a CRC says the whole
-        object's, which the service checks against what it stored."""
+        object's, which the service checks against what it stored. `condition`: If-None-Match
+        (only where no object is) or If-Match. Returns the answer's headers (lower case)."""
         what = f"complete multipart upload of s3://{bucket}/{key}"
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = dict(condition or {})
         values = [value for value, _ in parts or []] if checksum else []
         whole = checksums.whole_object(checksum, parts or []) if checksum else None
         if checksum and whole:
-            headers = {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
-        _, _, reply = await self.request(
+            headers |= {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
+        _, answer, reply = await self.request(
             "PUT",
             "POST",
             bucket,
@@ -605,6 +609,7 @@ class S3Client(SignedHttp):
             what=what,
         )
         s3xml.expect(reply, "CompleteMultipartUploadResult", what)  # can fail with 200 OK and an <Error>
+        return {name.lower(): value for name, value in answer.items()}
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """Abort an upload; one that is already gone (completed, aborted) is not an error."""
