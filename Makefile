@@ -36,10 +36,11 @@ test: test-unit tools
 	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers" tests/integration
 
 # The compatibility matrix: the end-to-end checks of tests/integration/test_servers.py against each S3 server
-# (docs/compatibility.md is its table).
+# (docs/compatibility.md is its table); and s3fs's own test suite against s3bulk:// on moto
+# (tests/integration/test_s3fs_release.py: ~220 tests, minutes, so here rather than in `make test`).
 test-servers: setup
 	scripts/build-tools.sh minio versitygw garage
-	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/integration/test_servers.py
+	$(PY) -m pytest -q -p no:cacheprovider -m servers tests/integration/test_servers.py tests/integration/test_s3fs_release.py
 
 bench: setup tools
 	scripts/build-tools.sh versitygw garage rclone awscli

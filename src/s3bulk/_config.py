@@ -274,6 +274,12 @@ class AwsSettings:
     # bucket -> the region the service said it is in (a job's workers inherit what was learned)
     bucket_regions: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # keys given in code (fsspec's key=, secret=, token=, as s3fs takes them): used in this
+    # process only, never pickled (`__getstate__`: () there, "withheld", so that a process that
+    # gets these settings fails rather than signs with whatever its environment holds)
+    given_keys: tuple[str, str, str | None] | tuple[()] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @classmethod
     def from_env(
@@ -550,6 +556,13 @@ class AwsSettings:
 
     @cached_property
     def _credentials(self) -> Any:
+        if self.given_keys == ():
+            raise UsageError(
+                "credentials given in code (key=, secret=) stay in the process they were given to: "
+                "run this in that process, or give them as AWS_* variables or a profile"
+            )
+        if self.given_keys is not None:
+            return _EnvCredentials(_Frozen(*self.given_keys))
         if self._env_only:
             env = os.environ
             return _EnvCredentials(
@@ -583,8 +596,11 @@ class AwsSettings:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle only the plain settings: sessions and credentials are rebuilt per process."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        state = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        state["given_keys"] = None if self.given_keys is None else ()
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("given_keys", None)
         for name, value in state.items():
             object.__setattr__(self, name, value)

@@ -18,8 +18,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import dataclasses
 import errno
 import functools
+import glob
+import io
+import mimetypes
 import os
 import tempfile
 from datetime import datetime
@@ -29,16 +33,25 @@ from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, UsageError, changed_meanwhile, require_extra
 
 try:
-    from fsspec.asyn import AsyncFileSystem, _run_coros_in_chunks, sync
+    from fsspec.asyn import (
+        AbstractAsyncStreamedFile,
+        AsyncFileSystem,
+        _run_coros_in_chunks,
+        sync,
+        sync_wrapper,
+    )
+    from fsspec.caching import BaseCache, register_cache
     from fsspec.callbacks import DEFAULT_CALLBACK
+    from fsspec.spec import AbstractBufferedFile
 except ImportError:  # the extra is not installed: one line saying which to install
     require_extra("fsspec", "s3bulk.fsspec")
     raise
 
 from s3bulk._report import Report
-from s3bulk._stores.attributes import NO_ATTRIBUTES
+from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
 from s3bulk._stores.retry import Retrier, RetryPolicy
 from s3bulk._stores.routes import Parts
+from s3bulk._stores.s3 import quote_key
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
 
@@ -49,6 +62,9 @@ PROTOCOLS = ("s3bulk", "s3", "s3a")
 DELETE_BATCH = 1000
 JOB_FROM = 16  # pairs: fewer are moved one by one, side by side, without a job's fixed cost
 LISTINGS_CACHE = ("use_listings_cache", "listings_expiry_time", "max_paths")  # fsspec's DirCache
+READ_BLOCK = 8 * 1024 * 1024  # what a read somewhere new fetches, unless a block size is given
+PART_MIN = 5 * 1024 * 1024  # S3's smallest part (but the last)
+READER_CACHE = "s3bulk"  # fsspec's name for the cache that is s3bulk's prefetching reader
 
 # During a bulk call: the (source, destination) pairs fsspec's own rules hand to the one-object
 # methods, collected to run as one job instead of one request each.
@@ -76,32 +92,146 @@ def register(as_s3: bool = False) -> None:
         fsspec.register_implementation(name, S3BulkFileSystem, clobber=True)
 
 
+# s3fs's storage options that tune its own client (aiobotocore): taken, so that code written for
+# s3fs runs, with no effect here (s3bulk's connections, retries and timeouts are its own).
+S3FS_CLIENT_TUNING = (
+    "session",
+    "cache_regions",
+    "max_concurrency",
+    "local_expiry_check",  # reads here always ask for the version they started on (If-Match)
+    "asynchronous_client",
+    "use_expiry_check",
+)
+# s3fs's `s3_additional_kwargs` (and `open()` keywords) that set what a write stores, as
+# s3bulk's Attributes name them
+WRITE_ATTRIBUTES = {
+    "ContentType": "content_type",
+    "ContentEncoding": "content_encoding",
+    "ContentDisposition": "content_disposition",
+    "ContentLanguage": "content_language",
+    "CacheControl": "cache_control",
+    "Expires": "expires",
+    "Metadata": "metadata",
+    "StorageClass": "storage_class",
+    "ServerSideEncryption": "sse",
+    "SSEKMSKeyId": "sse_kms_key_id",
+    "ACL": "acl",
+    "acl": "acl",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class S3fsOptions:
+    """What s3fs's storage options say beyond s3bulk's settings: what writes store, block sizes,
+    read caching and versions."""
+
+    attributes: dict[str, Any]  # WRITE_ATTRIBUTES' names -> values (s3_additional_kwargs)
+    default_block_size: int | None
+    default_cache_type: str | None
+    default_fill_cache: bool
+    version_aware: bool
+    fixed_upload_size: bool
+
+
 def settings_from(storage_options: dict[str, Any]) -> AwsSettings:
     """fsspec's storage options (as s3fs names them) as s3bulk's settings."""
+    return _options(storage_options)[0]
+
+
+def _options(storage_options: dict[str, Any]) -> tuple[AwsSettings, S3fsOptions]:
+    """s3fs's storage options as s3bulk's settings and the filesystem's own (`S3fsOptions`):
+    credentials (key, secret, token; or client_kwargs' aws_* names), endpoint, region, TLS,
+    s3_additional_kwargs, block sizes, versions. An option neither knows is one line naming it."""
     options = dict(storage_options)
-    client = options.pop("client_kwargs", None) or {}
-    for secret in ("key", "secret", "token"):
-        if options.get(secret) is not None:
-            raise UsageError(
-                f"storage option {secret!r}: s3bulk takes credentials as the AWS SDKs do "
-                "(a profile=, AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
-            )
-    unknown = set(options) - {"profile", "region", "endpoint_url", "anon", "verify", "requester_pays"}
+    client = dict(options.pop("client_kwargs", None) or {})
+    config = dict(options.pop("config_kwargs", None) or {})
+    extra = dict(options.pop("s3_additional_kwargs", None) or {})
+    for name in S3FS_CLIENT_TUNING:
+        options.pop(name, None)
+    keys = _given_keys(options, client)
+    known = {
+        "profile", "region", "endpoint_url", "anon", "verify", "requester_pays", "use_ssl",
+        "default_block_size", "default_cache_type", "default_fill_cache", "version_aware",
+        "fixed_upload_size",
+    }  # fmt: skip
+    unknown = set(options) - known
     if unknown:
         raise UsageError(
-            f"storage options {sorted(unknown)}: s3bulk takes profile, region, endpoint_url, anon, "
-            "verify, requester_pays and client_kwargs (endpoint_url, region_name)"
+            f"storage options {sorted(unknown)}: s3bulk takes s3fs's profile, key, secret, token, "
+            "region, endpoint_url, anon, verify, use_ssl, requester_pays, client_kwargs, config_kwargs, "
+            "s3_additional_kwargs, default_block_size, default_cache_type, default_fill_cache, "
+            "version_aware and fixed_upload_size"
         )
+    request_payer = (
+        bool(options.get("requester_pays", False)) or extra.pop("RequestPayer", None) == "requester"
+    )
+    checksum = extra.pop("ChecksumAlgorithm", None)
+    attributes = _attributes_of(extra, "s3_additional_kwargs")
+    endpoint = options.get("endpoint_url") or client.get("endpoint_url")
+    if options.get("use_ssl") is False and endpoint and endpoint.startswith("https://"):
+        endpoint = "http://" + endpoint[len("https://") :]
     settings = AwsSettings.from_env(
         profile=options.get("profile"),
-        region=options.get("region") or client.get("region_name"),
-        endpoint_url=options.get("endpoint_url") or client.get("endpoint_url"),
+        region=options.get("region") or client.get("region_name") or config.get("region_name"),
+        endpoint_url=endpoint,
         verify_ssl=options.get("verify", client.get("verify", True)) is not False,
         anonymous=bool(options.get("anon", False)),
-        request_payer=bool(options.get("requester_pays", False)),
+        request_payer=request_payer,
+        checksum_algorithm=checksum,
     )
+    if keys is not None:
+        settings = dataclasses.replace(settings, given_keys=keys)
     settings.check_profile()
-    return settings
+    block = options.get("default_block_size")
+    return settings, S3fsOptions(
+        attributes=attributes,
+        default_block_size=int(block) if block else None,
+        default_cache_type=options.get("default_cache_type"),
+        default_fill_cache=bool(options.get("default_fill_cache", True)),
+        version_aware=bool(options.get("version_aware", False)),
+        fixed_upload_size=bool(options.get("fixed_upload_size", False)),
+    )
+
+
+def _given_keys(options: dict[str, Any], client: dict[str, Any]) -> tuple[str, str, str | None] | None:
+    """Credentials given as s3fs takes them (key/secret/token, their username/password
+    aliases, or client_kwargs' aws_access_key_id...): both or neither of key and secret."""
+    pairs = (
+        ("key", "username", "aws_access_key_id"),
+        ("secret", "password", "aws_secret_access_key"),
+        ("token", "", "aws_session_token"),
+    )
+    given: list[str | None] = []
+    for name, alias, boto in pairs:
+        value = options.pop(name, None) or (options.pop(alias, None) if alias else None)
+        from_client = client.pop(boto, None)
+        if value is not None and from_client is not None and value != from_client:
+            raise UsageError(f"storage options {name}= and client_kwargs {boto}= differ: give one")
+        given.append(value if value is not None else from_client)
+    key, secret, token = given
+    if key is None and secret is None:
+        return None
+    if not key or not secret:
+        raise UsageError("storage options key= and secret= go together: give both, or neither")
+    return key, secret, token
+
+
+def _attributes_of(given: dict[str, Any], where: str) -> dict[str, Any]:
+    """s3fs's write keywords (ContentType=, ServerSideEncryption=, ACL=, Metadata=...) by
+    s3bulk's Attributes names; one it does not know is one line naming it."""
+    unknown = sorted(set(given) - set(WRITE_ATTRIBUTES))
+    if unknown:
+        raise UsageError(
+            f"{where} {unknown}: s3bulk sets {', '.join(sorted(WRITE_ATTRIBUTES))} on what it writes"
+        )
+    found: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None or value is False:
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        found[WRITE_ATTRIBUTES[name]] = value
+    return found
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -141,11 +271,36 @@ def _file_entry(
 
 
 def _listed(bucket: str, info: ObjectInfo) -> dict[str, Any]:
-    return _file_entry(f"{bucket}/{info.key}", info.size, info.etag, info.last_modified, info.storage_class)
+    """A listed object's entry: fsspec's fields, and s3fs's (`Key`, `Size`) beside them."""
+    name = f"{bucket}/{info.key}"
+    entry = _file_entry(name, info.size, info.etag, info.last_modified, info.storage_class)
+    return {"Key": name, "Size": info.size} | entry
 
 
 def _directory(name: str) -> dict[str, Any]:
-    return {"name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
+    return {"Key": name, "Size": 0, "name": name, "size": 0, "type": "directory", "StorageClass": "DIRECTORY"}
+
+
+def _bucket(name: str) -> dict[str, Any]:
+    return _directory(name) | {"StorageClass": "BUCKET", "VersionId": None}
+
+
+def _as_listed(entry: dict[str, Any]) -> dict[str, Any]:
+    """An object's entry from its HEAD as a listing gives it (s3fs's fields of each)."""
+    listed = {name: value for name, value in entry.items() if name not in ("ContentType", "VersionId")}
+    return {"Key": entry["name"], "Size": entry["size"]} | listed
+
+
+def _headed(name: str, head: dict[str, str]) -> dict[str, Any]:
+    """An object's entry from its HEAD: fsspec's fields and s3fs's (ContentType, VersionId)."""
+    entry = _file_entry(
+        name,
+        int(head.get("content-length", 0)),
+        head.get("etag", ""),
+        _http_date(head.get("last-modified")),
+        head.get("x-amz-storage-class", ""),
+    )
+    return entry | {"ContentType": head.get("content-type"), "VersionId": head.get("x-amz-version-id")}
 
 
 class S3BulkFileSystem(AsyncFileSystem):
@@ -157,6 +312,9 @@ class S3BulkFileSystem(AsyncFileSystem):
     root_marker = ""
     async_impl = True
     mirror_sync_methods = True
+    # s3fs's defaults, which code written for it reads and sets (on the class, for what follows)
+    default_block_size = 50 * 1024 * 1024  # a write's part size (and a read's, when given)
+    default_cache_type = READER_CACHE  # s3bulk's prefetching reader (s3fs: "readahead")
 
     def __init__(
         self,
@@ -169,7 +327,17 @@ class S3BulkFileSystem(AsyncFileSystem):
     ) -> None:
         cache = {name: storage_options.pop(name) for name in LISTINGS_CACHE if name in storage_options}
         super().__init__(asynchronous=asynchronous, loop=loop, batch_size=batch_size, **cache)
-        self.settings = settings or settings_from(storage_options)
+        found, options = _options(storage_options)
+        self.settings = settings or found
+        self.s3_additional_kwargs = options.attributes
+        self.read_block_size = options.default_block_size  # None: READ_BLOCK
+        if options.default_block_size:
+            self.default_block_size = options.default_block_size
+        if options.default_cache_type:
+            self.default_cache_type = options.default_cache_type
+        self.default_fill_cache = options.default_fill_cache
+        self.version_aware = options.version_aware
+        self.fixed_upload_size = options.fixed_upload_size
         self._storages: dict[int, Storage] = {}
         self._deleters: dict[tuple[int, str], BatchDeleter] = {}  # mv's, per event loop and bucket
         self.last_report: Report | None = None  # the last bulk call's job: counts, requests, failures
@@ -193,27 +361,36 @@ class S3BulkFileSystem(AsyncFileSystem):
             if path.startswith(f"{name}://"):
                 path = path[len(name) + 3 :]
                 break
-        return path.rstrip("/")
+        return path.strip("/") if path.startswith("/") else path.rstrip("/")
 
     def unstrip_protocol(self, name: str) -> str:
         return f"s3bulk://{name}"
 
     @staticmethod
     def _get_kwargs_from_urls(path: str) -> dict[str, Any]:
-        return {}
+        """A URL naming a version (`?versionId=`) makes a version-aware filesystem, as s3fs."""
+        return {"version_aware": True} if "?versionId=" in path else {}
 
     def _url(self, path: str) -> str:
         return f"s3://{self._strip_protocol(path)}"
 
     # ---- looking --------------------------------------------------------------------------------
-    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        path = self._strip_protocol(path)
+    async def _info(self, path: str, version_id: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """An object's entry (s3fs's fields: ETag, LastModified, ContentType, VersionId), a
+        prefix's or a bucket's; of that version, with `version_id` (or `?versionId=` in the
+        path, as s3fs writes it)."""
+        path, in_path = _version_of(self._strip_protocol(path))
+        version_id = version_id or in_path
+        if version_id:
+            return await self._version_info(path, version_id)
+        if kwargs.get("refresh"):
+            self.invalidate_cache(path)
         seen = _SEEN.get()
         if seen is not None and path in seen:
             return seen[path]
         bucket, key = _split(path)
         if not bucket:
-            return _directory("")
+            return _bucket("")
         known = self._known(path)
         if known is not None:
             return known
@@ -221,7 +398,7 @@ class S3BulkFileSystem(AsyncFileSystem):
         if not key:
             try:
                 if await storage.bucket_exists(bucket):
-                    return _directory(bucket)
+                    return _bucket(bucket)
             except Exception as exc:
                 raise _os_error(exc, path) from None
             raise FileNotFoundError(2, "no such bucket", path)
@@ -231,13 +408,7 @@ class S3BulkFileSystem(AsyncFileSystem):
             if exc.status != 404 and exc.code not in ("NoSuchKey", "NotFound"):
                 raise _os_error(exc, path) from None
         else:
-            return _file_entry(
-                path,
-                int(head.get("content-length", 0)),
-                head.get("etag", ""),
-                _http_date(head.get("last-modified")),
-                head.get("x-amz-storage-class", ""),
-            )
+            return _headed(path, head)
         try:
             page = await storage.list_objects_v2(bucket, key + "/", max_keys=1, delimiter="/")
         except Exception as exc:
@@ -246,12 +417,29 @@ class S3BulkFileSystem(AsyncFileSystem):
             return _directory(path)
         raise FileNotFoundError(2, "no such object or prefix", path)
 
-    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+    async def _version_info(self, path: str, version_id: str) -> dict[str, Any]:
+        if not self.version_aware:
+            raise ValueError(f"version_id {version_id!r}: give version_aware=True to the filesystem")
+        bucket, key = _split(path)
+        try:
+            head = await self._storage().retry(
+                lambda: self._storage().client.head_object(bucket, key, version_id=version_id),
+                f"head s3://{path}",
+            )
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        return _headed(path, head)
+
+    async def _ls(self, path: str, detail: bool = False, versions: bool = False, **kwargs: Any) -> list[Any]:
+        """What is directly under `path`: names, or entries with `detail` (names by default, as
+        s3fs lists); every version of each object with `versions` (`key?versionId=V`)."""
         path = self._strip_protocol(path)
         bucket, key = _split(path)
         storage = self._storage()
+        if versions:
+            return await self._ls_versions(path, detail)
         if not bucket:
-            buckets = [_directory(each.name) for each in await storage.list_buckets()]
+            buckets = [_bucket(each.name) for each in await storage.list_buckets()]
             return buckets if detail else [each["name"] for each in buckets]
         from s3bulk._sources.listing import list_sequential
 
@@ -270,7 +458,27 @@ class S3BulkFileSystem(AsyncFileSystem):
                 self.dircache[path] = entries
         if not entries:
             info = await self._info(path)  # a file lists as itself; nothing there raises
-            entries = [info] if info["type"] == "file" else []
+            entries = [_as_listed(info)] if info["type"] == "file" else []
+        return entries if detail else [entry["name"] for entry in entries]
+
+    async def _ls_versions(self, path: str, detail: bool) -> list[Any]:
+        if not self.version_aware:
+            raise ValueError("ls(versions=True) needs version_aware=True on the filesystem")
+        bucket, key = _split(path)
+        entries = []
+        try:
+            async for page in self._storage().list_versions(bucket, key + "/" if key else ""):
+                for each in page:
+                    rest = each.key[len(key) + 1 :] if key else each.key
+                    if each.delete_marker or "/" in rest:
+                        continue
+                    name = f"{bucket}/{each.key}?versionId={each.version_id}"
+                    entries.append(
+                        {"name": name, "size": each.size, "type": "file", "ETag": each.etag}
+                        | {"VersionId": each.version_id, "Key": f"{bucket}/{each.key}", "Size": each.size}
+                    )
+        except Exception as exc:
+            raise _os_error(exc, path) from None
         return entries if detail else [entry["name"] for entry in entries]
 
     async def _find(
@@ -284,6 +492,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         """Every object under `path`, its key ranges listed in parallel (s3bulk's listing), in
         key order. Names only, unless the caller or a bulk call wants each entry: a list of
         100,000 names is a fraction of 100,000 entries' memory."""
+        prefix = kwargs.pop("prefix", None) or ""
+        if prefix:
+            return await self._find_prefixed(path, prefix, maxdepth, withdirs, detail)
         if maxdepth is not None:
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         path = self._strip_protocol(path)
@@ -323,6 +534,37 @@ class S3BulkFileSystem(AsyncFileSystem):
             listed.add(path)
         ordered = sorted(found)
         return {name: found[name] for name in ordered} if detail else ordered
+
+    async def _find_prefixed(
+        self, path: str, prefix: str, maxdepth: int | None, withdirs: bool, detail: bool
+    ) -> Any:
+        """`find(path, prefix=P)`, as s3fs: the objects under `path` whose name there starts
+        with P (one listing of `path/P`), `maxdepth` levels deep at most. Not kept as listings:
+        they are part of a directory, not all of it."""
+        path = self._strip_protocol(path)
+        bucket, key = _split(path)
+        if not bucket:
+            raise ValueError("find needs a bucket: find('bucket/prefix')")
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            async for objects in self._listing(bucket, (key + "/" if key else "") + prefix):
+                found |= {
+                    f"{bucket}/{info.key}": _listed(bucket, info)
+                    for info in objects
+                    if not info.key.endswith("/")
+                }
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+        if withdirs:
+            self._add_directories(found, path, "")
+            found.pop(path, None)
+
+        def depth(name: str) -> int:
+            return name[len(path) + 1 :].count("/") + 1 if path else name.count("/") + 1
+
+        kept = {name: entry for name, entry in found.items() if maxdepth is None or depth(name) <= maxdepth}
+        ordered = sorted(kept)
+        return {name: kept[name] for name in ordered} if detail else ordered
 
     def _listing(self, bucket: str, prefix: str) -> Any:
         """The pages of objects under a prefix, key ranges in parallel, on this loop's storage."""
@@ -387,9 +629,12 @@ class S3BulkFileSystem(AsyncFileSystem):
         """The object's bytes (checked as `cp` checks a download: `Storage.get_object`), or bytes
         [start, end) of it, of the version a listing or an `info` of it saw when there was one
         (If-Match): the ranges of one file that `cat_ranges` reads are then of one version."""
-        path = self._strip_protocol(path)
+        path, in_path = _version_of(self._strip_protocol(path))
+        version = kwargs.get("version_id") or in_path
         bucket, key = _split(path)
         storage = self._storage()
+        if version:
+            return await self._cat_version(path, version, start, end)
         try:
             if start is None and end is None:
                 return await storage.get_object(bucket, key)
@@ -403,6 +648,22 @@ class S3BulkFileSystem(AsyncFileSystem):
             if end <= start:
                 return b""
             return await storage.get_range(bucket, key, start, end, if_match=etag)
+        except Exception as exc:
+            raise _os_error(exc, path) from None
+
+    async def _cat_version(self, path: str, version: str, start: int | None, end: int | None) -> bytes:
+        info = await self._info(path, version_id=version)
+        size = info["size"]
+        start = 0 if start is None else (start if start >= 0 else max(0, size + start))
+        end = size if end is None else (end if end >= 0 else max(0, size + end))
+        if end <= start:
+            return b""
+        bucket, key = _split(path)
+        client = self._storage().client
+        try:
+            return await self._storage().retry(
+                lambda: client.get_range(bucket, key, start, end, version_id=version), f"get s3://{path}"
+            )
         except Exception as exc:
             raise _os_error(exc, path) from None
 
@@ -487,19 +748,122 @@ class S3BulkFileSystem(AsyncFileSystem):
             etags[path] = "" if isinstance(info, BaseException) else str(info.get("ETag", ""))
         return etags
 
-    async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
-        path = self._strip_protocol(path)
-        if mode == "create" and await self._exists(path):
-            raise FileExistsError(17, "the object exists (mode='create')", path)
-        bucket, key = _split(path)
+    def _attributes(self, kwargs: dict[str, Any], path: str = "") -> Attributes:
+        """What a write stores besides its bytes: the filesystem's s3_additional_kwargs, then
+        the call's own (ContentType=...), then a Content-Type guessed from `path`'s name, as
+        s3fs guesses it for `put`."""
+        given = {name: kwargs.pop(name) for name in list(kwargs) if name in WRITE_ATTRIBUTES}
         try:
-            await self._storage().put_bytes(bucket, key, bytes(value))
-        except Exception as exc:
-            raise _os_error(exc, path) from None
+            attributes = Attributes(**(self.s3_additional_kwargs | _attributes_of(given, "write")))
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        return attributes.with_content_type(mimetypes.guess_type(path)[0] if path else None)
+
+    async def _pipe_file(
+        self, path: str, value: bytes, mode: str = "overwrite", chunksize: int | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """`value` as the object (in parts of `chunksize` above it); with mode="create" only
+        where no object is (If-None-Match). Returns its ETag and VersionId, as s3fs does."""
+        path = self._strip_protocol(path)
+        data = memoryview(bytes(value))
+        attributes = self._attributes(kwargs)
+        try:
+            return await self._write_object(
+                path,
+                len(data),
+                lambda start, length: bytes(data[start : start + length]),
+                chunksize or self.default_block_size,
+                create=mode == "create",
+                attributes=attributes,
+            )
         finally:
             self._forget([path])
 
-    async def _put_file(self, lpath: str, rpath: str, mode: str = "overwrite", **kwargs: Any) -> None:
+    async def _write_object(
+        self,
+        path: str,
+        size: int,
+        read: Any,
+        part: int,
+        *,
+        create: bool,
+        attributes: Attributes,
+        callback: Any = DEFAULT_CALLBACK,
+    ) -> dict[str, Any]:
+        """An object of `size` bytes, `read(start, length)` a part at a time: one PUT up to
+        `part`, else a multipart upload (aborted if anything fails); with `create`, only where
+        no object is (If-None-Match: *, on the PUT or the completion): FileExistsError else."""
+        bucket, key = _split(path)
+        storage = self._storage()
+        client, what = storage.client, f"put s3://{path}"
+        condition = {"If-None-Match": "*"} if create else {}
+        headers = attributes.headers()
+        part = max(part, PART_MIN)
+        try:
+            if size <= part:
+                data = read(0, size)
+                answer = await storage.retry(
+                    lambda: client.put_object(bucket, key, data, headers | condition), what
+                )
+                callback.relative_update(size)
+            else:
+                answer = await self._write_parts(bucket, key, size, read, part, headers, condition, callback)
+        except S3Error as exc:
+            if create and exc.status in (409, 412):
+                raise FileExistsError(17, "the object exists (mode='create')", path) from None
+            raise _os_error(exc, path) from None
+        except ItemError as exc:
+            raise _os_error(exc, path) from None
+        return {"ETag": answer.get("etag"), "VersionId": answer.get("x-amz-version-id")}
+
+    async def _write_parts(
+        self,
+        bucket: str,
+        key: str,
+        size: int,
+        read: Any,
+        part: int,
+        headers: dict[str, str],
+        condition: dict[str, str],
+        callback: Any,
+    ) -> dict[str, str]:
+        storage = self._storage()
+        client, what = storage.client, f"upload s3://{bucket}/{key}"
+        checksum = client.checksum
+        upload = await storage.retry(
+            lambda: client.create_multipart_upload(bucket, key, headers, checksum), what
+        )
+        try:
+            sent: list[tuple[str, str, int]] = []
+            for number, start in enumerate(range(0, size, part), 1):
+                data = await asyncio.to_thread(read, start, min(part, size - start))
+
+                async def send(number: int = number, data: bytes = data) -> tuple[str, str]:
+                    return await client.upload_part(bucket, key, upload, number, data)
+
+                etag, value = await storage.retry(send, what)
+                sent.append((etag, value, len(data)))
+                callback.relative_update(len(data))
+            etags, sums = [etag for etag, _, _ in sent], [(value, length) for _, value, length in sent]
+            return await storage.retry(
+                lambda: client.complete_multipart_upload(
+                    bucket, key, upload, etags, checksum, sums, condition
+                ),
+                what,
+            )
+        except BaseException:
+            await client.abort_multipart_upload(bucket, key, upload)
+            raise
+
+    async def _put_file(
+        self,
+        lpath: str,
+        rpath: str,
+        mode: str = "overwrite",
+        callback: Any = DEFAULT_CALLBACK,
+        chunksize: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         if os.path.isdir(lpath):
             return  # a prefix needs no object
         pending = _PENDING.get()
@@ -507,17 +871,34 @@ class S3BulkFileSystem(AsyncFileSystem):
             pending.append((lpath, self._url(rpath)))
             return
         rpath = self._strip_protocol(rpath)
-        if mode == "create" and await self._exists(rpath):
-            raise FileExistsError(17, "the object exists (mode='create')", rpath)
         bucket, key = _split(rpath)
+        attributes = self._attributes(kwargs, lpath)
+        size = os.path.getsize(lpath)
+        callback.set_size(size)
         try:
-            await self._storage().upload(lpath, bucket, key, NO_ATTRIBUTES, Parts())
-        except Exception as exc:
-            raise _os_error(exc, rpath) from None
+            if mode == "create":
+
+                def read(start: int, length: int) -> bytes:
+                    with open(lpath, "rb") as handle:
+                        handle.seek(start)
+                        return handle.read(length)
+
+                part = chunksize or self.default_block_size
+                await self._write_object(
+                    rpath, size, read, part, create=True, attributes=attributes, callback=callback
+                )
+                return
+            try:
+                await self._storage().upload(lpath, bucket, key, attributes, Parts())
+            except Exception as exc:
+                raise _os_error(exc, rpath) from None
+            callback.relative_update(size)
         finally:
             self._forget([rpath])
 
-    async def _get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
+    async def _get_file(
+        self, rpath: str, lpath: str, callback: Any = DEFAULT_CALLBACK, **kwargs: Any
+    ) -> None:
         rpath = self._strip_protocol(rpath)
         if await self._isdir(rpath):
             os.makedirs(lpath, exist_ok=True)
@@ -532,6 +913,9 @@ class S3BulkFileSystem(AsyncFileSystem):
             await get_to_file_async(self._url(rpath), lpath, settings=self.settings)
         except Exception as exc:
             raise _os_error(exc, rpath) from None
+        size = os.path.getsize(lpath)
+        callback.set_size(size)
+        callback.relative_update(size)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         await self._copied(path1, path2)
@@ -582,13 +966,54 @@ class S3BulkFileSystem(AsyncFileSystem):
 
     async def _rm(
         self, path: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
-    ) -> None:
-        """Delete the objects `path` names (and everything under it, `recursive`), 1,000 per
-        DeleteObjects request, the requests side by side."""
-        names = await self._expand_path(path, recursive=recursive, maxdepth=maxdepth)
+    ) -> list[str]:
+        """Delete the objects `path` names (and everything under it, `recursive`: folder
+        markers too, and a bucket named alone, as s3fs does), 1,000 keys per DeleteObjects
+        request, the requests side by side. Returns the names deleted; a path that names
+        nothing raises FileNotFoundError."""
+        paths = [self._strip_protocol(each) for each in (path if isinstance(path, list) else [path])]
+        names: set[str] = set()
+        buckets: list[str] = []
+        for each in paths:
+            bucket, key = _split(each)
+            if not bucket:
+                raise ValueError("rm needs a bucket: rm('bucket/key')")
+            if glob.has_magic(each) or (recursive and maxdepth is not None):
+                names |= set(await self._expand_path(each, recursive=recursive, maxdepth=maxdepth))
+            elif not key:
+                buckets.append(bucket)
+                if recursive:
+                    names |= set(await self._every_key(bucket, ""))
+            elif recursive:
+                under = await self._every_key(bucket, key + "/")
+                if not under and not await self._exists(each):
+                    raise FileNotFoundError(2, "no such object or prefix", each)
+                names |= {*under, each}
+            else:
+                names.add(each)
+        try:
+            await self._delete(sorted(names))
+            for bucket in buckets:
+                await self._remove_bucket(bucket)
+        finally:
+            self._forget(sorted(names))
+            for each in paths:
+                self.invalidate_cache(each)
+        return sorted(names)
+
+    async def _every_key(self, bucket: str, prefix: str) -> list[str]:
+        """Every key under `prefix`, folder markers too (what a recursive rm deletes)."""
+        try:
+            return [
+                f"{bucket}/{info.key}" async for objects in self._listing(bucket, prefix) for info in objects
+            ]
+        except Exception as exc:
+            raise _os_error(exc, f"{bucket}/{prefix}") from None
+
+    async def _delete(self, names: list[str]) -> None:
         by_bucket: dict[str, list[str]] = {}
         for name in names:
-            bucket, key = _split(self._strip_protocol(name))
+            bucket, key = _split(name)
             if key:
                 by_bucket.setdefault(bucket, []).append(key)
         storage = self._storage()
@@ -597,67 +1022,183 @@ class S3BulkFileSystem(AsyncFileSystem):
             for bucket, keys in by_bucket.items()
             for start in range(0, len(keys), DELETE_BATCH)
         ]
-        try:
-            results = await asyncio.gather(*(storage.delete_many(bucket, keys) for bucket, keys in batches))
-        finally:
-            self._forget(names)
+        results = await asyncio.gather(
+            *(storage.delete_many(bucket, keys) for bucket, keys in batches), return_exceptions=True
+        )
         for (bucket, _), failed in zip(batches, results, strict=True):
+            if isinstance(failed, BaseException):
+                raise _os_error(failed, bucket) if isinstance(failed, Exception) else failed
             for key, why in failed.items():
+                if "NoSuchBucket" in str(why):
+                    raise FileNotFoundError(2, "no such bucket", bucket)
                 raise OSError(5, f"not deleted: {why}", f"{bucket}/{key}")
 
+    async def _remove_bucket(self, bucket: str) -> None:
+        try:
+            await self._storage().remove_bucket(bucket)
+        except S3Error as exc:
+            if exc.code == "BucketNotEmpty" or exc.status == 409:
+                raise OSError(
+                    errno.ENOTEMPTY, "the bucket holds objects: rm(bucket, recursive=True)", bucket
+                ) from None
+            raise _os_error(exc, bucket) from None
+        self.invalidate_cache(bucket)
+        self.invalidate_cache("")
+
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """A prefix needs no object: only a missing bucket is made (FileExistsError for a
+        bucket that is there, unless `exist_ok`)."""
         bucket, key = _split(self._strip_protocol(path))
-        if bucket and not key and not await self._exists(bucket):
-            await self._mkdir(bucket)
+        if not bucket:
+            raise ValueError("makedirs needs a bucket: makedirs('bucket/prefix')")
+        if await self._exists(bucket):
+            if not key and not exist_ok:
+                raise FileExistsError(17, "the bucket exists", bucket)
+            return
+        await self._make_bucket(bucket, "")
 
     async def _mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        """A bucket (FileExistsError if it is there), or a prefix, which needs no object: its
+        bucket is made when missing with `create_parents`, else FileNotFoundError."""
         bucket, key = _split(self._strip_protocol(path))
-        if bucket and not key:
-            storage = self._storage()
-            try:
-                await storage.make_bucket(bucket, kwargs.get("region") or self.settings.region or "")
-            except Exception as exc:
-                raise _os_error(exc, path) from None
+        if not bucket:
+            raise ValueError("mkdir needs a bucket: mkdir('bucket') or mkdir('bucket/prefix')")
+        region = kwargs.get("region_name") or kwargs.get("region") or ""
+        if not key:
+            if await self._exists(bucket):  # S3 in us-east-1 answers 200 to making it again
+                raise FileExistsError(17, "the bucket exists", bucket)
+            await self._make_bucket(bucket, region)
+        elif not await self._exists(bucket):
+            if not create_parents:
+                raise FileNotFoundError(2, "no such bucket (create_parents=True makes it)", bucket)
+            await self._make_bucket(bucket, region)
+
+    async def _make_bucket(self, bucket: str, region: str) -> None:
+        try:
+            await self._storage().make_bucket(bucket, region or self.settings.region or "")
+        except S3Error as exc:
+            if exc.code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise FileExistsError(17, "the bucket exists", bucket) from None
+            raise _os_error(exc, bucket) from None
+        self.invalidate_cache("")
 
     async def _rmdir(self, path: str) -> None:
+        """Remove an empty bucket. A prefix is no directory to remove (FileExistsError while
+        something is under it: rm(path, recursive=True); FileNotFoundError when nothing is)."""
         bucket, key = _split(self._strip_protocol(path))
-        if bucket and not key:
-            await self._storage().remove_bucket(bucket)
-            self.invalidate_cache(bucket)
+        if key:
+            if await self._exists(path):
+                raise FileExistsError(17, "objects are under it: rm(path, recursive=True)", path)
+            raise FileNotFoundError(2, "no such prefix", path)
+        await self._remove_bucket(bucket)
+
+    rmdir = sync_wrapper(_rmdir)
 
     async def _touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
-        if truncate or not await self._exists(path):
-            await self._pipe_file(path, b"")
-
-    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, **kwargs: Any) -> Any:
-        """s3bulk's reader (a read somewhere new fetches `block_size` bytes, 8 MiB by default)
-        or writer (parts of `block_size` bytes as they fill), on one store per filesystem: a
-        dataset of 200 files opens 200 readers, not 200 connection pools."""
-        path = self._strip_protocol(path)
-        if "x" in mode:
-            if self.exists(path):
-                raise FileExistsError(17, "the object exists (mode='x')", path)
-            mode = mode.replace("x", "w")
-        if mode not in ("rb", "wb"):
-            raise ValueError(f"mode {mode!r}: s3bulk opens objects 'rb', 'wb' or 'xb'")
-        bucket, key = _split(path)
-        size = block_size or 8 * 1024 * 1024
-        if mode == "wb":
-            self.invalidate_cache(path)
-            return self._files.open_writer(
-                bucket, key, NO_ATTRIBUTES, buffer_size=size, on_close=lambda: self.invalidate_cache(path)
+        """An empty object; with truncate=False, one that exists is refused (S3 cannot
+        change an object's time without writing it: ValueError, as s3fs)."""
+        if not truncate and await self._exists(path):
+            raise ValueError(
+                f"{path}: touch(truncate=False) of an object that exists: S3 cannot update its time"
             )
-        known = self._known(path)
+        await self._pipe_file(path, b"", **kwargs)
+
+    touch = sync_wrapper(_touch)
+
+    async def _glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
+        if self._strip_protocol(path).startswith("*"):
+            raise ValueError("glob of every bucket: start the pattern with a bucket name")
+        return await super()._glob(path, maxdepth=maxdepth, **kwargs)
+
+    async def _list_multipart_uploads(self, bucket: str) -> list[dict[str, Any]]:
+        """The multipart uploads under way in `bucket` (Key, UploadId), as s3fs lists them."""
+        found = []
+        async for page in self._storage().list_uploads(self._strip_protocol(bucket)):
+            found += [{"Key": each.key, "UploadId": each.upload_id} for each in page]
+        return found
+
+    list_multipart_uploads = sync_wrapper(_list_multipart_uploads)
+
+    async def _clear_multipart_uploads(self, bucket: str) -> None:
+        """Abort every multipart upload under way in `bucket`."""
+        bucket = self._strip_protocol(bucket)
+        for each in await self._list_multipart_uploads(bucket):
+            await self._storage().abort_upload(bucket, each["Key"], each["UploadId"])
+
+    clear_multipart_uploads = sync_wrapper(_clear_multipart_uploads)
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_type: str | None = None,
+        cache_options: dict[str, Any] | None = None,
+        size: int | None = None,
+        version_id: str | None = None,
+        fill_cache: bool | None = None,
+        **kwargs: Any,
+    ) -> S3BulkFile:
+        """fsspec's buffered file (`S3BulkFile`): read through s3bulk's prefetching reader (a
+        read somewhere new fetches `block_size` bytes, 8 MiB unless given; reading on streams
+        the blocks after it), or any fsspec cache asked for; written in parts of `block_size`
+        (50 MiB, as s3fs; 5 MiB at least), "xb" only where nothing is (If-None-Match), "ab" onto
+        what is there (a server-side copy of it as the first part, as s3fs does it). Keywords
+        as s3fs takes them (ACL=, ContentType=, Metadata=, ServerSideEncryption=...) set what a
+        write stores, over the filesystem's s3_additional_kwargs."""
+        path = self._strip_protocol(path)
+        block_size = block_size or kwargs.pop("blocksize", None)
+        kwargs.pop("requester_pays", None)  # a filesystem's setting here
+        path, in_path = _version_of(path)
+        version_id = version_id or in_path
+        if version_id and not self.version_aware:
+            raise ValueError(
+                f"version_id {version_id!r}: give version_aware=True to the filesystem to read versions"
+            )
+        if "r" in mode and "b" not in mode:
+            mode = mode + "b"
+        if mode not in ("rb", "wb", "xb", "ab"):
+            raise ValueError(f"mode {mode!r}: s3bulk opens objects 'rb', 'wb', 'xb' or 'ab'")
+        if not path:
+            raise ValueError("open needs a path: bucket/key")
+        try:
+            attributes = Attributes(**(self.s3_additional_kwargs | _attributes_of(kwargs, "open")))
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        if mode != "rb":
+            self.invalidate_cache(path)
+            if mode == "xb" and self.exists(path):  # said now; If-None-Match says it again on close
+                raise FileExistsError(17, "the object exists (mode 'xb')", path)
+            return S3BulkFile(self, path, mode, block_size, autocommit=autocommit, attributes=attributes)
+        known = None if version_id else self._known(path)
         if known is not None and known["type"] == "directory":
             raise IsADirectoryError(21, "a prefix, not an object", path)
-        try:
-            if known is not None:  # listed already: no HEAD for its size and ETag
-                return self._files.open_reader(
-                    bucket, key, buffer_size=size, size=known["size"], etag=known.get("ETag", "")
-                )
-            return self._files.open_reader(bucket, key, buffer_size=size)
-        except FileNotFoundError:
-            raise FileNotFoundError(2, "no such object", path) from None
+        details = known if known is not None and size is None else None
+        return S3BulkFile(
+            self,
+            path,
+            mode,
+            block_size,
+            autocommit=autocommit,
+            cache_type=cache_type,
+            cache_options=cache_options,
+            size=size,
+            version_id=version_id,
+            fill_cache=fill_cache,
+            details=details,
+        )
+
+    async def open_async(self, path: str, mode: str = "rb", **kwargs: Any) -> S3BulkStreamedFile:
+        """A file read with `await f.read(n)` on this filesystem's loop (fsspec's streamed
+        file), as s3fs's `open_async`: reading only."""
+        if "b" not in mode or "r" not in mode:
+            raise ValueError(f"open_async: mode {mode!r}: only 'rb' is streamed")
+        path = self._strip_protocol(path)
+        info = await self._info(path)
+        if info["type"] != "file":
+            raise IsADirectoryError(21, "a prefix, not an object", path)
+        return S3BulkStreamedFile(self, path, mode, size=info["size"], etag=str(info.get("ETag", "")))
 
     @functools.cached_property
     def _files(self) -> Storage:
@@ -701,6 +1242,14 @@ class S3BulkFileSystem(AsyncFileSystem):
         maxdepth: int | None = None,
         **kwargs: Any,
     ) -> None:
+        """Files to objects as one s3bulk job; with mode="create" (only where no object is) or
+        what to store besides the bytes (ContentType=...), each file by `put_file`, which
+        takes them (a job would not)."""
+        if kwargs.get("mode", "overwrite") != "overwrite" or set(kwargs) & set(WRITE_ATTRIBUTES):
+            await super()._put(
+                lpath, rpath, recursive=recursive, callback=callback, maxdepth=maxdepth, **kwargs
+            )
+            return
         pairs, tree = await self._collect(
             super()._put, lpath, rpath, recursive=recursive, maxdepth=maxdepth, **kwargs
         )
@@ -829,8 +1378,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         from s3bulk._api.base import run_async
 
         callback.set_size(len(pairs))
-        if len(pairs) < JOB_FROM:
-            await self._each(pairs, callback, delete_sources)
+        if len(pairs) < JOB_FROM or self.settings.given_keys is not None:
+            await self._each(pairs, callback, delete_sources)  # keys given in code stay here
             return
 
         def progress(report: Report) -> None:
@@ -873,7 +1422,9 @@ class S3BulkFileSystem(AsyncFileSystem):
                 await self._delete_moved(source, copied)
             callback.relative_update(1)
 
-        done = await asyncio.gather(*(one(*pair) for pair in pairs), return_exceptions=True)
+        done = await _run_coros_in_chunks(
+            [one(*pair) for pair in pairs], batch_size=self.batch_size, nofiles=True, return_exceptions=True
+        )
         failed = next((each for each in done if isinstance(each, BaseException)), None)
         if failed is not None:
             raise failed
@@ -919,3 +1470,285 @@ def _http_date(value: str | None) -> datetime | None:
     from email.utils import parsedate_to_datetime
 
     return parsedate_to_datetime(value)
+
+
+def _version_of(path: str) -> tuple[str, str | None]:
+    """`bucket/key?versionId=V` as (bucket/key, V), as s3fs writes a version in a path."""
+    if "?versionId=" in path:
+        path, _, version = path.partition("?versionId=")
+        return path, version
+    return path, None
+
+
+class _ReaderCache(BaseCache):
+    """fsspec's cache interface over s3bulk's prefetching reader (`Storage.open_reader`): a
+    read somewhere new fetches one block, reading on streams the blocks after it, and an object
+    no bigger than a block is fetched whole; every GET asks for the version first seen."""
+
+    name = READER_CACHE
+
+    def __init__(self, blocksize: int, fetcher: Any, size: int, open_reader: Any = None) -> None:
+        super().__init__(blocksize, fetcher, size)
+        self._open_reader = open_reader
+        self._reader: Any = None
+
+    def _fetch(self, start: int | None, stop: int | None) -> bytes:
+        start = 0 if start is None else start
+        stop = self.size if stop is None else min(stop, self.size)
+        if start >= stop:
+            return b""
+        if self._open_reader is None:
+            return bytes(self.fetcher(start, stop))
+        if self._reader is None:
+            self._reader = self._open_reader()
+        self._reader.seek(start)
+        chunks, wanted = [], stop - start
+        while wanted > 0:
+            chunk = self._reader.read(wanted)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        self.total_requested_bytes += stop - start
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+register_cache(_ReaderCache, clobber=True)
+
+
+class S3BulkFile(AbstractBufferedFile):
+    """An object as fsspec's buffered file, as s3fs's S3File behaves: `size`, `loc`, `details`,
+    `seek`, `cache`, `read_block`; written in parts of `blocksize` as they fill (`mpu`, the
+    upload's id, and `parts` as s3fs names them), in one PUT when it closes smaller than a part;
+    `autocommit=False` holds the upload open until `commit()` (or `discard()`)."""
+
+    part_max = 5 * 1024**3
+
+    def __init__(
+        self,
+        fs: S3BulkFileSystem,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_type: str | None = None,
+        cache_options: dict[str, Any] | None = None,
+        size: int | None = None,
+        version_id: str | None = None,
+        fill_cache: bool | None = None,
+        details: dict[str, Any] | None = None,
+        attributes: Attributes = NO_ATTRIBUTES,
+    ) -> None:
+        self.bucket, self.key = _split(path)
+        if not self.bucket or not self.key:
+            raise ValueError(f"open: {path!r} names no object (bucket/key)")
+        self.version_id = version_id
+        self.mpu: str | None = None  # the multipart upload's id, once there is one
+        self.parts: list[tuple[str, str, int]] | None = None  # (ETag, checksum, length) sent
+        self.fill_cache = fs.default_fill_cache if fill_cache is None else fill_cache
+        self.attributes = attributes
+        self.append_block = False  # "ab" onto an object of a part or more: copied as part 1
+        self.buffer: Any = None  # fsspec's: what is written and not sent yet
+        self.etag = ""
+        self._appended = 0  # the bytes of the object appended onto, when copied as part 1
+        self._checksum: str | None = None
+        cache_type = cache_type or fs.default_cache_type
+        if "r" in mode:
+            block = block_size or fs.read_block_size or READ_BLOCK
+            if details is not None:
+                self.details = details
+            elif size is None or version_id:
+                self.details = fs.info(path, version_id=version_id) if version_id else fs.info(path)
+            if self._details is not None:
+                self.etag = str(self._details.get("ETag", ""))
+                if fs.version_aware and not version_id:
+                    self.version_id = self._details.get("VersionId")
+            if cache_type == READER_CACHE:
+                if version_id:
+                    cache_type = "readahead"  # the reader reads the current version only
+                else:
+                    cache_options = {"open_reader": self._open_reader}
+        else:
+            block = block_size or fs.default_block_size
+            if block < PART_MIN:
+                raise ValueError(f"block_size {block}: S3's parts are 5 MiB or more (block_size=5 * 2**20)")
+        super().__init__(
+            fs,
+            path,
+            mode,
+            block,
+            autocommit=autocommit,
+            cache_type=cache_type,
+            cache_options=cache_options,
+            size=size if size is not None or "r" not in mode else self.size,
+        )
+        self.s3 = fs  # as s3fs's files name their filesystem
+        if "a" in mode:
+            self._append_onto_existing()
+
+    # ---- reading --------------------------------------------------------------------------------
+    def _open_reader(self) -> Any:
+        return self.fs._files.open_reader(
+            self.bucket, self.key, buffer_size=self.blocksize, size=self.size, etag=self.etag
+        )
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        return bytes(
+            sync(
+                self.fs.loop,
+                self.fs._cat_file,
+                self.path,
+                start=start,
+                end=end,
+                if_match=self.etag,
+                version_id=self.version_id,
+            )
+        )
+
+    def close(self) -> None:
+        cache = getattr(self, "cache", None)
+        if isinstance(cache, _ReaderCache):
+            cache.close()
+        super().close()
+
+    def url(self, **kwargs: Any) -> str:
+        return str(self.fs.url(self.path, **kwargs))
+
+    # ---- writing --------------------------------------------------------------------------------
+    def _append_onto_existing(self) -> None:
+        """ "ab": what is there starts the new object: bytes of an object smaller than a part
+        are written first; a bigger one is copied as the first part (UploadPartCopy)."""
+        try:
+            info = self.fs.info(self.path, refresh=True)
+        except FileNotFoundError:
+            return
+        self.loc = int(info["size"])
+        if self.loc < PART_MIN:
+            self.buffer.write(self.fs.cat_file(self.path))
+            self.loc = self.buffer.tell()
+        else:
+            self.append_block = True
+            self.etag = str(info.get("ETag", ""))
+            self._appended = self.loc
+
+    def _wait(self, coroutine: Any) -> Any:
+        return sync(self.fs.loop, lambda: coroutine)
+
+    def _initiate_upload(self) -> None:
+        if self.autocommit and not self.append_block and self.tell() < self.blocksize:
+            return  # closing a small file: one PUT
+        self._wait(self._start_upload())
+
+    async def _start_upload(self) -> None:
+        storage = self.fs._storage()
+        client, what = storage.client, f"start an upload of s3://{self.bucket}/{self.key}"
+        self._checksum = None if self.append_block else client.checksum
+        headers = self.attributes.headers()
+        self.mpu = await storage.retry(
+            lambda: client.create_multipart_upload(self.bucket, self.key, headers, self._checksum), what
+        )
+        self.parts = []
+        if self.append_block:
+            source = f"/{self.bucket}/{quote_key(self.key)}"
+            etag = await storage.retry(
+                lambda: client.upload_part_copy(
+                    self.bucket, self.key, str(self.mpu), 1, source, 0, self._appended - 1, if_match=self.etag
+                ),
+                f"copy s3://{self.bucket}/{self.key} as the first part",
+            )
+            self.parts.append((etag, "", self._appended))
+
+    async def _send_part(self, data: bytes) -> None:
+        storage, number = self.fs._storage(), len(self.parts or []) + 1
+        etag, checksum = await storage.retry(
+            lambda: storage.client.upload_part(self.bucket, self.key, str(self.mpu), number, data),
+            f"upload part {number} of s3://{self.bucket}/{self.key}",
+        )
+        assert self.parts is not None
+        self.parts.append((etag, checksum, len(data)))
+
+    def _upload_chunk(self, final: bool = False) -> bool:
+        if not (self.autocommit and not self.append_block and final and self.tell() < self.blocksize):
+            if self.mpu is None:
+                self._wait(self._start_upload())
+            self.buffer.seek(0)
+            smallest = 1 if final else self.blocksize
+            largest = self.blocksize if self.fs.fixed_upload_size else self.part_max
+            while len(self.buffer.getbuffer()) - self.buffer.tell() >= smallest:
+                self._wait(self._send_part(self.buffer.read(largest)))
+        if self.autocommit and final:
+            self.commit()
+        else:
+            self.offset += self.buffer.tell()
+            self.buffer = io.BytesIO(self.buffer.read())
+            self.buffer.seek(0, 2)
+        return False  # the buffer is kept as set here, not emptied by fsspec
+
+    def commit(self) -> None:
+        """Store what was written: one PUT when no part went, else complete the upload; "xb"
+        only where no object is (If-None-Match: FileExistsError otherwise)."""
+        if self.buffer is None:
+            raise ValueError(f"{self.path}: discarded, nothing to commit")
+        self.buffer.seek(0)
+        answer = self._wait(self._commit(self.buffer.read()))
+        if self.fs.version_aware:
+            self.version_id = answer.get("x-amz-version-id")
+        self.buffer = None
+        self.fs.invalidate_cache(self.path)
+
+    async def _commit(self, data: bytes) -> dict[str, str]:
+        storage, create = self.fs._storage(), "x" in self.mode
+        condition = {"If-None-Match": "*"} if create else {}
+        try:
+            if not self.parts:
+                if self.mpu is not None:
+                    await self._abort()
+                headers = self.attributes.headers() | condition
+                return dict(
+                    await storage.retry(
+                        lambda: storage.client.put_object(self.bucket, self.key, data, headers),
+                        f"put s3://{self.bucket}/{self.key}",
+                    )
+                )
+            etags = [etag for etag, _, _ in self.parts]
+            sums = [(checksum, length) for _, checksum, length in self.parts]
+            return dict(
+                await storage.retry(
+                    lambda: storage.client.complete_multipart_upload(
+                        self.bucket, self.key, str(self.mpu), etags, self._checksum, sums, condition
+                    ),
+                    f"complete the upload of s3://{self.bucket}/{self.key}",
+                )
+            )
+        except Exception as exc:
+            if self.parts:
+                await self._abort()
+            if create and isinstance(exc, S3Error) and exc.status in (409, 412):
+                raise FileExistsError(17, "the object exists (mode 'create' / 'xb')", self.path) from None
+            raise _os_error(exc, self.path) from None
+
+    async def _abort(self) -> None:
+        if self.mpu is not None:
+            await self.fs._storage().client.abort_multipart_upload(self.bucket, self.key, self.mpu)
+            self.mpu = None
+
+    def discard(self) -> None:
+        self._wait(self._abort())
+        self.buffer = None
+
+
+class S3BulkStreamedFile(AbstractAsyncStreamedFile):
+    """`await fs.open_async(path)`: `await f.read(n)` reads the next n bytes (of the version
+    first seen) on the filesystem's loop."""
+
+    def __init__(self, fs: S3BulkFileSystem, path: str, mode: str, size: int, etag: str) -> None:
+        super().__init__(fs, path, mode, size=size)
+        self.etag = etag
+
+    async def _fetch_range(self, start: int, end: int) -> bytes:
+        return bytes(await self.fs._cat_file(self.path, start=start, end=end, if_match=self.etag))

@@ -356,12 +356,13 @@ class S3Client(SignedHttp):
 
     async def put_object(
         self, bucket: str, key: str, body: bytes, headers: dict[str, str] | None = None
-    ) -> None:
+    ) -> dict[str, str]:
         """A whole object from memory, checked by the service (`_body_checks`); with a write
-        condition in `headers` (If-None-Match, If-Match), refused as `WrittenMeanwhile`."""
+        condition in `headers` (If-None-Match, If-Match), refused as `WrittenMeanwhile`. Returns
+        the answer's headers (names in lower case: the new version's id, its ETag)."""
         checks, signed = await self._body_checks(self.url(bucket, key), body)
         async with _conditioned(headers):
-            await self.request(
+            _, answer, _ = await self.request(
                 "PUT",
                 "PUT",
                 bucket,
@@ -371,6 +372,7 @@ class S3Client(SignedHttp):
                 what=f"put s3://{bucket}/{key}",
                 sign_payload=signed,
             )
+        return {name.lower(): value for name, value in answer.items()}
 
     @property
     def checksum(self) -> str | None:
@@ -595,11 +597,12 @@ class S3Client(SignedHttp):
         checksum: str | None = None,
         parts: list[tuple[str, int]] | None = None,
         condition: dict[str, str] | None = None,
-    ) -> None:
+    ) -> dict[str, str]:
         """Complete the upload of the parts whose ETags are `etags`; an upload started with
         `checksum` lists each part's (`parts`: value, length), and for a CRC says the whole
         object's, which the service checks against what it stored; `condition`: If-None-Match
-        or If-Match, what the new object may replace (412 otherwise)."""
+        or If-Match, what the new object may replace (412 otherwise). Returns the answer's
+        headers (lower case)."""
         what = f"complete multipart upload of s3://{bucket}/{key}"
         headers: dict[str, str] = dict(condition or {})
         values = [value for value, _ in parts or []] if checksum else []
@@ -607,7 +610,7 @@ class S3Client(SignedHttp):
         if checksum and whole:
             headers |= {checksums.header(checksum): whole, "x-amz-checksum-type": "FULL_OBJECT"}
         async with _conditioned(condition):
-            _, _, reply = await self.request(
+            _, answer, reply = await self.request(
                 "PUT",
                 "POST",
                 bucket,
@@ -620,6 +623,7 @@ class S3Client(SignedHttp):
                 what=what,
             )
         s3xml.expect(reply, "CompleteMultipartUploadResult", what)  # can fail with 200 OK and an <Error>
+        return {name.lower(): value for name, value in answer.items()}
 
     async def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """Abort an upload; one that is already gone (completed, aborted) is not an error."""
