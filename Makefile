@@ -3,15 +3,23 @@
 SHELL := /bin/bash
 UV := python3 -m uv
 PY := .venv/bin/python
+DEMO_PY := .venv-demo/bin/python
 # native/ is built by cargo (rustup puts it here) when the environment is synced
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE := src/s3bulk_native/__init__.pyi native/Cargo.toml native/Cargo.lock $(shell find native/src native/vendor -name '*.rs')
 
-.PHONY: setup tools demo test test-unit test-servers bench reliability lint docs clean
+.PHONY: setup tools demo test test-unit test-servers bench reliability lint docs wheels clean
 
 .venv/.synced: pyproject.toml uv.lock $(NATIVE)
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --all-extras --compile-bytecode
+	touch $@
+
+# The demo's environment: s3bulk's core as a user installs it (no extras, no dev group; ~90 MB
+# against the development environment's ~1.8 GB), apart from .venv so `make test` keeps its own.
+.venv-demo/.synced: pyproject.toml uv.lock $(NATIVE)
+	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	UV_PROJECT_ENVIRONMENT=.venv-demo $(UV) sync --frozen --no-dev
 	touch $@
 
 # Bytecode as `pip install` leaves it: without it (PYTHONDONTWRITEBYTECODE is set on some
@@ -24,9 +32,13 @@ setup: .venv/.synced
 tools:
 	scripts/build-tools.sh minio toxiproxy
 
-demo: setup
-	scripts/build-tools.sh minio
-	$(PY) scripts/demo.py
+# MinIO's Go build and the core environment's (uv's downloads, cargo's build of native/) side by
+# side: on a fresh 2-core machine each waits on the network part of its time.
+demo:
+	scripts/build-tools.sh minio & minio=$$!; \
+	$(MAKE) --no-print-directory .venv-demo/.synced; synced=$$?; \
+	wait $$minio && exit $$synced
+	$(DEMO_PY) scripts/demo.py
 
 # The unit tier first (tests/unit: no server, seconds), then tests/integration against real servers.
 test-unit: setup
@@ -84,5 +96,11 @@ lint: .venv/.synced
 	cd native && cargo clippy --release --all-targets -- -D warnings
 	cd native && PYO3_PYTHON=$(abspath $(PY)) cargo test --release
 
+# The release build for Linux: manylinux2014 wheels (glibc 2.17 or later) for x86_64 and aarch64
+# into dist/, cross-compiled by maturin with zig and checked by `auditwheel show`. macOS and
+# Windows: .github/workflows/wheels.yml.
+wheels:
+	scripts/build-wheels.sh
+
 clean:
-	rm -rf .venv .venv-docs site .tools bench/out native/target
+	rm -rf .venv .venv-demo .venv-docs site .tools bench/out dist native/target

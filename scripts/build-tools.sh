@@ -28,7 +28,7 @@ build() {  # build NAME MODULE/PACKAGE@VERSION (the binary is renamed NAME if go
   echo "building $name from $module (first time only)..." >&2
   local package=${module%@*}
   local built=${package##*/}
-  GOBIN="$BIN_DIR" GOFLAGS="-trimpath" CGO_ENABLED=0 go install "$module"
+  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "$module"
   [[ "$built" == "$name" ]] || mv -f "$BIN_DIR/$built" "$BIN_DIR/$name"
   echo "$module" > "$stamp"
 }
