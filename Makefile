@@ -44,8 +44,13 @@ demo:
 test-unit: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
+# The integration tier mostly waits (on servers, on jobs' processes), so it runs over TEST_WORKERS
+# pytest-xdist workers, each with its own servers; tests sharing a module's fixture stay together
+# (conftest.py). `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 3
 test: test-unit tools
-	$(PY) -m pytest -q -p no:cacheprovider -m "not campaign and not servers" tests/integration
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15 \
+		-m "not campaign and not servers" tests/integration
 
 # The compatibility matrix: the end-to-end checks of tests/integration/test_servers.py against each S3 server
 # (docs/compatibility.md is its table); and s3fs's own test suite against s3bulk:// on moto

@@ -1,5 +1,6 @@
 """Fixtures: one real MinIO (and, where needed, moto's server) per test session on loopback
-ports, always stopped; a fresh bucket per test; and the CLI run as a real subprocess."""
+ports, always stopped; a fresh bucket per test; and the CLI run as a process of its own (forked
+from one that has imported it: zygote.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import locale
 import os
 import shutil
 import signal
@@ -22,6 +24,7 @@ from typing import Any
 
 import boto3
 import pytest
+from zygote import Zygote
 
 from s3bulk.testing import MinioServer, MotoServer, Server
 from s3bulk.testing.hostile import Fault, HostileS3, Rule
@@ -34,6 +37,21 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 S3BULK = [sys.executable, "-m", "s3bulk"]
 _counter = itertools.count()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`: `--dist loadgroup`), a test that uses a module- or
+    class-scoped fixture (a data set, a server of its module) runs on the worker that has it: all
+    such tests of a module form one group, so the fixture is set up once, not once per worker.
+    Every other test goes wherever a worker is free; session fixtures (MinIO...) are per worker."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info is not None else ()
+        if any(defs and defs[-1].scope in ("module", "class", "package") for defs in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @dataclass
@@ -211,10 +229,45 @@ def bucket(minio: Endpoint) -> str:
     return new_bucket(minio)
 
 
+_zygote: Zygote | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_zygote() -> Iterator[None]:
+    """The CLI's forking server (zygote.py) of this session, started on first use, always stopped."""
+    yield
+    global _zygote
+    if _zygote is not None:
+        _zygote.close()
+        _zygote = None
+
+
+def cli(
+    env: dict[str, str],
+    *args: str,
+    cwd: str | os.PathLike[str] | None = None,
+    input: bytes | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[bytes]:
+    """`python -m s3bulk ARGS` with its output captured and stdin from `input` (or nothing):
+    forked from a process that has the CLI imported already (zygote.py), so a test pays for
+    the job, not for an interpreter's start-up; a fresh interpreter where a fork cannot be the
+    same (see zygote.py). A test about the process itself (signals, process groups, pipes through
+    a shell, memory) starts `S3BULK` itself."""
+    global _zygote
+    if _zygote is None:
+        _zygote = Zygote()
+    return _zygote.run(list(args), env, cwd=cwd, input=input, timeout=timeout)
+
+
+def as_text(data: bytes) -> str:
+    """Bytes as subprocess.run(text=True) gives them: the locale's encoding, universal newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def run_cli(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*S3BULK, *args], env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-    )
+    done = cli(env, *args, timeout=timeout)
+    return subprocess.CompletedProcess(done.args, done.returncode, as_text(done.stdout), as_text(done.stderr))
 
 
 class RunningJob:
