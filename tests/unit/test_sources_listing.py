@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import selectors
+import types
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -123,8 +125,30 @@ class TimedLister(MemoryLister):
         return page
 
 
+class _VirtualClock(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when it would wait: a sleep of 20 ms takes 20 ms of
+    its time and none of the machine's, so the listing's timings (read by `_auto_listing` from
+    this clock) are the lister's delays alone, whatever the load on the machine's cores."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        clock = self
+
+        class Instant(selectors.DefaultSelector):
+            def select(self, timeout: float | None = None) -> Any:
+                if timeout:
+                    clock.now += timeout
+                return super().select(0)
+
+        super().__init__(Instant())
+
+    def time(self) -> float:
+        return self.now
+
+
 def _auto_listing(lister: TimedLister, bucket: str) -> tuple[list[str], int]:
-    """The keys an auto listing returns and how many key ranges it listed."""
+    """The keys an auto listing returns and how many key ranges it listed, timed on a virtual
+    clock (the round trips and the work are the lister's, not the machine's scheduling)."""
     ranges = 0
 
     async def listed() -> list[str]:
@@ -140,9 +164,12 @@ def _auto_listing(lister: TimedLister, bucket: str) -> tuple[list[str], int]:
         ranges += 1
         return real(*args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, asyncio.Runner(loop_factory=_VirtualClock) as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, _VirtualClock)
         patch.setattr("s3bulk._sources.listing.iter_range", counted)
-        keys = asyncio.run(listed())
+        patch.setattr("s3bulk._sources.listing.time", types.SimpleNamespace(perf_counter=loop.time))
+        keys = runner.run(listed())
     return keys, ranges
 
 
