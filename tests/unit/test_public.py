@@ -127,3 +127,15 @@ def test_what_the_readme_calls_async_is_a_coroutine_function_and_what_it_names_e
     for names in said_async:
         for name in re.findall(r"s3bulk\.([a-z_]+)", names):
             assert inspect.iscoroutinefunction(getattr(s3bulk, name)), f"the README calls s3bulk.{name} async"
+
+
+def test_the_api_reference_shows_every_public_name() -> None:
+    """docs/api.md (the site's Python API, rendered from the docstrings) names each of
+    `s3bulk.__all__`, a blocking verb by its twin's heading: a new export shows up there too."""
+    import re
+    from pathlib import Path
+
+    api = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    shown = set(re.findall(r"^::: s3bulk\.(\w+)$", api, re.M))
+    shown |= {name for pair in re.findall(r'heading: "(\w+) / (\w+)"', api) for name in pair}
+    assert set(s3bulk.__all__) - shown == set()
