@@ -42,7 +42,7 @@ from conftest import Endpoint
 from s3bulk.testing.vectorstandin import VectorsStandInServer
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELLS = {"bash", "sh", "shell", "console"}
 KEYS = {"files", "objects", "buckets", "absent", "setup", "vectors", "continues", "exit", "skip"}
 DOCFILES = Path(__file__).resolve().parent / "docfiles"
