@@ -254,6 +254,33 @@ HOSTILE = [
         "s3bulk.open and fs.open answered a 307 to another host: no request goes there",
         H + "test_the_object_reader_follows_no_redirect_and_sends_no_credential_elsewhere",
     ),
+    (
+        "vectors put's files and prefix on S3, gather's metadata, doctor answered a 307 to another "
+        "host: no request goes there",
+        H + "test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_elsewhere",
+    ),
+    (
+        "fs.mv (one by one, and 17 paths as run's items): a source overwritten after its copy is "
+        "kept, with the writer's bytes",
+        "tests/integration/test_fsspec.py::test_mv_deletes_a_source_only_while_it_is_the_version_it_copied",
+    ),
+    (
+        "vectors sync --delete with another key column than the put: one line, exit 2, nothing deleted",
+        "tests/integration/test_vectors_lifecycle.py::"
+        "test_sync_delete_with_another_key_column_than_the_put_used_is_refused_in_one_line",
+    ),
+    (
+        "sync --retry-failed: a failed delete whose name the source now holds is kept (this "
+        "run's listings), one still extra deleted",
+        "tests/unit/test_commands_transfers.py::"
+        "test_a_retried_sync_deletes_only_what_its_own_fresh_listing_finds_extra",
+    ),
+    (
+        "a directory of an upload's source swapped for a link mid-upload (mv): nothing from "
+        "outside uploaded or removed",
+        "tests/unit/test_commands_transfers.py::"
+        "test_a_directory_swapped_for_a_link_mid_upload_sends_nothing_from_outside",
+    ),
 ]
 ONCE = [
     "tests/unit/test_properties.py",

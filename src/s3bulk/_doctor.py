@@ -23,10 +23,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import obstore
-
 from s3bulk._config import AwsSettings, cores
-from s3bulk._stores.objects import obstore_can_address, s3_store
+from s3bulk._stores.objects import obstore_can_address
 from s3bulk._stores.storage import Storage
 from s3bulk._urls import parse_s3
 
@@ -79,7 +77,6 @@ async def doctor_async(
     bucket, prefix = location.bucket, location.key
     result = Diagnosis(url, settings.resolved_endpoint)
     client = Storage(settings, connections=max_concurrency)
-    store = s3_store(settings, bucket, max_connections=max_concurrency)
     written: list[str] = []
     try:
         started = time.perf_counter()
@@ -95,13 +92,13 @@ async def doctor_async(
             base = f"{prefix}.s3bulk-doctor-{uuid.uuid4().hex[:8]}/"
             written = [f"{base}probe-{n:03d}" for n in range(16)]
             body = os.urandom(PROBE_SIZE)
-            await asyncio.gather(*(obstore.put_async(store, key, body) for key in written))
+            await asyncio.gather(*(client.put_bytes(bucket, key, body) for key in written))
             keys, size = written, PROBE_SIZE
             result.probe = f"{len(written)} probe objects of {PROBE_SIZE // 1024} KiB, deleted afterwards"
 
         async def get(n: int) -> float:
             began = time.perf_counter()
-            data = await obstore.get_range_async(store, keys[n % len(keys)], start=0, end=size)
+            data = await client.read_range(f"s3://{bucket}", keys[n % len(keys)], 0, size)
             assert len(data) == size
             return time.perf_counter() - began
 

@@ -794,3 +794,48 @@ def test_a_request_the_service_does_not_implement_fails_at_once_in_one_line(
     said = next(line for line in result.stderr.splitlines() if line.startswith("error: "))
     assert "NotImplemented (501)" in said and request_line in said, result.stderr
     assert "the service does not implement this request" in said
+
+
+def _read_elsewhere(path: str, url: str, tmp_path: Path) -> object:
+    """What each path that once went through obstore's HTTP client reads of `url` (an object,
+    or for a listing its prefix), as a user's call reaches it."""
+    from s3bulk._arrays.files import open_store
+    from s3bulk._config import AwsSettings
+    from s3bulk._sources.embeddings import EmbeddingSpec, find_files, open_file
+    from s3bulk._stores.blockfile import BlockFile
+
+    settings = AwsSettings.from_env()
+    if path == "embeddings file":
+        with open_file(url, settings) as handle:
+            return handle.read()
+    if path == "embeddings prefix":
+        return list(find_files(EmbeddingSpec((url.rpartition("/")[0] + "/",), settings=settings)))
+    if path == "gather's metadata":
+        bucket, _, key = url.removeprefix("s3://").partition("/")
+        return BlockFile(open_store(f"s3://{bucket}", settings), key, 6000).read(100)
+    return s3bulk.doctor(url.rpartition("/")[0] + "/", settings=settings, max_concurrency=4)
+
+
+@pytest.mark.parametrize("path", ["embeddings file", "embeddings prefix", "gather's metadata", "doctor"])
+def test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_elsewhere(
+    through_hostile: Hostile,
+    minio: Endpoint,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
+    """vectors put's source files (and the prefix listing that finds them), gather's and the
+    xarray backend's metadata reads, and doctor's probes went through obstore's HTTP client, which
+    follows a 307 to another host and sends the session token there. Each goes through the
+    signed client now: refused in one line, and nothing reaches the other host."""
+    minio.client().put_object(Bucket=bucket, Key="p/docs.parquet", Body=b"PAR1" * 1500)
+    for name, value in session_credentials(minio).items():
+        monkeypatch.setenv(name, value)
+    with Recorder() as elsewhere:
+        listing = () if path == "doctor" else ("ListObjectsV2",)  # doctor's GETs come after it
+        for operation in ("HeadObject", "GetObject", "PutObject", *listing):
+            through_hostile.misbehave(Redirect(elsewhere.endpoint), operation=operation, bucket=bucket)
+        with pytest.raises(Exception, match="follows no redirect"):
+            _read_elsewhere(path, f"s3://{bucket}/p/docs.parquet", tmp_path)
+    assert elsewhere.received == [], elsewhere.credentials_seen()

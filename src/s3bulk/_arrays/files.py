@@ -35,6 +35,12 @@ class FileRef:
 
 
 def open_store(root: str, settings: AwsSettings, max_connections: int = 64) -> Any:
+    """What a `BlockFile` reads a file's metadata through: a bucket's objects on the signed
+    client (which follows no redirect), a local directory on obstore's LocalStore."""
+    if root.startswith("s3://"):
+        from s3bulk._stores.blockfile import SignedRanges
+
+        return SignedRanges(settings, root[len("s3://") :], connections=max_connections)
     from s3bulk._stores.objects import store_for
 
     return store_for(root, settings, max_connections=max_connections)

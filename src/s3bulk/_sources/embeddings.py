@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import orjson
@@ -93,24 +92,25 @@ class RowChunk:
 
 # ---- files, local or on S3 -------------------------------------------------------------------
 def open_file(path: str, settings: AwsSettings) -> IO[bytes]:
-    """A seekable binary file: local, or an S3 object read in ranges by obstore."""
+    """A seekable binary file: local, or an S3 object read in ranges by the signed client (it
+    follows no redirect: obstore's reader, used before, took the session token to another host)."""
     if not path.startswith("s3://"):
         try:
             return open(path, "rb")
         except OSError as exc:  # a file left unread is rows left out: a sync would delete their keys
             fix = ": fix its permissions or leave it out" if exc.errno in (errno.EACCES, errno.EPERM) else ""
             raise UsageError(f"cannot read {path}: {exc.strerror or exc}{fix}") from None
-    import obstore
-
-    from s3bulk._stores.objects import ObjectFile, s3_store
+    from s3bulk._stores.storage import Storage
 
     location = parse_s3(path)
-    store = s3_store(settings, location.bucket, max_connections=8)
+    reader = Storage(settings, connections=8).open_reader(
+        location.bucket, location.key, buffer_size=8 * 1024**2
+    )
     try:
-        reader = obstore.open_reader(store, location.key, buffer_size=1024**2)
+        reader.peek(1)  # its HEAD: a missing object is said now, in one line
     except FileNotFoundError:
         raise UsageError(f"{path} does not exist: check the source path") from None
-    return io.BufferedReader(ObjectFile(reader), buffer_size=8 * 1024**2)
+    return cast(IO[bytes], reader)
 
 
 def find_files(spec: EmbeddingSpec) -> Iterator[tuple[str, str, str]]:
@@ -144,17 +144,20 @@ def _s3_files(location: S3Location, spec: EmbeddingSpec) -> Iterator[tuple[str, 
     if not location.is_prefix:
         yield location.url, PurePosixPath(location.key).name, _format_of(location.key, spec)
         return
-    import obstore
+    from s3bulk._sources.listing import list_sequential
+    from s3bulk._stores.reader import BACKGROUND
+    from s3bulk._stores.storage import Storage
 
-    from s3bulk._stores.objects import s3_store
+    async def listed() -> list[str]:
+        """The keys under the prefix, by s3bulk's listing (its checks; no redirect followed)."""
+        storage = Storage(spec.settings, connections=2)
+        try:
+            pages = list_sequential(storage, location.bucket, location.key)
+            return [info.key async for page in pages for info in page.objects]
+        finally:
+            await storage.close()
 
-    store = s3_store(spec.settings, location.bucket, max_connections=8)
-    keys = sorted(
-        entry["path"]
-        for page in obstore.list(store, location.key.rstrip("/") or None)
-        for entry in page
-        if _format_of(entry["path"], spec, False)
-    )
+    keys = sorted(key for key in BACKGROUND.run(listed()) if _format_of(key, spec, False))
     if not keys:
         raise UsageError(f"{location.url}: no .parquet, .npy or .jsonl objects under this prefix")
     for key in keys:

@@ -9,13 +9,59 @@ requests and bytes, so a report can say how much metadata reading cost.
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import obstore
+from s3bulk._config import AwsSettings
+from s3bulk._lazy import lazy_module
+from s3bulk._stores.reader import BACKGROUND
+
+if TYPE_CHECKING:
+    import obstore
+
+    from s3bulk._stores.storage import Storage
+else:
+    obstore = lazy_module("obstore")
 
 MiB = 1024**2
+
+
+class SignedRanges:
+    """Ranges of a bucket's objects through s3bulk's signed client, which follows no redirect
+    and sends no credential to another host (obstore's client, which these reads went through
+    before, followed a 307 elsewhere with the session token: issue 62). Its requests run on the
+    readers' event loop (`reader.BACKGROUND`), whichever thread or loop asks."""
+
+    def __init__(self, settings: AwsSettings, bucket: str, connections: int = 64) -> None:
+        self.settings, self.bucket, self.connections = settings, bucket, connections
+        self._storage: Storage | None = None
+
+    async def _read(self, key: str, start: int, end: int) -> bytes:
+        if self._storage is None:
+            from s3bulk._stores.storage import Storage
+
+            self._storage = Storage(self.settings, connections=self.connections)
+        return bytes(await self._storage.read_range(f"s3://{self.bucket}", key, start, end))
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        return BACKGROUND.run(self._read(key, start, end))
+
+    async def get_range_async(self, key: str, start: int, end: int) -> bytes:
+        return await asyncio.wrap_future(BACKGROUND.start(self._read(key, start, end)))
+
+
+def _get_range(store: Any, path: str, start: int, end: int) -> bytes:
+    if isinstance(store, SignedRanges):
+        return store.get_range(path, start, end)
+    return bytes(obstore.get_range(store, path, start=start, end=end))  # a local file
+
+
+async def _get_range_async(store: Any, path: str, start: int, end: int) -> bytes:
+    if isinstance(store, SignedRanges):
+        return await store.get_range_async(path, start, end)
+    return bytes(await obstore.get_range_async(store, path, start=start, end=end))
 
 
 class BlockFile(io.RawIOBase):
@@ -80,7 +126,7 @@ class BlockFile(io.RawIOBase):
     def _fetch(self, first: int, last: int) -> None:
         """Blocks first..last (inclusive) in one blocking ranged GET (h5py's reads)."""
         start, end = self._span(first, last)
-        self._received(start, bytes(obstore.get_range(self.store, self.path, start=start, end=end)))
+        self._received(start, _get_range(self.store, self.path, start, end))
 
     async def prefetch(self, offset: int, length: int) -> None:
         """Fetch the blocks holding [offset, offset + length) that are not cached, in one request,
@@ -88,8 +134,7 @@ class BlockFile(io.RawIOBase):
         missing = self.missing(offset, length)
         if missing:
             start, end = self._span(missing[0], missing[-1])
-            data = await obstore.get_range_async(self.store, self.path, start=start, end=end)
-            self._received(start, bytes(data))
+            self._received(start, await _get_range_async(self.store, self.path, start, end))
 
     async def read_async(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset + length): from cached blocks, or one GET of exactly that range
@@ -97,8 +142,8 @@ class BlockFile(io.RawIOBase):
         length = max(0, min(length, self.size - offset))
         if not self.missing(offset, length):
             return self.cached(offset, length)
-        data = await obstore.get_range_async(self.store, self.path, start=offset, end=offset + length)
-        return self._received(offset, bytes(data), keep=False)
+        data = await _get_range_async(self.store, self.path, offset, offset + length)
+        return self._received(offset, data, keep=False)
 
     def _block(self, block: int) -> bytes:
         if block not in self.blocks:
