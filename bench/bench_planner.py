@@ -19,7 +19,6 @@ prints keys planned per second and the driver's peak RSS per run, and their medi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import bisect
 import json
 import os
@@ -117,7 +116,6 @@ class SyntheticStorage:
         from s3bulk._stores.s3xml import ListPage, ObjectInfo
 
         self._count("LIST")
-        await asyncio.sleep(0)  # a request suspends its caller at least once, however fast the answer
         keys, of = self.store.listing(bucket)
         after = continuation_token or start_after or ""
         start = max(keys.first_after(after), keys.first_from(prefix))
