@@ -236,3 +236,23 @@ def test_rm_deletes_a_key_on_its_listed_etag_where_deleteobjects_takes_it() -> N
     ]
     assert s3.buckets["b"] == {"p/b": b"another writer's"}
     assert [verb for verb, _, _ in s3.requests] == ["DELETE"] * 3  # one per key, in the stand-in
+
+
+def test_a_listing_that_never_waits_does_not_run_ahead_of_the_copies() -> None:
+    """Pages a listing hands back to idle workers (`ObjectBatch`) stop once the driver's queue
+    holds one: from a store that answers without waiting (this one, or a cache), the worker
+    never let the driver's answer in, and the whole listing went to the queue before the first
+    copy (at 10^6 keys, 353 MiB: bench/bench_planner.py)."""
+    s3 = MemoryS3()
+    for n in range(20_000):
+        s3.put("src", f"k/{n:05d}", b"")
+    listed_at_first_copy: list[int] = []
+
+    def watch(verb: str, bucket: str, key: str) -> None:
+        if verb == "COPY" and not listed_at_first_copy:
+            listed_at_first_copy.append(sum(1 for request in s3.requests if request[0] == "LIST"))
+
+    s3.before = watch
+    report = run(copy_job("s3://src/k/", "s3://dst/k/"), s3)
+    assert report.objects_done == 20_000
+    assert listed_at_first_copy[0] <= 4  # of 20 pages

@@ -306,6 +306,10 @@ class CopyJob:
         ):
             if ctx.want_split():  # other workers are short of work: hand them this page
                 ctx.split([ObjectBatch(tuple(objects))], handed=[info.key for info in objects])
+                # and let the driver's answer in (whether it still wants pages) before the next:
+                # from a listing that never waits (pages served from a cache), the flag never
+                # changed and every page of 10^6 keys went to the driver's queue at once (353 MiB)
+                await asyncio.sleep(0)
             else:
                 yield self._map_objects(objects, ctx)
 

@@ -375,6 +375,9 @@ class SyncJob:
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
                 [replace(failure, item_id=DELETE_PREFIX + failure.item_id) for failure in outcome.failures],
+                # the records name what each delete removes (a --dry-run's plan sums it), though no
+                # byte moved
+                tuple({"source": url, "size": size} for _, size, url in outcome.done),
             )
         if isinstance(item, LocalDelete):
             if mover.cap is not None and not mover.cap.take(1, ctx.stop_job):

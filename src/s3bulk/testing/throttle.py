@@ -213,6 +213,8 @@ class S3ProxyLog:
     refused: Counter[str] = field(default_factory=Counter)  # per reason: "random", "rate"
     times: list[float] = field(default_factory=list)  # when each request was accepted
     refusals: list[float] = field(default_factory=list)  # when each request was refused
+    # GETs of a bucket itself (ListObjects, ListObjectVersions, ...: no key), per bucket
+    bucket_reads: Counter[str] = field(default_factory=Counter)
 
     def peak_rate(self, window: float = 1.0) -> float:
         """The most requests/s accepted over any `window` seconds."""
@@ -283,6 +285,9 @@ class S3ThrottlingProxy(LoopbackProxy):
         self.log.accepted[request.method] += 1
         self.log.received[request.method] += len(body)
         self.log.times.append(time.monotonic())
+        bucket, _, key = request.path.lstrip("/").partition("/")
+        if request.method == "GET" and bucket and not key:
+            self.log.bucket_reads[bucket] += 1
         headers = {name: value for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP}
         headers["Host"] = request.headers["Host"]  # signed by the client: MinIO must see the same
         if self.corrupt_uploads and request.method == "PUT" and len(body) > 1:
