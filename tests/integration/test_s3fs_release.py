@@ -93,14 +93,8 @@ SET_ASIDE: dict[str, str] = {
 
 # Public-API tests that fail still, each with why: the work left (issue 64).
 NOT_YET: dict[str, str] = {
-    "test_bulk_delete": "rm of a list whose bucket is missing",
-    "test_s3_file_info": "info's Size field from a HEAD",
-    "test_versions_dircached": "VersionId in kept listings",
-    "test_change_defaults_only_subsequent": "default_block_size set on the class",
-    "test_seek_reads": "175 MB through moto: over the time limit on a loaded machine",
-    "test_with_xzarr": "zarr through moto: over the time limit on a loaded machine",
-    "test_copy_file_without_etag": "cp_file of a kept entry with no ETag",
-    "test_async_stream": "open_async on a filesystem made inside asyncio.run",
+    "test_s3_file_info": "find keeping what it listed as ls's (it keeps names only), then info's Size",
+    "test_versions_dircached": "find keeping what it listed as ls's, with VersionId",
 }
 
 
