@@ -91,10 +91,12 @@ SET_ASIDE: dict[str, str] = {
 }
 
 
-# Public-API tests that fail still, each with why: the work left (issue 64).
-NOT_YET: dict[str, str] = {
-    "test_s3_file_info": "find keeping what it listed as ls's (it keeps names only), then info's Size",
-    "test_versions_dircached": "find keeping what it listed as ls's, with VersionId",
+# Public-API tests that s3bulk fails on purpose, each with why (the README's fsspec section says
+# so): both rely on `find` of names keeping every entry it listed as `ls`'s, which s3bulk does
+# not (100,000 names in memory, not 100,000 entries).
+DIFFERS: dict[str, str] = {
+    "test_s3_file_info": "info's Size from what a find of names kept",
+    "test_versions_dircached": "dircache filled by a find of names, with VersionId",
 }
 
 
@@ -102,8 +104,8 @@ def _exported(name: str, value: Any) -> Any:
     reason = SET_ASIDE.get(name)
     if reason:
         return pytest.mark.skip(reason=f"s3fs-private: {reason}")(value)
-    if name in NOT_YET:
-        return pytest.mark.xfail(reason=f"not yet: {NOT_YET[name]}", strict=False)(value)
+    if name in DIFFERS:
+        return pytest.mark.xfail(reason=f"s3bulk differs: {DIFFERS[name]}", strict=True)(value)
     return value
 
 
