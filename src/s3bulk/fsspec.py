@@ -64,7 +64,9 @@ JOB_FROM = 16  # pairs: fewer are moved one by one, side by side, without a job'
 LISTINGS_CACHE = ("use_listings_cache", "listings_expiry_time", "max_paths")  # fsspec's DirCache
 READ_BLOCK = 8 * 1024 * 1024  # what a read somewhere new fetches, unless a block size is given
 PART_MIN = 5 * 1024 * 1024  # S3's smallest part (but the last)
+PUT_MAX = 5 * 1024**3  # S3's largest single PUT
 READER_CACHE = "s3bulk"  # fsspec's name for the cache that is s3bulk's prefetching reader
+READER_BLOCK_MIN = 1024 * 1024  # smaller blocks are read with fsspec's readahead cache
 
 # During a bulk call: the (source, destination) pairs fsspec's own rules hand to the one-object
 # methods, collected to run as one job instead of one request each.
@@ -331,8 +333,9 @@ class S3BulkFileSystem(AsyncFileSystem):
         self.settings = settings or found
         self.s3_additional_kwargs = options.attributes
         self.read_block_size = options.default_block_size  # None: READ_BLOCK
-        if options.default_block_size:
-            self.default_block_size = options.default_block_size
+        # each filesystem keeps the default it was made with (a later change to the class's
+        # default is for the filesystems made after it, as s3fs has it)
+        self.default_block_size = options.default_block_size or type(self).default_block_size
         if options.default_cache_type:
             self.default_cache_type = options.default_cache_type
         self.default_fill_cache = options.default_fill_cache
@@ -765,14 +768,15 @@ class S3BulkFileSystem(AsyncFileSystem):
         """`value` as the object (in parts of `chunksize` above it); with mode="create" only
         where no object is (If-None-Match). Returns its ETag and VersionId, as s3fs does."""
         path = self._strip_protocol(path)
-        data = memoryview(bytes(value))
+        whole = bytes(value)
+        data = memoryview(whole)
         attributes = self._attributes(kwargs)
         try:
             return await self._write_object(
                 path,
                 len(data),
-                lambda start, length: bytes(data[start : start + length]),
-                chunksize or self.default_block_size,
+                lambda start, length: whole if length == len(whole) else bytes(data[start : start + length]),
+                chunksize or PUT_MAX,  # in memory already: one PUT, unless parts are asked for
                 create=mode == "create",
                 attributes=attributes,
             )
@@ -934,7 +938,13 @@ class S3BulkFileSystem(AsyncFileSystem):
         (source_bucket, source_key), (bucket, key) = _split(path1), _split(path2)
         try:
             copied = await self._storage().copy(
-                source_bucket, source_key, bucket, key, size=info["size"], etag=info["ETag"], parts=Parts()
+                source_bucket,
+                source_key,
+                bucket,
+                key,
+                size=info["size"],
+                etag=info.get("ETag", ""),
+                parts=Parts(),
             )
         except Exception as exc:
             raise _os_error(exc, path1) from None
@@ -1569,8 +1579,10 @@ class S3BulkFile(AbstractBufferedFile):
                 if fs.version_aware and not version_id:
                     self.version_id = self._details.get("VersionId")
             if cache_type == READER_CACHE:
-                if version_id:
-                    cache_type = "readahead"  # the reader reads the current version only
+                if version_id or block < READER_BLOCK_MIN:
+                    # the reader reads the current version only, and a block that small would
+                    # be a request per block: fsspec's readahead reads what is asked at once
+                    cache_type = "readahead"
                 else:
                     cache_options = {"open_reader": self._open_reader}
         else:
@@ -1751,4 +1763,7 @@ class S3BulkStreamedFile(AbstractAsyncStreamedFile):
         self.etag = etag
 
     async def _fetch_range(self, start: int, end: int) -> bytes:
+        end = min(end, self.size)
+        if start >= end:
+            return b""  # at the end: S3 answers a range past it with 416
         return bytes(await self.fs._cat_file(self.path, start=start, end=end, if_match=self.etag))
