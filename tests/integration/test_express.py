@@ -187,6 +187,7 @@ def test_sync_delete_both_ways_with_minio_check_and_cp_n(
 
 
 @pytest.mark.campaign
+@pytest.mark.timeout(3600)
 def test_sync_delete_100000_keys_in_no_order_both_ways(
     express: ExpressStandIn, minio: Endpoint, tmp_path: Path, aws_env: dict[str, str]
 ) -> None:
