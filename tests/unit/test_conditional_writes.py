@@ -168,3 +168,13 @@ def test_a_store_s_refusal_of_checksums_is_one_line_naming_the_setting() -> None
     assert refused_checks(refused, settings, {}, b"x", True, "put") is None  # nothing sent: not about it
     mismatch = S3Error(400, "XAmzContentChecksumMismatch", "checksum mismatch", "put")
     assert refused_checks(mismatch, settings, sent, b"x", True, "put") is None  # a retry
+
+
+def test_the_report_names_ignored_conditions_and_a_probe_key_left_behind() -> None:
+    assert HONOURED.note() == ""
+    assert "ignores If-None-Match and If-Match" in WriteConditions().note()
+    left = WriteConditions(True, True, False, "s3://b/p/.s3bulk-probe-1").note()
+    assert (
+        left
+        == "the probe of conditional writes could not delete s3://b/p/.s3bulk-probe-1: delete it (s3bulk rm)"
+    )

@@ -30,6 +30,7 @@ from typing import Protocol
 from s3bulk._errors import ItemError, JobAborted
 from s3bulk._sources.extsort import ExternalSort
 from s3bulk._stores.s3xml import Advance, ListPage, ObjectInfo, Repeats, repeated
+from s3bulk._urls import is_directory_bucket
 
 
 class Lister(Protocol):
@@ -376,7 +377,10 @@ async def iter_range(
 
     A range that relies on key order (one of a split listing, or all of it for `ordered_for`,
     which says what needs the order) stops with ListingOutOfOrder when the service lists out of
-    order; a whole listing not yet split just stops splitting."""
+    order; a whole listing not yet split just stops splitting. An S3 Express directory bucket
+    takes no StartAfter and lists in no order: it is never split."""
+    if is_directory_bucket(bucket):
+        on_split = None
     after, before = key_range.after, key_range.before
     token: str | None = None
     # the Prefix listed now: from `first` inclusive, its own keys first; else the narrowest

@@ -77,20 +77,27 @@ class WriteConditions(NamedTuple):
     none_match: bool = False  # If-None-Match: * (refused where the key exists)
     match: bool = False  # If-Match: ETAG (refused where the key is another version, or none)
     copy: bool = False  # both on CopyObject too (else a server-side copy writes unconditioned)
+    left: str = ""  # the probe key, where it could not be deleted
 
     def note(self) -> str:
-        """What the report says of a destination that ignores some (empty: it honours both)."""
+        """What the report says of a destination that ignores some (empty: it honours both), and
+        of a probe key left behind."""
+        said = []
         ignored = [
             name
             for name, honoured in (("If-None-Match", self.none_match), ("If-Match", self.match))
             if not honoured
         ]
-        if not ignored:
-            return ""
-        return (
-            f"the destination ignores {' and '.join(ignored)} on writes: -n asks first (a HEAD), and "
-            "a write between the listing and the overwrite is not detected"
-        )
+        if ignored:
+            said.append(
+                f"the destination ignores {' and '.join(ignored)} on writes: -n asks first (a HEAD), and "
+                "a write between the listing and the overwrite is not detected"
+            )
+        if self.left:
+            said.append(
+                f"the probe of conditional writes could not delete {self.left}: delete it (s3bulk rm)"
+            )
+        return "; ".join(said)
 
 
 def write_condition(replaces: str | None, honoured: WriteConditions, copy: bool = False) -> dict[str, str]:

@@ -138,8 +138,19 @@ class Writes:
                 )
             )
         finally:
+            left = await self._removed(bucket, key, what)
+        return WriteConditions(none_match, match, copy, left)
+
+    async def _removed(self, bucket: str, key: str, what: str) -> str:
+        """The probe key deleted; "" once it is, else its URL (credentials that may write but
+        not delete: the report names it, for the user to remove)."""
+        try:
             await self._retrying(lambda: self.client.delete_object(bucket, key), what)
-        return WriteConditions(none_match, match, copy)
+        except ItemError as error:
+            if error.job_wide:
+                raise
+            return f"s3://{bucket}/{key}"
+        return ""
 
     async def _refused(self, write: Callable[[], Awaitable[object]]) -> bool:
         """Whether the service refused a conditional write for its condition (412); a write it
