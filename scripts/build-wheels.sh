@@ -39,7 +39,10 @@ cd "$ROOT"
 for arch in "${ARCHES[@]}"; do
   case "$arch" in x86_64 | aarch64) ;; *) echo "unknown ARCH '$arch': x86_64 or aarch64" >&2; exit 2 ;; esac
   target="$arch-unknown-linux-gnu"
-  rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
+  # the host's own target comes with Rust; another one is rustup's to add (once)
+  if [[ "$arch" != "$(uname -m)" ]] && ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+    rustup target add "$target"
+  fi
   built="$(mktemp -d)"
   maturin build --release --zig --compatibility manylinux2014 --target "$target" --out "$built"
   wheel="$(ls "$built"/*.whl)"
