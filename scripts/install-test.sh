@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The install a user makes (issue 48): the wheel built from this tree, installed with plain pip
-# (no uv sources, no editable install, no dev dependencies) into a brand-new virtual environment,
-# used from a directory outside the repository; then the same with every extra.
+# The install a user makes (issue 48): the wheel a release ships, built from this tree (this
+# machine's architecture, tagged manylinux2014 and checked by `auditwheel show`:
+# scripts/build-wheels.sh, issue 69), installed with plain pip (no uv sources, no editable install,
+# no dev dependencies) into a brand-new virtual environment, used from a directory outside the
+# repository; then the same with every extra.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-python3 -m uv build --quiet --out-dir "$WORK/dist" "$ROOT"
+"$ROOT/scripts/build-wheels.sh" --out "$WORK/dist" "$(uname -m)"
 WHEEL="$(ls "$WORK"/dist/*.whl)"
 ls -l "$WORK"/dist
 python3 -m venv "$WORK/venv"
