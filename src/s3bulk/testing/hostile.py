@@ -350,9 +350,12 @@ class FlipRequestByte(Fault):
 
 @dataclass
 class SlowBody(Fault):
-    """The answer's body at `bytes_per_second`, after its headers came at once: a slow loris."""
+    """The answer's body at `bytes_per_second`, after its headers came at once: a slow loris.
+    `sent` counts the body's bytes written before the client hung up: how long it bore the pace,
+    measured in the server's own time, whatever the client spent starting."""
 
     bytes_per_second: int = 1
+    sent: int = 0
 
     async def answer(self, exchange: Exchange) -> Answer:
         status, headers, body = await exchange.forward()
@@ -361,6 +364,7 @@ class SlowBody(Fault):
         step = max(1, self.bytes_per_second // 10)
         for start in range(0, len(body), step):
             await response.write(body[start : start + step])
+            self.sent += len(body[start : start + step])
             await asyncio.sleep(0.1)
         await response.write_eof()
         return response
