@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from s3bulk._errors import ItemError, JobAborted
+from s3bulk._errors import ItemError, JobAborted, S3Error
 from s3bulk._sources.extsort import ExternalSort
 from s3bulk._stores.s3xml import Advance, ListPage, ObjectInfo, Repeats, repeated
 from s3bulk._urls import is_directory_bucket
@@ -438,7 +438,15 @@ async def iter_range(
             if measure and not _mostly_waiting(round_trip, page_seconds):
                 _RANGES_PAY[bucket] = may_split = False  # known without probes (on MinIO, 10 pages' time)
                 continue
-            boundaries, probe = await discover_split(client, bucket, prefix, objects, before)
+            try:
+                boundaries, probe = await discover_split(client, bucket, prefix, objects, before)
+            except S3Error as exc:
+                if exc.status != 400:
+                    raise
+                # a store that refuses StartAfter (S3 Express, and one whose listing is in no
+                # order before a page shows it) is listed as one range, as it lists
+                _RANGES_PAY[bucket] = may_split = False
+                continue
             if measure and probe is not None:
                 _RANGES_PAY[bucket] = _seeks(round_trip, probe)
             may_split = bool(boundaries) and (not auto or _RANGES_PAY.get(bucket, True))
