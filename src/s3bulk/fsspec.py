@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import ItemError, S3Error, UsageError, changed_meanwhile, require_extra
+from s3bulk._errors import ItemError, S3Error, UsageError, WrittenMeanwhile, changed_meanwhile, require_extra
 
 try:
     from fsspec.asyn import (
@@ -812,6 +812,8 @@ class S3BulkFileSystem(AsyncFileSystem):
                 callback.relative_update(size)
             else:
                 answer = await self._write_parts(bucket, key, size, read, part, headers, condition, callback)
+        except WrittenMeanwhile:  # If-None-Match refused (412), as the client names it
+            raise FileExistsError(17, "the object exists (mode='create')", path) from None
         except S3Error as exc:
             if create and exc.status in (409, 412):
                 raise FileExistsError(17, "the object exists (mode='create')", path) from None
@@ -1740,7 +1742,9 @@ class S3BulkFile(AbstractBufferedFile):
         except Exception as exc:
             if self.parts:
                 await self._abort()
-            if create and isinstance(exc, S3Error) and exc.status in (409, 412):
+            if create and (
+                isinstance(exc, WrittenMeanwhile) or (isinstance(exc, S3Error) and exc.status in (409, 412))
+            ):
                 raise FileExistsError(17, "the object exists (mode 'create' / 'xb')", self.path) from None
             raise _os_error(exc, self.path) from None
 

@@ -14,13 +14,6 @@ from conftest import Endpoint, run_cli
 import s3bulk.fsspec  # noqa: F401  (registers the s3bulk protocol)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a HEAD's 400 has no body (no code, no message), so refused_checks (_stores/s3.py) "
-    "blames checksum mode for any 400: a key MinIO refuses ('//', '.', '..' segments) is told "
-    "as 'the store refused checksum mode ... set response_checksum_validation = when_required', "
-    "advice that turns verification off and would not help",
-)
 @pytest.mark.parametrize("key", ["p//x", "p/./x", "p/../x"])
 def test_a_key_the_store_refuses_is_not_blamed_on_checksum_mode(
     minio: Endpoint, bucket: str, key: str

@@ -675,12 +675,11 @@ def refused_checks(
     if sent is None:
         return None
     words = f"{error.code} {error.message}".lower()
-    if (
-        error.status == 400
-        and (error.code or error.message)
-        and not any(word in words for word in _CHECK_WORDS)
-    ):
-        return None  # refused for something else (a bad key, an SSE-C key): its own line
+    if not any(word in words for word in _CHECK_WORDS):
+        # refused for something else, or for nothing it says (a HEAD's 400 has no body: a key the
+        # store refuses, an SSE-C object read without its key, a version that is not there): its
+        # own line, never advice to turn a check off
+        return None
     thing, setting = sent
     variable = f"AWS_{setting.upper()}"
     said = f"{error.code or 'HTTP ' + str(error.status)} ({error.status})" + (
