@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from s3bulk._commands.base import Command, JobPlan, Spec, as_epoch, patterns
-from s3bulk._commands.deletes import DeleteBatch, check_max_delete, run_delete_batch
+from s3bulk._commands.deletes import (
+    CHANGED_AFTER_LISTING,
+    BatchDeleter,
+    DeleteBatch,
+    check_max_delete,
+    run_delete_batch,
+)
 from s3bulk._config import AwsSettings
 from s3bulk._engine.caps import DeleteCap
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
@@ -159,6 +165,7 @@ class RemoveJob:
     def __post_init__(self) -> None:
         self.prefix, self.pattern = split_wildcard(self.target.key)
         self._storage: Storage | None = None
+        self._deleter: BatchDeleter | None = None  # --inventory's: a listing days old, each key as listed
         self._key_filter = Filters(include=(self.pattern,)) if self.pattern else Filters()
         limit = self.options.max_delete
         self._cap = DeleteCap(limit) if limit is not None else None
@@ -224,6 +231,8 @@ class RemoveJob:
 
     async def open(self, ctx: WorkerContext) -> None:
         self._storage = Storage(self.settings, connections=self.options.concurrency * 2, retry=ctx.retrier)
+        if self.manifest is not None:  # conditions where the service takes them, else a HEAD just before
+            self._deleter = BatchDeleter(self._storage, self.target.bucket, changed=CHANGED_AFTER_LISTING)
 
     async def close(self, ctx: WorkerContext) -> None:
         if self._storage is not None:
@@ -303,7 +312,9 @@ class RemoveJob:
 
     async def run(self, item: DeleteBatch, ctx: WorkerContext) -> BatchOutcome:
         assert self._storage is not None
-        outcome = await run_delete_batch(self._storage, item, self.options.dry_run, self._cap, ctx)
+        outcome = await run_delete_batch(
+            self._storage, item, self.options.dry_run, self._cap, ctx, self._deleter
+        )
         ctx.stats.objects_deleted += len(outcome.done)
         return outcome
 
