@@ -231,10 +231,10 @@ def test_the_api_takes_what_the_cli_takes_and_names_what_it_refuses(
         "(did you mean 'concurrency'?)",
         "TypeError put(url, data): data is bytes, a local file's path or an iterable of bytes, not int",
         "UsageError s3bulk.copy() blocks, and an event loop runs here: use await s3bulk.copy_async(...)",
-        f"S3Error get s3://nobucket-{os.getpid()}/k: NoSuchBucket (404): there is no bucket "
+        f"NoSuchObject get s3://nobucket-{os.getpid()}/k: NoSuchBucket (404): there is no bucket "
         f"nobucket-{os.getpid()}; check the bucket name (and AWS_ENDPOINT_URL / --endpoint-url)",
-        f"S3Error get s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
-        f"S3Error head s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
+        f"NoSuchObject get s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
+        f"NoSuchObject head s3://{logs}/in/nokey: NoSuchKey (404): no object has that key",
     ]
     assert "never awaited" not in done.stderr
 
