@@ -96,7 +96,10 @@ def test_bench_compares_engines_and_a_peer_and_draws_a_chart(tmp_path: Path) -> 
     assert all(row["failed_runs"] == 0 and row["objects_per_second"] > 0 for row in table.values())
     # one request at a time through 20 ms of round trip: each copy takes at least that long
     assert table[(20.0, "serial")]["ms_per_item"]["request"] >= 19.5
-    assert table[(0.0, "serial")]["ms_per_item"]["request"] < 19.5
+    # and without it, less (a loaded machine may take 20 ms on loopback too: no absolute bound)
+    assert (
+        table[(0.0, "serial")]["ms_per_item"]["request"] < table[(20.0, "serial")]["ms_per_item"]["request"]
+    )
     assert "toxiproxy" in data["networks"]["20.0"]
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
