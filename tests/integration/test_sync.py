@@ -23,6 +23,13 @@ FILES = {
 }
 
 
+def _a_second_after(written: float) -> None:
+    """Wait until 1.1 s after `written` (time.monotonic()): LastModified has one-second resolution
+    on some servers, so an object put now is later than what was written then. The checks made
+    in between count towards the second, which is not waited again."""
+    time.sleep(max(0.0, written + 1.1 - time.monotonic()))
+
+
 def _touch_later(path: Path) -> None:
     """Give a file a modification time clearly after anything written so far."""
     later = time.time() + 5
@@ -64,12 +71,13 @@ def test_download_sync_modes(minio: Endpoint, aws_env: dict, tmp_path: Path, mod
     target = tmp_path / "out"
 
     first = s3bulk.sync(f"s3://{bucket}/p/", str(target), mode=mode)
+    written = time.monotonic()
     assert first.ok, first.failures
     assert tree_digests(target) == {name: sha256(data) for name, data in FILES.items()}
     again = s3bulk.sync(f"s3://{bucket}/p/", str(target), mode=mode)
     assert (again.objects_done, again.objects_unchanged) == (0, len(FILES))
 
-    time.sleep(1.1)  # LastModified has one-second resolution on some servers: make the new one later
+    _a_second_after(written)  # the new object later than the downloads
     client.put_object(Bucket=bucket, Key="p/b/c.txt", Body=b"delta" * 100)  # same size
     changed = s3bulk.sync(f"s3://{bucket}/p/", str(target), mode=mode)
     expected = 0 if mode == "size" else 1
@@ -108,12 +116,13 @@ def test_copy_sync_modes(minio: Endpoint, aws_env: dict, mode: str) -> None:
     for name, data in FILES.items():
         client.put_object(Bucket=bucket, Key=f"src/{name}", Body=data)
     first = s3bulk.sync(f"s3://{bucket}/src", f"s3://{bucket}/dst", mode=mode)  # no '/': still prefixes
+    written = time.monotonic()
     assert first.ok and first.objects_done == len(FILES), first.failures
     assert bucket_digests(minio, bucket, "dst/") == bucket_digests(minio, bucket, "src/")
     again = s3bulk.sync(f"s3://{bucket}/src/", f"s3://{bucket}/dst/", mode=mode)
     assert (again.objects_done, again.objects_unchanged) == (0, len(FILES))
 
-    time.sleep(1.1)
+    _a_second_after(written)  # the new source object later than the copies
     client.put_object(Bucket=bucket, Key="src/a.txt", Body=b"ALPHA\n")
     changed = s3bulk.sync(f"s3://{bucket}/src/", f"s3://{bucket}/dst/", mode=mode)
     assert changed.objects_done == (0 if mode == "size" else 1)

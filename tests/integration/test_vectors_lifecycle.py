@@ -178,7 +178,9 @@ def test_a_killed_export_resumes_from_each_segments_last_file(
     out = tmp_path / "out"
     export = [*S3BULK, "vectors", "export", str(out), "--bucket", bucket, "--index", index]
     before = standin.stats()["requests"].get("ListVectors", 0)
-    standin.hold_after(1 + 2 * 2)  # GetIndex, then two pages of each of 2 segments: a part each
+    # two pages of each of the 2 segments, a part each: held per segment, as the segments list
+    # side by side (a count over all requests could fall 3 and 1, and the wait below never end)
+    standin.hold_pages(2)
     process = subprocess.Popen(
         [*export, "--segments", "2", "--part-size", "1MiB"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

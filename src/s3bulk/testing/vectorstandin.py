@@ -14,8 +14,11 @@ throttled ones, and per index the vectors written and deleted and the requests r
 second;
 `POST /_standin/hold?after=N` answers N more requests, then holds every later one unanswered
 until `POST /_standin/release`: a test stops a job at an exact point of its work (and kills it
-there) without racing it. `POST /_standin/repeat-token` makes every later ListVectors page
-give the token it was asked with (a service bug that would make a listing go on forever);
+there) without racing it; `POST /_standin/hold-pages?pages=K` does so per ListVectors segment
+(each segment's next K pages answered, its later ones held; other requests answered): a listing's
+segments run side by side, so a count over all requests could fall on either of them.
+`POST /_standin/repeat-token` makes every later ListVectors page give the token it was asked
+with (a service bug that would make a listing go on forever);
 `POST /_standin/error-pages?after=N[&times=K]` answers the ListVectors after N more (K of them,
 or all) with 200 and an error's body, no vectors and no token (what a client that trusts a 200
 takes for the end).
@@ -200,6 +203,8 @@ class StandIn:
         self.answered = 0
         self.hold_at: int | None = None
         self.held = 0
+        self.pages_per_segment: int | None = None  # hold-pages: each segment's pages to answer
+        self.pages: Counter[tuple[int, int]] = Counter()  # (segments, segment) -> pages since then
         self.released = asyncio.Event()
         self.repeat_token = False
         self.error_pages: tuple[int, int] | None = None  # ListVectors answered with errors: (from, to)
@@ -208,6 +213,7 @@ class StandIn:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_get("/_standin/stats", self._stats)
         app.router.add_post("/_standin/hold", self._hold)
+        app.router.add_post("/_standin/hold-pages", self._hold_pages)
         app.router.add_post("/_standin/release", self._release)
         app.router.add_post("/_standin/repeat-token", self._repeat_token)
         app.router.add_post("/_standin/error-pages", self._error_pages)
@@ -216,6 +222,12 @@ class StandIn:
 
     async def _hold(self, request: web.Request) -> web.Response:
         self.hold_at, self.held = self.answered + int(request.query["after"]), 0
+        self.released.clear()
+        return web.Response(text="holding")
+
+    async def _hold_pages(self, request: web.Request) -> web.Response:
+        self.pages_per_segment, self.held = int(request.query["pages"]), 0
+        self.pages.clear()
         self.released.clear()
         return web.Response(text="holding")
 
@@ -229,7 +241,7 @@ class StandIn:
         return web.Response(text="erring")
 
     async def _release(self, request: web.Request) -> web.Response:
-        self.hold_at = None
+        self.hold_at = self.pages_per_segment = None
         self.released.set()
         return web.Response(text="released")
 
@@ -248,7 +260,9 @@ class StandIn:
 
     async def _handle(self, request: web.Request) -> web.Response:
         operation = request.match_info["operation"]
-        if self.hold_at is not None and self.answered >= self.hold_at:
+        if (self.hold_at is not None and self.answered >= self.hold_at) or await self._segment_held(
+            operation, request
+        ):
             self.held += 1
             await self.released.wait()
         self.answered += 1
@@ -280,6 +294,20 @@ class StandIn:
         return web.Response(
             body=orjson.dumps(reply or {}, option=orjson.OPT_SERIALIZE_NUMPY), content_type="application/json"
         )
+
+    async def _segment_held(self, operation: str, request: web.Request) -> bool:
+        """Whether a ListVectors is past its segment's pages to answer (hold-pages); counts it if not."""
+        if operation != "ListVectors" or self.pages_per_segment is None:
+            return False
+        try:
+            body = orjson.loads(await request.read() or b"{}")
+            segment = int(body.get("segmentCount") or 1), int(body.get("segmentIndex") or 0)
+        except (TypeError, ValueError, orjson.JSONDecodeError):
+            return False  # answered (with its error) as ever
+        if self.pages[segment] >= self.pages_per_segment:
+            return True
+        self.pages[segment] += 1
+        return False
 
     # ---- buckets and indexes -------------------------------------------------------------------
     def _index(self, body: dict[str, Any]) -> tuple[str, Index]:
@@ -461,6 +489,10 @@ class VectorsStandInServer(Server):
 
     def hold_after(self, answers: int) -> None:
         self._admin("POST", f"hold?after={answers}")
+
+    def hold_pages(self, pages: int) -> None:
+        """Each ListVectors segment's next `pages` pages answered, its later ones held until `release`."""
+        self._admin("POST", f"hold-pages?pages={pages}")
 
     def release(self) -> None:
         self._admin("POST", "release")
