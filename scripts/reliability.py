@@ -255,8 +255,9 @@ HOSTILE = [
         H + "test_the_object_reader_follows_no_redirect_and_sends_no_credential_elsewhere",
     ),
     (
-        "vectors put's files and prefix on S3, gather's metadata, doctor answered a 307 to another "
-        "host: no request goes there",
+        "vectors put's files and prefix on S3, gather's metadata, doctor, open(url, 'wb') (one PUT "
+        "and in parts), the ray journal's spec, import and parts answered a 307 to another host: "
+        "no request goes there",
         H + "test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_elsewhere",
     ),
     (

@@ -7,6 +7,7 @@ fixture): MinIO's answers, broken per request the ways real services and proxies
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
@@ -819,7 +820,47 @@ def _read_elsewhere(path: str, url: str, tmp_path: Path) -> object:
     return s3bulk.doctor(url.rpartition("/")[0] + "/", settings=settings, max_concurrency=4)
 
 
-@pytest.mark.parametrize("path", ["embeddings file", "embeddings prefix", "gather's metadata", "doctor"])
+def _write_elsewhere(path: str, url: str) -> object:
+    """What each writer that once went through obstore's HTTP client writes at `url`: open's
+    writer (one PUT, or parts), the ray engine's journal (its spec, its import, a worker's part)."""
+    from s3bulk._config import AwsSettings
+    from s3bulk._journal.store import PartWriter, StoreJournal
+    from s3bulk._stores.retry import Retrier, RetryPolicy
+
+    if path.startswith("open wb"):
+        size = 6 * 1024**2 if path == "open wb in parts" else 1000
+        with s3bulk.open(url, "wb", buffer_size=5 * 1024**2) as out:
+            out.write(b"w" * size)
+        return None
+    journal = StoreJournal(url.rpartition("/")[0] + "/job/", AwsSettings.from_env())
+    if path == "ray journal's spec":
+        return journal.write_spec("job-62", "cp", {"source": "here/"})
+    if path == "ray journal's import":
+        return journal.import_into()
+    parts = PartWriter(journal, 1, 0, Retrier(RetryPolicy(max_attempts=1)))
+
+    async def written() -> None:
+        parts.rows.append(b'{"id": "a", "state": "done", "size": 1}')
+        await parts.close()
+
+    asyncio.run(written())  # a part that cannot be written costs a repeat, not the job: no error
+    raise s3bulk.UsageError("the part went unwritten (it follows no redirect)")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "embeddings file",
+        "embeddings prefix",
+        "gather's metadata",
+        "doctor",
+        "open wb",
+        "open wb in parts",
+        "ray journal's spec",
+        "ray journal's import",
+        "ray journal's part",
+    ],
+)
 def test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_elsewhere(
     through_hostile: Hostile,
     minio: Endpoint,
@@ -829,16 +870,24 @@ def test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_els
     path: str,
 ) -> None:
     """vectors put's source files (and the prefix listing that finds them), gather's and the
-    xarray backend's metadata reads, and doctor's probes went through obstore's HTTP client, which
-    follows a 307 to another host and sends the session token there. Each goes through the
-    signed client now: refused in one line, and nothing reaches the other host."""
+    xarray backend's metadata reads, doctor's probes, `s3bulk.open(url, "wb")`'s writer and the
+    ray engine's journal in the object store went through obstore's HTTP client, which follows a
+    307 to another host and sends the session token there. Each goes through the signed client
+    now: refused in one line, and nothing reaches the other host."""
     minio.client().put_object(Bucket=bucket, Key="p/docs.parquet", Body=b"PAR1" * 1500)
+    minio.client().put_object(Bucket=bucket, Key="p/job/job.json", Body=b'{"id": "job-62"}')
     for name, value in session_credentials(minio).items():
         monkeypatch.setenv(name, value)
     with Recorder() as elsewhere:
         listing = () if path == "doctor" else ("ListObjectsV2",)  # doctor's GETs come after it
-        for operation in ("HeadObject", "GetObject", "PutObject", *listing):
+        writes = ("CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
+        for operation in ("HeadObject", "GetObject", "PutObject", *listing, *writes):
             through_hostile.misbehave(Redirect(elsewhere.endpoint), operation=operation, bucket=bucket)
         with pytest.raises(Exception, match="follows no redirect"):
-            _read_elsewhere(path, f"s3://{bucket}/p/docs.parquet", tmp_path)
+            if path.startswith(("open wb", "ray journal")):
+                _write_elsewhere(path, f"s3://{bucket}/p/docs.parquet")
+            else:
+                _read_elsewhere(path, f"s3://{bucket}/p/docs.parquet", tmp_path)
     assert elsewhere.received == [], elsewhere.credentials_seen()
+    if path.startswith("open wb"):
+        assert minio.client().head_object(Bucket=bucket, Key="p/docs.parquet")["ContentLength"] == 6000

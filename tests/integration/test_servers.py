@@ -314,7 +314,7 @@ def test_uploads_carry_the_checksum_the_server_keeps(server: Endpoint, tmp_path:
 def test_open_writes_carry_the_checksum_the_server_keeps(
     server: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`s3bulk.open(url, "wb")` (obstore's writer) sends the settings' checksum, whole and in
+    """`s3bulk.open(url, "wb")` (the signed client, as `pipe`) sends the settings' checksum, whole and in
     parts: the default CRC64NVME full-object, SHA256 per part; what HEAD shows in checksum mode
     is the value of the bytes written."""
     from test_checksums import composite, expected

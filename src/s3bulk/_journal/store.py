@@ -16,6 +16,11 @@ part is written loses only that part's record: a resume does those items again, 
 operation s3bulk journals is idempotent (PUT, COPY, DELETE of the same content; vectors overwrite
 by key). The driver's local SQLite journal is kept as for any engine; this is its copy that
 outlives the machine.
+
+Its requests go through s3bulk's signed client (obstore's HTTP client, used before, followed a
+307 to another host and sent the session token there: issue 62), on the file-like readers' event
+loop (`reader.BACKGROUND`): the driver's calls block (they run in a thread), a worker's parts are
+awaited from its own loop.
 """
 
 from __future__ import annotations
@@ -24,24 +29,23 @@ import asyncio
 import contextlib
 import secrets
 import tempfile
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import orjson
 
 from s3bulk._config import AwsSettings
-from s3bulk._errors import UsageError, classify
+from s3bulk._errors import S3Error, UsageError, classify
 from s3bulk._journal.local import Journal, JournalReader, NoSuchJob, state_dir
-from s3bulk._lazy import lazy_module
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._stores.objects import s3_store
+from s3bulk._stores.reader import BACKGROUND
 from s3bulk._stores.retry import Retrier
+from s3bulk._stores.s3xml import Repeats, repeated
+from s3bulk._stores.storage import Storage
 from s3bulk._urls import parse_s3
 
-if TYPE_CHECKING:
-    import obstore
-else:
-    obstore = lazy_module("obstore")
+T = TypeVar("T")
 
 JOBS_PREFIX = ".s3bulk/jobs/"
 PART_ROWS = 5000
@@ -62,16 +66,49 @@ class StoreJournal:
     def __init__(self, url: str, settings: AwsSettings) -> None:
         self.location = parse_s3(url if url.endswith("/") else url + "/")
         self.url = f"s3://{self.location.bucket}/{self.location.key}"
-        self.store = s3_store(settings, self.location.bucket, max_connections=4)
+        self.bucket = self.location.bucket
+        self.storage = Storage(settings, connections=4)  # used on BACKGROUND's loop only
 
     def _key(self, name: str) -> str:
         return self.location.key + name
+
+    @staticmethod
+    def _wait(coroutine: Coroutine[Any, Any, T]) -> T:
+        """The coroutine run on the journal's loop, for a caller that blocks."""
+        return BACKGROUND.run(coroutine)
+
+    def _get(self, key: str) -> bytes:
+        return self._wait(self.storage.get_object(self.bucket, key))
+
+    def _put(self, key: str, body: bytes) -> None:
+        self._wait(self.storage.put_bytes(self.bucket, key, body))
+
+    async def put_once(self, key: str, body: bytes) -> None:
+        """One PUT of a part, unretried (its writer retries it), from any event loop."""
+        client = self.storage.client
+        await asyncio.wrap_future(BACKGROUND.start(client.put_object(self.bucket, key, body)))
+
+    async def _part_keys(self) -> list[str]:
+        """The parts' keys, in key order (so in run order), every page of the listing."""
+        keys: list[str] = []
+        token: str | None = None
+        tokens = Repeats()
+        while True:
+            page = await self.storage.list_objects_v2(
+                self.bucket, self._key("parts/"), continuation_token=token
+            )
+            keys.extend(entry.key for entry in page.objects)
+            if not page.is_truncated:
+                return keys
+            token = page.next_token
+            if tokens.seen(token):
+                raise repeated(f"list {self.url}parts/")
 
     # ---- driver ------------------------------------------------------------------------------
     def write_spec(self, job_id: str, command: str, spec: dict[str, Any]) -> None:
         body = orjson.dumps({"id": job_id, "command": command, "spec": spec})
         try:
-            obstore.put(self.store, self._key("job.json"), body)
+            self._put(self._key("job.json"), body)
         except Exception as exc:
             raise UsageError(
                 f"cannot write the job's journal to {self.url}: {classify(exc)} "
@@ -82,9 +119,11 @@ class StoreJournal:
         """Create or bring up to date the local journal of this job from the parts, and return
         the job's id: what `--resume s3://...` runs from, on any machine."""
         try:
-            head = orjson.loads(bytes(obstore.get(self.store, self._key("job.json")).bytes()))
-        except FileNotFoundError:
-            raise UsageError(f"no s3bulk job at {self.url} (no job.json there): check the URL") from None
+            head = orjson.loads(self._get(self._key("job.json")))
+        except S3Error as error:
+            if error.status == 404 and error.code != "NoSuchBucket":
+                raise UsageError(f"no s3bulk job at {self.url} (no job.json there): check the URL") from None
+            raise UsageError(f"cannot read the job's journal at {self.url}: {error}") from None
         except Exception as exc:
             raise UsageError(f"cannot read the job's journal at {self.url}: {classify(exc)}") from None
         directory = directory or state_dir()
@@ -94,16 +133,15 @@ class StoreJournal:
             local = JournalReader(str(journal.path))
         except NoSuchJob:
             journal = Journal.create(head["command"], head["spec"], directory, job_id=head["id"])
-        for listing in obstore.list(self.store, prefix=self._key("parts/")):
-            for entry in listing:  # in key order, so in run order: a later run's word wins
-                rows = _rows(bytes(obstore.get(self.store, entry["path"]).bytes()))
-                if local is not None:  # what it has as done stays done, and counted once
-                    known = local.done([item_id for item_id, _ in rows.done_ids])
-                    known |= local.done([failure.item_id for failure in rows.failures])
-                    rows.done_ids = [row for row in rows.done_ids if row[0] not in known]
-                    rows.failures = [row for row in rows.failures if row.item_id not in known]
-                journal.record(rows)
-                journal.flush()  # part by part: a row must not overtake an earlier part's
+        for key in self._wait(self._part_keys()):  # in key order, so in run order: a later run's word wins
+            rows = _rows(self._get(key))
+            if local is not None:  # what it has as done stays done, and counted once
+                known = local.done([item_id for item_id, _ in rows.done_ids])
+                known |= local.done([failure.item_id for failure in rows.failures])
+                rows.done_ids = [row for row in rows.done_ids if row[0] not in known]
+                rows.failures = [row for row in rows.failures if row.item_id not in known]
+            journal.record(rows)
+            journal.flush()  # part by part: a row must not overtake an earlier part's
         if local is not None:
             local.close()
         journal.close()
@@ -113,13 +151,13 @@ class StoreJournal:
         """Upload a local journal (checkpointed: the file alone is all of it) for workers on
         other machines; returns its key."""
         key = self._key(f"resume/{run:03d}-{secrets.token_hex(4)}.db")
-        obstore.put(self.store, key, path.read_bytes())
+        self._put(key, path.read_bytes())
         return key
 
     # ---- worker ------------------------------------------------------------------------------
     def fetch(self, key: str) -> str:
         """A local copy of a published journal (a temporary file), for a worker's JournalReader."""
-        data = bytes(obstore.get(self.store, key).bytes())
+        data = self._get(key)
         with tempfile.NamedTemporaryFile(prefix="s3bulk-journal-", suffix=".db", delete=False) as handle:
             handle.write(data)
         return handle.name
@@ -175,7 +213,7 @@ class PartWriter:
         journal's writes, parts are not among the job's requests, so every engine reports the
         same requests for the same work (one PUT per part: about 1 per 5,000 items)."""
         with contextlib.suppress(Exception):
-            await self.retry(lambda: obstore.put_async(self.journal.store, key, body), "journal part")
+            await self.retry(lambda: self.journal.put_once(key, body), "journal part")
 
     async def close(self) -> None:
         self.write()

@@ -7,16 +7,13 @@ own retries are off: the engine retries whole items with jitter and counts every
 
 from __future__ import annotations
 
-import contextlib
 import io
 import re
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from s3bulk._config import AwsSettings, read_timeout_seconds
-from s3bulk._errors import S3BulkError, S3Error, as_builtin, classify
 from s3bulk._lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -44,11 +41,11 @@ class BotocoreCredentials:
         }
 
 
-# The checksums obstore's store sends with what it writes (`s3bulk.open(..., "wb")`, the ray
-# engine's journal): object_store knows these two. CRC64NVME goes full-object, parts included;
-# SHA-256 per part (composite). With another algorithm chosen, its writes carry none; nor with
-# SSE-C: its CompleteMultipartUpload goes without the key, which MinIO then refuses ("must
-# provide an appropriate secret key") where the parts carried checksums.
+# The checksums obstore's store sends with what it writes: object_store knows these two.
+# CRC64NVME goes full-object, parts included; SHA-256 per part (composite). With another
+# algorithm chosen, its writes carry none; nor with SSE-C: its CompleteMultipartUpload goes
+# without the key, which MinIO then refuses ("must provide an appropriate secret key") where the
+# parts carried checksums.
 STORE_CHECKSUMS = {"CRC64NVME": "crc64nvme", "SHA256": "sha256"}
 
 
@@ -184,72 +181,3 @@ class ObjectFile(io.RawIOBase):
         if not self.closed:
             self._reader.close()
         super().close()
-
-
-class ObjectWriter(io.RawIOBase):
-    """obstore's writer (parts uploaded as they fill, completed on close) as a standard file:
-    `closed` a property, `writable()`, `tell()`, so pyarrow, pandas, pickle and print take it.
-    `flush` sends nothing early (a part flushed short would be refused, and the object is whole
-    only on close); leaving a `with` block by an exception aborts the upload, as obstore's does."""
-
-    def __init__(self, writer: Any, on_close: Callable[[], None] | None = None, url: str = "") -> None:
-        self._writer = writer
-        self._written = 0
-        self._on_close = on_close
-        self._url = url  # what errors name
-
-    @contextlib.contextmanager
-    def _said(self) -> Iterator[None]:
-        """obstore's errors (`obstore.exceptions`, or a builtin FileNotFoundError, each with a
-        multi-line Rust dump) as s3bulk's one line: the service's answer an S3Error, a 404 or a
-        403 also a FileNotFoundError or a PermissionError (`errors.as_builtin`), as every public
-        entry point raises them."""
-        try:
-            yield
-        except S3BulkError:
-            raise
-        except (obstore.exceptions.BaseError, OSError) as exc:
-            error = classify(exc, f"write {self._url}")
-            raise (as_builtin(error) if isinstance(error, S3Error) else error) from None
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        with self._said():
-            self._writer.write(view)
-        self._written += len(view)
-        return len(view)
-
-    def tell(self) -> int:
-        return self._written
-
-    def flush(self) -> None:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                with self._said():
-                    self._writer.close()
-            finally:
-                self._closed_now()
-        super().close()
-
-    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
-        if kind is None:
-            self.close()
-            return
-        io.RawIOBase.close(self)  # closed to its user; the upload is left to obstore to abort
-        try:
-            with self._said():
-                self._writer.__exit__(kind, value, traceback)
-        finally:
-            self._closed_now()
-
-    def _closed_now(self) -> None:
-        if self._on_close is not None:
-            self._on_close()
-            self._on_close = None

@@ -44,7 +44,7 @@ from s3bulk._stores.multipart import (
     UploadHooks,
     etag_parts,
 )
-from s3bulk._stores.objects import ObjectWriter, obstore_can_address, store_for
+from s3bulk._stores.objects import obstore_can_address, store_for
 from s3bulk._stores.reader import BACKGROUND, ObjectReader
 from s3bulk._stores.retry import Meter, Retrier, done_with_requests
 from s3bulk._stores.routes import LANES_MIN, WHOLE_BODY_MAX, MiB, Parts
@@ -60,6 +60,7 @@ from s3bulk._stores.s3xml import (
     xml_safe,
 )
 from s3bulk._stores.verify import Check, body_matches, encrypted, stream_check
+from s3bulk._stores.writer import ObjectWriter
 from s3bulk._stores.writes import Source, Writes
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ else:
 
 T = TypeVar("T")
 MAX_KEYS_PER_DELETE = 1000
+WRITER_PARTS_IN_FLIGHT = 4  # a file-like writer holds at most (4 + 1) parts and 2 chunks
 
 
 class Storage:
@@ -104,7 +106,7 @@ class Storage:
         self.upload_stream = self.writes.upload_stream
         self.write_conditions = self.writes.write_conditions
         self._lanes = Md5Lanes()  # local files' MD5s (check, sync --checksum), hashed side by side
-        self._reading: Storage | None = None  # the file-like readers' (`open_reader`)
+        self._reading: Storage | None = None  # the file-like readers' and writers' (`_on_background`)
 
     async def close(self) -> None:
         await self.client.close()
@@ -341,7 +343,17 @@ class Storage:
             f"get s3://{bucket}/{key}",
         )
 
-    # ---- file-like access (sync: a reader on the signed client, obstore's writer) -----------------
+    # ---- file-like access (sync: readers and writers on the signed client) ------------------------
+    def _on_background(self) -> Storage:
+        """The storage of this one's file-like readers and writers, on their event loop
+        (`reader.BACKGROUND`): theirs is a loop of its own, since their callers block."""
+        if self._reading is None:
+            retry = Retrier(self.retry.policy)
+            self._reading = Storage(
+                self.settings, connections=self.connections, retry=retry, verify=self.verify
+            )
+        return self._reading
+
     def open_reader(
         self, bucket: str, key: str, *, buffer_size: int, size: int | None = None, etag: str = ""
     ) -> Any:
@@ -349,12 +361,7 @@ class Storage:
         somewhere new, the next blocks fetched ahead when reading goes on (`reader.py`); `size`
         and `etag` known already spare it a HEAD. Its requests go through a storage of its own,
         on the readers' event loop (`reader.BACKGROUND`), one for every reader of this one."""
-        if self._reading is None:
-            retry = Retrier(self.retry.policy)
-            self._reading = Storage(
-                self.settings, connections=self.connections, retry=retry, verify=self.verify
-            )
-        reader = ObjectReader(self._reading, bucket, key, block=buffer_size, size=size, etag=etag)
+        reader = ObjectReader(self._on_background(), bucket, key, block=buffer_size, size=size, etag=etag)
         return io.BufferedReader(reader, buffer_size)
 
     def open_writer(
@@ -368,24 +375,15 @@ class Storage:
     ) -> Any:
         """A file-like writer that uploads `buffer_size` parts as they fill (multipart above one
         part) and completes on close (then calls `on_close`); leaving its `with` block by an
-        exception aborts it."""
+        exception aborts it (`writer.py`: `pipe`'s upload, on the readers' event loop)."""
         _need_addressable(key)
-        if dataclasses.replace(attributes, tags=()).needs_signed_client:  # obstore's writer takes tags
+        if dataclasses.replace(attributes, tags=()).needs_signed_client:
             raise UsageError(
                 "open(..., 'wb') sets Content-* headers, metadata and tags; for a storage class, "
                 "encryption, an ACL or Expires use put()"
             )
-        return ObjectWriter(
-            obstore.open_writer(
-                self._store(f"s3://{bucket}"),
-                key,
-                attributes=attributes.obstore(),
-                tags=dict(attributes.tags) or None,
-                buffer_size=buffer_size,
-            ),
-            on_close=on_close,
-            url=f"s3://{bucket}/{key}",
-        )
+        parts = Parts(size=buffer_size, in_flight=WRITER_PARTS_IN_FLIGHT)
+        return ObjectWriter(self._on_background(), bucket, key, attributes, parts, on_close=on_close)
 
     # ---- buckets -------------------------------------------------------------------------------
     async def list_buckets(self) -> list[BucketInfo]:
