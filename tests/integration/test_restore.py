@@ -123,6 +123,15 @@ def test_restores_under_way_are_counted_not_asked_again(
     assert _sorted_counts(done.stdout) == "3 requested, 1 restore already in progress"
     assert f"restore: s3://{bucket}/g0 (restore already in progress)" in done.stdout
 
+    shown = {}
+    for key in ("g0", "g1"):
+        head = run_cli(moto.env, "head", "--json", f"s3://{bucket}/{key}")
+        record = json.loads(head.stdout.splitlines()[0])
+        shown[key] = record.get("attributes", record)
+    assert shown["g0"]["restore_ongoing"] is True and "restore_ready_until" not in shown["g0"]
+    assert shown["g1"]["restore_ongoing"] is False  # moto made it at once: ready until a day hence
+    assert shown["g1"]["restore_ready_until"].endswith(".000Z")
+
     again = run_cli(moto.env, "restore", f"s3://{bucket}/", "--days", "1")  # moto: the 3 made at once
     assert _sorted_counts(again.stdout) == "1 restore already in progress, 3 already restored"
 
