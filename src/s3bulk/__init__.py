@@ -4,7 +4,7 @@
     assert report.ok, report.failures
 
 The public surface is what `__all__` names: the verbs `copy`, `move`, `sync`, `check`, `remove`,
-`resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
+`restore`, `resume`, `retry_failed`, `put_vectors`, `verify_vectors`, `count_vectors`, `export_vectors`,
 `delete_vectors`, `query_vectors`, `sync_vectors`, `copy_vectors`, `gather`, `gather_to_file`,
 `doctor` (each with an `_async` twin), `ls`, `ls_async` and `ls_table` (a pyarrow reader),
 `list_jobs`; the `Report` they return and its `Failure`s; the errors they raise; `AwsSettings`
@@ -36,6 +36,8 @@ _EXPORTS = {
     "check_async": "s3bulk._api.check",
     "remove": "s3bulk._api.remove",
     "remove_async": "s3bulk._api.remove",
+    "restore": "s3bulk._api.restore",
+    "restore_async": "s3bulk._api.restore",
     "resume": "s3bulk._api.jobs",
     "resume_async": "s3bulk._api.jobs",
     "retry_failed": "s3bulk._api.jobs",
@@ -172,6 +174,8 @@ __all__ = [
     "remove_bucket_async",
     "remove_versions",
     "remove_versions_async",
+    "restore",
+    "restore_async",
     "resume",
     "resume_async",
     "retry_failed",
@@ -222,6 +226,7 @@ if TYPE_CHECKING:
     from s3bulk._api.put_vectors import put_vectors, put_vectors_async
     from s3bulk._api.query_vectors import query_vectors, query_vectors_async
     from s3bulk._api.remove import remove, remove_async
+    from s3bulk._api.restore import restore, restore_async
     from s3bulk._api.sync import sync, sync_async
     from s3bulk._api.sync_vectors import sync_vectors, sync_vectors_async
     from s3bulk._api.vectors import (

@@ -158,6 +158,7 @@ class S3Error(ItemError):
     )
 
     region = ""  # where the service says the bucket is, when it said (a wrong-region answer)
+    storage_class = ""  # an archived object's class, when the refusal names it (InvalidObjectState)
 
     def __init__(self, status: int, code: str, message: str, what: str = "") -> None:
         self.status = status

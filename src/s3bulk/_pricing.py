@@ -24,6 +24,7 @@ PRICE_PER_1000 = {
     "GET": 0.0004,
     "HEAD": 0.0004,
     "DELETE": 0.0,
+    "RESTORE": 0.0,  # a RestoreObject's fee is its tier's retrieval request fee: `retrieval_cost`
 }
 PRICE_SOURCE = "S3 Standard list prices, us-east-1"
 
@@ -60,3 +61,23 @@ def vectors_costs(logical_bytes: int = 0, queries: int = 0) -> str:
         dollars = queries * VECTORS_QUERIES_PER_MILLION / 1e6
         parts.append(f"{queries:,} queries ${dollars:,.2f} and the data they process")
     return "; ".join(parts) + f" ({VECTORS_PRICE_SOURCE})"
+
+
+# Retrieving from an archive tier, per storage class and tier: (dollars per GB retrieved, dollars
+# per 1,000 RestoreObject requests), us-east-1 list prices as AWS's S3 pricing page gave them in
+# 2025 (Bulk retrievals from Flexible Retrieval are free since November 2023; Deep Archive has no
+# Expedited tier).
+RETRIEVAL = {
+    ("GLACIER", "Expedited"): (0.03, 10.00),
+    ("GLACIER", "Standard"): (0.01, 0.05),
+    ("GLACIER", "Bulk"): (0.0, 0.0),
+    ("DEEP_ARCHIVE", "Standard"): (0.02, 0.10),
+    ("DEEP_ARCHIVE", "Bulk"): (0.0025, 0.025),
+}
+RETRIEVAL_SOURCE = "S3 Glacier retrieval list prices, us-east-1, 2025"
+
+
+def retrieval_cost(storage_class: str, tier: str, objects: int, size: int) -> float:
+    """Dollars for restoring `objects` of `storage_class` holding `size` bytes at `tier`."""
+    per_gb, per_1000 = RETRIEVAL.get((storage_class, tier), (0.0, 0.0))
+    return size / GB * per_gb + objects * per_1000 / 1000

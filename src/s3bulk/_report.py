@@ -66,7 +66,11 @@ class WorkerStats:
     vectors_done: int = 0  # vectors: the vectors in the batches that were stored
     vectors_rejected: int = 0  # vectors: rows that failed the checks (--on-error skip)
     cpu_seconds: float = 0.0
+    retrieval_usd: float = 0.0  # restore: what the retrievals asked for cost at list prices
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    # what the items turned out to be, where "done" says too little (restore: requested, ongoing,
+    # restored already, not archived), shown in the summary line as counted
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     stage_seconds: collections.defaultdict[str, float] = field(default_factory=seconds)
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the report says once (the first of each kept)
@@ -177,7 +181,9 @@ class Report:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0  # every process of the job
     driver_cpu: dict[str, float] = field(default_factory=dict)  # the main process's, by activity
+    retrieval_usd: float = 0.0  # restore: the retrievals asked for, at list prices (`_pricing`)
     requests: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)  # what the items turned out to be
     stage_seconds: dict[str, float] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(
@@ -207,6 +213,8 @@ class Report:
             setattr(self, mine, getattr(self, mine) + getattr(delta, name))
         for kind, count in delta.requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + count
+        for outcome, count in delta.outcomes.items():
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
         for stage, seconds in delta.stage_seconds.items():
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
         self.failures.extend(delta.failures)

@@ -61,6 +61,7 @@ API = {
             "sync",
             "check",
             "remove",
+            "restore",
             "resume",
             "retry_failed",
             "put_vectors",

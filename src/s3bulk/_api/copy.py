@@ -49,6 +49,7 @@ async def copy_async(
     inventory: str | None = None,
     no_clobber: bool = False,
     verify: bool = True,
+    restored_only: bool = False,
     if_size_differ: bool = False,
     if_newer: bool = False,
     if_match: str | None = None,
@@ -85,7 +86,9 @@ async def copy_async(
     `inventory`: an S3 Inventory of the source bucket (its manifest.json's s3:// URL, or the
     prefix its configuration writes to: the newest) to take the objects from, with no listing.
     Downloads are checked against the object's ETag (its MD5, or the MD5 of its parts) and
-    fetched again on a mismatch; `verify=False` skips that."""
+    fetched again on a mismatch; `verify=False` skips that. An object in Glacier or Deep Archive
+    with no restored copy fails with a line naming `s3bulk restore`; with `restored_only` it is
+    counted as skipped and the restored ones are copied."""
     return await run_spec(
         CopySpec,
         COPY,
@@ -122,6 +125,7 @@ async def copy_async(
             "inventory": inventory,
             "no_clobber": no_clobber,
             "verify": verify,
+            "restored_only": restored_only,
             "if_size_differ": if_size_differ,
             "if_newer": if_newer,
             "if_match": if_match,
@@ -167,6 +171,7 @@ async def move_async(
     files_from: str | os.PathLike[str] | None = None,
     no_clobber: bool = False,
     verify: bool = True,
+    restored_only: bool = False,
     if_size_differ: bool = False,
     if_newer: bool = False,
     max_delete: int | None = None,
@@ -213,6 +218,7 @@ async def move_async(
             "files_from": files_from,
             "no_clobber": no_clobber,
             "verify": verify,
+            "restored_only": restored_only,
             "if_size_differ": if_size_differ,
             "if_newer": if_newer,
             "max_delete": max_delete,

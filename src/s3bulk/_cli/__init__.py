@@ -108,6 +108,11 @@ MENU = {
     "check": Entry(
         TRANSFERS, "List what differs between two trees; copy nothing", "s3bulk check ./dir/ s3://b/p/"
     ),
+    "restore": Entry(
+        TRANSFERS,
+        "Restore archived objects (Glacier, Deep Archive) under a prefix",
+        "s3bulk restore s3://bucket/2019/ --days 7 --tier Bulk",
+    ),
     "run": Entry(TRANSFERS, "Run a file of cp/mv/rm lines as one job", "s3bulk run commands.txt"),
     "ls": Entry(SINGLE, "List buckets, a level, or every key (-r)", "s3bulk ls s3://bucket/prefix/"),
     "cat": Entry(SINGLE, "Write an object to stdout", "s3bulk cat s3://bucket/key | head"),

@@ -124,6 +124,8 @@ def object_line(command: str, record: dict[str, Any]) -> str:
         if record.get("skipped"):
             return f"skip: {source} ({record['skipped']})"
         return f"map: {source}" + (f" to {destination}" if destination else "")
+    if command == "restore":  # "restore: s3://b/k (requested)", "(already restored)", ...
+        return f"restore: {source} ({record.get('restore', '')})"
     if not destination:
         return f"delete: {source}"
     if command == "mv" or record.get("verb") == "mv":  # run's lines say their own verb
@@ -174,6 +176,7 @@ def summary_line(report: Report) -> str:
         head += f" ({rates})" if rates else ""
         counts = [(report.objects_failed, "failed"), (report.objects_skipped, "skipped")]
     counts = [
+        *((count, outcome) for outcome, count in report.outcomes.items()),  # restore: requested, ...
         (report.objects_unchanged, "unchanged"),
         (report.objects_already_done, "already done earlier"),
         (0 if report.command == "rm" else report.objects_deleted, "deleted"),  # rm's are what it did

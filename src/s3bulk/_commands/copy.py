@@ -28,7 +28,7 @@ from s3bulk._commands.transfer import (
     written_bucket_usable,
 )
 from s3bulk._config import AwsSettings
-from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._engine.job import BatchOutcome, Job, Skipped, WorkerContext
 from s3bulk._errors import UsageError
 from s3bulk._flags import INVENTORY, option, verbatim
 from s3bulk._plan.keys import Refused, TransferItem, plan_files, plan_objects
@@ -263,7 +263,7 @@ class CopyJob:
     def record(self, item: TransferItem) -> dict[str, Any]:
         return self.mover.record(item)
 
-    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
+    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome | Skipped:
         return await self.mover.run(item, ctx)
 
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[TransferItem]]:

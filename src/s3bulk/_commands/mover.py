@@ -19,10 +19,11 @@ from s3bulk._commands.deletes import BatchDeleter
 from s3bulk._commands.transfer import Direction, TransferOptions, content_type, direction_of, unchanged
 from s3bulk._config import AwsSettings
 from s3bulk._engine.caps import DeleteCap
-from s3bulk._engine.job import BatchOutcome, WorkerContext
+from s3bulk._engine.job import BatchOutcome, Skipped, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, S3Error, WrittenMeanwhile, classify
 from s3bulk._plan.diff import newer
 from s3bulk._plan.keys import TransferItem
+from s3bulk._stores.archives import NotRestored, archived
 from s3bulk._stores.attributes import described
 from s3bulk._stores.conditional import (
     NOTHING,
@@ -174,7 +175,7 @@ class Mover:
             found["verified"] = False
         return found
 
-    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome:
+    async def run(self, item: TransferItem, ctx: WorkerContext) -> int | BatchOutcome | Skipped:
         asked = self.options.replaces
         if asked is not None:
             item = item._replace(replaces=asked)
@@ -186,6 +187,10 @@ class Mover:
             item = item._replace(replaces=replaces)
         try:
             return await self._write(item, ctx)
+        except NotRestored as exc:  # in Glacier or Deep Archive, no restored copy to read yet
+            if not self.options.spec.restored_only:
+                raise
+            return Skipped(str(exc))  # --restored-only: counted, and the job goes on
         except WrittenMeanwhile:
             assert item.replaces is not None
             _, destination, _ = self.describe(item)
@@ -232,7 +237,7 @@ class Mover:
                 cap.give_back(1)  # no copy, so no delete
             if isinstance(exc, JobAborted) or not isinstance(exc, Exception):
                 raise
-            raise self._refused_destination(classify(exc)) from None
+            raise self._refused_destination(self._archived(item, classify(exc))) from None
         self._written = True
         if self.options.delete_source:
             await self._delete_source(item, ctx, version, read)
@@ -303,6 +308,13 @@ class Mover:
             return os.stat(item.source).st_mtime
         state = await _object_state(self.source_storage, self.source.bucket, item.source)
         return state[1] if state else 0.0
+
+    def _archived(self, item: TransferItem, error: ItemError) -> ItemError:
+        """A source in Glacier or Deep Archive with no restored copy: the line that says to
+        restore it (`s3bulk restore`), not the service's InvalidObjectState."""
+        if not isinstance(self.source, S3Location):
+            return error
+        return archived(error, url_of(self.source, item.source))
 
     def _refused_destination(self, error: ItemError) -> ItemError:
         """A write refused for want of permission before any write of this worker succeeded

@@ -34,7 +34,7 @@ from s3bulk._commands.transfer import (
     written_bucket_usable,
 )
 from s3bulk._config import AwsSettings
-from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
+from s3bulk._engine.job import BatchOutcome, Job, Skipped, WorkerContext
 from s3bulk._errors import ItemError, UsageError
 from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
@@ -365,7 +365,7 @@ class SyncJob:
                 items.append(item)
         return replace(descriptor, items=tuple(items), problems=tuple(problems), listing=self.listing)
 
-    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome:
+    async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome | Skipped:
         mover = self.mover
         if isinstance(item, DeleteBatch):
             outcome = await run_delete_batch(

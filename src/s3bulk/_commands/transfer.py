@@ -105,6 +105,14 @@ class TransferSpec(Spec):
             "--if-newer", "-u", help="Write over an existing destination only if the source is newer."
         ),
     )
+    restored_only: bool = field(
+        default=False,
+        metadata=option(
+            "--restored-only",
+            help="Objects in Glacier or Deep Archive: copy those restored (s3bulk restore), count the "
+            "rest as skipped (default: each is a failure naming s3bulk restore).",
+        ),
+    )
     min_size: int | None = None  # the size and time window (bytes; seconds since the epoch)
     max_size: int | None = None
     newer_than: float | None = None

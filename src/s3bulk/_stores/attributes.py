@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from s3bulk._errors import UsageError
+from s3bulk._stores.archives import restore_state
 
 STORAGE_CLASSES = (
     "STANDARD",
@@ -305,4 +306,9 @@ def described(headers: dict[str, str]) -> dict[str, Any]:
     }
     if metadata:
         found["metadata"] = metadata
+    state = restore_state(headers.get("x-amz-restore", ""))
+    if state is not None:  # an archived object's restore: under way, or ready until then
+        found["restore_ongoing"] = state.ongoing
+        if state.ready_until:
+            found["restore_ready_until"] = iso_time(state.ready_until)
     return found

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile, changed_meanwhile
-from s3bulk._stores import checksums, native_http, s3xml
+from s3bulk._stores import archives, checksums, native_http, s3xml
 from s3bulk._stores.http import SignedHttp, content_md5
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.retry import Meter
@@ -78,6 +78,8 @@ class S3Client(SignedHttp):
             message = message.lstrip("; ")
         error = S3Error(status, code, message, what)
         error.region = s3xml.find_region(payload) or _header(headers, "x-amz-bucket-region")
+        if code in archives.ARCHIVED_CODES:
+            error.storage_class = s3xml.find_text(payload, "StorageClass")
         return error
 
     async def request(
@@ -480,6 +482,23 @@ class S3Client(SignedHttp):
             "HEAD", "HEAD", bucket, key, params=params, headers=asked, what=what, of_source=of_source
         )
         return {name.lower(): value for name, value in headers.items()}
+
+    async def restore_object(self, bucket: str, key: str, days: int, tier: str) -> str:
+        """RestoreObject: a copy of the archived object kept `days`, made at `tier`. What the
+        service did: "requested" (202), "restored" (200: a copy is ready already; S3 sets its
+        expiry to `days` from now) or "ongoing" (409 RestoreAlreadyInProgress)."""
+        what = f"restore s3://{bucket}/{key}"
+        body = archives.restore_body(days, tier)
+        headers = {"Content-Type": "application/xml", "Content-MD5": await content_md5(body)}
+        try:
+            status, _, _ = await self.request(
+                "RESTORE", "POST", bucket, key, params={"restore": ""}, headers=headers, body=body, what=what
+            )
+        except S3Error as error:
+            if error.code == "RestoreAlreadyInProgress":
+                return "ongoing"
+            raise
+        return "restored" if status == 200 else "requested"
 
     async def get_tagging(self, bucket: str, key: str) -> dict[str, str]:
         _, _, body = await self.request(

@@ -175,6 +175,12 @@ class Storage:
             f"head s3://{bucket}/{key}",
         )
 
+    async def restore(self, bucket: str, key: str, days: int, tier: str) -> str:
+        """RestoreObject of an archived object, retried: "requested", "restored" or "ongoing"."""
+        return await self._retrying(
+            lambda: self.client.restore_object(bucket, key, days, tier), f"restore s3://{bucket}/{key}"
+        )
+
     async def list_versions(self, bucket: str, prefix: str = "") -> AsyncIterator[list[VersionInfo]]:
         """Every version and delete marker under `prefix` (a versioned bucket), a page at a time."""
         listing = partial(self.client.list_object_versions, bucket, prefix)
