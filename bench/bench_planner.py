@@ -179,7 +179,7 @@ def run_once(command: str, count: int) -> dict[str, Any]:
         return job
 
     with ExitStack() as stack:
-        for module in ("transfer", "sync", "remove", "copy"):  # what a command makes by itself
+        for module in ("transfer", "sync", "remove"):  # what a command makes by itself
             stack.enter_context(mock.patch(f"s3bulk._commands.{module}.Storage", maker))
         stack.enter_context(mock.patch.object(type(command_for(spec)), "build", build))
         started = time.perf_counter()

@@ -82,6 +82,12 @@ INVENTORY = option(
     "an inventory configuration: its newest manifest) instead of listing the source: no LIST request.",
     read=verbatim,
 )
+DESTINATION_INVENTORY = option(
+    "--destination-inventory",
+    help="sync and check: take the destination's objects from this S3 Inventory instead of listing it "
+    "(the source's is --inventory); a key it lists is deleted only while it is the version listed.",
+    read=verbatim,
+)
 PART_SIZE = sized("--part-size", help="Multipart part size.")
 MAX_DELETE = option("--max-delete", help="Delete at most this many, then stop the job.", read=count)
 LIST_RANGES = three_way(

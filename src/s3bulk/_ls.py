@@ -156,15 +156,13 @@ def ls(
 
 async def _inventoried(client: Any, inventory: str, url: str) -> AsyncIterator[list[ObjectInfo]]:
     """The objects an inventory lists under `url`, its files read one after another."""
-    from s3bulk._sources.inventory import check_inventory, inventoried_bucket, pages, read_file, read_manifest
+    from s3bulk._sources.inventory import check_inventory, inventory_pages, read_inventory
 
     location = parse_s3(url)
     check_inventory(inventory, url if url.endswith("/") else url + "/")
-    manifest = inventoried_bucket(await read_manifest(client, inventory), location.bucket)
-    for file in manifest.files:
-        body = await read_file(client, file)
-        for objects in pages(file, body, location.key):
-            yield objects
+    manifest = await read_inventory(client, inventory, location.bucket)
+    async for objects in inventory_pages(client, manifest, location.key):
+        yield objects
 
 
 TABLE_BATCH = 16_384  # rows per record batch `ls_table` hands on

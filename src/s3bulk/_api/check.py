@@ -19,6 +19,8 @@ async def check_async(
     include: Patterns = (),
     exclude: Patterns = (),
     files_from: str | os.PathLike[str] | None = None,
+    inventory: str | None = None,
+    destination_inventory: str | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
     newer_than: datetime.datetime | float | None = None,
@@ -31,7 +33,9 @@ async def check_async(
     what is the same; `report.ok` is True when they hold the same. The names compared are those
     sync would act on with the same options: `include`/`exclude` and `files_from` choose names
     on both sides; the window compares only source entries inside it, and calls extra only
-    destination entries inside it whose name the source lacks altogether."""
+    destination entries inside it whose name the source lacks altogether. `inventory` and
+    `destination_inventory` (S3 Inventories: a manifest.json's s3:// URL, or its configuration's
+    prefix) are read in place of the source's and the destination's listings."""
     return await run_spec(
         CheckSpec,
         COPY,
@@ -41,6 +45,8 @@ async def check_async(
             "include": include,
             "exclude": exclude,
             "files_from": files_from,
+            "inventory": inventory,
+            "destination_inventory": destination_inventory,
             "min_size": min_size,
             "max_size": max_size,
             "newer_than": newer_than,

@@ -225,6 +225,7 @@ def map_objects(  # neither to= nor output=: results to iterate
     output: None = None,
     include: Patterns = (),
     exclude: Patterns = (),
+    inventory: str | None = None,
     on_error: str = MapSpec.on_error,
     stream: bool = False,
     engine: str = MAP.engine,
@@ -246,6 +247,7 @@ def map_objects(
     output: str | None = None,
     include: Patterns = (),
     exclude: Patterns = (),
+    inventory: str | None = None,
     on_error: str = MapSpec.on_error,
     stream: bool = False,
     engine: str = MAP.engine,
@@ -267,6 +269,7 @@ def map_objects(
     output: str | None = None,
     include: Patterns = (),
     exclude: Patterns = (),
+    inventory: str | None = None,
     on_error: str = MapSpec.on_error,
     stream: bool = False,
     engine: str = MAP.engine,
@@ -288,7 +291,9 @@ def map_objects(
     `include`/`exclude` take one glob or several; `on_error="collect"` fails an object whose
     function raised alone (`report.failures`), "abort" ends the job; `stream=True` hands a sync
     `fn` a file-like reader instead of the bytes, for objects too large to hold; `engine`,
-    `workers`, `concurrency`, `max_memory` and `ray_address` are `copy`'s.
+    `workers`, `concurrency`, `max_memory` and `ray_address` are `copy`'s; `inventory` (an S3
+    Inventory of the bucket: its manifest.json's s3:// URL, or its configuration's prefix) names
+    the objects in place of a listing, each of its files one worker's.
 
     `.report` waits for the end; a job whose results are left unread runs on, and Python's exit
     waits for it. A job of an importable function is journaled and resumable
@@ -303,6 +308,7 @@ def map_objects(
             "output": output,
             "include": include,
             "exclude": exclude,
+            "inventory": inventory,
             "on_error": on_error,
             "stream": stream,
             "engine": engine,
@@ -328,6 +334,7 @@ async def map_async(
     output: str | None = None,
     include: Patterns = (),
     exclude: Patterns = (),
+    inventory: str | None = None,
     on_error: str = MapSpec.on_error,
     stream: bool = False,
     engine: str = MAP.engine,
@@ -349,6 +356,7 @@ async def map_async(
             output=output,
             include=include,
             exclude=exclude,
+            inventory=inventory,
             on_error=on_error,
             stream=stream,
             engine=engine,

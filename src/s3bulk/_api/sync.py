@@ -24,6 +24,8 @@ async def sync_async(
     max_delete: int | None = None,
     exact_timestamps: bool = False,
     files_from: str | os.PathLike[str] | None = None,
+    inventory: str | None = None,
+    destination_inventory: str | None = None,
     verify: bool = True,
     restored_only: bool = False,
     include: Patterns = (),
@@ -61,8 +63,11 @@ async def sync_async(
     what differs. `mode` is "mtime" (sizes differ or the source is newer), "size" or "checksum";
     `delete` removes what the source lacks (refused when the source is empty or missing, unless
     `allow_empty_source`). `exact_timestamps` (downloads, "mtime" mode): a file whose time differs
-    from its object's at all is fetched again, not only one older than its object. Every other
-    option is `copy_async`'s."""
+    from its object's at all is fetched again, not only one older than its object.
+    `inventory` and `destination_inventory` (S3 Inventories) are read in place of the source's
+    and the destination's listings; with `delete`, a name the source's inventory lacks is looked
+    up at the source before its destination object is deleted (the inventory may be days old).
+    Every other option is `copy_async`'s."""
     return await run_spec(
         SyncSpec,
         COPY,
@@ -75,6 +80,8 @@ async def sync_async(
             "max_delete": max_delete,
             "exact_timestamps": exact_timestamps,
             "files_from": files_from,
+            "inventory": inventory,
+            "destination_inventory": destination_inventory,
             "verify": verify,
             "restored_only": restored_only,
             "include": include,

@@ -10,10 +10,12 @@ import typer
 from s3bulk._cli.jobrun import JsonOption
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
+    DestinationInventoryOption,
     EndpointOption,
     ExcludeOption,
     FilesFromOption,
     IncludeOption,
+    InventoryOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
@@ -42,6 +44,8 @@ def check_command(
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
     files_from: str | None = FilesFromOption,
+    inventory: str | None = InventoryOption,
+    destination_inventory: str | None = DestinationInventoryOption,
     as_json: bool = JsonOption,
     output: str | None = typer.Option(
         None,
@@ -85,6 +89,8 @@ def check_command(
             include=include,
             exclude=exclude,
             files_from=manifest_path(files_from),
+            inventory=inventory,
+            destination_inventory=destination_inventory,
             min_size=min_size,
             max_size=max_size,
             newer_than=newer_than,

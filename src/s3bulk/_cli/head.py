@@ -13,6 +13,7 @@ from s3bulk._cli.jobrun import StatsOption
 from s3bulk._cli.keys import with_key_options
 from s3bulk._cli.options import (
     EndpointOption,
+    InventoryOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
@@ -33,6 +34,7 @@ def head_command(
     url: str = typer.Argument(..., help="s3://bucket/key, or s3://bucket/prefix/ for every object below it."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per object."),
     concurrency: int = typer.Option(32, "--concurrency", help="HEAD requests in flight."),
+    inventory: str | None = InventoryOption,
     version_id: str | None = VersionIdOption,
     stats: bool = StatsOption,
     endpoint_url: str | None = EndpointOption,
@@ -50,7 +52,7 @@ def head_command(
     )
     if version_id:
         return _show_version(url, version_id, as_json, settings)
-    return show_attributes(url, as_json, concurrency, stats, settings)
+    return show_attributes(url, as_json, concurrency, stats, settings, inventory)
 
 
 def _show_version(url: str, version_id: str, as_json: bool, settings: AwsSettings) -> int:
@@ -66,13 +68,22 @@ def _show_version(url: str, version_id: str, as_json: bool, settings: AwsSetting
     return 0
 
 
-def show_attributes(url: str, as_json: bool, concurrency: int, stats: bool, settings: AwsSettings) -> int:
-    """HEAD the object, or every object under the prefix (in parallel), and print what it says."""
+def show_attributes(
+    url: str,
+    as_json: bool,
+    concurrency: int,
+    stats: bool,
+    settings: AwsSettings,
+    inventory: str | None = None,
+) -> int:
+    """HEAD the object, or every object under the prefix (in parallel; those `inventory` lists,
+    with no listing), and print what it says."""
     from s3bulk._api.base import run_async
     from s3bulk._commands.head import ENGINE, HeadSpec
     from s3bulk._engine.spec import EngineSpec
 
-    spec = HeadSpec(target=url, engine=EngineSpec(engine=ENGINE.engine, concurrency=concurrency))
+    engine = EngineSpec(engine=ENGINE.engine, concurrency=concurrency)
+    spec = HeadSpec(target=url, inventory=inventory, engine=engine)
 
     def show(records: list[dict[str, Any]]) -> None:
         for record in records:

@@ -26,6 +26,7 @@ from s3bulk._cli.options import (
     EngineOption,
     ExcludeOption,
     IncludeOption,
+    InventoryOption,
     NoSignOption,
     NoVerifyOption,
     ProfileOption,
@@ -61,6 +62,7 @@ def map_command(
     ),
     include: list[str] = IncludeOption,
     exclude: list[str] = ExcludeOption,
+    inventory: str | None = InventoryOption,
     as_json: bool = JsonOption,
     quiet: bool = QuietOption,
     stats: bool = StatsOption,
@@ -112,6 +114,7 @@ def map_command(
             output=output,
             include=tuple(include),
             exclude=tuple(exclude),
+            inventory=inventory,
             on_error=on_error,
             engine=chosen,
         )

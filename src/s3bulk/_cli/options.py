@@ -19,7 +19,16 @@ from s3bulk._config import (
     parse_size,
 )
 from s3bulk._errors import UsageError
-from s3bulk._flags import EXCLUDE, FILES_FROM, INCLUDE, INVENTORY, LIST_RANGES, PART_SIZE, Flag
+from s3bulk._flags import (
+    DESTINATION_INVENTORY,
+    EXCLUDE,
+    FILES_FROM,
+    INCLUDE,
+    INVENTORY,
+    LIST_RANGES,
+    PART_SIZE,
+    Flag,
+)
 from s3bulk._stores.routes import Parts
 
 
@@ -294,5 +303,6 @@ IncludeOption = flag_option(INCLUDE["option"], ())[1]
 ExcludeOption = flag_option(EXCLUDE["option"], ())[1]
 FilesFromOption = flag_option(FILES_FROM["option"], None)[1]
 InventoryOption = flag_option(INVENTORY["option"], None)[1]
+DestinationInventoryOption = flag_option(DESTINATION_INVENTORY["option"], None)[1]
 ListRangesOption = flag_option(LIST_RANGES["option"], None)[1]
 PartSizeOption = flag_option(PART_SIZE["option"], Parts.size)[1]

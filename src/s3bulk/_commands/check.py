@@ -17,8 +17,8 @@ from typing import Any, ClassVar, NamedTuple
 
 from s3bulk._commands.base import Command, JobPlan, Spec
 from s3bulk._commands.mover import Stores, url_of
-from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, sides_match
-from s3bulk._commands.transfer import Direction, TransferOptions, TransferSpec, transfer_options, unchanged
+from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, SidesSpec, sides_match
+from s3bulk._commands.transfer import Direction, TransferOptions, transfer_options, unchanged
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._errors import ItemError
@@ -29,7 +29,7 @@ from s3bulk._urls import Location, parse_location
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckSpec(TransferSpec):
+class CheckSpec(SidesSpec):
     command: ClassVar[str] = "check"
 
 
@@ -53,7 +53,9 @@ class CheckCommand(Command):
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, CheckSpec)
         source, destination = parse_location(spec.source), parse_location(spec.destination)
-        return CheckJob(source, destination, settings, transfer_options(spec, settings, plan))
+        job = CheckJob(source, destination, settings, transfer_options(spec, settings, plan))
+        await job.sides.read_inventories()
+        return job
 
     def verb(self, job: Job) -> str:
         return "check"

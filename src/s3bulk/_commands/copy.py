@@ -37,17 +37,14 @@ from s3bulk._sources.inventory import (
     InventoryFile,
     Manifest,
     check_inventory,
-    inventoried_bucket,
-    pages,
-    read_file,
-    read_manifest,
+    file_pages,
+    load_inventory,
 )
 from s3bulk._sources.listing import KeyRange, ObjectBatch, SingleObject, find_object, iter_range
 from s3bulk._sources.local import LocalBatch, named_files, walk, walked_again
 from s3bulk._sources.manifest import NamedObjects, look_up, manifest_chunks
 from s3bulk._stores.conditional import asked_replaces
 from s3bulk._stores.s3xml import ObjectInfo
-from s3bulk._stores.storage import Storage
 from s3bulk._text import NOT_UTF8, is_utf8
 from s3bulk._urls import (
     LocalLocation,
@@ -123,7 +120,8 @@ class CopyCommand(Command):
         job = CopyJob(source, destination, settings, options)
         job.preflight_requests = await job.preflight()
         if isinstance(spec, CopySpec) and spec.inventory is not None:
-            job.manifest = await job.read_inventory(spec.inventory)
+            assert isinstance(source, S3Location)
+            job.manifest = await load_inventory(settings.reading, spec.inventory, source.bucket)
         return job
 
     def verb(self, job: Job) -> str:
@@ -169,16 +167,6 @@ class CopyJob:
     async def preflight(self) -> dict[str, int]:
         """Before the job starts: the bucket written to answers (`written_bucket_usable`)."""
         return await written_bucket_usable(self.settings, self.destination, self.options.spec.dry_run)
-
-    async def read_inventory(self, url: str) -> Manifest:
-        """--inventory's manifest, read and checked in the driver: its files become the work."""
-        assert isinstance(self.source, S3Location)
-        storage = Storage(self.settings.reading, connections=2)
-        try:
-            manifest = await read_manifest(storage, url)
-        finally:
-            await storage.close()
-        return inventoried_bucket(manifest, self.source.bucket)
 
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
@@ -291,9 +279,8 @@ class CopyJob:
             yield self._map_objects(await self._found(descriptor.keys, ctx), ctx)
             return
         if isinstance(descriptor, InventoryFile):
-            body = await read_file(self.mover.source_storage, descriptor)
-            for objects in pages(descriptor, body, self.source.key):  # a page at a time, as listed
-                yield self._map_objects(objects, ctx)
+            async for objects in file_pages(self.mover.source_storage, descriptor, self.source.key):
+                yield self._map_objects(objects, ctx)  # a page at a time, as listed
             return
         async for objects in iter_range(
             self.mover.source_storage,

@@ -16,6 +16,7 @@ from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, WorkerContext
 from s3bulk._engine.spec import EngineSpec
 from s3bulk._report import WorkerStats
+from s3bulk._sources.inventory import InventoryFile, Manifest, check_inventory, file_pages, load_inventory
 from s3bulk._sources.listing import KeyRange, SingleObject, iter_range
 from s3bulk._stores.attributes import described
 from s3bulk._stores.s3xml import ObjectInfo
@@ -29,10 +30,12 @@ ENGINE = EngineSpec(engine="async", concurrency=32)  # HEADs are small: one proc
 class HeadSpec(Spec):
     command: ClassVar[str] = "head"
     target: str  # s3://bucket/key, or s3://bucket/prefix/ for every object below
+    inventory: str | None = None  # an S3 Inventory of the bucket, in place of its listing
     engine: EngineSpec = ENGINE
 
     def __post_init__(self) -> None:
         parse_s3(self.target)  # malformed: one line now
+        check_inventory(self.inventory, self.target)
 
     def places(self) -> tuple[str, str]:
         return self.target, ""
@@ -48,7 +51,10 @@ class HeadCommand(Command):
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, HeadSpec)
-        return HeadJob(parse_s3(spec.target), settings)
+        job = HeadJob(parse_s3(spec.target), settings)
+        if spec.inventory is not None:
+            job.manifest = await load_inventory(settings, spec.inventory, job.location.bucket)
+        return job
 
 
 @dataclass
@@ -58,6 +64,7 @@ class HeadJob:
     partitioned_listing: bool | None = None  # key ranges where StartAfter is measured to seek
     preflight_requests: dict[str, int] = field(default_factory=dict)
     preflight_notes: list[str] = field(default_factory=list)
+    manifest: Manifest | None = None  # --inventory's, checked: each data file one descriptor
 
     def __post_init__(self) -> None:
         self._storage: Storage | None = None
@@ -67,6 +74,10 @@ class HeadJob:
 
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        if self.manifest is not None:  # no listing of the bucket
+            for file in self.manifest.files:
+                yield file
+            return
         key = self.location.key
         yield KeyRange() if self.location.is_prefix else SingleObject(key)
 
@@ -87,6 +98,11 @@ class HeadJob:
             yield [ObjectInfo(descriptor.key, 0, "", "")]
             return
         location = self.location
+        if isinstance(descriptor, InventoryFile):
+            async for objects in file_pages(self._storage, descriptor, location.key):
+                ctx.stats.objects_listed += len(objects)
+                yield objects
+            return
         split = ctx.split if self.partitioned_listing is not False else None
         async for objects in iter_range(
             self._storage,

@@ -32,6 +32,7 @@ from s3bulk._engine.job import Job, Skipped, WorkerContext
 from s3bulk._errors import ItemError, JobAborted, UsageError, require_extra
 from s3bulk._plan.filters import Filters
 from s3bulk._report import WorkerStats
+from s3bulk._sources.inventory import InventoryFile, Manifest, check_inventory, file_pages, load_inventory
 from s3bulk._sources.listing import KeyRange, iter_range
 from s3bulk._stores.s3xml import ObjectInfo
 from s3bulk._stores.storage import Storage
@@ -114,6 +115,7 @@ class MapSpec(Spec):
     exclude: tuple[str, ...] = ()
     on_error: str = "collect"
     stream: bool = False  # fn gets a file-like reader instead of the bytes (objects too large to hold)
+    inventory: str | None = None  # an S3 Inventory of the bucket, in place of its listing
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "include", patterns(self.include, "include"))
@@ -125,6 +127,7 @@ class MapSpec(Spec):
             parse_s3(self.to)
             if not self.to.endswith("/"):
                 object.__setattr__(self, "to", self.to + "/")
+        check_inventory(self.inventory, self.source)
         if self.on_error not in ON_ERROR:
             raise UsageError(f"on_error {self.on_error!r}: use one of {', '.join(ON_ERROR)}")
         if self.to is not None and self.output is not None:
@@ -153,7 +156,10 @@ class MapCommand(Command):
 
     async def build(self, spec: Spec, settings: AwsSettings, plan: JobPlan) -> Job:
         assert isinstance(spec, MapSpec)
-        return MapJob(settings, parse_s3(spec.source), imported(spec.function), spec)
+        job = MapJob(settings, parse_s3(spec.source), imported(spec.function), spec)
+        if spec.inventory is not None:
+            job.manifest = await load_inventory(settings, spec.inventory, job.source.bucket)
+        return job
 
     def verb(self, job: Job) -> str:
         return "map"
@@ -171,6 +177,7 @@ class MapJob:
     spec: MapSpec
     preflight_requests: dict[str, int] = field(default_factory=dict)
     preflight_notes: list[str] = field(default_factory=list)
+    manifest: Manifest | None = None  # --inventory's, checked: each data file one descriptor
 
     def __post_init__(self) -> None:
         self._storage: Storage | None = None
@@ -199,6 +206,10 @@ class MapJob:
 
     # ---- driver side -------------------------------------------------------------------------
     async def partitions(self, stats: WorkerStats) -> AsyncIterator[Any]:
+        if self.manifest is not None:  # no listing of the bucket
+            for file in self.manifest.files:
+                yield file
+            return
         yield KeyRange()
 
     def retry_partitions(self, rows: Iterator[list[tuple[str, int]]]) -> Iterator[Any]:
@@ -228,6 +239,10 @@ class MapJob:
     async def expand(self, descriptor: Any, ctx: WorkerContext) -> AsyncIterator[list[ObjectInfo]]:
         if isinstance(descriptor, tuple):  # a retry's objects
             yield self._wanted(list(descriptor), ctx)
+            return
+        if isinstance(descriptor, InventoryFile):
+            async for objects in file_pages(self.storage, descriptor, self.source.key):
+                yield self._wanted(objects, ctx)
             return
         async for objects in iter_range(
             self.storage,

@@ -28,10 +28,8 @@ from s3bulk._sources.inventory import (
     InventoryFile,
     Manifest,
     check_inventory,
-    inventoried_bucket,
-    pages,
-    read_file,
-    read_manifest,
+    file_pages,
+    load_inventory,
 )
 from s3bulk._sources.listing import KeyRange, SingleObject, find_object, iter_range
 from s3bulk._sources.manifest import NamedObjects, check_manifest, look_up, manifest_chunks
@@ -115,7 +113,7 @@ class RemoveCommand(Command):
         if job.pattern and spec.files_from is None:
             await job.take_literally()
         if spec.inventory is not None:
-            job.manifest = await job.read_inventory(spec.inventory)
+            job.manifest = await load_inventory(settings, spec.inventory, job.target.bucket)
         return job
 
     async def finish(self, spec: Spec, job: Job, report: Report, completed: bool) -> None:
@@ -172,15 +170,6 @@ class RemoveJob:
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__) | {"_storage": None}
-
-    async def read_inventory(self, url: str) -> Manifest:
-        """--inventory's manifest, read and checked in the driver: its files become the work."""
-        storage = Storage(self.settings, connections=2)
-        try:
-            manifest = await read_manifest(storage, url)
-        finally:
-            await storage.close()
-        return inventoried_bucket(manifest, self.target.bucket)
 
     async def take_literally(self) -> None:
         """A target with `*`, `?` or `[` that names an existing key means that key, as `cp` and
@@ -258,8 +247,7 @@ class RemoveJob:
             yield self._batch([found], ctx)
             return
         if isinstance(descriptor, InventoryFile):
-            body = await read_file(self._storage, descriptor)
-            for objects in pages(descriptor, body, self.prefix):
+            async for objects in file_pages(self._storage, descriptor, self.prefix):
                 batch = self._batch([info for info in objects if self._wanted(info)], ctx)
                 if batch:
                     yield batch

@@ -16,14 +16,29 @@ from typing import Any, NamedTuple
 
 from s3bulk._commands.deletes import DeleteBatch, LocalDelete
 from s3bulk._commands.mover import Stores
-from s3bulk._commands.transfer import Direction, TransferOptions, check_places, check_source, direction_of
+from s3bulk._commands.transfer import (
+    Direction,
+    TransferOptions,
+    TransferSpec,
+    check_places,
+    check_source,
+    direction_of,
+)
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import WorkerContext
-from s3bulk._errors import UsageError
+from s3bulk._errors import JobAborted, UsageError
+from s3bulk._flags import DESTINATION_INVENTORY, INVENTORY
 from s3bulk._plan.diff import Entry, Unlisted, merge_join
 from s3bulk._plan.keys import MARKER_DATA, TransferItem
 from s3bulk._report import Failure, WorkerStats
-from s3bulk._sources.listing import in_order_or_sorted, list_prefix, list_sequential, sorted_listing
+from s3bulk._sources.inventory import Manifest, check_inventory, inventory_pages, load_inventory
+from s3bulk._sources.listing import (
+    in_order_or_sorted,
+    list_prefix,
+    list_sequential,
+    sorted_listing,
+    sorted_pages,
+)
 from s3bulk._sources.local import walk
 from s3bulk._sources.manifest import sorted_names
 from s3bulk._stores import checksums
@@ -39,6 +54,30 @@ MERGE_NEEDS_ORDER = (
     "sync and check walk two sorted listings side by side, and this one came in order at first, so "
     "they stop here rather than copy or delete the wrong objects (cp and rm do not need the order)"
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SidesSpec(TransferSpec):
+    """What sync and check take beyond a transfer's options: each side's S3 Inventory, read in
+    place of its listing (`Sides.read_inventories`)."""
+
+    inventory: str | None = field(default=None, metadata=INVENTORY)  # the source's
+    destination_inventory: str | None = field(default=None, metadata=DESTINATION_INVENTORY)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_inventory(self.inventory, _as_prefix(self.source), self.files_from)
+        check_inventory(
+            self.destination_inventory,
+            _as_prefix(self.destination),
+            self.files_from,
+            flag="--destination-inventory",
+        )
+
+
+def _as_prefix(place: str) -> str:
+    """sync and check read SRC and DST as prefixes, '/' or not (`as_directory`)."""
+    return place if not isinstance(place, str) or place.endswith("/") else place + "/"
 
 
 class CheckItem(NamedTuple):
@@ -87,6 +126,10 @@ class Sides:
     direction: Direction = field(init=False)
     unlisted: Unlisted = field(default_factory=Unlisted, init=False)
     make: Callable[..., Storage] = field(default=Storage, init=False)  # as `Stores.make`
+    # each side's inventory (`read_inventories`), read in place of its listing
+    inventories: tuple[Manifest | None, Manifest | None] = field(default=(None, None), init=False)
+    # sync --delete: why an inventory that lists nothing under the source prefix stops the job
+    refuse_empty_source: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         source = self.source
@@ -107,6 +150,29 @@ class Sides:
     def local_side(self) -> bool:
         """Whether one side is a directory: its files have no ETags, and "dir/" markers no files."""
         return self.direction != "copy"
+
+    @property
+    def source_inventoried(self) -> bool:
+        """Whether the source's entries come from an inventory, a listing of a day or more ago."""
+        return self.inventories[0] is not None
+
+    async def read_inventories(self) -> None:
+        """The manifests --inventory and --destination-inventory name, read and checked (each
+        must list its side's bucket) before the job starts."""
+        spec = self.options.spec
+        if not isinstance(spec, SidesSpec):
+            return
+        found: list[Manifest | None] = []
+        for url, location, settings in (
+            (spec.inventory, self.source, self.settings.reading),
+            (spec.destination_inventory, self.destination, self.settings),
+        ):
+            if url is None:
+                found.append(None)
+                continue
+            assert isinstance(location, S3Location)
+            found.append(await load_inventory(settings, url, location.bucket))
+        self.inventories = (found[0], found[1])
 
     # ---- driver side: list both sides, merge them ------------------------------------------
     async def chunks(self, stats: WorkerStats) -> AsyncIterator[list[tuple[Entry | None, Entry | None]]]:
@@ -180,7 +246,7 @@ class Sides:
             return
         filters = self.options.filters
         prefix = location.key
-        async for objects in self._in_key_order(location, client):
+        async for objects in self._in_key_order(location, client, is_source):
             entries = []
             for info in objects:
                 relative = info.key[len(prefix) :]
@@ -204,12 +270,18 @@ class Sides:
                 )
             yield entries
 
-    def _in_key_order(self, location: S3Location, client: Storage) -> AsyncIterator[list[ObjectInfo]]:
+    def _in_key_order(
+        self, location: S3Location, client: Storage, is_source: bool
+    ) -> AsyncIterator[list[ObjectInfo]]:
         """One side's listing in key order, as the merge needs it: as the service lists it, in
         key ranges side by side where they pay; sorted on this side (`sorted_listing`: an
         external sort, memory bounded) where the service lists in no order, an S3 Express
-        directory bucket from the start, any other as soon as its first page shows it."""
+        directory bucket from the start, any other as soon as its first page shows it; or the
+        side's inventory, sorted (`_inventoried`)."""
         bucket, prefix = location.bucket, location.key
+        manifest = self.inventories[0 if is_source else 1]
+        if manifest is not None:
+            return self._inventoried(manifest, location, client, is_source)
 
         def sorted_pages() -> AsyncIterator[list[ObjectInfo]]:
             return sorted_listing(client, bucket, prefix)
@@ -231,6 +303,21 @@ class Sides:
                 async for page in list_sequential(client, bucket, prefix, ordered_for=MERGE_NEEDS_ORDER)
             )
         return in_order_or_sorted(pages, sorted_pages)
+
+    async def _inventoried(
+        self, manifest: Manifest, location: S3Location, client: Storage, is_source: bool
+    ) -> AsyncIterator[list[ObjectInfo]]:
+        """A side's objects as its inventory lists them, in key order: AWS writes an inventory's
+        files in no order of keys, so they are read whole into an external sort (memory bounded,
+        and nothing handed on before the last row is in: an inventory that cannot be read gives
+        nothing to act on). An inventory that lists nothing under the source prefix stops a
+        sync --delete here, before the merge could call any destination object extra."""
+        handed = 0
+        async for objects in sorted_pages(inventory_pages(client, manifest, location.key), manifest.url):
+            handed += len(objects)
+            yield objects
+        if not handed and is_source and self.refuse_empty_source:
+            raise JobAborted(self.refuse_empty_source)
 
     async def _local_entries(self, location: LocalLocation, is_source: bool) -> AsyncIterator[list[Entry]]:
         filters = self.options.filters

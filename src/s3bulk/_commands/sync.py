@@ -8,6 +8,7 @@ stays flat in the object count (a page per side plus a bounded queue of action b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 from s3bulk._commands.base import Command, JobPlan, Spec
 from s3bulk._commands.deletes import (
     CHANGED_AFTER_LISTING,
+    HEADS,
     BatchDeleter,
     DeleteBatch,
     LocalDelete,
@@ -24,18 +26,17 @@ from s3bulk._commands.deletes import (
     run_delete_batch,
 )
 from s3bulk._commands.mover import Mover
-from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, sides_match, transfer_of
+from s3bulk._commands.sides import CheckItem, DiffBatch, Sides, SidesSpec, sides_match, transfer_of
 from s3bulk._commands.transfer import (
     Direction,
     TransferOptions,
-    TransferSpec,
     transfer_options,
     unchanged,
     written_bucket_usable,
 )
 from s3bulk._config import AwsSettings
 from s3bulk._engine.job import BatchOutcome, Job, Skipped, WorkerContext
-from s3bulk._errors import ItemError, UsageError
+from s3bulk._errors import ItemError, S3Error, UsageError
 from s3bulk._flags import option
 from s3bulk._plan.diff import Entry, SyncMode, decide
 from s3bulk._report import Failure, WorkerStats
@@ -49,7 +50,7 @@ NOT_FOR_SYNC = ("no_clobber", "if_size_differ", "if_newer")
 
 
 @dataclass(frozen=True, kw_only=True)
-class SyncSpec(TransferSpec):
+class SyncSpec(SidesSpec):
     """sync compares whole listings: the per-object guards of cp (-n, -s, -u), NOT_FOR_SYNC,
     mean nothing there and are no option of it."""
 
@@ -113,6 +114,7 @@ class SyncCommand(Command):
             delete=spec.delete,
             allow_empty_source=spec.allow_empty_source,
         )
+        await job.sides.read_inventories()
         job.preflight_requests = await job.preflight()
         return job
 
@@ -124,6 +126,12 @@ class SyncCommand(Command):
 # file name holds. With "delete:", a key named `delete:/some/path` whose transfer failed came back
 # from --retry-failed as a delete of /some/path.
 DELETE_PREFIX = "\x00delete:"
+SOURCE_HOLDS_IT = (
+    "not deleted: the source holds this name now (written after the source's inventory was "
+    "taken), so it is not extra: kept (run the sync again, from a newer inventory or a listing, "
+    "to copy it)"
+)
+UNSEEN_SOURCE = "not deleted: whether the source holds it now could not be looked up"
 STALE_DELETE = (
     "not deleted: an earlier run's listing found it extra; --retry-failed deletes it only if "
     "its own listings still do"
@@ -181,6 +189,13 @@ class SyncJob:
         source is refused; and `sync s3://b/name ...` where `name` is an object and `name/`
         holds nothing is refused, as a local file is (cp copies one object)."""
         requests = await written_bucket_usable(self.settings, self.destination, self.options.spec.dry_run)
+        if self.sides.source_inventoried:  # its rows say if it is empty (`Sides._inventoried`): no LIST
+            if self.delete and not self.allow_empty_source:
+                self.sides.refuse_empty_source = (
+                    f"the source's inventory lists nothing under {self.source}: sync --delete would "
+                    "delete everything in the destination; pass --allow-empty-source if that is what you want"
+                )
+            return requests
         if self.delete and not self.allow_empty_source and await self._source_is_empty():
             raise UsageError(
                 f"the source {self.source} is empty or missing: sync --delete would delete everything "
@@ -368,18 +383,29 @@ class SyncJob:
     async def run(self, item: Any, ctx: WorkerContext) -> int | BatchOutcome | Skipped:
         mover = self.mover
         if isinstance(item, DeleteBatch):
-            outcome = await run_delete_batch(
-                mover.storage, item, self.options.spec.dry_run, mover.cap, ctx, self._deleter(item.bucket)
-            )
+            item, kept = await self._still_extra(item)
+            outcome = BatchOutcome([], [])
+            if item.keys:
+                outcome = await run_delete_batch(
+                    mover.storage, item, self.options.spec.dry_run, mover.cap, ctx, self._deleter(item.bucket)
+                )
             ctx.stats.objects_deleted += len(outcome.done)
             return BatchOutcome(
                 [(DELETE_PREFIX + key, 0, url) for key, _, url in outcome.done],
-                [replace(failure, item_id=DELETE_PREFIX + failure.item_id) for failure in outcome.failures],
+                [
+                    replace(failure, item_id=DELETE_PREFIX + failure.item_id)
+                    for failure in [*kept, *outcome.failures]
+                ],
                 # the records name what each delete removes (a --dry-run's plan sums it), though no
                 # byte moved
                 tuple({"source": url, "size": size} for _, size, url in outcome.done),
             )
         if isinstance(item, LocalDelete):
+            if self.sides.source_inventoried:
+                relative = os.path.relpath(item.path, str(self.destination)).replace(os.sep, "/")
+                why = (await self._held_at_source([relative])).get(relative)
+                if why:
+                    raise ItemError(why, retryable=False)
             if mover.cap is not None and not mover.cap.take(1, ctx.stop_job):
                 return BatchOutcome([], [])  # not deleted, not journaled: a resume does it
             if not self.options.spec.dry_run:
@@ -391,6 +417,52 @@ class SyncJob:
                 return unchanged(ctx, item.transfer.size)
             item = item.transfer
         return await mover.run(item, ctx)
+
+    async def _still_extra(self, batch: DeleteBatch) -> tuple[DeleteBatch, list[Failure]]:
+        """The batch less the keys the source holds now, and those kept, each named. A source
+        inventory is a listing of a day or more ago: a name written to the source since is not
+        in it, and its destination object (copied since, or written there) would look extra. So
+        from an inventory, each name is looked up at the source (a HEAD) just before its delete,
+        and deleted only where the source has no such object; with a listing of this run, the
+        batch as it is."""
+        if not self.sides.source_inventoried:
+            return batch, []
+        assert isinstance(self.destination, S3Location)
+        start = len(self.destination.key)
+        held = await self._held_at_source([key[start:] for key, _ in batch.keys])
+        if not held:
+            return batch, []
+        url = f"s3://{batch.bucket}/"
+        kept = [
+            Failure(url + key, "", held[key[start:]], item_id=key, size=size)
+            for key, size in batch.keys
+            if key[start:] in held
+        ]
+        keys = tuple(entry for entry in batch.keys if entry[0][start:] not in held)
+        names = {key for key, _ in keys}
+        return replace(batch, keys=keys, etags=tuple(each for each in batch.etags if each[0] in names)), kept
+
+    async def _held_at_source(self, names: list[str]) -> dict[str, str]:
+        """{name: why its destination is kept} of the names (relative to the source prefix) the
+        source holds now, or that could not be looked up; a name the source answers 404 for is
+        extra, and absent from the answer. `HEADS` at a time."""
+        assert isinstance(self.source, S3Location)
+        reader, writer = self.mover.source_storage, self.mover.storage
+        bucket, prefix = self.source.bucket, self.source.key
+        heads = asyncio.Semaphore(HEADS)
+
+        async def kept(name: str) -> str:
+            async with heads:
+                try:
+                    await reader.head(bucket, prefix + name, of_source=reader is writer)
+                except S3Error as error:
+                    return "" if error.status == 404 else f"{UNSEEN_SOURCE}: {error}"
+                except ItemError as error:
+                    return f"{UNSEEN_SOURCE}: {error}"
+            return SOURCE_HOLDS_IT
+
+        found = await asyncio.gather(*(kept(name) for name in names))
+        return {name: why for name, why in zip(names, found, strict=True) if why}
 
     def cost(self, item: Any) -> int:
         if isinstance(item, DeleteBatch | LocalDelete):

@@ -22,11 +22,12 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote_plus
 
+from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, UsageError, require_extra
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
 from s3bulk._urls import parse_s3
@@ -99,21 +100,21 @@ class Manifest:
     files: tuple[InventoryFile, ...]
 
 
-def check_inventory(inventory: str | None, source: str, files_from: str | None = None) -> None:
+def check_inventory(
+    inventory: str | None, source: str, files_from: str | None = None, flag: str = "--inventory"
+) -> None:
     """An inventory stands for a listing of an s3:// prefix, and for nothing else."""
     if inventory is None:
         return
     if not isinstance(inventory, str) or not inventory.startswith("s3://"):
-        raise UsageError(
-            f"--inventory {inventory!r}: give the s3:// URL of its manifest.json or of its prefix"
-        )
+        raise UsageError(f"{flag} {inventory!r}: give the s3:// URL of its manifest.json or of its prefix")
     parse_s3(inventory)
-    if not source.startswith("s3://") or not source.endswith("/"):
+    if not isinstance(source, str) or not source.startswith("s3://") or not source.endswith("/"):
         raise UsageError(
-            f"--inventory lists objects under an s3:// prefix: give one ending in '/', not {source!r}"
+            f"{flag} lists objects under an s3:// prefix: give one ending in '/', not {source!r}"
         )
     if files_from is not None:
-        raise UsageError("--inventory and --files-from each name the objects: pick one")
+        raise UsageError(f"{flag} and --files-from each name the objects: pick one")
 
 
 def inventoried_bucket(manifest: Manifest, bucket: str) -> Manifest:
@@ -187,6 +188,38 @@ async def read_manifest(store: Store, url: str) -> Manifest:
         for entry in entries
     )
     return Manifest(f"s3://{bucket}/{key}", source, kind, files)
+
+
+async def read_inventory(store: Store, url: str, bucket: str) -> Manifest:
+    """--inventory's manifest for a job over `bucket`, read and checked in the driver (its files
+    become the work, or one side of a merge): one line if it lists another bucket."""
+    return inventoried_bucket(await read_manifest(store, url), bucket)
+
+
+async def load_inventory(settings: AwsSettings, url: str, bucket: str) -> Manifest:
+    """`read_inventory` on a store of its own, opened and closed here (a job's build)."""
+    from s3bulk._stores.storage import Storage
+
+    storage = Storage(settings, connections=2)
+    try:
+        return await read_inventory(storage, url, bucket)
+    finally:
+        await storage.close()
+
+
+async def file_pages(store: Store, file: InventoryFile, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+    """One data file's objects under `prefix`, a page at a time, as a listing gives them: what a
+    worker does with the descriptor `InventoryFile`."""
+    for objects in pages(file, await read_file(store, file), prefix):
+        yield objects
+
+
+async def inventory_pages(store: Store, manifest: Manifest, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+    """Every object the inventory lists under `prefix`, its files read one after another, in
+    the inventory's order (ls, du, and one side of sync and check before it is sorted)."""
+    for file in manifest.files:
+        async for objects in file_pages(store, file, prefix):
+            yield objects
 
 
 def checked_body(file: InventoryFile, body: bytes) -> bytes:

@@ -639,24 +639,33 @@ async def in_order_or_sorted(
 async def sorted_listing(
     client: Lister, bucket: str, prefix: str, *, page_size: int = 1000
 ) -> AsyncIterator[list[ObjectInfo]]:
-    """A listing in whatever order the service gives it, read to its end into an external sort
-    (`extsort.ExternalSort`: memory bounded whatever the count), then handed on in key order,
-    `page_size` entries at a time. Nothing is handed on before the last page came: a listing
-    that fails on the way gives nothing to act on. A key listed twice as the same object is
-    handed on once; as two different objects, it stops the listing."""
+    """A listing in whatever order the service gives it, sorted (`sorted_pages`)."""
+    listed = (page.objects async for page in list_sequential(client, bucket, prefix))
+    async for page in sorted_pages(listed, f"s3://{bucket}/{prefix}", page_size=page_size):
+        yield page
+
+
+async def sorted_pages(
+    pages: AsyncIterator[list[ObjectInfo]], where: str, *, page_size: int = 1000
+) -> AsyncIterator[list[ObjectInfo]]:
+    """Objects in any order (a listing, an inventory's files), read to their end into an
+    external sort (`extsort.ExternalSort`: memory bounded whatever the count), then handed on in
+    key order, `page_size` entries at a time. Nothing is handed on before the last page came: a
+    listing that fails on the way gives nothing to act on. A key given twice as the same object
+    is handed on once; as two different objects, it stops the listing."""
     sort: ExternalSort[ObjectInfo] = ExternalSort(key=_key_of)
     try:
-        async for page in list_sequential(client, bucket, prefix):
-            if len(page.objects) > 64:  # sorting a run and writing it is ~0.1 s per 100,000
-                await asyncio.to_thread(sort.add, page.objects)
+        async for objects in pages:
+            if len(objects) > 64:  # sorting a run and writing it is ~0.1 s per 100,000
+                await asyncio.to_thread(sort.add, objects)
             else:
-                sort.add(page.objects)
+                sort.add(objects)
         previous: ObjectInfo | None = None
         out: list[ObjectInfo] = []
         for info in sort.sorted():
             if previous is not None and info.key == previous.key:
                 if info != previous:
-                    raise ListingCheck(f"s3://{bucket}/{prefix}")._twice(info)
+                    raise ListingCheck(where)._twice(info)
                 continue
             out.append(info)
             previous = info
