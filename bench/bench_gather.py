@@ -204,6 +204,16 @@ def main() -> None:
     )
     parser.add_argument("--output", default=None)
     parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="--peers: the file variants to read, comma-separated"
+    )
+    parser.add_argument(
+        "--tools",
+        default="",
+        help="--peers: only these tools (comma-separated, as in peer_tools: 's3bulk xarray cold,h5coro'); "
+        "default all",
+    )
+    parser.add_argument("--no-zero-rtt", action="store_true", help="--peers: the --rtt-ms profile only")
+    parser.add_argument(
         "--peers",
         action="store_true",
         help="issue 68: h5netcdf+s3fs through xarray, h5coro, kerchunk, s3bulk gather and xarray backend, "
@@ -288,11 +298,19 @@ def server_counts(endpoint: str) -> tuple[int, int]:
     return requests, sent
 
 
-def peer_tools(variant: str) -> list[str]:
+def peer_tools(variant: str, only: str = "") -> list[str]:
     tools = ["s3bulk gather cold", "s3bulk gather warm", "s3bulk xarray cold", "s3bulk xarray warm"]
     if variant == "gzip":
-        tools += ["xarray-h5netcdf-s3fs", "h5coro", "kerchunk", "vz-icechunk"]
-    return tools
+        tools += ["s3bulk xarray by name cold", "xarray-h5netcdf-s3fs", "h5coro", "kerchunk", "vz-icechunk"]
+    chosen = [tool.strip() for tool in only.split(",") if tool.strip()]
+    return [tool for tool in tools if tool in chosen] if chosen else tools
+
+
+def cache_name(tool: str) -> str:
+    """Each s3bulk tool's own index cache (a warm run follows its own cold one)."""
+    if tool.startswith("s3bulk xarray by name"):
+        return "xarray-by-name"
+    return tool.split()[1] if tool.startswith("s3bulk") else tool
 
 
 def peer_command(
@@ -300,11 +318,15 @@ def peer_command(
 ) -> tuple[list[str], dict[str, str]]:
     """The command of one tool on one variant's files, and what its environment adds."""
     glob = f"s3://bench/{variant}/*.h5"
-    cache = scratch / f"cache-{variant}-{tool.split()[1] if tool.startswith('s3bulk') else tool}"
+    cache = scratch / f"cache-{variant}-{cache_name(tool)}"
     if tool.startswith("s3bulk gather"):
         command = [sys.executable, "-m", "s3bulk", "gather", glob, "-d", DATASET, "-s", f":,{column}"]
         return [*command, "-o", str(out), "--json", "--cache-dir", str(cache)], {}
     urls = sorted(f"s3://bench/{variant}/{path.name}" for path in (scratch / "files" / variant).glob("*.h5"))
+    if tool.startswith("s3bulk xarray by name"):
+        return [sys.executable, str(PEERS), "s3bulk-xarray-by-name", str(column), str(out), *urls], {
+            "S3BULK_CACHE_DIR": str(cache)
+        }
     if tool.startswith("s3bulk xarray"):
         return [sys.executable, str(PEERS), "s3bulk-xarray", str(column), str(out), glob], {
             "S3BULK_CACHE_DIR": str(cache)
@@ -334,17 +356,22 @@ def run_peer_profile(
     began = time.perf_counter()
     gzip_urls = sorted(f"s3://bench/gzip/{p.name}" for p in (scratch / "files" / "gzip").glob("*.h5"))
     shutil.rmtree(scratch / "icechunk", ignore_errors=True)
-    for peer, built in (("kerchunk", scratch / "references.json"), ("vz-icechunk", scratch / "icechunk")):
+    built_peers = (("kerchunk", scratch / "references.json"), ("vz-icechunk", scratch / "icechunk"))
+    for peer, built in [
+        (peer, built) for peer, built in built_peers if peer in peer_tools("gzip", options.tools)
+    ]:
         command = [sys.executable, str(PEERS), f"{peer}-build", "0", str(built), *gzip_urls]
         build = measure(command, env, f"{peer} build", name, keep_stdout=True)
         said[peer] = f"references built once per profile in {build.seconds:.2f} s (not in its times)"
         if build.returncode != 0:
             said[peer] = "its references could not be built (its error is in the log)"
         print(f"[{name}] {peer}: {said[peer]}")
-    work = [(variant, tool) for variant in VARIANTS for tool in peer_tools(variant)]
+    work = [
+        (variant, tool) for variant in options.variant_list for tool in peer_tools(variant, options.tools)
+    ]
     for run in range(options.runs):
-        for variant in VARIANTS:  # cold means cold: no index cache
-            for tool in ("gather", "xarray"):
+        for variant in options.variant_list:  # cold means cold: no index cache
+            for tool in ("gather", "xarray", "xarray-by-name"):
                 shutil.rmtree(scratch / f"cache-{variant}-{tool}", ignore_errors=True)
         shift = run * 3 % len(work)
         order = work[shift:] + work[:shift]
@@ -405,6 +432,9 @@ def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
         "xarray cold vs h5netcdf+s3fs": ratio("gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk xarray cold"),
         "xarray cold vs kerchunk (refs built)": ratio("gzip: kerchunk", "gzip: s3bulk xarray cold"),
         "xarray cold vs h5coro": ratio("gzip: h5coro", "gzip: s3bulk xarray cold"),
+        "xarray by name cold vs h5netcdf+s3fs": ratio(
+            "gzip: xarray-h5netcdf-s3fs", "gzip: s3bulk xarray by name cold"
+        ),
         "xarray cold vs VirtualiZarr + Icechunk (refs built)": ratio(
             "gzip: vz-icechunk", "gzip: s3bulk xarray cold"
         ),
@@ -426,9 +456,10 @@ def ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
 def main_peers(options: argparse.Namespace) -> None:
     import h5py
 
+    options.variant_list = [variant for variant in options.variants.split(",") if variant in VARIANTS]
     spec_of = {
         variant: WtkSpec(times=options.times, locations=options.locations, compression=variant)
-        for variant in VARIANTS
+        for variant in options.variant_list
     }
     scratch = Path(tempfile.mkdtemp(prefix="s3bulk-bench-peers-"))
     files = ROOT / "out" / f"wtk-peers-{options.files}x{options.times}x{options.locations}"
@@ -441,10 +472,13 @@ def main_peers(options: argparse.Namespace) -> None:
             write_files(partial, options.files, spec)
             partial.rename(data)
     (scratch / "files").symlink_to(files)
-    sizes = {variant: sum(p.stat().st_size for p in (files / variant).glob("*.h5")) for variant in VARIANTS}
+    sizes = {
+        variant: sum(p.stat().st_size for p in (files / variant).glob("*.h5"))
+        for variant in options.variant_list
+    }
     print(
         f"{options.files} files a variant, {options.times} x {options.locations}, "
-        f"chunks {spec_of['gzip'].chunks}"
+        f"chunks {next(iter(spec_of.values())).chunks}"
     )
     print("bytes a variant: " + ", ".join(f"{k} {v / 1e6:,.0f} MB" for k, v in sizes.items()))
     server = DelayedMinio(scratch / "minio", options.rtt_ms, public_metrics=True)
@@ -453,11 +487,12 @@ def main_peers(options: argparse.Namespace) -> None:
         server.start()
         direct = server.minio.client_env()
         uploader = bench_bucket(direct)
-        for variant in VARIANTS:
+        for variant in options.variant_list:
             for path in sorted((files / variant).glob("*.h5")):
                 uploader.upload_file(str(path), "bench", f"{variant}/{path.name}")
         metrics = direct["AWS_ENDPOINT_URL"]
-        for name, env in ((f"{options.rtt_ms:g} ms RTT", server.client_env()), ("0 ms RTT", direct)):
+        wanted = [(f"{options.rtt_ms:g} ms RTT", server.client_env()), ("0 ms RTT", direct)]
+        for name, env in wanted[:1] if options.no_zero_rtt else wanted:
             profile = run_peer_profile(name, env, metrics, options, scratch)
             profile["ratios"] = ratios(profile["summary"])  # type: ignore[arg-type]
             print(f"[{name}] " + "  ".join(f"{k} {v:.2f}x" for k, v in profile["ratios"].items()))  # type: ignore[union-attr]
@@ -478,7 +513,7 @@ def main_peers(options: argparse.Namespace) -> None:
             {
                 "files": options.files,
                 "shape": [options.times, options.locations],
-                "chunks": list(spec_of["gzip"].chunks),
+                "chunks": list(next(iter(spec_of.values())).chunks),
                 "column": options.column,
                 "bytes": sizes,
                 "runs": options.runs,

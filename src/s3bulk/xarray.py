@@ -185,11 +185,15 @@ def expand(paths: str | Sequence[str], settings: AwsSettings | None = None) -> l
 
 def open_mfdataset(paths: str | Sequence[str], *, settings: AwsSettings | None = None, **kwargs: Any) -> Any:
     """`xarray.open_mfdataset` with engine="s3bulk": globs listed by s3bulk, every file's first
-    block read in one wave, and each file told its siblings (chunk indexes read together)."""
+    block read in one wave, and each file told its siblings (chunk indexes read together).
+    `engine=s3bulk.xarray.S3BulkBackend` in xarray's own calls opens as fast as this does."""
     import xarray as xr
 
     urls = expand(paths, settings)
     reader = shared_reader(settings)
     reader.run(reader.open_heads(urls))
     backend_kwargs = {"siblings": tuple(urls), "settings": settings, **kwargs.pop("backend_kwargs", {})}
-    return xr.open_mfdataset(urls, engine="s3bulk", backend_kwargs=backend_kwargs, **kwargs)
+    # the class, not its name: xarray finds a name that is not one of its own engines by loading
+    # every installed backend's entry point (kerchunk's imports zarr, h5coro's boto3): 2.5 s of
+    # 2.8 s of opening 8 files, measured (bench/RESULTS.md, issue 68)
+    return xr.open_mfdataset(urls, engine=S3BulkBackend, backend_kwargs=backend_kwargs, **kwargs)

@@ -158,14 +158,15 @@ def place_chunks(
     """Decode the chunks one range read carries and put their selected parts in `output`."""
     for chunk in item.chunks:
         try:
-            decoded = decode(data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask)
+            values = decode.part(
+                data[chunk.offset : chunk.offset + chunk.size], chunk.filter_mask, chunk.piece.source
+            )
         except Exception as exc:  # corrupt data is final: fetching again gives the same bytes
             raise ItemError(
                 f"{placement.url}: chunk at {chunk.piece.coord} does not decode ({exc}): "
                 "the file may be damaged; check it with h5py",
                 retryable=False,
             ) from None
-        values = decoded[chunk.piece.source]
         output[GatherJob.target(placement, chunk.piece.target)] = GatherJob.scaled(placement, values).reshape(
             tuple(each.stop - each.start for each in chunk.piece.target)
         )
