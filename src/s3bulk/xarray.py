@@ -78,8 +78,6 @@ class GatheredStore(H5NetCDFStore):
         if not h5.chunks or h5.dtype.kind not in "biuf" or h5.dtype.names:
             return variable  # strings, compounds, contiguous or compact data: through h5py as before
         url, reader, siblings = self._s3bulk
-        if not siblings:  # opened alone (xarray's own open_mfdataset): read with those opened with it
-            reader.opened(url, h5.name)
         array = GatheredArray(reader, url, h5.name, tuple(h5.shape), h5.dtype, siblings)
         encoding = dict(variable.encoding)
         encoding["preferred_chunks"] = dict(
@@ -150,11 +148,12 @@ class S3BulkBackend(BackendEntrypoint):
             url = os.path.abspath(os.path.expanduser(url))
         reader = shared_reader(settings)
         reader.run(reader.open_heads([url]))
-        siblings = [each for each in siblings if each != url]
         (ref,) = reader.run(reader.locate([url]))
         handle = reader.handle(ref)
         h5file = h5netcdf.File(handle, "r", phony_dims=phony_dims, decode_vlen_strings=True)
-        store = GatheredStore(h5file, group=group, url=url, reader=reader, siblings=siblings)
+        store = GatheredStore(
+            h5file, group=group, url=url, reader=reader, siblings=[s for s in siblings if s != url]
+        )
         return StoreBackendEntrypoint().open_dataset(
             store,
             mask_and_scale=mask_and_scale,

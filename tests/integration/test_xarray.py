@@ -139,26 +139,3 @@ def test_wtk_files_each_filter_and_layout_through_xarray(
     gathered = s3bulk.gather_to_file(urls, DATASET, ":,77", str(tmp_path / "g.npy"))
     assert used["GET"] == gathered.requests["GET"], (used, gathered.requests)
     assert np.array_equal(np.load(tmp_path / "g.npy"), column.values / 100.0)  # CF: x scale_factor
-
-
-def test_the_files_xarray_opens_one_by_one_are_read_together(
-    aws_env: dict[str, str], minio: Endpoint, tmp_path: Path
-) -> None:
-    """`xr.open_mfdataset(urls, engine="s3bulk")`, the issue's own line: xarray opens each file
-    alone, yet the first file's read puts every file's part of the same selection in flight, as
-    s3bulk.xarray.open_mfdataset does; and a file opened with them without that dataset is left out."""
-    bucket = new_bucket(minio, "xrname")
-    spec = WtkSpec(times=60, locations=40, chunks=(30, 20))
-    paths = [write_file(tmp_path / f"wtk_{2010 + number}.h5", spec, number) for number in range(3)]
-    urls = _upload(minio, bucket, "wtk/", paths)
-    other = _upload(minio, bucket, "era/", [_netcdf(tmp_path / "era_2020.nc", 2020)])
-    reader = shared_reader()
-    xr.open_dataset(other[0], engine="s3bulk")  # opened with them, no windspeed_100m in it
-    ours = xr.open_mfdataset(urls, engine="s3bulk", combine="nested", concat_dim="phony_dim_0")
-    first = ours[DATASET][:60, 7].compute()  # the first file's part only
-    assert {url for url, dataset, _ in reader.ahead if dataset == f"/{DATASET}"} == set(urls[1:])
-    theirs = xr.open_mfdataset(
-        paths, engine="h5netcdf", combine="nested", concat_dim="phony_dim_0", phony_dims="access"
-    )
-    assert first.identical(theirs[DATASET][:60, 7].compute())
-    assert ours[DATASET][:, 7].compute().identical(theirs[DATASET][:, 7].compute())

@@ -6,9 +6,7 @@ loop in a thread of its own: one connection pool (`Storage`), one byte budget an
 decoding threads for the whole process, however many files and threads ask at once. A file's
 chunk index is read with its siblings' (the other files one `open_mfdataset` opened), in waves
 across all of them, the first time any of them is read, and the same selection of the siblings
-is read ahead: dask asks for one file's part a task at a time, a few at once. Files opened with
-no siblings named (xarray's own `open_mfdataset(urls, engine="s3bulk")` opens each alone) are
-siblings of the files opened with them before any of them was read.
+is read ahead: dask asks for one file's part a task at a time, a few at once.
 """
 
 from __future__ import annotations
@@ -77,10 +75,6 @@ class SharedReader:
         self.requests: dict[str, int] = {}  # by kind, for a bench or a curious user
         self.ahead: dict[tuple[str, str, tuple[Any, ...]], asyncio.Future[np.ndarray]] = {}  # read ahead
         self.reading: dict[tuple[str, str, tuple[Any, ...]], asyncio.Future[np.ndarray]] = {}  # asked for
-        self.unread: list[str] = []  # opened with no siblings named, none read since
-        self.groups: dict[str, tuple[str, ...]] = {}  # each such file: the files opened with it
-        self.datasets: dict[str, set[str]] = {}  # each such file: its chunked datasets, as opened
-        self._grouping = threading.Lock()
         self._storage: Any = None
         self._budget: Budget | None = None
         self._indexing: asyncio.Lock | None = None
@@ -119,28 +113,6 @@ class SharedReader:
             self.heads[ref.url] = handle.cached(0, self.options.block_size)
             self._count({"GET (HDF5 metadata)": handle.requests})
 
-    def opened(self, url: str, dataset: str) -> None:
-        """A chunked dataset of a file opened with no siblings named: its siblings are the files
-        opened with it that hold a dataset of that name."""
-        with self._grouping:
-            self.datasets.setdefault(url, set()).add(dataset)
-            if url not in self.unread and url not in self.groups:
-                self.unread.append(url)
-
-    def siblings_of(self, url: str, dataset: str, named: Sequence[str]) -> tuple[str, ...]:
-        """The files read along with `url`: those named at its opening, else the files opened
-        since the last read began (xarray's own open_mfdataset opens every file, then reads)
-        that hold `dataset` too."""
-        if named:
-            return tuple(named)
-        with self._grouping:
-            if url in self.unread:
-                group = tuple(self.unread)
-                self.groups.update((each, group) for each in group)
-                self.unread.clear()
-            group = self.groups.get(url, ())
-            return tuple(each for each in group if each != url and dataset in self.datasets.get(each, ()))
-
     def handle(self, ref: FileRef) -> BlockFile:
         """A file-like view of a file for h5py, its first block already there when it was read."""
         handle = BlockFile(
@@ -159,16 +131,14 @@ class SharedReader:
         wanted = (url, dataset, _hashable(key))
         if (ahead := self.ahead.pop(wanted, None)) is not None:
             return await ahead
-        ref, *others = await self.locate([url, *self.siblings_of(url, dataset, siblings)])
+        ref, *others = await self.locate([url, *siblings])
         _, _, indexing = self._engine()
         async with indexing:  # a request's siblings' indexes serve the requests that follow it
             try:
                 indexes = await build_indexes(
                     [ref, *others], dataset, key, self.settings, self.options, self.heads
                 )
-            except Exception:  # a sibling this key does not fit (another length, no such dataset): alone
-                if not others:
-                    raise
+            except UsageError:  # a sibling this key does not fit (another length): this file alone
                 indexes = await build_indexes([ref], dataset, key, self.settings, self.options, self.heads)
             self._count({"GET (HDF5 metadata)": sum(index.metadata_requests for index in indexes)})
         if (ahead := self.ahead.pop(wanted, None)) is not None:  # read ahead while this one waited
