@@ -29,6 +29,7 @@ from zygote import Zygote
 from s3bulk.testing import MinioServer, MotoServer, Server
 from s3bulk.testing.hostile import Fault, HostileS3, Rule
 from s3bulk.testing.throttle import LoopbackProxy
+from s3bulk.testing.vectorstandin import VectorsStandInServer
 
 # A run started in the background of a non-interactive shell (`make test &`, nohup) inherits SIGINT
 # ignored, and so would every job a test starts: the Ctrl-C tests need SIGINT as a terminal gives it.
@@ -145,6 +146,15 @@ def minio_other() -> Iterator[Endpoint]:
 def moto() -> Iterator[Endpoint]:
     with MotoServer() as server:
         yield Endpoint(server)
+
+
+@pytest.fixture(scope="session")
+def standin() -> Iterator[VectorsStandInServer]:
+    """The S3 Vectors stand-in of this session (of each xdist worker), for what moto lacks, its
+    write limits lifted (a test of the limits starts a server of its own). A test that holds it
+    (hold_after, hold_pages) releases it before it ends; a test's counts are differences."""
+    with VectorsStandInServer(vectors_per_second=100_000, requests_per_second=10_000) as server:
+        yield server
 
 
 @dataclass

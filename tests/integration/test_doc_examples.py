@@ -32,14 +32,11 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from conftest import Endpoint
-
-from s3bulk.testing.vectorstandin import VectorsStandInServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -215,19 +212,13 @@ def run(example: Example, env: dict[str, str], where: Path) -> subprocess.Comple
     )
 
 
-@pytest.fixture(scope="module")
-def vectors_server() -> Iterator[VectorsStandInServer]:
-    with VectorsStandInServer(vectors_per_second=100_000, requests_per_second=10_000) as server:
-        yield server
-
-
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_example(example: Example, minio: Endpoint, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if "skip" in example.settings:
         pytest.skip(f"not run here: {example.settings['skip']}")
     where = tmp_path / "work"
     where.mkdir()
-    vectors = request.getfixturevalue("vectors_server").endpoint if "vectors" in example.settings else None
+    vectors = request.getfixturevalue("standin").endpoint if "vectors" in example.settings else None
     env = environment(minio, where, vectors)
     arrange(example, minio, where)
     result = run(example, env, where)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,6 @@ DIMENSION = 256  # 1 KiB a vector: a 1 MiB part holds 1,024
 # the client's write limits lifted where the rate is not what a test is about (the stand-in's
 # own are too): a load of 10,000 vectors at the published 2,500/s would take 4 s
 LIFTED = ("--vectors-per-second", "1000000", "--requests-per-second", "100000")
-
-
-@pytest.fixture(scope="module")
-def standin() -> Iterator[VectorsStandInServer]:
-    with VectorsStandInServer(vectors_per_second=100_000, requests_per_second=10_000) as server:
-        yield server  # type: ignore[misc]
 
 
 @pytest.fixture

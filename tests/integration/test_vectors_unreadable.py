@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +17,6 @@ from conftest import S3BULK, run_cli, without_root
 from s3bulk.testing.vectorstandin import VectorsStandInServer
 
 DIMENSION = 4
-
-
-@pytest.fixture(scope="module")
-def standin() -> Iterator[VectorsStandInServer]:
-    with VectorsStandInServer(vectors_per_second=100_000, requests_per_second=10_000) as server:
-        yield server  # type: ignore[misc]
 
 
 def _parquet(path: Path, keys: list[str]) -> None:
