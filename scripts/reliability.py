@@ -261,6 +261,11 @@ HOSTILE = [
         H + "test_the_paths_once_on_obstore_follow_no_redirect_and_send_no_credential_elsewhere",
     ),
     (
+        "fs.get into a directory holding a link to outside it (2 files, and 20 as a job): refused in "
+        "one line before anything is written, as cp refuses it",
+        "tests/integration/test_hostile_run2.py::test_fs_get_writes_nothing_through_a_link_to_outside_the_destination",
+    ),
+    (
         "fs.mv (one by one, and 17 paths as run's items): a source overwritten after its copy is "
         "kept, with the writer's bytes",
         "tests/integration/test_fsspec.py::test_mv_deletes_a_source_only_while_it_is_the_version_it_copied",
@@ -299,6 +304,15 @@ ONCE = [
     "tests/integration/test_ray.py::test_cp_sync_rm_on_ray_match_hybrid",
     "tests/integration/test_map.py::test_results_equal_a_serial_loop",
     *sorted({node for _, node in CHECKS}),
+]
+
+
+# The properties in memory: thousands of cases in minutes, where the whole campaign takes hours;
+# `--parts memory` runs only these and puts their sections and rows into the RELIABILITY.md there
+# is, saying so at its top.
+MEMORY = [
+    "tests/unit/test_properties.py",
+    "tests/unit/test_concurrent_writer.py",
 ]
 
 
@@ -384,6 +398,63 @@ def render(records: list[dict[str, Any]], checks: dict[str, str], rounds: int, t
     return "\n".join(lines)
 
 
+def _sections(text: str) -> list[tuple[str, list[str]]]:
+    """("## title" or "" for what comes first, its lines), in order."""
+    parts: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            parts.append((line, []))
+        parts[-1][1].append(line)
+    return parts
+
+
+def merged(existing: str, fresh: str, checks: dict[str, str], note: str) -> str:
+    """`existing` RELIABILITY.md with `fresh`'s figure sections put in (each in place of the one
+    of its title, else before the tables of checks), the result cells of `checks`' tests
+    brought up to date, and `note` said under the first paragraph."""
+    sections = _sections(existing)
+    titles = [title for title, _ in sections]
+    for title, lines in _sections(fresh)[1:]:
+        if title.startswith("## A hostile server") or title.startswith("## Bad input, hostile"):
+            continue
+        if title in titles:
+            sections[titles.index(title)] = (title, lines)
+        else:
+            at = next(
+                (i for i, each in enumerate(titles) if each.startswith("## A hostile server")), len(titles)
+            )
+            sections.insert(at, (title, lines))
+            titles.insert(at, title)
+    out = [line for _, lines in sections for line in lines]
+    for index, line in enumerate(out):
+        for node, result in checks.items():
+            name = node.split("::")[1]
+            if line.startswith("| ") and f"| `{name}` |" in line:
+                out[index] = line.rsplit("|", 2)[0] + f"| {result} |"
+    first_blank = out.index("", 2) if "" in out[2:] else len(out)
+    out[first_blank:first_blank] = ["", note]
+    return "\n".join(out) + "\n"
+
+
+def memory_only(args: argparse.Namespace, env: dict[str, str], figures: Path) -> int:
+    """`--parts memory`: the properties in memory alone, merged into the existing file."""
+    junit = OUT / "memory.xml"
+    code = run_pytest(MEMORY, env, junit)
+    records = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
+    checks = {node: result for node, result in outcomes([junit]).items()}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    note = (
+        f"The in-memory properties (`scripts/reliability.py --parts memory`: "
+        f"{args.memory_examples:,} cases over options, {args.writer_examples:,} of the concurrent "
+        f"writer) were run again on {time.strftime('%Y-%m-%d')} at commit "
+        f"`{commit.stdout.strip() or '?'}`; every other figure is from the run named above."
+    )
+    text = merged(args.output.read_text(), render(records, checks, args.rounds, args.trials), checks, note)
+    args.output.write_text(text)
+    print(f"merged {len(records)} records into {args.output}; pytest exit code {code}")
+    return code
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the 5,000-object network faults")
@@ -399,6 +470,12 @@ def main() -> int:
         help="cases of the concurrent-writer property (in memory)",
     )
     parser.add_argument("--output", type=Path, default=ROOT / "RELIABILITY.md")
+    parser.add_argument(
+        "--parts",
+        choices=("all", "memory"),
+        default="all",
+        help="memory: only the in-memory properties, merged into the existing --output",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     figures = OUT / "figures.jsonl"
@@ -410,6 +487,8 @@ def main() -> int:
         "S3BULK_MEMORY_EXAMPLES": str(args.memory_examples),
         "S3BULK_WRITER_EXAMPLES": str(args.writer_examples),
     }
+    if args.parts == "memory":
+        return memory_only(args, env, figures)
     junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
     codes = [run_pytest(ONCE, env, junits[0])]
     for round_ in range(args.rounds):

@@ -259,6 +259,65 @@ def _os_error(exc: Exception, path: str) -> Exception:
     return exc
 
 
+class _StandIn:
+    """An empty directory standing in for a get's local destination `lpath`, as fsspec reads it
+    (a directory when it is one or ends in '/', else the name of what is made), and the way back
+    from a path under it to the same path under `lpath`."""
+
+    def __init__(self, lpath: str, empty: str) -> None:
+        given = os.path.abspath(os.path.expanduser(lpath))
+        if lpath.endswith(("/", os.sep)) or os.path.isdir(lpath):
+            self.path, self._under, self.root = empty + "/", empty, given
+        else:  # fsspec makes it: a file, or the directory of a tree
+            self.path = self._under = os.path.join(empty, "made")
+            self.root = given
+        self._empty = empty
+
+    def back(self, path: str) -> str:
+        relative = os.path.relpath(path, self._under)
+        return self.root if relative == os.curdir else os.path.join(self.root, relative)
+
+    def made(self) -> list[str]:
+        """The directories fsspec made under it (a prefix with no object below it gets one)."""
+        return [
+            os.path.join(directory, name)
+            for directory, names, _ in os.walk(self._empty)
+            for name in names
+            if os.path.join(directory, name).startswith(self._under)
+        ]
+
+
+class _Inside:
+    """The rule `s3bulk cp` keeps for a destination directory (`_stores/folders.py`): a link
+    inside it that the user made is followed only to a directory inside it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._real = os.path.realpath(root)
+        self._checked: set[str] = set()
+
+    def check(self, directory: str) -> None:
+        """Each existing component of `directory` below the root that is a link, resolved, must
+        be inside the root. PermissionError (one line, as cp's): one leads outside."""
+        relative = os.path.relpath(directory, self.root)
+        if relative == os.curdir or relative.startswith(os.pardir):
+            return
+        path = self.root
+        for name in relative.split(os.sep):
+            path = os.path.join(path, name)
+            if path in self._checked:
+                continue
+            if not os.path.lexists(path):
+                return  # nothing below it exists: it is made, inside
+            if os.path.islink(path):
+                inside = os.path.relpath(os.path.realpath(path), self._real)
+                if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+                    raise PermissionError(
+                        errno.EPERM, f"{path} resolves outside the destination directory", path
+                    )
+            self._checked.add(path)
+
+
 def _file_entry(
     name: str, size: int, etag: str, modified: datetime | None, storage_class: str
 ) -> dict[str, Any]:
@@ -1240,9 +1299,30 @@ class S3BulkFileSystem(AsyncFileSystem):
         maxdepth: int | None = None,
         **kwargs: Any,
     ) -> None:
-        pairs, tree = await self._collect(
-            super()._get, rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
-        )
+        """Objects to files as one s3bulk job. A link inside a destination directory that leads
+        outside it is refused, as `s3bulk cp` refuses it, in one line and before anything is
+        written (s3fs follows it: docs/fsspec.md): fsspec's rules make the pairs against an empty
+        stand-in of the destination (they make the files' directories as they go), each pair's
+        directories are checked, and only then made and written."""
+        if not isinstance(lpath, str):  # the caller named every file itself
+            pairs, tree = await self._collect(
+                super()._get, rpath, lpath, recursive=recursive, maxdepth=maxdepth, **kwargs
+            )
+            await self._move(pairs, tree, callback)
+            return
+        with tempfile.TemporaryDirectory(prefix=".s3bulk-get-") as empty:
+            stand_in = _StandIn(lpath, empty)
+            pairs, tree = await self._collect(
+                super()._get, rpath, stand_in.path, recursive=recursive, maxdepth=maxdepth, **kwargs
+            )
+            pairs = [(source, stand_in.back(local)) for source, local in pairs]
+            tree = (tree[0], stand_in.back(tree[1]).rstrip("/") + "/") if tree is not None else None
+            directories = [stand_in.back(each) for each in stand_in.made()]
+        inside = _Inside(stand_in.root)
+        for directory in [*directories, *(os.path.dirname(local) for _, local in pairs)]:
+            inside.check(directory)
+        for directory in {*directories, *(os.path.dirname(local) for _, local in pairs)}:
+            os.makedirs(directory, exist_ok=True)
         await self._move(pairs, tree, callback)
 
     async def _put(

@@ -304,6 +304,40 @@ def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict
         s3bulk.open(url, "wb", attributes=s3bulk.Attributes(storage_class="STANDARD_IA"))
 
 
+def test_open_writes_a_large_object_in_bounded_memory(
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path
+) -> None:
+    """open(url, "wb") hands what is written to pipe's upload through a queue of two chunks, and
+    the upload holds a few parts in flight: 300 MiB written a MiB at a time grows the process by
+    its parts (8 MiB each; 15 MiB measured), not by what was written."""
+    from conftest import run_script
+
+    bucket = new_bucket(minio)
+    done = run_script(
+        dict(os.environ),
+        tmp_path,
+        f"""
+        import hashlib, resource, s3bulk
+        url = "s3://{bucket}/big.bin"
+        with s3bulk.open(url + ".warm", "wb") as out:  # the client, its loop and its pools
+            out.write(b"w" * 1000)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        block, digest = bytes(range(256)) * 4096, hashlib.sha256()
+        with s3bulk.open(url, "wb", buffer_size=8 * 1024 * 1024) as out:
+            for _ in range(300):
+                out.write(block)
+                digest.update(block)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(grown // 1024, digest.hexdigest())
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    grown, digest = done.stdout.split()
+    assert int(grown) < 80, f"{grown} MiB more for 300 MiB written"  # 5 parts of 8 MiB at most
+    stored = minio.client().get_object(Bucket=bucket, Key="big.bin")["Body"].read()
+    assert len(stored) == 300 * MiB and hashlib.sha256(stored).hexdigest() == digest
+
+
 def test_open_streams_sequential_reads_seeks_anywhere_and_refuses_a_replaced_object(
     minio: Endpoint, aws_env: dict[str, str]
 ) -> None:

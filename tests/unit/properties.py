@@ -15,8 +15,12 @@ Three parts, each usable alone:
   store, a local side in a directory), MinIO and the command line in
   tests/integration/test_never_delete.py.
 
-Another writer can be plugged in through a backend (`MemoryS3.before` runs between any two
-requests); its oracle would add what that writer wrote to what the destination may hold.
+Another writer (`SideWriter`, over tests/unit/test_concurrent_writer.py's `Write`s) changes the
+side a job writes and deletes at (sync's, cp's and mv's S3 destination, rm's target) between any
+two requests (`MemoryS3.before`): the names it touched are left out of the oracle above and
+judged by its own rule (`SideWriter.violations`): what it wrote that no listing or HEAD of the job
+saw afterwards is neither deleted nor overwritten, but by the source's bytes at a name the job
+copies.
 """
 
 from __future__ import annotations
@@ -336,18 +340,25 @@ def _guarded(options: Options, source: Held, there: Held | None) -> bool:
     return options.if_newer and _seconds(source.mtime) <= _seconds(there.mtime)
 
 
-def violations(case: Case, before: World, after: World, outcome: Outcome) -> list[str]:
+def violations(
+    case: Case, before: World, after: World, outcome: Outcome, left_out: frozenset[str] = frozenset()
+) -> list[str]:
     """Every way the run broke the rule: what it deleted that the source holds, what it wrote or
     deleted outside its scope, bytes that are neither side's, and, when it exited 0, what it
-    left undone."""
+    left undone. `left_out`: names another writer touched on the side the job writes at (rm's
+    target, else the destination), which its own rule judges (`SideWriter.violations`)."""
     options, scope = case.options, Scope(case.options)
     s0, d0, s1, d1 = before.source, before.destination, after.source, after.destination
+    if case.command == "rm":
+        s0, s1 = _without(s0, left_out), _without(s1, left_out)
+    else:
+        d0, d1 = _without(d0, left_out), _without(d1, left_out)
 
     def entry(name: str) -> bool:
         return not (case.local_pair and name.endswith("/"))
 
     movable = {n for n in s0 if entry(n) and (options.follow_symlinks or not s0[n].link)}
-    moving = {n for n in movable if scope.named(n) and scope.inside(s0[n])}
+    moving = {n for n in movable if scope.named(n) and scope.inside(s0[n])} - left_out
     done = outcome.exit_code == 0 and not options.dry_run
     found: list[str] = []
     if case.command == "rm":
@@ -394,7 +405,7 @@ def violations(case: Case, before: World, after: World, outcome: Outcome) -> lis
         elif not (deletes and name in extra and now is None) and was != now:
             found.append(f"{name!r} changed at the destination, outside the job's scope: {was} -> {now}")
     if case.command == "mv":
-        for name in sorted(s0):
+        for name in sorted(s0.keys() - left_out):
             if name in s1:
                 if s1[name] != s0[name] and not (s0[name].link and s1[name].link):  # a target may move
                     found.append(f"mv changed the source {name!r}")
@@ -417,6 +428,10 @@ def violations(case: Case, before: World, after: World, outcome: Outcome) -> lis
     if deletes:
         found += [f"exit 0, yet the extra {n!r} is still there" for n in sorted(extra & d1.keys())]
     return found
+
+
+def _without(held: dict[str, Held], names: frozenset[str]) -> dict[str, Held]:
+    return {name: thing for name, thing in held.items() if name not in names} if names else held
 
 
 def _check_verdict(
@@ -468,16 +483,112 @@ class Backend(Protocol):
     def run(self, case: Case, places: Places) -> Outcome: ...
 
 
-def check_case(case: Case, backend: Backend) -> Outcome:
-    """Lay the case out, run it, and fail with every violation of the rule."""
+def check_case(case: Case, backend: Backend, writer: SideWriter | None = None) -> Outcome:
+    """Lay the case out, run it (with `writer` changing the side it writes at, where the
+    backend takes one), and fail with every violation of the rule and of the writer's."""
     places = backend.prepare(case)
     before = backend.read(case, places)
     outcome = backend.run(case, places)
     after = backend.read(case, places)
     assert "Traceback" not in outcome.output, f"{case}\n{outcome.output}"
-    found = violations(case, before, after, outcome)
-    assert not found, f"{case}\nexit {outcome.exit_code}: {outcome.output}\n" + "\n".join(found)
+    touched = writer.touched if writer is not None else frozenset()
+    found = violations(case, before, after, outcome, touched)
+    if writer is not None:
+        found += writer.violations(case, before, after)
+    said = f"{case}\n  another writer: {writer}" if writer is not None else str(case)
+    assert not found, f"{said}\nexit {outcome.exit_code}: {outcome.output}\n" + "\n".join(found)
     return outcome
+
+
+class Writing(Protocol):
+    """One act of another writer (tests/unit/test_concurrent_writer.py's `Write`): just before
+    request `before` of the job, a new version of `key` (a name on the side), or its delete."""
+
+    before: int
+    key: str
+    delete: bool
+
+
+class SideWriter:
+    """Another writer on the side a job writes and deletes at, when it is S3: `MemoryS3.before`,
+    run before each request of the job. It records what it did to each name, and whether the
+    job looked at that name afterwards (a listing of the side, a HEAD of the key): a version the
+    job never saw is one it cannot have decided to delete or replace."""
+
+    def __init__(self, writes: list[Writing]) -> None:
+        self.writes = list(writes)
+        self.count = 0
+        self.bucket = self.prefix = ""
+        self.s3: MemoryS3 | None = None
+        self.last: dict[str, bytes | None] = {}  # name -> its bytes as the writer left it (None: deleted)
+        self.seen_since: set[str] = set()  # names the job listed or looked at after the writer's act
+
+    def __str__(self) -> str:
+        return repr(self.writes)
+
+    @staticmethod
+    def side(case: Case) -> str | None:
+        """The bucket whose objects the job writes or deletes (None: a directory; check writes
+        nothing, so it has none)."""
+        if case.command == "rm":
+            return "src"
+        if case.command == "check" or case.direction == "download":
+            return None
+        return "dst"
+
+    def attach(self, case: Case, s3: MemoryS3) -> Callable[[str, str, str], None] | None:
+        bucket = self.side(case)
+        if bucket is None or not self.writes:
+            return None
+        self.bucket, self.prefix, self.s3 = bucket, f"{bucket[0]}/", s3
+        return self.before
+
+    def before(self, verb: str, bucket: str, key: str) -> None:
+        """The writer's acts due before this request, then what this request looks at."""
+        for write in self.writes:
+            if write.before == self.count:
+                self._act(write)
+        self.count += 1
+        if bucket == self.bucket and verb in ("LIST", "HEAD"):
+            looked = key[len(self.prefix) :]
+            self.seen_since |= {name for name in self.last if verb == "LIST" or name == looked}
+
+    def _act(self, write: Writing) -> None:
+        assert self.s3 is not None
+        key = self.prefix + write.key
+        if write.delete:
+            self.s3.buckets.setdefault(self.bucket, {}).pop(key, None)
+            self.s3.modified.pop((self.bucket, key), None)
+            self.last[write.key] = None
+        else:
+            body = f"theirs|{write.key}|{self.count}".encode()
+            self.s3.written(self.bucket, key, body)
+            self.last[write.key] = body
+        self.seen_since.discard(write.key)
+
+    @property
+    def touched(self) -> frozenset[str]:
+        return frozenset(self.last)
+
+    def violations(self, case: Case, before: World, after: World) -> list[str]:
+        """What the job did to a version the writer wrote and the job never saw: deleted it, or
+        replaced it by anything but the source's bytes at a name the job copies."""
+        side = after.source if case.command == "rm" else after.destination
+        scope, found = Scope(case.options), []
+        for name, body in sorted(self.last.items()):
+            if body is None or name in self.seen_since:
+                continue
+            now = side.get(name)
+            if now is None:
+                found.append(f"{case.command} deleted {name!r}, which another writer wrote after it looked")
+            elif now.body != body:
+                source = before.source.get(name)
+                copies = case.command != "rm" and not case.options.dry_run and source is not None
+                in_scope = copies and scope.named(name) and scope.inside(source)
+                if not (in_scope and now.body == source.body):
+                    said = f"{case.command} replaced {name!r}, which another writer wrote after it looked"
+                    found.append(said)
+        return found
 
 
 def write_manifest(case: Case, directory: Path) -> str | None:
@@ -639,13 +750,11 @@ class MemoryBackend:
     """The engine running each case's real job (the spec the API builds, its command's build and
     finish) on an in-memory S3 (tests/unit/memory.py), its local side a directory under `root`."""
 
-    def __init__(self, root: Path, writer: Callable[[Case, MemoryS3], Any] | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.count = 0
         self.s3 = MemoryS3()
-        # another writer: given the case and the store laid out, returns what `MemoryS3.before`
-        # calls between requests (None: no other writer)
-        self.writer = writer
+        self.writer: SideWriter | None = None  # another writer, for the next case
 
     def prepare(self, case: Case) -> Places:
         self.count += 1
@@ -661,7 +770,7 @@ class MemoryBackend:
 
         places = lay_out(case, work, lambda side: f"s3://{side}/{side[0]}/", put)
         if self.writer is not None:
-            self.s3.before = self.writer(case, self.s3)
+            self.s3.before = self.writer.attach(case, self.s3)
         return places
 
     def read(self, case: Case, places: Places) -> World:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -297,6 +298,8 @@ class Mover:
             try:
                 found = os.stat(item.destination)
             except (FileNotFoundError, NotADirectoryError):
+                return None
+            if stat.S_ISDIR(found.st_mode):  # in the way, not a file a guard keeps: the write says so
                 return None
             return found.st_size, found.st_mtime, ""
         return await _object_state(self.storage, self.destination.bucket, item.destination)
