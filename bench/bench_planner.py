@@ -79,6 +79,11 @@ class Meter:
         self.requests = counts
 
 
+def _etag_of(key: str) -> str:
+    """The ETag a listing gives key number N (`SyntheticStorage.list_objects_v2`)."""
+    return f"{int(key[-WIDTH:]):032x}"
+
+
 _STORES: dict[int, Synthetic] = {}
 
 
@@ -134,13 +139,24 @@ class SyntheticStorage:
         self._count("COPY")
         return Version(etag, size)
 
-    async def delete_many(self, bucket: str, keys: list[str], etags: Any = None) -> dict[str, str]:
-        self._count("DELETE")
-        return {}
+    async def write_conditions(self, bucket: str, prefix: str) -> Any:
+        """As S3: If-None-Match and If-Match on every write, CopyObject's too (sync's writes
+        carry them: the version listed, or none)."""
+        from s3bulk._stores.conditional import WriteConditions
 
-    async def head(self, *_: Any, **__: Any) -> dict[str, str]:
+        return WriteConditions(none_match=True, match=True, copy=True)
+
+    async def delete_many(self, bucket: str, keys: list[str], etags: Any = None) -> dict[str, str]:
+        """As S3: a key named with an ETag it does not have is refused (sync --delete's keys
+        carry the listed one; the first asks with one no version has, to learn this)."""
+        self._count("DELETE")
+        return {
+            key: "PreconditionFailed (412)" for key, etag in (etags or {}).items() if etag != _etag_of(key)
+        }
+
+    async def head(self, bucket: str, key: str, *_: Any, **__: Any) -> dict[str, str]:
         self._count("HEAD")
-        return {}
+        return {"etag": f'"{_etag_of(key)}"'}
 
     async def close(self) -> None:
         return None
@@ -184,7 +200,7 @@ def run_once(command: str, count: int) -> dict[str, Any]:
         stack.enter_context(mock.patch.object(type(command_for(spec)), "build", build))
         started = time.perf_counter()
         cpu = time.process_time()
-        report = run_loop(execute(spec, settings=_settings()))
+        report = run_loop(execute(spec, settings=_settings(), on_progress=_progress(command, count)))
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -199,8 +215,36 @@ def run_once(command: str, count: int) -> dict[str, Any]:
         "unchanged": report.objects_unchanged,
         "deleted": report.objects_deleted,
         "failed": report.objects_failed,
+        "first_failure": report.failures[0].reason if report.failures else "",
         "requests": dict(store.requests),
     }
+
+
+def _progress(command: str, count: int) -> Any:
+    """With S3BULK_BENCH_PROGRESS=SECONDS: a line on stderr every so often (keys through the
+    plan, CPU seconds, peak RSS so far), so a run too long to finish still says how it went."""
+    every = float(os.environ.get("S3BULK_BENCH_PROGRESS", "0"))
+    if not every:
+        return None
+    last = [time.perf_counter()]
+
+    def show(report: Any) -> None:
+        now = time.perf_counter()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        through = report.objects_done + report.objects_unchanged + report.objects_deleted
+        cpu = time.process_time()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"{command} {count:,}: {through:,} keys through, cpu {cpu:.1f} s, "
+            f"{through / max(cpu, 1e-9):,.0f} keys/cpu-s, peak RSS {peak:.1f} MiB, "
+            f"load {os.getloadavg()[0]:.1f}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
 
 
 def _settings() -> Any:

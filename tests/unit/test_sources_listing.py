@@ -237,8 +237,9 @@ def test_a_listing_page_reads_the_same_by_either_parser(
 
 
 def test_listing_times_parse_to_the_second_they_name() -> None:
-    for moment in ("2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", "2026-11-23T22:31:04.123456+02:00"):
-        expected = datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+    moments = ("2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", "2026-11-23T22:31:04.123456+02:00")
+    for moment in (*moments, *moments[::-1], moments[0], moments[0], ""):  # each asked again, kept or not
+        expected = datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp() if moment else 0.0
         assert s3xml.epoch_seconds(moment) == pytest.approx(expected, abs=1e-6)
 
 

@@ -245,21 +245,23 @@ class Sides:
                 yield page
             return
         filters = self.options.filters
-        prefix = location.key
+        names, windowed = bool(filters.include or filters.exclude), filters.windowed  # per side, not key
+        local_side = self.local_side
+        start = len(location.key)
         async for objects in self._in_key_order(location, client, is_source):
             entries = []
             for info in objects:
-                relative = info.key[len(prefix) :]
+                relative = info.key[start:]
                 problem = listing_problem(info)
                 if problem:  # at the source: named, and what it would replace is kept; else left be
                     if is_source:
                         entries.append(Entry(relative, 0, 0.0, "", info.key, problem, True, unlisted=True))
                     continue
-                if filters and not filters.takes_name(relative):
+                if names and not filters.takes_name(relative):
                     continue
                 modified = epoch_seconds(info.modified)
-                outside = not filters.in_window(info.size, modified)
-                if self.local_side and info.key.endswith("/"):  # a directory locally, never a file
+                outside = windowed and not filters.in_window(info.size, modified)
+                if local_side and info.key.endswith("/"):  # a directory locally, never a file
                     if is_source and info.size:  # holding data that cannot land: named, skipped
                         why = MARKER_DATA % info.size
                         entries.append(Entry(relative, 0, 0.0, "", info.key, why, outside=outside))

@@ -31,6 +31,9 @@ class Filters:
     older_than: float | None = None  # modified before
     _include_re: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
     _exclude_re: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+    # asked once per listed key (`__bool__`, `windowed`): answered once, when made
+    _windowed: bool = field(default=False, init=False, compare=False, repr=False)
+    _any: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         def compile_all(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
@@ -40,16 +43,17 @@ class Filters:
 
         object.__setattr__(self, "_include_re", compile_all(self.include))
         object.__setattr__(self, "_exclude_re", compile_all(self.exclude))
+        bounds = (self.min_size, self.max_size, self.newer_than, self.older_than)
+        object.__setattr__(self, "_windowed", any(bound is not None for bound in bounds))
+        object.__setattr__(self, "_any", bool(self.include or self.exclude) or self._windowed)
 
     def __bool__(self) -> bool:
-        return bool(self.include or self.exclude) or self.windowed
+        return self._any
 
     @property
     def windowed(self) -> bool:
         """Whether sizes or times select too (then callers pass them to `accepts`)."""
-        return any(
-            bound is not None for bound in (self.min_size, self.max_size, self.newer_than, self.older_than)
-        )
+        return self._windowed
 
     def accepts(self, relative: str, size: int | None = None, mtime: float | None = None) -> bool:
         """Whether the globs take the name and the window the entry's size and time."""

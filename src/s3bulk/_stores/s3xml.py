@@ -443,11 +443,25 @@ def _parse_page_tree(body: bytes, url_asked: bool = False, what: str = "list") -
 
 
 def epoch_seconds(last_modified: str) -> float:
-    """Seconds since the epoch from a listing's ISO 8601 time ('' when unknown gives 0)."""
+    """Seconds since the epoch from a listing's ISO 8601 time ('' when unknown gives 0). A key's
+    time is asked twice in a row (`listing_problem`, then its plan): the last answer is kept."""
+    global _last_epoch
+    last = _last_epoch
+    if last[0] == last_modified:
+        return last[1]
     if not last_modified:
         return 0.0
-    second, fraction, zone = split_iso(last_modified)
-    return _epoch_of_second(second + zone) + fraction
+    moment = last_modified
+    if len(moment) == 24 and moment[19] == "." and moment[23] == "Z":  # what S3 and MinIO send
+        found = _epoch_of_second(moment[:19] + "Z") + float(moment[19:23])
+    else:
+        second, fraction, zone = split_iso(moment)
+        found = _epoch_of_second(second + zone) + fraction
+    _last_epoch = (last_modified, found)  # one tuple: a thread reads a pair that belongs together
+    return found
+
+
+_last_epoch: tuple[str, float] = ("", 0.0)
 
 
 def split_iso(moment: str) -> tuple[str, float, str]:
