@@ -703,6 +703,9 @@ struct Getter {
     client: Transport,
     credentials: Option<RwLock<Arc<AwsCredential>>>,
     headers: Vec<(String, String)>,
+    /// A directory bucket's session (CreateSession): the service its requests are signed for,
+    /// and its token, sent as x-amz-s3session-token. None: the credentials' own.
+    session: RwLock<Option<(String, String)>>,
 }
 
 impl Getter {
@@ -716,8 +719,11 @@ impl Getter {
         };
         let condition = job.if_match.as_ref().map(|etag| ("if-match".to_owned(), etag.clone()));
         let credential = self.credentials.as_ref().map(|credentials| credentials.read().unwrap().clone());
-        let signer = credential.as_ref().map(|credential| (AwsAuthorizer::new(credential, "s3", &job.region), None));
-        let headers = self.headers.iter().chain(own.as_ref()).chain(condition.as_ref());
+        let session = self.session.read().unwrap().clone();
+        let service = session.as_ref().map_or("s3", |(service, _)| service.as_str());
+        let signer = credential.as_ref().map(|credential| (AwsAuthorizer::new(credential, service, &job.region), None));
+        let token = session.as_ref().map(|(_, token)| ("x-amz-s3session-token".to_owned(), token.clone()));
+        let headers = self.headers.iter().chain(own.as_ref()).chain(condition.as_ref()).chain(token.as_ref());
         let request = built("GET", &job.url, headers, HttpRequestBody::empty(), signer).map_err(Outcome::failed)?;
         self.client
             .execute(request)
@@ -749,7 +755,7 @@ impl Gets {
         options_from(client_options.clone())?; // a bad option is refused here, as object_store would
         let client = Transport::new(&client_options).map_err(PyValueError::new_err)?;
         let credentials = credentials.map(|(key_id, secret_key, token)| RwLock::new(Arc::new(AwsCredential { key_id, secret_key, token })));
-        let getter = Arc::new(Getter { client, credentials, headers });
+        let getter = Arc::new(Getter { client, credentials, headers, session: RwLock::new(None) });
         let (outbox, watched) = Outbox::new()?;
         let outbox = Arc::new(outbox);
         let tickets = Arc::new(Tickets::default());
@@ -838,10 +844,13 @@ impl Gets {
         self.hasher.forget(id);
     }
 
-    /// New credentials for the requests from now on.
-    fn set_credentials(&self, key_id: String, secret_key: String, token: Option<String>) -> PyResult<()> {
+    /// New credentials for the requests from now on; `session`: a directory bucket's session
+    /// (the service to sign for, its token), whose key id and secret these are.
+    #[pyo3(signature = (key_id, secret_key, token, session=None))]
+    fn set_credentials(&self, key_id: String, secret_key: String, token: Option<String>, session: Option<(String, String)>) -> PyResult<()> {
         let handed = self.getter.credentials.as_ref().ok_or_else(|| PyValueError::new_err("unsigned client"))?;
         *handed.write().unwrap() = Arc::new(AwsCredential { key_id, secret_key, token });
+        *self.getter.session.write().unwrap() = session;
         Ok(())
     }
 

@@ -271,6 +271,10 @@ class AwsSettings:
     # an upload's body unsigned (UNSIGNED-PAYLOAD), checked by its checksum: None decides by
     # the endpoint, unsigned over HTTPS, signed over HTTP, where TLS does not stop tampering
     unsigned_payload: bool | None = None
+    # S3 Express session authentication (CreateSession): None for the buckets named as directory
+    # buckets are (NAME--AZID--x-s3), True for every bucket, False for none (a server that holds
+    # such a name as a general purpose bucket)
+    express_sessions: bool | None = None
     # bucket -> the region the service said it is in (a job's workers inherit what was learned)
     bucket_regions: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)

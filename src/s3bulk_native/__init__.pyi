@@ -156,8 +156,11 @@ class Gets:
         """The caller of `ticket` has gone: once this returns, its file is either written (and
         landed, if it was right) or never will be. Its outcome still comes."""
 
-    def set_credentials(self, key_id: str, secret_key: str, token: str | None) -> None:
-        """Credentials for the requests from now on."""
+    def set_credentials(
+        self, key_id: str, secret_key: str, token: str | None, session: tuple[str, str] | None = None
+    ) -> None:
+        """Credentials for the requests from now on; `session`: a directory bucket's session (the
+        service to sign for, its x-amz-s3session-token), whose key id and secret these are."""
 
     def close(self) -> None:
         """Stop: GETs not finished are dropped; once this returns no file is written any more."""

@@ -50,8 +50,9 @@ def _directory_bucket(minio: Endpoint) -> str:
 
 def _direct(minio: Endpoint) -> AwsSettings:
     """MinIO itself, through s3bulk's client: boto3 signs a directory bucket's requests for
-    S3 Express (CreateSession, service s3express), which neither MinIO nor the stand-in takes."""
-    return AwsSettings(endpoint_url=minio.server.endpoint, region="us-east-1")
+    S3 Express (CreateSession, service s3express), which MinIO does not take; s3bulk is told
+    this bucket named as a directory bucket is MinIO's general purpose one (no sessions)."""
+    return AwsSettings(endpoint_url=minio.server.endpoint, region="us-east-1", express_sessions=False)
 
 
 def _keys(minio: Endpoint, bucket: str, prefix: str) -> dict[str, int]:
@@ -212,3 +213,81 @@ def test_sync_delete_100000_keys_in_no_order_both_ways(
     again = run_cli(env, "sync", "--delete", "--json", f"{source}/", f"s3://{directory}/d/")
     assert again.returncode == 0 and _summary(again.stdout)["objects_done"] == 0
     print(f"100,000 keys in no order: peak RSS {peak / MiB:.0f} MiB up, {peak_back / MiB:.0f} MiB down")
+
+
+@pytest.fixture(scope="module")
+def express_sessions(minio: Endpoint) -> Iterator[ExpressStandIn]:
+    """The stand-in requiring a session: a request without a valid x-amz-s3session-token is refused."""
+    server = minio.server
+    with ExpressStandIn(
+        server.endpoint, (server.access_key, server.secret_key), seed=67, sessions=True
+    ) as standin:
+        yield standin
+
+
+def test_jobs_on_a_directory_bucket_run_in_its_session(
+    express_sessions: ExpressStandIn, minio: Endpoint, tmp_path: Path, aws_env: dict[str, str]
+) -> None:
+    """Uploads, listings, downloads (the native GETs), HEADs and deletes carry the session's
+    token (CreateSession), none is refused; a request without one is."""
+    import urllib.error
+    import urllib.request
+
+    bucket = _directory_bucket(minio)
+    source = tmp_path / "src"
+    source.mkdir()
+    for n in range(30):
+        (source / f"f{n:02d}").write_bytes(f"file {n}".encode() * (n + 1))
+    env = _env(express_sessions, minio)
+    made_before = len(express_sessions.tokens)
+    up = run_cli(env, "sync", "--delete", f"{source}/", f"s3://{bucket}/d/")
+    assert up.returncode == 0, up.stderr
+    down = run_cli(env, "cp", f"s3://{bucket}/d/", f"{tmp_path / 'down'}/")
+    assert down.returncode == 0, down.stderr
+    assert {path.name: path.read_bytes() for path in (tmp_path / "down").iterdir()} == {
+        path.name: path.read_bytes() for path in source.iterdir()
+    }
+    head = run_cli(env, "head", f"s3://{bucket}/d/f03")
+    assert head.returncode == 0 and "size" in head.stdout, head.stderr
+    removed = run_cli(env, "rm", f"s3://{bucket}/d/")
+    assert removed.returncode == 0, removed.stderr
+    assert _keys(minio, bucket, "d/") == {}
+    assert express_sessions.refused.get("AccessDenied", 0) == 0
+    assert express_sessions.refused.get("ExpiredToken", 0) == 0
+    assert len(express_sessions.tokens) > made_before  # sessions were asked for
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{express_sessions.endpoint}/{bucket}/?list-type=2", timeout=30)
+    assert refused.value.code == 403
+
+
+def test_an_expired_session_is_replaced_and_the_request_sent_again(
+    express_sessions: ExpressStandIn, minio: Endpoint, aws_env: dict[str, str]
+) -> None:
+    """A session the service says expired (a clock that differs from the service's) is asked for
+    again, once, and the request that was refused goes through: listings, HEADs and GETs alike."""
+    from s3bulk._stores.storage import Storage
+
+    bucket = _directory_bucket(minio)
+    _fill(minio, bucket, "p/", range(5))
+    settings = AwsSettings(endpoint_url=express_sessions.endpoint, region="us-east-1")
+
+    async def steps() -> tuple[int, str, bytes]:
+        storage = Storage(settings)
+        try:
+            page = await storage.list_objects_v2(bucket, "p/")
+            express_sessions.expire_sessions()
+            again = await storage.list_objects_v2(bucket, "p/")
+            express_sessions.expire_sessions()
+            headers = await storage.head(bucket, "p/k000001")
+            express_sessions.expire_sessions()
+            body = await storage.get_object(bucket, "p/k000002")
+            assert len(page.objects) == len(again.objects)
+            return len(again.objects), headers["content-length"], body
+        finally:
+            await storage.close()
+
+    made_before = len(express_sessions.tokens)
+    expired_before = express_sessions.refused.get("ExpiredToken", 0)
+    assert asyncio.run(steps()) == (5, str(len(b"object 1")), b"object 2")
+    assert express_sessions.refused.get("ExpiredToken", 0) - expired_before == 3
+    assert len(express_sessions.tokens) - made_before == 4  # the first, and one after each expiry

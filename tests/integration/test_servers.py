@@ -10,6 +10,7 @@ the suite covers MinIO already.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -467,3 +468,184 @@ def test_a_writer_racing_a_copy_in_parts_or_a_move_loses_nothing(server: Endpoin
     assert moved.returncode == 1 and "changed after it was copied" in moved.stdout + moved.stderr
     body = {key: client.get_object(Bucket=bucket, Key=key)["Body"].read() for key in listed(server, bucket)}
     assert body == {"big": new, "big-copy": new, "small": new, "small-moved": old}
+
+
+# What each server does with a condition on a write (PutObject, CompleteMultipartUpload,
+# CopyObject), asked with boto3, and what s3bulk's probe (`Storage.write_conditions`) finds of it:
+# "412" refused (the condition honoured), "writes" ignored. docs/compatibility.md's table is this one.
+WRITES = {
+    "minio": {
+        "PutObject If-None-Match": "412",
+        "PutObject If-Match": "412",
+        "Complete If-None-Match": "412",
+        "Complete If-Match": "412",
+        "CopyObject If-None-Match": "writes",
+    },
+    "versitygw": {
+        "PutObject If-None-Match": "412",
+        "PutObject If-Match": "412",
+        "Complete If-None-Match": "412",
+        "Complete If-Match": "412",
+        "CopyObject If-None-Match": "writes",
+    },
+    "garage": {
+        "PutObject If-None-Match": "writes",
+        "PutObject If-Match": "writes",
+        "Complete If-None-Match": "writes",
+        "Complete If-Match": "writes",
+        "CopyObject If-None-Match": "writes",
+    },
+}
+
+
+def test_the_write_conditions_each_server_honours(server: Endpoint, request: pytest.FixtureRequest) -> None:
+    """If-None-Match: * and If-Match of an ETag no version has, on PutObject, CompleteMultipartUpload
+    and CopyObject onto an existing key; s3bulk's probe finds the same, and `cp -n` onto a prefix
+    holding half the files writes the other half and leaves the half there as it was."""
+    import asyncio
+
+    import botocore
+
+    from s3bulk._config import AwsSettings
+    from s3bulk._stores.storage import Storage
+
+    name = request.node.callspec.params["server"]
+    bucket, client = new_bucket(server), server.client()
+    never = '"' + "0" * 32 + '"'
+    found = {}
+
+    def attempt(what: str, write: object) -> None:
+        client.put_object(Bucket=bucket, Key="a", Body=b"before")
+        try:
+            write()  # type: ignore[operator]
+            found[what] = "writes"
+        except botocore.exceptions.ClientError as error:
+            assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 412, (what, error)
+            found[what] = "412"
+            assert client.get_object(Bucket=bucket, Key="a")["Body"].read() == b"before"
+
+    def complete(**condition: str) -> object:
+        upload = client.create_multipart_upload(Bucket=bucket, Key="a")["UploadId"]
+        part = client.upload_part(Bucket=bucket, Key="a", UploadId=upload, PartNumber=1, Body=b"parts")
+        try:
+            return client.complete_multipart_upload(
+                Bucket=bucket,
+                Key="a",
+                UploadId=upload,
+                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]},
+                **condition,
+            )
+        finally:
+            with contextlib.suppress(botocore.exceptions.ClientError):
+                client.abort_multipart_upload(Bucket=bucket, Key="a", UploadId=upload)
+
+    client.put_object(Bucket=bucket, Key="other", Body=b"other")
+    attempt(
+        "PutObject If-None-Match",
+        lambda: client.put_object(Bucket=bucket, Key="a", Body=b"x", IfNoneMatch="*"),
+    )
+    attempt("PutObject If-Match", lambda: client.put_object(Bucket=bucket, Key="a", Body=b"x", IfMatch=never))
+    attempt("Complete If-None-Match", lambda: complete(IfNoneMatch="*"))
+    attempt("Complete If-Match", lambda: complete(IfMatch=never))
+    attempt(
+        "CopyObject If-None-Match",
+        lambda: client.copy_object(
+            Bucket=bucket, Key="a", CopySource={"Bucket": bucket, "Key": "other"}, IfNoneMatch="*"
+        ),
+    )
+    assert found == WRITES[name]
+
+    async def probed() -> tuple[bool, bool, bool]:
+        storage = Storage(AwsSettings(endpoint_url=server.server.endpoint, region="us-east-1"))
+        try:
+            conditions = await storage.write_conditions(bucket, "p/")
+        finally:
+            await storage.close()
+        return conditions.none_match, conditions.match, conditions.copy
+
+    env_keys = server.server.client_env()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env_keys.items():
+            patch.setenv(key, value)
+        probe = asyncio.run(probed())
+    table = WRITES[name]
+    assert probe == (
+        table["PutObject If-None-Match"] == "412",
+        table["PutObject If-Match"] == "412",
+        table["CopyObject If-None-Match"] == "412",
+    )
+
+
+def test_cp_n_leaves_what_is_there_whatever_the_server_honours(server: Endpoint, tmp_path: Path) -> None:
+    """`cp -n` of 20 files onto a prefix holding 10 of them (other bytes): the 10 there stay as
+    they were, the 10 missing are written, on a server that takes If-None-Match (one PUT each) and
+    on one that ignores it (a HEAD first)."""
+    bucket, client = new_bucket(server), server.client()
+    files = {f"f{n:02d}": f"new {n}".encode() for n in range(20)}
+    make_tree(tmp_path / "src", files)
+    for n in range(0, 20, 2):
+        client.put_object(Bucket=bucket, Key=f"p/f{n:02d}", Body=b"there")
+    done = run_cli(server.env, "cp", "-n", f"{tmp_path / 'src'}/", f"s3://{bucket}/p/")
+    assert done.returncode == 0, done.stderr
+    stored = {
+        key: client.get_object(Bucket=bucket, Key=key)["Body"].read() for key in listed(server, bucket, "p/")
+    }
+    assert stored == {
+        f"p/{name}": (b"there" if int(name[1:]) % 2 == 0 else body) for name, body in files.items()
+    }
+
+
+def test_checksum_settings_when_required_send_none_and_still_move_every_byte(
+    server: Endpoint, tmp_path: Path
+) -> None:
+    """botocore's `when_required` (AWS_REQUEST_CHECKSUM_CALCULATION, AWS_RESPONSE_CHECKSUM_VALIDATION):
+    uploads whole and in parts, downloads and sync carry no checksum header and every byte arrives."""
+    bucket = new_bucket(server)
+    files = {"small": os.urandom(50_000), "large": os.urandom(11 * MiB)}
+    make_tree(tmp_path / "src", files)
+    env = server.env | {
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+    }
+    parts = ["--multipart-threshold", "8MiB", "--part-size", "5MiB"]
+    up = run_cli(env, "cp", "-r", *parts, f"{tmp_path / 'src'}/", f"s3://{bucket}/p/")
+    assert up.returncode == 0, up.stderr
+    assert bucket_problems(server, bucket, "p/", files) == []
+    down = run_cli(env, "sync", f"s3://{bucket}/p/", f"{tmp_path / 'down'}/")
+    assert down.returncode == 0, down.stderr
+    assert tree_problems(tmp_path / "down", files) == []
+    again = run_cli(env, "sync", "--json", f"{tmp_path / 'src'}/", f"s3://{bucket}/p/")
+    assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1])["summary"]["objects_done"] == 0
+
+
+def test_a_directory_bucket_through_the_express_stand_in(server: Endpoint, tmp_path: Path) -> None:
+    """The S3 Express stand-in (listings in no order, no StartAfter, sessions required) in front
+    of each server: sync --delete up and back down, a re-run that does nothing, every request in
+    a session (none refused)."""
+    from s3bulk.testing.express import ExpressStandIn
+
+    running = server.server
+    directory = f"x{os.getpid()}--use1-az4--x-s3"
+    made = run_cli(server.env, "mb", f"s3://{directory}")  # boto3 would sign it for S3 Express
+    assert made.returncode == 0, made.stderr
+    files = {f"k{n:03d}": f"object {n}".encode() for n in range(120)}
+    make_tree(tmp_path / "src", files)
+    with ExpressStandIn(
+        running.endpoint, (running.access_key, running.secret_key), seed=5, sessions=True
+    ) as express:
+        env = server.env | {"AWS_ENDPOINT_URL": express.endpoint}
+        up = run_cli(env, "sync", "--delete", f"{tmp_path / 'src'}/", f"s3://{directory}/d/")
+        assert up.returncode == 0, up.stderr
+        (tmp_path / "src" / "k000").unlink()
+        del files["k000"]
+        again = run_cli(env, "sync", "--delete", "--json", f"{tmp_path / 'src'}/", f"s3://{directory}/d/")
+        assert again.returncode == 0, again.stderr
+        summary = json.loads(again.stdout.splitlines()[-1])["summary"]
+        assert (summary["objects_done"], summary["objects_deleted"]) == (1, 1), (
+            summary
+        )  # the delete is an item
+        down = run_cli(env, "sync", "--delete", f"s3://{directory}/d/", f"{tmp_path / 'down'}/")
+        assert down.returncode == 0, down.stderr
+        assert express.refused == {}
+        assert express.tokens  # sessions were asked for
+    assert tree_problems(tmp_path / "down", files) == []  # what went up came back, k000 deleted

@@ -29,7 +29,8 @@ import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import s3bulk_native
-from s3bulk._errors import ItemError
+from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores import sessions
 from s3bulk._stores.handover import Handover
 from s3bulk._stores.objects import as_text, client_options
 from s3bulk._stores.retry import log
@@ -97,6 +98,9 @@ class Gets(Handover[Outcome]):
             error.job_wide = True
             raise error from None
         super().__init__(native)
+        # a directory bucket's GETs are signed with its session (`sessions.py`), the one set now
+        self._session_bound = sessions.takes_session(settings, bucket, "key", "GET")
+        self._session: sessions.Session | None = None
         # ticket -> (the file it writes, its folder, the key), until its outcome comes
         self._asked: dict[int, tuple[str, int | None, str]] = {}
 
@@ -164,14 +168,14 @@ class Gets(Handover[Outcome]):
         if_match: str | None,
     ) -> Outcome:
         """The GET handed over, to the URL and signed for the region the signed client uses."""
+        if self._session_bound:
+            await self._in_session()
         url, region = self._client.url(self._bucket, key), self.settings.region_of(self._bucket)
         condition = quoted(if_match) if if_match else None
         job = GetJob(
             url, region, start, end, hashed, folder, path, mtime, hash, check, compute, landing, condition
         )
-        ticket = self._ticket()
-        self._asked[ticket] = (path, folder, key)
-        outcome = await self._handed(ticket, (job,))
+        outcome = await self._handed_once(job, path, folder, key)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "GET s3://%s/%s bytes %d-%d: %d bytes",
@@ -182,6 +186,30 @@ class Gets(Handover[Outcome]):
                 outcome.written,
             )
         return outcome
+
+    async def _handed_once(self, job: GetJob, path: str, folder: int | None, key: str) -> Outcome:
+        """The GET's outcome; a directory bucket's refused for an expired session (a clock
+        that differs) is sent once more in a new one."""
+        for attempt in (1, 2):
+            ticket = self._ticket()
+            self._asked[ticket] = (path, folder, key)
+            try:
+                return await self._handed(ticket, (job,))
+            except S3Error as error:
+                if not (self._session_bound and error.code == "ExpiredToken") or attempt == 2:
+                    raise
+                if self._session is not None:
+                    self._client.sessions.drop(self._bucket, self._session)
+                await self._in_session()
+        raise AssertionError("unreachable")
+
+    async def _in_session(self) -> None:
+        """The bucket's session (a new one when it is due) for the GETs handed over from now on."""
+        session = await self._client.sessions.of(self._bucket)
+        if session != self._session:
+            keys, service = session.credentials, sessions.signing_service(self.settings)
+            self._native.set_credentials(keys.access_key, keys.secret_key, None, (service, session.token))
+            self._session = session
 
     def hash_parts(self, path: str, size: int, part_size: int, folder: int | None = None) -> int:
         """The file at `path` (in the open directory `folder`, if given; `size` bytes, made by
@@ -211,7 +239,10 @@ class Gets(Handover[Outcome]):
         _remove(path, folder)
 
     def _before_submit(self) -> None:
-        """Fresh credentials, if botocore refreshed them."""
+        """Fresh credentials, if botocore refreshed them (a directory bucket's: its session's,
+        set by `_in_session`)."""
+        if self._session_bound:
+            return
         credentials = self.settings.credentials()
         if credentials is not None and credentials != self._credentials:
             self._native.set_credentials(credentials.access_key, credentials.secret_key, credentials.token)

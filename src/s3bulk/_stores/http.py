@@ -110,18 +110,20 @@ class SignedHttp:
         body: bytes | bytearray | memoryview,
         region: str | None = None,
         body_sha256: str | None = None,
+        as_session: Any = None,
     ) -> dict[str, str]:
         """The headers with SigV4's added (as they are, for anonymous access). `body_sha256`, the
         body's hex SHA-256 when the caller hashed it already (off the event loop), is signed
-        instead of hashing the body again here."""
-        credentials = self.settings.credentials()
+        instead of hashing the body again here. `as_session`: (credentials, service) of a
+        directory bucket's session (`sessions.py`) instead of the settings' own."""
+        credentials, service = as_session or (self.settings.credentials(), self.service)
         if credentials is None:
             return headers
         from botocore.awsrequest import AWSRequest
 
         request = AWSRequest(method=method, url=url, data=body, headers=headers)
         signer = _signer(self.service == "s3")
-        signer(credentials, self.service, region or self._region, body_sha256).add_auth(request)
+        signer(credentials, service, region or self._region, body_sha256).add_auth(request)
         return dict(request.headers.items())
 
     async def send(
@@ -136,6 +138,7 @@ class SignedHttp:
         region: str | None = None,
         body_sha256: str | None = None,
         sign_payload: bool = True,
+        as_session: Any = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One signed request (for `region`, else the settings'), counted as `kind`; an error
         answer raises `error()`'s S3Error, a network failure a retryable ItemError (marked
@@ -145,14 +148,15 @@ class SignedHttp:
         Without `sign_payload` the native part signs UNSIGNED-PAYLOAD: for a body that carries
         its checksum, which the service checks. A URL object_store's signer would sign another
         path of (`native_http.signs_as_sent`) is signed here by botocore's signer, its body in
-        memory (`S3Client.upload_part` reads a file's range first), and sent by the native part."""
+        memory (`S3Client.upload_part` reads a file's range first), and sent by the native part.
+        `as_session`: signed with a directory bucket's session, (credentials, service)."""
         self.meter.requests[kind] += 1
         if self.native:
-            signing = self._signing(region, body_sha256, sign_payload)
+            signing = self._signing(region, body_sha256, sign_payload, as_session)
             if not native_http.signs_as_sent(url):
                 assert not isinstance(body, FileRange)  # read first: botocore hashes what it signs
                 headers, signing = (
-                    self.sign(method, url, dict(headers or {}), body, region, body_sha256),
+                    self.sign(method, url, dict(headers or {}), body, region, body_sha256, as_session),
                     None,
                 )
             try:
@@ -163,6 +167,7 @@ class SignedHttp:
                 raise self.failure(url, what or kind, str(exc), exc.unreachable) from None
         else:
             assert not isinstance(body, FileRange)  # the native part's alone
+            assert as_session is None  # directory buckets: the S3 client's, native
             status, reply_headers, payload = await self._send_aiohttp(
                 kind, method, url, headers or {}, body, what, region, body_sha256
             )
@@ -187,10 +192,10 @@ class SignedHttp:
         return self._native_http
 
     def _signing(
-        self, region: str | None, body_sha256: str | None, sign_payload: bool = True
+        self, region: str | None, body_sha256: str | None, sign_payload: bool = True, as_session: Any = None
     ) -> native_http.Signing | None:
         """What the native signer needs (None: anonymous, sent unsigned)."""
-        credentials = self.settings.credentials()
+        credentials, service = as_session or (self.settings.credentials(), self.service)
         if credentials is None:
             return None
         digest = bytes.fromhex(body_sha256) if body_sha256 is not None else None
@@ -198,7 +203,7 @@ class SignedHttp:
             credentials.access_key,
             credentials.secret_key,
             credentials.token,
-            self.service,
+            service,
             region or self._region,
             digest,
             sign_payload,

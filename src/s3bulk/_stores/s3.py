@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import ClassVar
 from urllib.parse import quote
 
 from s3bulk._config import AwsSettings
 from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile, changed_meanwhile
-from s3bulk._stores import archives, checksums, native_http, s3xml
+from s3bulk._stores import archives, checksums, native_http, s3xml, sessions
 from s3bulk._stores.http import SignedHttp, content_md5
 from s3bulk._stores.native_http import Body, FileRange
 from s3bulk._stores.retry import Meter
@@ -60,6 +61,20 @@ class S3Client(SignedHttp):
         self, settings: AwsSettings, *, max_connections: int = 64, meter: Meter | None = None
     ) -> None:
         super().__init__(settings, settings.resolved_endpoint, max_connections=max_connections, meter=meter)
+        self.sessions = sessions.Sessions(self._create_session)  # directory buckets' (CreateSession)
+
+    async def _create_session(self, bucket: str) -> sessions.Session:
+        """CreateSession: the directory bucket's session credentials, asked with the caller's."""
+        what = f"create a session for s3://{bucket}"
+        _, _, body = await self.send(
+            "SESSION",
+            "GET",
+            self.url(bucket) + "?session",
+            what=what,
+            region=self.settings.region_of(bucket),
+            as_session=(self.settings.credentials(), sessions.signing_service(self.settings)),
+        )
+        return sessions.parse_session(body, time.time(), what)
 
     def url(self, bucket: str, key: str = "") -> str:
         endpoint = self.settings.endpoint_of(bucket).rstrip("/") if bucket else self.endpoint
@@ -104,20 +119,44 @@ class S3Client(SignedHttp):
             headers = {**(headers or {}), **added}
         query = "?" + _query(params) if params else ""
 
+        in_session = sessions.takes_session(self.settings, bucket, key, method)
+
         async def sent() -> tuple[int, dict[str, str], bytes]:
-            """To the bucket's endpoint and region as known now."""
+            """To the bucket's endpoint and region as known now (a directory bucket's objects:
+            in its session, a new one once if the service says it expired)."""
             region = self.settings.region_of(bucket) if bucket else None
             url = self.url(bucket, key) + query
-            return await self.send(
-                kind,
-                method,
-                url,
-                headers=headers,
-                body=body,
-                what=what,
-                region=region,
-                sign_payload=sign_payload,
-            )
+            if not in_session:
+                return await self.send(
+                    kind,
+                    method,
+                    url,
+                    headers=headers,
+                    body=body,
+                    what=what,
+                    region=region,
+                    sign_payload=sign_payload,
+                )
+            for attempt in (1, 2):
+                session = await self.sessions.of(bucket)
+                try:
+                    return await self.send(
+                        kind,
+                        method,
+                        url,
+                        headers={**(headers or {}), **session.header},
+                        body=body,
+                        what=what,
+                        region=region,
+                        sign_payload=sign_payload,
+                        as_session=(session.credentials, sessions.signing_service(self.settings)),
+                    )
+                except S3Error as error:
+                    expired = error.code == "ExpiredToken" or (method == "HEAD" and error.status == 400)
+                    if not expired or attempt == 2:
+                        raise
+                    self.sessions.drop(bucket, session)
+            raise AssertionError("unreachable")
 
         try:
             try:

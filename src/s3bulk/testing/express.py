@@ -104,6 +104,11 @@ class ExpressStandIn(HostileS3):
             return await self._list(request, bucket)
         return await super()._handle(request)
 
+    def expire_sessions(self) -> None:
+        """Every session given so far expires now (as one would at its Expiration)."""
+        for token in self.tokens:
+            self.tokens[token] = 0.0
+
     def _refuse(self, status: int, code: str, message: str) -> web.Response:
         self.refused[code] = self.refused.get(code, 0) + 1
         return web.Response(status=status, body=_error_xml(code, message), content_type="application/xml")
