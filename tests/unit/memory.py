@@ -8,12 +8,13 @@ model of S3's corners: those are the real servers' tests."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import formatdate
+from functools import partial
 from typing import Any
 
 from s3bulk._errors import ItemError, S3Error, WrittenMeanwhile
@@ -23,6 +24,11 @@ from s3bulk._stores.s3 import quoted
 from s3bulk._stores.s3xml import ListPage, ObjectInfo
 
 WHEN = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
+
+
+def _hashed_place(seed: int, key: str) -> str:
+    """Where `key` comes in a listing in no order: a hash of it and the seed."""
+    return hashlib.blake2b(f"{seed}/{key}".encode(), digest_size=8).hexdigest()
 
 
 class MemoryS3:
@@ -127,14 +133,21 @@ class MemoryStorage:
         return ListPage(objects, [], more, page[-1] if more else None)
 
     def _unordered(self, bucket: str, prefix: str, after: str, token: str | None, max_keys: int) -> ListPage:
-        """A page of a listing in no order: the keys as they are now, shuffled by the seed and
-        where the listing starts, `token` the offset of the page in that order."""
-        keys = sorted(key for key in self._bucket(bucket) if key.startswith(prefix) and key > after)
-        random.Random(f"{self.s3.unordered}/{bucket}/{prefix}/{after}").shuffle(keys)
-        offset = int(token or 0)
-        page, more = keys[offset : offset + max_keys], offset + max_keys < len(keys)
-        objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for key in page]
-        return ListPage(objects, [], more, str(offset + max_keys) if more else None)
+        """A page of a listing in no key order: the keys in the order of a hash of the seed and
+        each key, as a store that keeps them hashed lists them, `token` where the last page ended
+        in that order. Keys deleted or written meanwhile move no other key: a listing that goes on
+        while its keys are deleted (rm) sees each remaining one once (an offset into the keys as
+        they are now, reshuffled by what was left, skipped keys rm had not reached)."""
+        place = partial(_hashed_place, self.s3.unordered)
+        keys = sorted(
+            (place(key), key) for key in self._bucket(bucket) if key.startswith(prefix) and key > after
+        )
+        if token:
+            ended = tuple(json.loads(token))
+            keys = [entry for entry in keys if entry > ended]
+        page, more = keys[:max_keys], len(keys) > max_keys
+        objects = [_info(key, self._bucket(bucket)[key], self.s3.time_of(bucket, key)) for _, key in page]
+        return ListPage(objects, [], more, json.dumps(page[-1]) if more else None)
 
     async def head(self, bucket: str, key: str, *_: Any, **__: Any) -> dict[str, str]:
         self.s3.request("HEAD", bucket, key)
