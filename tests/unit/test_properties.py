@@ -130,8 +130,9 @@ def _record(examples: int, seconds: float, tally: Counter[str]) -> None:
         "how": "hypothesis over sync (--delete, modes, --exact-timestamps, --max-delete), mv, cp "
         "(-n/-s/-u), check and rm, uploads, downloads and S3 to S3, every filter, window and "
         "--files-from, odd names, sides of other bytes, sizes and times; the engine running each "
-        "real job on the in-memory store; in two thirds of them another writer overwrites or deletes "
-        "objects on the side the job writes at (S3) between two of its requests, and what it wrote "
+        "real job on the in-memory store; in two thirds of them another writer is drawn that overwrites "
+        "or deletes objects on the side the job writes at (S3) between two of its requests "
+        "(with_another_writer: the cases where it acted before the job ended), and what it wrote "
         "unseen is never deleted or replaced but by the source's bytes",
         "examples": examples,
         "with_another_writer": tally["with another writer"],
