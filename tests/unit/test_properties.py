@@ -60,6 +60,26 @@ DIRECTORY_IN_THE_WAY = Case(
 )
 
 
+# Found by the property with its writer (make reliability, 2,000 cases): a listing is no
+# snapshot, so a delete by another writer during it can hide an extra from it (here the in-memory
+# store's unordered pages, by offset): sync --delete then leaves that extra, which is safe, and
+# the oracle claims no completeness of deletes while another writer changes the side.
+WRITER_HIDES_AN_EXTRA = (
+    Case(
+        command="sync",
+        direction="upload",
+        world=World(
+            source={name: Held(b"", 1577836800.0) for name in ("a", "it's", "a-b")},
+            destination={name: Held(b"", 1577836800.0) for name in ("a", "it's", "./x", "a-b", "/abs")},
+        ),
+        options=Options(delete=True),
+        page_size=2,
+        unordered=0,
+    ),
+    [Write(4, "./x", True, True)],
+)
+
+
 @pytest.mark.timeout(max(300, EXAMPLES))  # a second a case at most, on a loaded machine
 def test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope(tmp_path: Path) -> None:
     backend = MemoryBackend(tmp_path / "cases")
@@ -69,6 +89,7 @@ def test_no_option_makes_a_job_delete_what_the_source_holds_or_leave_its_scope(t
     @given(drawn=with_writers())
     @example(drawn=(UNORDERED_CHECK, []))
     @example(drawn=(DIRECTORY_IN_THE_WAY, []))
+    @example(drawn=WRITER_HIDES_AN_EXTRA)
     def one(drawn: tuple[Case, list[Write]]) -> None:
         case, writes = drawn
         writer = backend.writer = SideWriter(writes)
@@ -109,8 +130,9 @@ def _record(examples: int, seconds: float, tally: Counter[str]) -> None:
         "how": "hypothesis over sync (--delete, modes, --exact-timestamps, --max-delete), mv, cp "
         "(-n/-s/-u), check and rm, uploads, downloads and S3 to S3, every filter, window and "
         "--files-from, odd names, sides of other bytes, sizes and times; the engine running each "
-        "real job on the in-memory store; in two thirds of them another writer overwrites or deletes "
-        "objects on the side the job writes at (S3) between two of its requests, and what it wrote "
+        "real job on the in-memory store; in two thirds of them another writer is drawn that overwrites "
+        "or deletes objects on the side the job writes at (S3) between two of its requests "
+        "(with_another_writer: the cases where it acted before the job ended), and what it wrote "
         "unseen is never deleted or replaced but by the source's bytes",
         "examples": examples,
         "with_another_writer": tally["with another writer"],
