@@ -300,8 +300,18 @@ def test_open_writes_in_parts_and_reads_with_seek(minio: Endpoint, aws_env: dict
     assert minio.client().list_objects_v2(Bucket=bucket, Prefix="f/broken")["KeyCount"] == 0
     with pytest.raises(s3bulk.UsageError, match="use 'rb' or 'wb'"):
         s3bulk.open(url, "r+")
-    with pytest.raises(s3bulk.UsageError, match="use put"):
-        s3bulk.open(url, "wb", attributes=s3bulk.Attributes(storage_class="STANDARD_IA"))
+
+    # what put sets, open sets too, in one request or in parts
+    every = s3bulk.Attributes(
+        storage_class="REDUCED_REDUNDANCY", sse="AES256", acl="private", expires="2030-01-02T03:04:05Z"
+    )
+    for name, size in (("one.bin", 1000), ("parts.bin", 11 * MiB)):
+        with s3bulk.open(f"s3://{bucket}/f/{name}", "wb", attributes=every, buffer_size=5 * MiB) as out:
+            out.write(b"e" * size)
+        stored = minio.client().head_object(Bucket=bucket, Key=f"f/{name}")
+        assert stored["ContentLength"] == size and stored["StorageClass"] == "REDUCED_REDUNDANCY"
+        assert stored["ServerSideEncryption"] == "AES256"
+        assert stored["ResponseMetadata"]["HTTPHeaders"]["expires"] == "Wed, 02 Jan 2030 03:04:05 GMT"
 
 
 def test_open_writes_a_large_object_in_bounded_memory(

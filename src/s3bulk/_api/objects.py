@@ -193,9 +193,10 @@ def open(
     read somewhere new fetches `buffer_size` bytes, reading on streams the rest in one GET (an
     object replaced while it is read fails the read); "wb" uploads `buffer_size` parts as they
     fill and completes on close (leaving its `with` block by an exception aborts the upload).
-    Writers set Content-* headers, metadata and tags from `attributes`, and send the settings'
-    checksum for the service to check what it stores by: CRC64NVME (the default, full-object)
-    or SHA256 (per part); with another algorithm chosen, none."""
+    Writers set every one of `attributes` (Content-* headers, Expires, metadata, tags, storage
+    class, encryption, ACL) as `put` does, and send the settings' checksum for the service to
+    check what it stores by: CRC64NVME (the default, full-object) or SHA256 (per part); with
+    another algorithm chosen, none."""
     from s3bulk._objects import open_object
 
     return open_object(settings or AwsSettings.from_env(), url, mode, attributes, buffer_size)

@@ -158,11 +158,6 @@ class Attributes:
         attributes.update(self.metadata)
         return attributes or None
 
-    @property
-    def needs_signed_client(self) -> bool:
-        """obstore sets Content-* headers and metadata only."""
-        return bool(self._object_headers()) or bool(self.expires)
-
     def with_content_type(self, content_type: str | None) -> Attributes:
         """These attributes with a guessed Content-Type, unless one was given."""
         if self.content_type or not content_type:

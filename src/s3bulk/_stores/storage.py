@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import io
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -383,11 +382,6 @@ class Storage:
         part) and completes on close (then calls `on_close`); leaving its `with` block by an
         exception aborts it (`writer.py`: `pipe`'s upload, on the readers' event loop)."""
         _need_addressable(key)
-        if dataclasses.replace(attributes, tags=()).needs_signed_client:
-            raise UsageError(
-                "open(..., 'wb') sets Content-* headers, metadata and tags; for a storage class, "
-                "encryption, an ACL or Expires use put()"
-            )
         parts = Parts(size=buffer_size, in_flight=WRITER_PARTS_IN_FLIGHT)
         return ObjectWriter(self._on_background(), bucket, key, attributes, parts, on_close=on_close)
 
