@@ -489,14 +489,16 @@ def main() -> int:
     }
     if args.parts == "memory":
         return memory_only(args, env, figures)
-    junits = [OUT / "once.xml", *(OUT / f"faults-{round_}.xml" for round_ in range(args.rounds))]
-    codes = [run_pytest(ONCE, env, junits[0])]
-    for round_ in range(args.rounds):
-        codes.append(
-            run_pytest(
-                ["tests/integration/test_faults.py::test_faults_lose_nothing"], env, junits[round_ + 1]
-            )
-        )
+    # each tier in a session of its own, as make test runs them (both have a test_concurrent_writer)
+    tiers = [
+        [node for node in ONCE if node.startswith(prefix)] for prefix in ("tests/unit/", "tests/integration/")
+    ]
+    once = [OUT / "once-unit.xml", OUT / "once.xml"]
+    faults = [OUT / f"faults-{round_}.xml" for round_ in range(args.rounds)]
+    junits = [*once, *faults]
+    codes = [run_pytest(nodes, env, junit) for nodes, junit in zip(tiers, once, strict=True)]
+    for junit in faults:
+        codes.append(run_pytest(["tests/integration/test_faults.py::test_faults_lose_nothing"], env, junit))
     records = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
     records.sort(key=lambda record: (not record["scenario"].startswith("network"), record["scenario"]))
     args.output.write_text(render(records, outcomes(junits), args.rounds, args.trials))

@@ -49,6 +49,7 @@ except ImportError:  # the extra is not installed: one line saying which to inst
 
 from s3bulk._report import Report
 from s3bulk._stores.attributes import NO_ATTRIBUTES, Attributes
+from s3bulk._stores.onewrite import OneWrite
 from s3bulk._stores.retry import Retrier, RetryPolicy
 from s3bulk._stores.routes import Parts
 from s3bulk._stores.s3 import quote_key
@@ -864,10 +865,8 @@ class S3BulkFileSystem(AsyncFileSystem):
         part = max(part, PART_MIN)
         try:
             if size <= part:
-                data = read(0, size)
-                answer = await storage.retry(
-                    lambda: client.put_object(bucket, key, data, headers | condition), what
-                )
+                data, write = read(0, size), OneWrite(client, bucket, key)
+                answer = await storage.retry(lambda: write.put(data, headers | condition), what)
                 callback.relative_update(size)
             else:
                 answer = await self._write_parts(bucket, key, size, read, part, headers, condition, callback)
@@ -910,12 +909,8 @@ class S3BulkFileSystem(AsyncFileSystem):
                 sent.append((etag, value, len(data)))
                 callback.relative_update(len(data))
             etags, sums = [etag for etag, _, _ in sent], [(value, length) for _, value, length in sent]
-            return await storage.retry(
-                lambda: client.complete_multipart_upload(
-                    bucket, key, upload, etags, checksum, sums, condition
-                ),
-                what,
-            )
+            write = OneWrite(client, bucket, key)
+            return await storage.retry(lambda: write.complete(upload, etags, checksum, sums, condition), what)
         except BaseException:
             await client.abort_multipart_upload(bucket, key, upload)
             raise
@@ -1798,6 +1793,7 @@ class S3BulkFile(AbstractBufferedFile):
     async def _commit(self, data: bytes) -> dict[str, str]:
         storage, create = self.fs._storage(), "x" in self.mode
         condition = {"If-None-Match": "*"} if create else {}
+        write = OneWrite(storage.client, self.bucket, self.key)
         try:
             if not self.parts:
                 if self.mpu is not None:
@@ -1805,17 +1801,14 @@ class S3BulkFile(AbstractBufferedFile):
                 headers = self.attributes.headers() | condition
                 return dict(
                     await storage.retry(
-                        lambda: storage.client.put_object(self.bucket, self.key, data, headers),
-                        f"put s3://{self.bucket}/{self.key}",
+                        lambda: write.put(data, headers), f"put s3://{self.bucket}/{self.key}"
                     )
                 )
             etags = [etag for etag, _, _ in self.parts]
             sums = [(checksum, length) for _, checksum, length in self.parts]
             return dict(
                 await storage.retry(
-                    lambda: storage.client.complete_multipart_upload(
-                        self.bucket, self.key, str(self.mpu), etags, self._checksum, sums, condition
-                    ),
+                    lambda: write.complete(str(self.mpu), etags, self._checksum, sums, condition),
                     f"complete the upload of s3://{self.bucket}/{self.key}",
                 )
             )

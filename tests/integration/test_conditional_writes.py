@@ -13,7 +13,7 @@ import pytest
 from conftest import Endpoint, Hostile, new_bucket, run_cli
 
 import s3bulk
-from s3bulk.testing.hostile import Meanwhile
+from s3bulk.testing.hostile import LostAnswer, Meanwhile
 
 PROBE = ".s3bulk-probe-"
 
@@ -109,6 +109,58 @@ def test_sync_never_replaces_an_object_written_after_its_listing(
     again = run_cli(hostile.env, "sync", "--retry-failed", job)  # as the line says
     assert again.returncode == 0, again.stderr
     assert _bodies(minio, bucket, "t/") == {f"t/{name}": b"source " + name.encode() for name in "abc"}
+
+
+@pytest.mark.parametrize("operation", ["PutObject", "CompleteMultipartUpload"])
+def test_a_conditional_write_whose_answer_was_lost_is_done_not_refused(
+    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, operation: str
+) -> None:
+    """The service stores sync's write of t/a (If-Match of the listed ETag) and of t/b (If-None-Match:
+    nothing was listed), and the connection resets before its answer: the retry finds its own
+    object there and is refused (412). That is the write done, not another writer's: exit 0, every
+    object the source's (make reliability's resets found 1% of a sync's writes failed so)."""
+    size = 6 * 1024 * 1024 if operation == "CompleteMultipartUpload" else 100
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in "abc":
+        (source / name).write_bytes(name.encode() * size)
+    minio.client().put_object(Bucket=bucket, Key="t/a", Body=b"old a")
+    for key in ("t/a", "t/b"):
+        hostile.misbehave(LostAnswer(), operation=operation, key=key, times=1)
+    result = run_cli(
+        hostile.env,
+        "sync",
+        "--part-size",
+        "5MiB",
+        "--multipart-threshold",
+        "5MiB",
+        f"{source}/",
+        f"s3://{bucket}/t/",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "changed since it was listed" not in result.stderr
+    assert _bodies(minio, bucket, "t/") == {f"t/{name}": name.encode() * size for name in "abc"}
+    assert [seen.fault for seen in hostile.server.log.seen if seen.fault] == ["LostAnswer"] * 2
+
+
+@pytest.mark.parametrize("size", [100, 6 * 1024 * 1024], ids=["put", "parts"])
+def test_fsspec_create_whose_answer_was_lost_writes_and_raises_nothing(
+    hostile: Hostile, minio: Endpoint, bucket: str, aws_env: dict[str, str], size: int
+) -> None:
+    """open(..., "xb") through s3bulk:// (If-None-Match: *), its PutObject or completion stored
+    and its answer lost: the retry's 412 is its own object, not FileExistsError."""
+    from s3bulk.fsspec import S3BulkFileSystem
+
+    fs = S3BulkFileSystem(endpoint_url=hostile.server.endpoint, skip_instance_cache=True)
+    operation = "PutObject" if size < 5 * 1024 * 1024 else "CompleteMultipartUpload"
+    hostile.misbehave(LostAnswer(), operation=operation, key="x/new", times=1)
+    with fs.open(f"{bucket}/x/new", "xb", block_size=5 * 1024 * 1024) as out:
+        out.write(b"n" * size)
+    assert _bodies(minio, bucket, "x/") == {"x/new": b"n" * size}
+    assert [seen.fault for seen in hostile.server.log.seen if seen.fault] == ["LostAnswer"]
+    with pytest.raises(FileExistsError):
+        with fs.open(f"{bucket}/x/new", "xb") as again:
+            again.write(b"second")
 
 
 def test_pipe_n_and_if_match_for_one_object(minio: Endpoint, bucket: str) -> None:

@@ -31,6 +31,7 @@ from s3bulk._errors import ItemError, S3Error
 from s3bulk._stores import checksums
 from s3bulk._stores.etags import completed_etag
 from s3bulk._stores.native_http import FileRange
+from s3bulk._stores.onewrite import OneWrite
 from s3bulk._stores.s3 import S3Client, quote_key
 from s3bulk._stores.underway import count_moved
 
@@ -229,12 +230,9 @@ async def _complete(
     its ETag, the MD5 of the parts' MD5s with their count."""
     etags = [etag for etag, _ in sent]
     parts = [(value, length) for (_, value), length in zip(sent, lengths, strict=True)]
+    write = OneWrite(client, bucket, key)  # a retry refused (412) for the write's own object
     try:
-        await retry(
-            lambda: client.complete_multipart_upload(
-                bucket, key, upload_id, etags, checksum, parts, condition
-            )
-        )
+        await retry(lambda: write.complete(upload_id, etags, checksum, parts, condition))
     except S3Error as error:
         expected = completed_etag(etags)
         if error.code != "NoSuchUpload" or expected is None:
@@ -502,7 +500,8 @@ async def upload_stream(
     `concurrency` parts in flight plus the one being read. Returns the bytes sent."""
     body = await _read_full(read, part_size)
     if len(body) < part_size:
-        await retry(lambda: client.put_object(bucket, key, body, headers | (condition or {})))
+        write = OneWrite(client, bucket, key)
+        await retry(lambda: write.put(body, headers | (condition or {})))
         return len(body)
     slots = asyncio.Semaphore(max(1, concurrency))
     sent: dict[int, tuple[str, str]] = {}

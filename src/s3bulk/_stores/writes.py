@@ -27,6 +27,7 @@ from s3bulk._stores.multipart import (
     upload_file,
     upload_stream,
 )
+from s3bulk._stores.onewrite import OneWrite
 from s3bulk._stores.retry import Retrier
 from s3bulk._stores.routes import MiB, Parts
 from s3bulk._stores.s3 import S3Client
@@ -89,25 +90,19 @@ class Writes:
                 condition=condition,
             )
         else:
+            write = OneWrite(self.client, bucket, key)  # a retry refused (412) for its own object
             return await self._retrying(
-                lambda: self._put_file(bucket, key, path, size, attributes, condition),
-                f"put s3://{bucket}/{key}",
+                lambda: self._put_file(write, path, size, attributes, condition), f"put s3://{bucket}/{key}"
             )
         return size
 
     async def _put_file(
-        self,
-        bucket: str,
-        key: str,
-        path: str,
-        size: int,
-        attributes: Attributes,
-        condition: dict[str, str] | None = None,
+        self, write: OneWrite, path: str, size: int, attributes: Attributes, condition: dict[str, str] | None
     ) -> int:
         """The file read whole, as one version of itself (`read_unchanged`), then sent by the
         signed client (its SHA-256 signed: the service refuses a body changed on the way)."""
         body = read_unchanged(path) if size <= 2 * MiB else await asyncio.to_thread(read_unchanged, path)
-        await self.client.put_object(bucket, key, body, attributes.headers() | (condition or {}))
+        await write.put(body, attributes.headers() | (condition or {}))
         return len(body)
 
     async def write_conditions(self, bucket: str, prefix: str) -> WriteConditions:
@@ -314,7 +309,8 @@ class Writes:
             )
         else:
             body = await fetch(0, size) if size else b""
-            await self._retrying(lambda: self.client.put_object(bucket, key, body, headers | condition), what)
+            write = OneWrite(self.client, bucket, key)
+            await self._retrying(lambda: write.put(body, headers | condition), what)
 
     async def _copy_in_parts(
         self,
