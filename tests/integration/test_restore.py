@@ -193,6 +193,51 @@ def test_cp_of_archived_objects_names_restore_and_restored_only_copies_the_ready
     assert "2 objects, 11 B" in ready.stdout and "2 skipped" in ready.stdout
 
 
+def _listed(env: dict[str, str], url: str) -> dict[str, dict[str, object]]:
+    done = run_cli(env, "ls", "-r", "--json", url)
+    assert done.returncode == 0, done.stderr
+    return {record["key"]: record for record in map(json.loads, done.stdout.splitlines())}
+
+
+def test_ls_json_shows_each_archived_objects_restore_as_head_does(
+    moto: Endpoint, under_way: Callable[[str, str], None]
+) -> None:
+    """moto lists no RestoreStatus (it ignores `x-amz-optional-object-attributes`): the probe
+    HEAD of the page's first archived object finds a restore the listing left out, and the
+    other archived objects are asked with a HEAD each; objects in no archive are not."""
+    bucket = new_bucket(moto)
+    client = moto.client()
+    client.put_object(Bucket=bucket, Key="a-thawed", Body=b"t", StorageClass="GLACIER")  # type: ignore[attr-defined]
+    client.restore_object(Bucket=bucket, Key="a-thawed", RestoreRequest={"Days": 2})  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key="b-thawing", Body=b"w", StorageClass="DEEP_ARCHIVE")  # type: ignore[attr-defined]
+    under_way(bucket, "b-thawing")
+    client.put_object(Bucket=bucket, Key="c-cold", Body=b"c", StorageClass="GLACIER")  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key="d-plain", Body=b"p")  # type: ignore[attr-defined]
+
+    listed = _listed(moto.env, f"s3://{bucket}/")
+    assert sorted(listed) == ["a-thawed", "b-thawing", "c-cold", "d-plain"]
+    head = json.loads(run_cli(moto.env, "head", "--json", f"s3://{bucket}/a-thawed").stdout.splitlines()[0])
+    head = head.get("attributes", head)
+    assert listed["a-thawed"]["restore_ongoing"] is False
+    assert listed["a-thawed"]["restore_ready_until"] == head["restore_ready_until"]
+    assert listed["b-thawing"]["restore_ongoing"] is True and "restore_ready_until" not in listed["b-thawing"]
+    assert "restore_ongoing" not in listed["c-cold"] and "restore_ongoing" not in listed["d-plain"]
+    assert listed["c-cold"]["storage_class"] == "GLACIER" and listed["d-plain"]["size"] == 1
+
+
+def test_ls_json_asks_restore_states_of_services_without_archives_unharmed(minio: Endpoint) -> None:
+    """MinIO (like versitygw and Garage) ignores the header that asks for restore states: ls
+    lists as it did, with no HEAD (nothing is archived)."""
+    bucket = new_bucket(minio)
+    for key in ("x", "y/z"):
+        minio.client().put_object(Bucket=bucket, Key=key, Body=b"m")  # type: ignore[attr-defined]
+    listed = _listed(minio.env, f"s3://{bucket}/")
+    assert {key: (record["size"], "restore_ongoing" in record) for key, record in listed.items()} == {
+        "x": (1, False),
+        "y/z": (1, False),
+    }
+
+
 def _settled(moto: Endpoint, bucket: str, keys: list[str], proxy: S3ThrottlingProxy) -> list[str]:
     """The keys with a restore, once the RestoreObjects the proxy let through (held ones go on
     after the kill, or fail with their connection) have all reached moto."""
