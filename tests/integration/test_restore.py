@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, held_at, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, RunningJob, held_at, new_bucket, run_cli
 
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
@@ -275,3 +275,99 @@ def test_restore_killed_and_resumed_asks_only_for_the_rest(moto: Endpoint, tmp_p
     assert all('ongoing-request="false"' in _restore_header(moto, bucket, key) for key in keys)
     counted = summary["outcomes"].get("already restored", 0) + summary["objects_already_done"]  # type: ignore[attr-defined,operator]
     assert counted == len(under_way)
+
+
+def _archive(moto: Endpoint, bucket: str, keys: list[str]) -> None:
+    """Archived objects, written 8 at a time (moto takes ~60 PUTs/s on this machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = moto.client()
+
+    def put(key: str) -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x", StorageClass="GLACIER")  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, keys))
+
+
+def _sampled_peak(job: RunningJob, stop: Callable[[], bool]) -> int:
+    """The peak RSS summed over the job's process group, sampled until `stop()`."""
+    import os
+
+    import psutil
+
+    peak = 0
+    while not stop():
+        total = 0
+        for each in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(each.pid) == job.pid:
+                    total += each.memory_info().rss
+            except (psutil.Error, ProcessLookupError):
+                continue
+        peak = max(peak, total)
+        time.sleep(0.02)
+    return peak
+
+
+def _quiet(proxy: S3ThrottlingProxy) -> int:
+    """The RestoreObjects the proxy let through, once the held ones (released after the kill)
+    have gone on: the count no longer moves."""
+    last, since = -1, time.monotonic()
+    while time.monotonic() - since < 2:
+        now = proxy.log.accepted["POST"]
+        if now != last:
+            last, since = now, time.monotonic()
+        time.sleep(0.1)
+    return last
+
+
+@pytest.mark.campaign
+def test_restore_of_20000_archived_objects_killed_and_resumed_asks_once_each(
+    moto: Endpoint, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """Issue 66's goal: `restore` of 20,000 archived objects on moto, SIGKILLed half-way (the
+    proxy holds every request after the 10,000th answer), then `--resume`: one RestoreObject per
+    object over both runs, counted at the proxy; and the peak RSS of each run's process group."""
+    count = 20_000
+    bucket = new_bucket(moto)
+    keys = [f"a/{n:06d}" for n in range(count)]
+    _archive(moto, bucket, keys)
+    env = moto.env | {"S3BULK_STATE_DIR": str(tmp_path / "state")}
+    command = ["restore", f"s3://{bucket}/a/", "--days", "1", "--tier", "Bulk"]
+    with S3ThrottlingProxy(moto.server.endpoint) as proxy:
+        env |= {"AWS_ENDPOINT_URL": proxy.endpoint}
+        started = time.monotonic()
+        proxy.hold_after(count)  # a HEAD and a RestoreObject each: half-way, every later one held
+        try:
+            with RunningJob([*S3BULK, *command], env, tmp_path / "k.log") as job:
+                first_peak = _sampled_peak(job, lambda: proxy.held > 0 or job.poll() is not None)
+                assert job.poll() is None, f"the job ended before its kill point: {job.output()}"
+                job.kill_group()
+                job.wait()
+        finally:
+            proxy.release()
+        killed_wall = time.monotonic() - started
+        asked_before = _quiet(proxy)
+        assert 0 < asked_before < count
+        job_id = json.loads(run_cli(env, "jobs", "--json").stdout.splitlines()[0])["job_id"]
+        started = time.monotonic()
+        resumed = RunningJob([*S3BULK, "restore", "--resume", job_id, "--json"], env, tmp_path / "r.log")
+        resumed_peak = _sampled_peak(resumed, lambda: resumed.poll() is not None)
+        resumed_wall = time.monotonic() - started
+        assert resumed.wait() == 0, resumed.output()
+        assert proxy.log.accepted["POST"] == count  # one RestoreObject each, over both runs
+    summary = _summary((tmp_path / "r.log").read_text())
+    assert summary["requests"]["RESTORE"] == count - asked_before  # type: ignore[index]
+    figures = {
+        "objects": count,
+        "restores_first_run": asked_before,
+        "restores_resumed": count - asked_before,
+        "killed_run_wall_s": round(killed_wall, 1),
+        "resumed_wall_s": round(resumed_wall, 1),
+        "killed_run_peak_rss_mib": round(first_peak / 1024**2),
+        "resumed_peak_rss_mib": round(resumed_peak / 1024**2),
+        "load": Path("/proc/loadavg").read_text().split()[:3],
+    }
+    print("FIGURES", json.dumps(figures))
+    reliability("restore", "SIGKILL mid `restore` of 20,000 archived objects, then `--resume`", **figures)
