@@ -297,8 +297,8 @@ def test_reads_of_a_directory_bucket_through_open_and_fsspec_carry_the_session(
     express_sessions: ExpressStandIn, minio: Endpoint, aws_env: dict[str, str]
 ) -> None:
     """`s3bulk.open(url, "rb")` (whole, and seeks into a larger object read a block at a time),
-    fsspec's cat, ranges and open: each request signed in the bucket's session (the stand-in
-    refuses one without its token, 403)."""
+    fsspec's cat, ranges, open and ls, and `s3bulk.open(url, "wb")`: each request signed in the
+    bucket's session (the stand-in refuses one without its token, 403)."""
     import fsspec
 
     import s3bulk
@@ -323,4 +323,8 @@ def test_reads_of_a_directory_bucket_through_open_and_fsspec_carry_the_session(
         handle.seek(900_000)
         assert handle.read(64) == big[900_000:900_064]
     assert sorted(fs.ls(f"{bucket}/r/", detail=False)) == [f"{bucket}/r/k000000", f"{bucket}/r/k000001"]
+    with s3bulk.open(f"s3://{bucket}/w/new", "wb", settings=settings) as writer:  # and a write
+        writer.write(b"written in the session")
+    with s3bulk.open(f"s3://{bucket}/w/new", "rb", settings=settings) as reader:
+        assert reader.read() == b"written in the session"
     assert express_sessions.refused == refused_before  # no request refused for want of a session
