@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, RunningJob, held_at, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, Hostile, RunningJob, held_at, new_bucket, run_cli
 
+from s3bulk._stores.s3 import OPTIONAL_ATTRIBUTES
+from s3bulk.testing.hostile import Status
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
 RESTORE_MODEL = "s3::keyrestore"
@@ -236,6 +238,22 @@ def test_ls_json_asks_restore_states_of_services_without_archives_unharmed(minio
         "x": (1, False),
         "y/z": (1, False),
     }
+
+
+def test_ls_json_on_a_service_that_refuses_the_restore_header_lists_as_before(hostile: Hostile) -> None:
+    """A service that answers a listing asked for restore states 501 NotImplemented (the proxy
+    refuses every request that carries the header): asked once more without it, and no more."""
+    bucket = new_bucket(hostile.minio)
+    for n in range(3):
+        hostile.minio.client().put_object(Bucket=bucket, Key=f"k{n}", Body=b"m")  # type: ignore[attr-defined]
+    rule = hostile.misbehave(
+        Status(501, "NotImplemented"),
+        operation="ListObjectsV2",
+        when=lambda exchange: OPTIONAL_ATTRIBUTES in exchange.request.headers,
+    )
+    listed = _listed(hostile.env, f"s3://{bucket}/")
+    assert sorted(listed) == ["k0", "k1", "k2"]
+    assert rule.applied == 1  # refused once: the job asks no more
 
 
 def _settled(moto: Endpoint, bucket: str, keys: list[str], proxy: S3ThrottlingProxy) -> list[str]:

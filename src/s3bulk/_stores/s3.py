@@ -314,8 +314,8 @@ class S3Client(SignedHttp):
 
     async def _listed(self, bucket: str, params: dict[str, str], what: str) -> bytes:
         """A listing page's body, with the restore states asked for where they are wanted; a
-        service that refuses the header (a 400 or 501 naming it, or an unknown attribute) is
-        asked again without it, and never again in this job: `ls` lists as it did."""
+        service that refuses the request with the header (a 400 or 501) is asked again without
+        it, and never again in this job: `ls` lists as it did."""
         if self.restore_status:
             try:
                 _, _, body = await self.request(
@@ -785,14 +785,10 @@ def refused_checks(
 
 
 def _refused_attributes(error: S3Error) -> bool:
-    """Whether a listing asked for optional attributes was refused for them (not retryable, a
-    400 or 501 whose words name the header or the attribute, or say it is not implemented)."""
-    if error.status not in (400, 501) or error.retryable:
-        return False
-    words = f"{error.code} {error.message}".lower()
-    return error.status == 501 or any(
-        word in words for word in ("optional", "restorestatus", "attribute", "header")
-    )
+    """Whether a listing asked for optional attributes may have been refused for them: any 400 or
+    501 that no retry changes (what a service says of a header it does not take is its own;
+    asked again without it, an error that was about something else comes back as it was)."""
+    return error.status in (400, 501) and not error.retryable
 
 
 WRITE_CONDITIONS = ("if-none-match", "if-match")
