@@ -341,6 +341,7 @@ def _quiet(proxy: S3ThrottlingProxy) -> int:
 
 
 @pytest.mark.campaign
+@pytest.mark.timeout(3600)
 def test_restore_of_20000_archived_objects_killed_and_resumed_asks_once_each(
     moto: Endpoint, tmp_path: Path, reliability: Callable[..., None]
 ) -> None:
