@@ -80,12 +80,15 @@ async def ls_pages(
     settings: AwsSettings | None = None,
     report: Report | None = None,
     inventory: str | None = None,
+    restore_states: bool = False,
 ) -> AsyncIterator[tuple[list[str], list[ObjectInfo]]]:
     """`ls_async` a page at a time, (sub-prefixes, objects): what `s3bulk ls` prints from, as
     an async generator's step per key cost more than the key's own line. With `inventory` (an
     S3 Inventory's manifest.json, or its configuration's prefix), the objects its files list
-    under the URL's prefix, in the inventory's order, with no LIST request on the bucket."""
+    under the URL's prefix, in the inventory's order, with no LIST request on the bucket. With
+    `restore_states`, each archived object's restore state (`ListedRestores`), as `head` shows it."""
     from s3bulk._sources.listing import list_prefix, list_sequential
+    from s3bulk._sources.restores import ListedRestores
     from s3bulk._stores.storage import Storage
 
     location = parse_s3(url)
@@ -94,6 +97,9 @@ async def ls_pages(
     settings = settings or AwsSettings.from_env()
     report = report if report is not None else Report("ls", source=url)
     client = Storage(settings, connections=concurrency)
+    client.client.restore_status = restore_states and inventory is None
+    wanted = restore_states and inventory is None
+    restores = ListedRestores(client, location.bucket, concurrency=concurrency) if wanted else None
     started = time.perf_counter()
     try:
         if inventory is not None:
@@ -105,15 +111,18 @@ async def ls_pages(
             async for objects in list_prefix(
                 client, location.bucket, location.key, concurrency=concurrency, auto=partitioned is None
             ):
+                if restores is not None:
+                    objects = await restores.filled(objects)
                 report.objects_done += len(objects)
                 report.bytes_done += sum(info.size for info in objects)
                 yield [], objects
         else:
             delimiter = None if recursive else "/"
             async for page in list_sequential(client, location.bucket, location.key, delimiter=delimiter):
-                report.objects_done += len(page.objects)
-                report.bytes_done += sum(info.size for info in page.objects)
-                yield page.common_prefixes, page.objects
+                objects = page.objects if restores is None else await restores.filled(page.objects)
+                report.objects_done += len(objects)
+                report.bytes_done += sum(info.size for info in objects)
+                yield page.common_prefixes, objects
     finally:
         report.requests = dict(client.meter.requests)
         report.wall_seconds = time.perf_counter() - started

@@ -64,9 +64,19 @@ def vectors_costs(logical_bytes: int = 0, queries: int = 0) -> str:
 
 
 # Retrieving from an archive tier, per storage class and tier: (dollars per GB retrieved, dollars
-# per 1,000 RestoreObject requests), us-east-1 list prices as AWS's S3 pricing page gave them in
-# 2025 (Bulk retrievals from Flexible Retrieval are free since November 2023; Deep Archive has no
-# Expedited tier).
+# per 1,000 RestoreObject requests), us-east-1 list prices (Deep Archive has no Expedited tier).
+# Checked on 2026-11-29 (issue 66) against what could be read here, AWS's price page itself
+# (https://aws.amazon.com/s3/pricing/) not among it (a capture of it dated 2026-09-20 holds its
+# price cells as unrendered templates):
+# - Flexible Retrieval Standard $0.01/GB + $0.05 per 1,000, Expedited $10 per 1,000: AWS's
+#   Knowledge Center, https://repost.aws/knowledge-center/s3-manage-data-retrieval (undated), in
+#   its worked example of 15,000,000 objects; Bulk from Flexible Retrieval is free: "Bulk
+#   retrievals are free for objects that are stored in S3 Glacier Flexible Retrieval",
+#   https://docs.aws.amazon.com/AmazonS3/latest/userguide/restoring-objects-retrieval-options.html
+# - Expedited's $0.03/GB and Deep Archive's Standard ($0.02/GB + $0.10 per 1,000) and Bulk
+#   ($0.0025/GB + $0.025 per 1,000) are confirmed by no AWS page read here, only by third
+#   parties (a gist of 2023-03-24, gist.github.com/casouri/56e1e634e50d1ae023f3bb8ea4d053de):
+#   kept as they were, to be checked against the price page where it can be read.
 RETRIEVAL = {
     ("GLACIER", "Expedited"): (0.03, 10.00),
     ("GLACIER", "Standard"): (0.01, 0.05),
@@ -74,7 +84,7 @@ RETRIEVAL = {
     ("DEEP_ARCHIVE", "Standard"): (0.02, 0.10),
     ("DEEP_ARCHIVE", "Bulk"): (0.0025, 0.025),
 }
-RETRIEVAL_SOURCE = "S3 Glacier retrieval list prices, us-east-1, 2025"
+RETRIEVAL_SOURCE = "S3 Glacier retrieval list prices, us-east-1"
 
 
 def retrieval_cost(storage_class: str, tier: str, objects: int, size: int) -> float:

@@ -291,3 +291,40 @@ def test_an_expired_session_is_replaced_and_the_request_sent_again(
     assert asyncio.run(steps()) == (5, str(len(b"object 1")), b"object 2")
     assert express_sessions.refused.get("ExpiredToken", 0) - expired_before == 3
     assert len(express_sessions.tokens) - made_before == 4  # the first, and one after each expiry
+
+
+def test_reads_of_a_directory_bucket_through_open_and_fsspec_carry_the_session(
+    express_sessions: ExpressStandIn, minio: Endpoint, aws_env: dict[str, str]
+) -> None:
+    """`s3bulk.open(url, "rb")` (whole, and seeks into a larger object read a block at a time),
+    fsspec's cat, ranges, open and ls, and `s3bulk.open(url, "wb")`: each request signed in the
+    bucket's session (the stand-in refuses one without its token, 403)."""
+    import fsspec
+
+    import s3bulk
+
+    bucket = _directory_bucket(minio)
+    big = bytes(range(256)) * 4096  # 1 MiB, read in 256 KiB blocks
+    _fill(minio, bucket, "r/", range(2))
+    _fill(minio, bucket, "big/", range(1), body=big)
+    settings = AwsSettings(endpoint_url=express_sessions.endpoint, region="us-east-1")
+    refused_before = dict(express_sessions.refused)
+    with s3bulk.open(f"s3://{bucket}/r/k000001", "rb", settings=settings) as reader:
+        assert reader.read() == b"object 1"
+    with s3bulk.open(f"s3://{bucket}/big/k000000", "rb", buffer_size=256 * 1024, settings=settings) as reader:
+        reader.seek(700_000)
+        assert reader.read(1000) == big[700_000:701_000]
+        reader.seek(10)
+        assert reader.read(20) == big[10:30]
+    fs = fsspec.filesystem("s3bulk", endpoint_url=express_sessions.endpoint, region="us-east-1")
+    assert fs.cat_file(f"{bucket}/r/k000000") == b"object 0"
+    assert fs.cat_file(f"{bucket}/big/k000000", start=5, end=9) == big[5:9]
+    with fs.open(f"{bucket}/big/k000000", "rb", block_size=128 * 1024) as handle:
+        handle.seek(900_000)
+        assert handle.read(64) == big[900_000:900_064]
+    assert sorted(fs.ls(f"{bucket}/r/", detail=False)) == [f"{bucket}/r/k000000", f"{bucket}/r/k000001"]
+    with s3bulk.open(f"s3://{bucket}/w/new", "wb", settings=settings) as writer:  # and a write
+        writer.write(b"written in the session")
+    with s3bulk.open(f"s3://{bucket}/w/new", "rb", settings=settings) as reader:
+        assert reader.read() == b"written in the session"
+    assert express_sessions.refused == refused_before  # no request refused for want of a session

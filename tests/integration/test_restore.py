@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, held_at, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, Hostile, RunningJob, held_at, new_bucket, run_cli
 
+from s3bulk._stores.s3 import OPTIONAL_ATTRIBUTES
+from s3bulk.testing.hostile import Status
 from s3bulk.testing.throttle import S3ThrottlingProxy
 
 RESTORE_MODEL = "s3::keyrestore"
@@ -193,6 +195,67 @@ def test_cp_of_archived_objects_names_restore_and_restored_only_copies_the_ready
     assert "2 objects, 11 B" in ready.stdout and "2 skipped" in ready.stdout
 
 
+def _listed(env: dict[str, str], url: str) -> dict[str, dict[str, object]]:
+    done = run_cli(env, "ls", "-r", "--json", url)
+    assert done.returncode == 0, done.stderr
+    return {record["key"]: record for record in map(json.loads, done.stdout.splitlines())}
+
+
+def test_ls_json_shows_each_archived_objects_restore_as_head_does(
+    moto: Endpoint, under_way: Callable[[str, str], None]
+) -> None:
+    """moto lists no RestoreStatus (it ignores `x-amz-optional-object-attributes`): the probe
+    HEAD of the page's first archived object finds a restore the listing left out, and the
+    other archived objects are asked with a HEAD each; objects in no archive are not."""
+    bucket = new_bucket(moto)
+    client = moto.client()
+    client.put_object(Bucket=bucket, Key="a-thawed", Body=b"t", StorageClass="GLACIER")  # type: ignore[attr-defined]
+    client.restore_object(Bucket=bucket, Key="a-thawed", RestoreRequest={"Days": 2})  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key="b-thawing", Body=b"w", StorageClass="DEEP_ARCHIVE")  # type: ignore[attr-defined]
+    under_way(bucket, "b-thawing")
+    client.put_object(Bucket=bucket, Key="c-cold", Body=b"c", StorageClass="GLACIER")  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key="d-plain", Body=b"p")  # type: ignore[attr-defined]
+
+    listed = _listed(moto.env, f"s3://{bucket}/")
+    assert sorted(listed) == ["a-thawed", "b-thawing", "c-cold", "d-plain"]
+    head = json.loads(run_cli(moto.env, "head", "--json", f"s3://{bucket}/a-thawed").stdout.splitlines()[0])
+    head = head.get("attributes", head)
+    assert listed["a-thawed"]["restore_ongoing"] is False
+    assert listed["a-thawed"]["restore_ready_until"] == head["restore_ready_until"]
+    assert listed["b-thawing"]["restore_ongoing"] is True and "restore_ready_until" not in listed["b-thawing"]
+    assert "restore_ongoing" not in listed["c-cold"] and "restore_ongoing" not in listed["d-plain"]
+    assert listed["c-cold"]["storage_class"] == "GLACIER" and listed["d-plain"]["size"] == 1
+
+
+def test_ls_json_asks_restore_states_of_services_without_archives_unharmed(minio: Endpoint) -> None:
+    """MinIO (like versitygw and Garage) ignores the header that asks for restore states: ls
+    lists as it did, with no HEAD (nothing is archived)."""
+    bucket = new_bucket(minio)
+    for key in ("x", "y/z"):
+        minio.client().put_object(Bucket=bucket, Key=key, Body=b"m")  # type: ignore[attr-defined]
+    listed = _listed(minio.env, f"s3://{bucket}/")
+    assert {key: (record["size"], "restore_ongoing" in record) for key, record in listed.items()} == {
+        "x": (1, False),
+        "y/z": (1, False),
+    }
+
+
+def test_ls_json_on_a_service_that_refuses_the_restore_header_lists_as_before(hostile: Hostile) -> None:
+    """A service that answers a listing asked for restore states 501 NotImplemented (the proxy
+    refuses every request that carries the header): asked once more without it, and no more."""
+    bucket = new_bucket(hostile.minio)
+    for n in range(3):
+        hostile.minio.client().put_object(Bucket=bucket, Key=f"k{n}", Body=b"m")  # type: ignore[attr-defined]
+    rule = hostile.misbehave(
+        Status(501, "NotImplemented"),
+        operation="ListObjectsV2",
+        when=lambda exchange: OPTIONAL_ATTRIBUTES in exchange.request.headers,
+    )
+    listed = _listed(hostile.env, f"s3://{bucket}/")
+    assert sorted(listed) == ["k0", "k1", "k2"]
+    assert rule.applied == 1  # refused once: the job asks no more
+
+
 def _settled(moto: Endpoint, bucket: str, keys: list[str], proxy: S3ThrottlingProxy) -> list[str]:
     """The keys with a restore, once the RestoreObjects the proxy let through (held ones go on
     after the kill, or fail with their connection) have all reached moto."""
@@ -230,3 +293,100 @@ def test_restore_killed_and_resumed_asks_only_for_the_rest(moto: Endpoint, tmp_p
     assert all('ongoing-request="false"' in _restore_header(moto, bucket, key) for key in keys)
     counted = summary["outcomes"].get("already restored", 0) + summary["objects_already_done"]  # type: ignore[attr-defined,operator]
     assert counted == len(under_way)
+
+
+def _archive(moto: Endpoint, bucket: str, keys: list[str]) -> None:
+    """Archived objects, written 8 at a time (moto takes ~60 PUTs/s on this machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = moto.client()
+
+    def put(key: str) -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=b"x", StorageClass="GLACIER")  # type: ignore[attr-defined]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, keys))
+
+
+def _sampled_peak(job: RunningJob, stop: Callable[[], bool]) -> int:
+    """The peak RSS summed over the job's process group, sampled until `stop()`."""
+    import os
+
+    import psutil
+
+    peak = 0
+    while not stop():
+        total = 0
+        for each in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(each.pid) == job.pid:
+                    total += each.memory_info().rss
+            except (psutil.Error, ProcessLookupError):
+                continue
+        peak = max(peak, total)
+        time.sleep(0.02)
+    return peak
+
+
+def _quiet(proxy: S3ThrottlingProxy) -> int:
+    """The RestoreObjects the proxy let through, once the held ones (released after the kill)
+    have gone on: the count no longer moves."""
+    last, since = -1, time.monotonic()
+    while time.monotonic() - since < 2:
+        now = proxy.log.accepted["POST"]
+        if now != last:
+            last, since = now, time.monotonic()
+        time.sleep(0.1)
+    return last
+
+
+@pytest.mark.campaign
+@pytest.mark.timeout(3600)
+def test_restore_of_20000_archived_objects_killed_and_resumed_asks_once_each(
+    moto: Endpoint, tmp_path: Path, reliability: Callable[..., None]
+) -> None:
+    """Issue 66's goal: `restore` of 20,000 archived objects on moto, SIGKILLed half-way (the
+    proxy holds every request after the 10,000th answer), then `--resume`: one RestoreObject per
+    object over both runs, counted at the proxy; and the peak RSS of each run's process group."""
+    count = 20_000
+    bucket = new_bucket(moto)
+    keys = [f"a/{n:06d}" for n in range(count)]
+    _archive(moto, bucket, keys)
+    env = moto.env | {"S3BULK_STATE_DIR": str(tmp_path / "state")}
+    command = ["restore", f"s3://{bucket}/a/", "--days", "1", "--tier", "Bulk"]
+    with S3ThrottlingProxy(moto.server.endpoint) as proxy:
+        env |= {"AWS_ENDPOINT_URL": proxy.endpoint}
+        started = time.monotonic()
+        proxy.hold_after(count)  # a HEAD and a RestoreObject each: half-way, every later one held
+        try:
+            with RunningJob([*S3BULK, *command], env, tmp_path / "k.log") as job:
+                first_peak = _sampled_peak(job, lambda: proxy.held > 0 or job.poll() is not None)
+                assert job.poll() is None, f"the job ended before its kill point: {job.output()}"
+                job.kill_group()
+                job.wait()
+        finally:
+            proxy.release()
+        killed_wall = time.monotonic() - started
+        asked_before = _quiet(proxy)
+        assert 0 < asked_before < count
+        job_id = json.loads(run_cli(env, "jobs", "--json").stdout.splitlines()[0])["job_id"]
+        started = time.monotonic()
+        resumed = RunningJob([*S3BULK, "restore", "--resume", job_id, "--json"], env, tmp_path / "r.log")
+        resumed_peak = _sampled_peak(resumed, lambda: resumed.poll() is not None)
+        resumed_wall = time.monotonic() - started
+        assert resumed.wait() == 0, resumed.output()
+        assert proxy.log.accepted["POST"] == count  # one RestoreObject each, over both runs
+    summary = _summary((tmp_path / "r.log").read_text())
+    assert summary["requests"]["RESTORE"] == count - asked_before  # type: ignore[index]
+    figures = {
+        "objects": count,
+        "restores_first_run": asked_before,
+        "restores_resumed": count - asked_before,
+        "killed_run_wall_s": round(killed_wall, 1),
+        "resumed_wall_s": round(resumed_wall, 1),
+        "killed_run_peak_rss_mib": round(first_peak / 1024**2),
+        "resumed_peak_rss_mib": round(resumed_peak / 1024**2),
+        "load": Path("/proc/loadavg").read_text().split()[:3],
+    }
+    print("FIGURES", json.dumps(figures))
+    reliability("restore", "SIGKILL mid `restore` of 20,000 archived objects, then `--resume`", **figures)

@@ -167,3 +167,34 @@ def test_a_delete_objects_body_reads_back_as_the_keys_it_names() -> None:
     objects = root.iter(f"{ns}Object")
     named = [(each.findtext(f"{ns}Key"), each.findtext(f"{ns}VersionId")) for each in objects]
     assert named == [(key, None) for key in keys] + [("versioned\r", "v\r1")]
+
+
+def test_restore_status_listed_when_asked_is_read_per_entry() -> None:
+    """A page asked with `x-amz-optional-object-attributes: RestoreStatus`, as S3 documents it:
+    a restore under way, a restored copy ready until its expiry, and an archived object never
+    restored (no RestoreStatus at all)."""
+    entries = "".join(
+        f"<Contents><Key>{key}</Key><LastModified>2026-11-23T22:31:04.907Z</LastModified>"
+        f"<ETag>&quot;{n:032x}&quot;</ETag><Size>{n}</Size><StorageClass>GLACIER</StorageClass>{status}</Contents>"
+        for n, (key, status) in enumerate(
+            [
+                ("cold", ""),
+                ("thawing", "<RestoreStatus><IsRestoreInProgress>true</IsRestoreInProgress></RestoreStatus>"),
+                (
+                    "thawed",
+                    "<RestoreStatus><IsRestoreInProgress>false</IsRestoreInProgress>"
+                    "<RestoreExpiryDate>2026-12-01T00:00:00.000Z</RestoreExpiryDate></RestoreStatus>",
+                ),
+            ]
+        )
+    )
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>b</Name><IsTruncated>false</IsTruncated>{entries}</ListBucketResult>"
+    ).encode()
+    shown = {info.key: info.to_json() for info in s3xml.parse_list_objects_v2(body).objects}
+    assert "restore_ongoing" not in shown["cold"]
+    assert shown["thawing"]["restore_ongoing"] is True and "restore_ready_until" not in shown["thawing"]
+    assert shown["thawed"]["restore_ongoing"] is False
+    assert shown["thawed"]["restore_ready_until"] == "2026-12-01T00:00:00.000Z"
+    assert shown["thawed"]["etag"] == f"{2:032x}" and shown["thawed"]["size"] == 2

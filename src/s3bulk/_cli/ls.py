@@ -142,6 +142,7 @@ def ls_command(
             settings=settings,
             report=report,
             inventory=inventory,
+            restore_states=as_json and table is None,
         ):
             if stdout_gone():  # `s3bulk ls ... | head`: the rest of the listing has no reader
                 return

@@ -44,6 +44,7 @@ def if_match_header(etag: str, header: str = "If-Match") -> dict[str, str]:
 
 
 COPY_SOURCE_IF_MATCH = "x-amz-copy-source-if-match"
+OPTIONAL_ATTRIBUTES = "x-amz-optional-object-attributes"  # ListObjectsV2's RestoreStatus
 
 
 def _query(params: dict[str, str]) -> str:
@@ -62,6 +63,9 @@ class S3Client(SignedHttp):
     ) -> None:
         super().__init__(settings, settings.resolved_endpoint, max_connections=max_connections, meter=meter)
         self.sessions = sessions.Sessions(self._create_session)  # directory buckets' (CreateSession)
+        # listings ask for each archived object's restore state (`ls --json`): free on S3, and
+        # asked only where shown; False again once a service refuses the header
+        self.restore_status = False
 
     async def _create_session(self, bucket: str) -> sessions.Session:
         """CreateSession: the directory bucket's session credentials, asked with the caller's."""
@@ -293,8 +297,7 @@ class S3Client(SignedHttp):
         if delimiter:
             params["delimiter"] = delimiter
         what = f"list s3://{bucket}/{prefix}"
-        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
-        s3xml.expect(body, "ListBucketResult", what)
+        body = await self._listed(bucket, params, what)
         try:
             page = s3xml.parse_list_objects_v2(body, what=what)
         except s3xml.NeedsEncoding:
@@ -308,6 +311,31 @@ class S3Client(SignedHttp):
                 retryable=True,
             )
         return page
+
+    async def _listed(self, bucket: str, params: dict[str, str], what: str) -> bytes:
+        """A listing page's body, with the restore states asked for where they are wanted; a
+        service that refuses the request with the header (a 400 or 501) is asked again without
+        it, and never again in this job: `ls` lists as it did."""
+        if self.restore_status:
+            try:
+                _, _, body = await self.request(
+                    "LIST",
+                    "GET",
+                    bucket,
+                    params=params,
+                    headers={OPTIONAL_ATTRIBUTES: "RestoreStatus"},
+                    what=what,
+                )
+            except S3Error as error:
+                if not _refused_attributes(error):
+                    raise
+                self.restore_status = False
+            else:
+                s3xml.expect(body, "ListBucketResult", what)
+                return body
+        _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+        s3xml.expect(body, "ListBucketResult", what)
+        return body
 
     async def list_multipart_uploads(
         self, bucket: str, prefix: str = "", markers: tuple[str, str] | None = None
@@ -754,6 +782,13 @@ def refused_checks(
     )
     refused.job_wide = True
     return refused
+
+
+def _refused_attributes(error: S3Error) -> bool:
+    """Whether a listing asked for optional attributes may have been refused for them: any 400 or
+    501 that no retry changes (what a service says of a header it does not take is its own;
+    asked again without it, an error that was about something else comes back as it was)."""
+    return error.status in (400, 501) and not error.retryable
 
 
 WRITE_CONDITIONS = ("if-none-match", "if-match")

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from urllib.parse import unquote_plus
 
 from s3bulk._errors import ItemError, S3Error
+from s3bulk._stores.archives import RestoreState
 from s3bulk._text import printable
 
 # Characters XML 1.0 cannot carry at all, escaped or not: keys holding them cannot be named in a
@@ -29,6 +30,9 @@ class ObjectInfo(NamedTuple):
     storage_class: str = ""  # as listed ("" when the service left it out)
     checksum_algorithm: str = ""  # the full-object checksum it keeps, when listed (S3, versitygw)
     checksum_type: str = ""  # FULL_OBJECT or COMPOSITE, when listed (S3)
+    # an archived object's restore, when asked for (`ls --json`) and under way or done (S3 lists
+    # no RestoreStatus for an object never restored, or whose restored copy expired)
+    restore: RestoreState | None = None
 
     @property
     def last_modified(self) -> datetime:
@@ -36,15 +40,20 @@ class ObjectInfo(NamedTuple):
         second, fraction, zone = split_iso(self.modified)
         return datetime.fromtimestamp(_epoch_of_second(second + zone) + fraction, tz=UTC)
 
-    def to_json(self) -> dict[str, str | int]:
-        """As `ls --json` prints it."""
-        return {
+    def to_json(self) -> dict[str, str | int | bool]:
+        """As `ls --json` prints it (a restore's state in `head`'s words)."""
+        shown: dict[str, str | int | bool] = {
             "key": self.key,
             "size": self.size,
             "last_modified": self.modified,
             "etag": self.etag,
             "storage_class": self.storage_class,
         }
+        if self.restore is not None:
+            shown["restore_ongoing"] = self.restore.ongoing
+            if self.restore.ready_until:
+                shown["restore_ready_until"] = self.restore.ready_until
+        return shown
 
 
 # The largest object S3 stores (50 TB since December 2025; 5 TiB before): a listing that says
@@ -229,7 +238,12 @@ def parse_list_objects_v2(body: bytes, *, url_asked: bool = False, what: str = "
 def _parse_regular_page(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage | None:
     """The page read by `_CONTENTS`, or None when any entry is not in the regular form."""
     entries = _CONTENTS.findall(body)
-    if len(entries) != body.count(b"<Contents>") or b"<CommonPrefixes>" in body or b"<![CDATA[" in body:
+    if (
+        len(entries) != body.count(b"<Contents>")
+        or b"<CommonPrefixes>" in body
+        or b"<![CDATA[" in body
+        or b"<RestoreStatus>" in body  # asked for by `ls --json`: read by the tree
+    ):
         return None
     head = body[: body.find(b"<Contents>")] if entries else body
     tail = body[body.rfind(b"</Contents>") :] if entries else b""
@@ -261,6 +275,7 @@ def _objects(entries: list[tuple[bytes, ...]], decoding: _Decoding) -> list[Obje
                 _lines(classes),
                 map(_algorithm, checksums),
                 map(_checksum_type, checksums),
+                [None] * len(keys),  # no restore listed (a page with one is read by the tree)
                 strict=True,
             ),
         )
@@ -431,6 +446,7 @@ def _parse_page_tree(body: bytes, url_asked: bool = False, what: str = "list") -
             entry.findtext(f"{ns}StorageClass") or "",
             entry.findtext(f"{ns}ChecksumAlgorithm") or "",
             entry.findtext(f"{ns}ChecksumType") or "",
+            _restore_status(entry.find(f"{ns}RestoreStatus"), ns),
         )
         for key, entry in zip(keys, contents, strict=True)
     ]
@@ -440,6 +456,16 @@ def _parse_page_tree(body: bytes, url_asked: bool = False, what: str = "list") -
     truncated = (root.findtext(f"{ns}IsTruncated") or "false").lower() == "true"
     token = root.findtext(f"{ns}NextContinuationToken")
     return ListPage(objects, prefixes, truncated, token)
+
+
+def _restore_status(status: ET.Element | None, ns: str) -> RestoreState | None:
+    """<RestoreStatus><IsRestoreInProgress>true</...> (or false, and <RestoreExpiryDate>) as a
+    RestoreState; None where the entry has none (never restored, or a service that ignores
+    `x-amz-optional-object-attributes`)."""
+    if status is None:
+        return None
+    ongoing = (status.findtext(f"{ns}IsRestoreInProgress") or "").strip().lower() == "true"
+    return RestoreState(ongoing, "" if ongoing else (status.findtext(f"{ns}RestoreExpiryDate") or "").strip())
 
 
 def epoch_seconds(last_modified: str) -> float:
