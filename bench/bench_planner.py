@@ -57,21 +57,59 @@ class _Keys:
         return bisect.bisect_left(self, text)  # type: ignore[arg-type]
 
 
+BLOCK = 1000  # keys k/BBBBBBBIII: a page's entries are a block's template, its number filled in
+_HEAD = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    "<Name>{bucket}</Name><Prefix>{prefix}</Prefix><KeyCount>{count}</KeyCount><MaxKeys>{most}</MaxKeys>"
+    "<IsTruncated>{more}</IsTruncated>"
+)
+_ENTRY = (
+    "<Contents><Key>k/#######{index:03d}</Key><LastModified>{when}</LastModified>"
+    "<ETag>&quot;{index:032x}&quot;</ETag><Size>{size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+)
+
+
 class Synthetic:
     """Two buckets of made-up keys: `src` holds N, `dst` (for sync) the same N with every 100th
     of another size, and every 200th key shifted past the source's last (so --delete deletes
-    them). Requests are answered at once, and counted."""
+    them). Requests are answered at once, and counted. A page is ListObjectsV2's XML, as S3
+    sends it, made from a template of a block of 1,000 entries (key number i's size and ETag
+    follow from i mod 1,000) with the block's number filled in: ~0.1 µs a key, so the store is
+    not what bounds the planner that parses it."""
 
     def __init__(self, count: int, command: str) -> None:
         self.count = count
         self.command = command
         self.requests: dict[str, int] = {}
+        self.entries = {bucket: self._template(bucket) for bucket in ("src", "dst")}
 
-    def listing(self, bucket: str) -> tuple[_Keys, Any]:
+    def _template(self, bucket: str) -> list[bytes]:
+        other = bucket == "dst" and self.command == "sync"
+        return [
+            _ENTRY.format(
+                index=index,
+                when=LATER if other else WHEN,
+                size=index % 997 + (1 if other and index % 100 == 0 else 0),
+            ).encode()
+            for index in range(BLOCK)
+        ]
+
+    def keys(self, bucket: str) -> _Keys:
         if bucket != "dst" or self.command != "sync":
-            return _Keys("k/", self.count), lambda number: (number % 997, WHEN)
-        keys = _Keys("k/", self.count + self.count // 200)  # the last 0.5% only there: deleted
-        return keys, lambda number: (number % 997 + (1 if number % 100 == 0 else 0), LATER)
+            return _Keys("k/", self.count)
+        return _Keys("k/", self.count + self.count // 200)  # the last 0.5% only there: deleted
+
+    def entries_of(self, bucket: str, start: int, stop: int) -> bytes:
+        """The `<Contents>` of key numbers start..stop, block by block."""
+        template, pieces = self.entries[bucket], []
+        while start < stop:
+            block, index = divmod(start, BLOCK)
+            end = min(stop, (block + 1) * BLOCK)
+            pieces.append(
+                b"".join(template[index : index + end - start]).replace(b"#######", b"%07d" % block)
+            )
+            start = end
+        return b"".join(pieces)
 
 
 class Meter:
@@ -80,8 +118,8 @@ class Meter:
 
 
 def _etag_of(key: str) -> str:
-    """The ETag a listing gives key number N (`SyntheticStorage.list_objects_v2`)."""
-    return f"{int(key[-WIDTH:]):032x}"
+    """The ETag a listing gives key number N (`_ENTRY`)."""
+    return f"{int(key[-WIDTH:]) % BLOCK:032x}"
 
 
 _STORES: dict[int, Synthetic] = {}
@@ -118,20 +156,30 @@ class SyntheticStorage:
         delimiter: str | None = None,
         max_keys: int = 1000,
     ) -> Any:
-        from s3bulk._stores.s3xml import ListPage, ObjectInfo
+        from s3bulk._stores import s3xml
 
         self._count("LIST")
-        keys, of = self.store.listing(bucket)
+        keys = self.store.keys(bucket)
         after = continuation_token or start_after or ""
         start = max(keys.first_after(after), keys.first_from(prefix))
         end = keys.first_from(prefix + "\U0010ffff") if prefix else len(keys)
         stop = min(start + max_keys, end)
-        objects = []
-        for number in range(start, stop):
-            size, when = of(number)
-            objects.append(ObjectInfo(keys[number], size, when, f"{number:032x}"))
         more = stop < end
-        return ListPage(objects, [], more, objects[-1].key if more else None)
+        head = _HEAD.format(
+            bucket=bucket, prefix=prefix, count=stop - start, most=max_keys, more=str(more).lower()
+        )
+        token = f"<NextContinuationToken>{keys[stop - 1]}</NextContinuationToken>" if more else ""
+        body = b"".join(
+            (
+                head.encode(),
+                self.store.entries_of(bucket, start, stop),
+                token.encode(),
+                b"</ListBucketResult>",
+            )
+        )
+        what = f"list s3://{bucket}/{prefix}"
+        s3xml.expect(body, "ListBucketResult", what)  # as `S3Client.list_objects_v2` reads a page
+        return s3xml.parse_list_objects_v2(body, what=what)
 
     async def copy(self, *_: Any, size: int = 0, etag: str = "", **__: Any) -> Any:
         from s3bulk._stores.conditional import Version
@@ -176,9 +224,14 @@ def _spec(command: str) -> Any:
     return RemoveSpec(target="s3://src/k/")
 
 
-def run_once(command: str, count: int) -> dict[str, Any]:
-    """One job in this process: its report's counts, keys/s and the peak RSS."""
+def run_once(command: str, count: int, parse: str = "native") -> dict[str, Any]:
+    """One job in this process: its report's counts, keys/s and the peak RSS; `parse`: "python"
+    reads every listing page in Python (`s3xml.native_columns` off), as before the native reader."""
     from s3bulk._commands import command_for
+    from s3bulk._stores import s3xml
+
+    if parse == "python":
+        s3xml.native_columns = None
     from s3bulk._engine.loop import run_loop
     from s3bulk._runner import execute
 
@@ -206,6 +259,7 @@ def run_once(command: str, count: int) -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "command": command,
+        "parse": parse,
         "keys": count,
         "wall": wall,
         "cpu": cpu,
@@ -258,20 +312,26 @@ def main() -> None:
     parser.add_argument("--keys", default="1000000", help="comma-separated key counts")
     parser.add_argument("--commands", default="cp,sync,rm")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--parse", default="native", help="native, python, or both (interleaved): who reads listing pages"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # command:count, run in this process
     args = parser.parse_args()
     if args.one:
-        command, count = args.one.split(":")
-        print(json.dumps(run_once(command, int(count))))
+        command, count, parse = args.one.split(":")
+        print(json.dumps(run_once(command, int(count), parse)))
         return
-    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    results: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    parses = ["native", "python"] if args.parse == "both" else [args.parse]
     with tempfile.TemporaryDirectory() as state:
         env = dict(os.environ, S3BULK_STATE_DIR=state)
         for count in (int(each.replace("_", "")) for each in args.keys.split(",")):
             for _ in range(args.runs):
-                for command in args.commands.split(","):  # interleaved: a run of each, then again
+                for command, parse in (  # interleaved: a run of each, then again
+                    (command, parse) for command in args.commands.split(",") for parse in parses
+                ):
                     done = subprocess.run(
-                        [sys.executable, __file__, "--one", f"{command}:{count}"],
+                        [sys.executable, __file__, "--one", f"{command}:{count}:{parse}"],
                         env=env,
                         capture_output=True,
                         text=True,
@@ -280,19 +340,23 @@ def main() -> None:
                     if done.returncode:
                         sys.exit(f"{command} {count}: {done.stderr[-3000:]}")
                     row = json.loads(done.stdout.splitlines()[-1])
-                    results.setdefault((command, count), []).append(row)
+                    results.setdefault((command, parse, count), []).append(row)
                     print(
-                        f"{command:5} {count:>12,} keys: {row['keys_per_second']:>10,.0f} keys/s  "
+                        f"{command:5} {parse:6} {count:>12,} keys: {row['keys_per_second']:>10,.0f} keys/s  "
+                        f"{row['keys'] / row['cpu']:>10,.0f} keys/cpu-s  "
                         f"cpu {row['cpu']:7.1f} s  peak RSS {row['peak_rss'] / 2**20:7.1f} MiB  "
-                        f"done {row['done']:,} unchanged {row['unchanged']:,} deleted {row['deleted']:,}",
+                        f"done {row['done']:,} unchanged {row['unchanged']:,} deleted {row['deleted']:,}  "
+                        f"load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
-    print("\nmedians (command, keys: keys/s, peak RSS MiB, load at the end)")
-    for (command, count), rows in results.items():
+    print("\nmedians (command, parse, keys: keys/s, CPU keys/s, peak RSS MiB, load at the end)")
+    for (command, parse, count), rows in results.items():
         rate = statistics.median(row["keys_per_second"] for row in rows)
+        per_cpu = statistics.median(row["keys"] / row["cpu"] for row in rows)
         peak = statistics.median(row["peak_rss"] for row in rows) / 2**20
         print(
-            f"{command:5} {count:>12,}: {rate:>10,.0f} keys/s  {peak:7.1f} MiB  load {os.getloadavg()[0]:.1f}"
+            f"{command:5} {parse:6} {count:>12,}: {rate:>10,.0f} keys/s  {per_cpu:>10,.0f} keys/cpu-s  "
+            f"{peak:7.1f} MiB  load {os.getloadavg()[0]:.1f}"
         )
 
 

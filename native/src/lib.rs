@@ -10,6 +10,7 @@
 //! - `http`: the signed client's requests (listings, multipart steps), sent the same way;
 //!   `filebody`: a multipart upload's part read from its file as it is sent; `pace`: a body
 //!   that comes too slowly fails.
+//! - `listpage`: a ListObjectsV2 page read into columns.
 
 use pyo3::prelude::*;
 
@@ -18,6 +19,7 @@ mod filebody;
 mod folder;
 mod gets;
 mod http;
+mod listpage;
 mod md5;
 mod pace;
 mod parthash;
@@ -30,6 +32,7 @@ fn s3bulk_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(vectors::put_vectors_body, module)?)?;
     module.add_function(wrap_pyfunction!(vectors::list_vectors_page, module)?)?;
     module.add_function(wrap_pyfunction!(vectors::content_hashes, module)?)?;
+    module.add_function(wrap_pyfunction!(listpage::list_page_columns, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_many, module)?)?;
     module.add_function(wrap_pyfunction!(md5::md5_file_parts, module)?)?;
     module.add_function(wrap_pyfunction!(checksums::checksum, module)?)?;

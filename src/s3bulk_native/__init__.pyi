@@ -32,6 +32,18 @@ def list_vectors_page(
     or None), read with the GIL released. ValueError for an answer that is not a page, or a
     vector of another dimension."""
 
+def list_page_columns(
+    body: bytes,
+) -> (
+    tuple[list[str], list[int], list[str], list[str], list[str], list[str], list[str], bool, bool, str | None]
+    | None
+):
+    """A ListObjectsV2 page in the regular form (`s3xml._CONTENTS` for every entry) as columns:
+    keys, sizes, LastModified texts, ETags without quotes, storage classes, checksum algorithms,
+    checksum types, then whether it says EncodingType=url, IsTruncated, and its token; None where
+    any field needs more than its bytes (a reference, a newline, no UTF-8, a size past 64 bits)
+    or an entry is in another form: the Python parser reads those pages."""
+
 def md5_many(buffers: Sequence[Any]) -> list[bytes]:
     """The MD5 digest (16 raw bytes) of each buffer (any C-contiguous buffer of bytes), in order,
     hashed side by side in SIMD lanes with the GIL released."""

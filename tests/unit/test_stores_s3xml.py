@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import s3bulk_native
 from s3bulk._errors import ItemError
 from s3bulk._stores import s3xml
 
@@ -198,3 +199,136 @@ def test_restore_status_listed_when_asked_is_read_per_entry() -> None:
     assert shown["thawed"]["restore_ongoing"] is False
     assert shown["thawed"]["restore_ready_until"] == "2026-12-01T00:00:00.000Z"
     assert shown["thawed"]["etag"] == f"{2:032x}" and shown["thawed"]["size"] == 2
+
+
+# ---- the native page reader (s3bulk_native.list_page_columns) against the Python one -------------
+
+_RAW_KEY = st.one_of(
+    _ANY_KEY.map(_xml_text),  # as MinIO writes keys
+    _ANY_KEY,  # as they are: raw newlines, '<' (another form), '&' (no reference), CR
+    st.binary(min_size=1, max_size=12).map(lambda raw: raw.decode("latin-1")),  # bytes no UTF-8
+    st.sampled_from(["a%41b", "a+b", "\ufffd", "z", "\U0001f600", "\uff61", "a\nb", "&#1;", "&#xD800;"]),
+)
+_CHECKSUMS = st.lists(
+    st.sampled_from(
+        [
+            "<ChecksumAlgorithm>CRC64NVME</ChecksumAlgorithm>",
+            "<ChecksumAlgorithm>CRC32</ChecksumAlgorithm>",
+            "<ChecksumType>FULL_OBJECT</ChecksumType>",
+            "<ChecksumType>COMPOSITE</ChecksumType>",
+            "<ChecksumCRC32>AAAA</ChecksumCRC32>",
+            "<ChecksumAlgorithm>A&amp;B</ChecksumAlgorithm>",
+            "<Checksum>x</Checksum>",
+        ]
+    ),
+    max_size=3,
+).map("".join)
+_ETAG = st.sampled_from(
+    ["&#34;{}&#34;", "&quot;{}&quot;", '"{}"', "{}", '"{}-3"', "&amp;{}", 'a"{}"b', "{}\n"]
+)
+_SIZE = st.one_of(
+    st.integers(0, 10**6), st.just(2**64), st.just(2**63), st.sampled_from(["007", "", "-1", "1e3"])
+)
+
+
+# keys as S3 writes them into a page most of the time: any text but what XML must escape
+_CLEAN_KEY = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="<&\n\r"), min_size=1, max_size=20
+)
+
+
+@st.composite
+def _entry(draw: st.DrawFn, clean: bool) -> str:
+    """A `<Contents>`; `clean`: in S3's form, every field plain (read natively), else anything."""
+    if clean:
+        key = draw(st.one_of(_CLEAN_KEY, st.sampled_from(["a%41b", "a+b", "\ufffd", "\uff61", "z"])))
+        modified = draw(st.sampled_from(["2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", ""]))
+        etag = draw(st.sampled_from(["&#34;{}&#34;", "&quot;{}&quot;", '"{}"', '"{}-3"', 'a"{}"b']))
+        etag = etag.format(f"{draw(st.integers(0, 255)):032x}")
+        size = draw(st.one_of(st.integers(0, 2**64 - 1), st.just("007")))
+        storage = draw(st.sampled_from(["<StorageClass>STANDARD</StorageClass>", ""]))
+        checksums = draw(_CHECKSUMS.filter(lambda text: "&" not in text and "<Checksum>" not in text))
+        return (
+            f"<Contents><Key>{key}</Key><LastModified>{modified}</LastModified><ETag>{etag}</ETag>"
+            f"{checksums}<Size>{size}</Size>{storage}</Contents>"
+        )
+    key = draw(_RAW_KEY)
+    modified = draw(
+        st.sampled_from(["2026-11-23T22:31:04.907Z", "2026-11-23T22:31:04Z", "", "no&amp;time", "a\nb"])
+    )
+    etag = draw(_ETAG).format(f"{draw(st.integers(0, 255)):032x}")
+    size = draw(_SIZE)
+    storage = draw(
+        st.sampled_from(["<StorageClass>STANDARD</StorageClass>", "", "<StorageClass>GLACIER</StorageClass>"])
+    )
+    checksums = draw(_CHECKSUMS)
+    order = draw(st.sampled_from(["s3", "s3", "s3", "size-first", "spaced"]))
+    if order == "size-first":
+        return (
+            f"<Contents><Size>{size}</Size><Key>{key}</Key><LastModified>{modified}</LastModified>"
+            f"<ETag>{etag}</ETag></Contents>"
+        )
+    gap = "\n  " if order == "spaced" else ""
+    return (
+        f"<Contents>{gap}<Key>{key}</Key><LastModified>{modified}</LastModified><ETag>{etag}</ETag>"
+        f"{checksums}<Size>{size}</Size>{storage}</Contents>"
+    )
+
+
+@st.composite
+def _any_page(draw: st.DrawFn) -> bytes:
+    clean = draw(st.sampled_from([True, True, True, False]))
+    entries = draw(st.lists(_entry(clean), max_size=6))
+    head = draw(st.sampled_from(["<IsTruncated>true</IsTruncated>", "<IsTruncated>FALSE</IsTruncated>", ""]))
+    tokens = ["", "<NextContinuationToken>t/1==</NextContinuationToken>"]
+    if not clean:  # a token to unescape, one to decode
+        tokens += [
+            "<NextContinuationToken>a&amp;b</NextContinuationToken>",
+            "<NextContinuationToken>\u00e9</NextContinuationToken>",
+        ]
+    token = draw(st.sampled_from(tokens))
+    encoding = draw(
+        st.sampled_from(["", "", "<EncodingType>url</EncodingType>", "<EncodingType>URL</EncodingType>"])
+    )
+    extras = ["", "<CommonPrefixes><Prefix>p/</Prefix></CommonPrefixes>", "<![CDATA[x]]>"]
+    extra = draw(st.sampled_from(extras[:1] if clean else extras))
+    tail_first = draw(st.booleans())
+    fields = head + (token + encoding if tail_first else "")
+    after = "" if tail_first else token + encoding
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>b</Name><Prefix></Prefix>{fields}{''.join(entries)}{extra}{after}</ListBucketResult>"
+    )
+    return (
+        body.encode("utf-8", "surrogatepass")
+        if not draw(st.booleans())
+        else body.encode("latin-1", "replace")
+    )
+
+
+def _outcome(body: bytes, url_asked: bool, native: bool) -> object:
+    """What `_parse_regular_page` makes of a page, by either reader: the page, None, or the error."""
+    saved = s3xml.native_columns
+    s3xml.native_columns = s3xml.native_columns if native else None
+    try:
+        return s3xml._parse_regular_page(body, url_asked, "list s3://b/")
+    except Exception as exc:  # the same error, by type and text
+        return (type(exc).__name__, str(exc))
+    finally:
+        s3xml.native_columns = saved
+
+
+@settings(max_examples=1500, deadline=None)
+@given(body=_any_page(), url_asked=st.booleans())
+def test_the_native_page_reader_reads_every_page_as_the_python_one(body: bytes, url_asked: bool) -> None:
+    """Keys are data: a page reads the same whichever reader reads it (regular pages, pages in
+    another form, fields holding references, newlines, bytes that are no UTF-8, odd ETags and
+    sizes, tokens, what the page says of its encoding)."""
+    assert _outcome(body, url_asked, native=True) == _outcome(body, url_asked, native=False)
+
+
+def test_the_native_page_reader_takes_a_regular_page() -> None:
+    """An S3 page in the form S3 writes is read natively (not left to Python), and as Python reads it."""
+    body = _page(["a", "b/\u00e9", "c+d", "\U0001f600"])
+    assert s3bulk_native.list_page_columns(body) is not None
+    assert _outcome(body, False, native=True) == _outcome(body, False, native=False)

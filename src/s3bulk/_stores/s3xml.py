@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 from urllib.parse import unquote_plus
 
+import s3bulk_native
 from s3bulk._errors import ItemError, S3Error
 from s3bulk._stores.archives import RestoreState
 from s3bulk._text import printable
@@ -71,6 +72,13 @@ def listing_problem(info: ObjectInfo) -> str:
     except ValueError:
         return f"listed with LastModified {info.modified!r}, which is no time: not taken"
     return ""
+
+
+# What `s3bulk_native.list_page_columns` gives: keys, sizes, LastModified texts, ETags, storage
+# classes, checksum algorithms and types, EncodingType=url, IsTruncated, the token.
+_Columns = tuple[
+    list[str], list[int], list[str], list[str], list[str], list[str], list[str], bool, bool, str | None
+]
 
 
 class ListPage(NamedTuple):
@@ -236,7 +244,35 @@ def parse_list_objects_v2(body: bytes, *, url_asked: bool = False, what: str = "
 
 
 def _parse_regular_page(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage | None:
-    """The page read by `_CONTENTS`, or None when any entry is not in the regular form."""
+    """The page read by `_CONTENTS`, or None when any entry is not in the regular form: by the
+    native reader where it can (`list_page_columns`, ~1/20 of the time), else as below."""
+    if native_columns is not None:
+        columns = native_columns(body)
+        if columns is not None:
+            return _page_of_columns(columns, url_asked, what)
+    return _parse_regular_page_python(body, url_asked, what)
+
+
+# The native reader of regular pages (`s3bulk_native.list_page_columns`); None reads every page
+# in Python (the benchmarks compare the two, and tests hold them equal).
+native_columns: Callable[[bytes], _Columns | None] | None = s3bulk_native.list_page_columns
+
+
+def _page_of_columns(columns: _Columns, url_asked: bool, what: str) -> ListPage:
+    """A page from the native reader's columns: its keys read as `_Decoding` says, as the
+    Python path reads them."""
+    keys, sizes, modified, etags, classes, algorithms, types, said_url, truncated, token = columns
+    objects: list[ObjectInfo] = []
+    if keys:
+        decoded = _Decoding(said_url, url_asked, what).keys(keys)
+        objects = list(
+            map(_NEW_OBJECT, zip(decoded, sizes, modified, etags, classes, algorithms, types, strict=True))
+        )
+    return ListPage(objects, [], truncated, token)
+
+
+def _parse_regular_page_python(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage | None:
+    """`_parse_regular_page`, read in Python."""
     entries = _CONTENTS.findall(body)
     if (
         len(entries) != body.count(b"<Contents>")
