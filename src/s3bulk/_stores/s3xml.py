@@ -246,7 +246,7 @@ def parse_list_objects_v2(body: bytes, *, url_asked: bool = False, what: str = "
 def _parse_regular_page(body: bytes, url_asked: bool = False, what: str = "list") -> ListPage | None:
     """The page read by `_CONTENTS`, or None when any entry is not in the regular form: by the
     native reader where it can (`list_page_columns`, ~1/20 of the time), else as below."""
-    if native_columns is not None:
+    if native_columns is not None and b"<RestoreStatus>" not in body:  # restores: read by the tree
         columns = native_columns(body)
         if columns is not None:
             return _page_of_columns(columns, url_asked, what)
@@ -266,7 +266,20 @@ def _page_of_columns(columns: _Columns, url_asked: bool, what: str) -> ListPage:
     if keys:
         decoded = _Decoding(said_url, url_asked, what).keys(keys)
         objects = list(
-            map(_NEW_OBJECT, zip(decoded, sizes, modified, etags, classes, algorithms, types, strict=True))
+            map(
+                _NEW_OBJECT,
+                zip(
+                    decoded,
+                    sizes,
+                    modified,
+                    etags,
+                    classes,
+                    algorithms,
+                    types,
+                    [None] * len(keys),
+                    strict=True,
+                ),
+            )
         )
     return ListPage(objects, [], truncated, token)
 
