@@ -97,8 +97,8 @@ async def ls_pages(
     settings = settings or AwsSettings.from_env()
     report = report if report is not None else Report("ls", source=url)
     client = Storage(settings, connections=concurrency)
-    client.client.restore_status = restore_states and inventory is None
-    wanted = restore_states and inventory is None
+    wanted = restore_states and inventory is None  # an inventory's rows carry no restore state
+    client.client.restore_status = wanted
     restores = ListedRestores(client, location.bucket, concurrency=concurrency) if wanted else None
     started = time.perf_counter()
     try:
