@@ -328,3 +328,20 @@ def test_reads_of_a_directory_bucket_through_open_and_fsspec_carry_the_session(
     with s3bulk.open(f"s3://{bucket}/w/new", "rb", settings=settings) as reader:
         assert reader.read() == b"written in the session"
     assert express_sessions.refused == refused_before  # no request refused for want of a session
+
+
+def test_ls_json_of_a_directory_bucket_asks_no_restore_states(
+    express: ExpressStandIn, minio: Endpoint, aws_env: dict[str, str]
+) -> None:
+    """S3 Express keeps no archive and its ListObjectsV2 does not support RestoreStatus: `ls
+    --json` of a directory bucket never sends the header that asks for it (the stand-in counts
+    the listings that carry it)."""
+    bucket = _directory_bucket(minio)
+    _fill(minio, bucket, "j/", range(3))
+    asked_before = express.asked_attributes
+    listed = run_cli(_env(express, minio), "ls", "-r", "--json", f"s3://{bucket}/j/")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(json.loads(line)["key"] for line in listed.stdout.splitlines()) == [
+        f"j/k{n:06d}" for n in range(3)
+    ]
+    assert express.asked_attributes == asked_before

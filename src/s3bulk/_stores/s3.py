@@ -315,8 +315,9 @@ class S3Client(SignedHttp):
     async def _listed(self, bucket: str, params: dict[str, str], what: str) -> bytes:
         """A listing page's body, with the restore states asked for where they are wanted; a
         service that refuses the request with the header (a 400 or 501) is asked again without
-        it, and never again in this job: `ls` lists as it did."""
-        if self.restore_status:
+        it, and never again in this job: `ls` lists as it did. A directory bucket is not asked
+        (S3 Express keeps no archive, and its ListObjectsV2 takes no RestoreStatus)."""
+        if self.restore_status and not sessions.takes_session(self.settings, bucket, "", "GET"):
             try:
                 _, _, body = await self.request(
                     "LIST",

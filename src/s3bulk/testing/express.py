@@ -81,6 +81,9 @@ class ExpressStandIn(HostileS3):
         self.session_seconds = session_seconds
         self.tokens: dict[str, float] = {}  # session token -> when it expires (time.monotonic)
         self.refused: dict[str, int] = {}  # error code -> requests refused with it
+        # listings asked for optional attributes (x-amz-optional-object-attributes: RestoreStatus),
+        # which directory buckets do not support: counted, and answered without them
+        self.asked_attributes = 0
         self._listings: dict[str, _Listing] = {}
         self._numbers = itertools.count(1)
 
@@ -101,6 +104,7 @@ class ExpressStandIn(HostileS3):
                 return refused
         if operation == "ListObjectsV2":
             await self._gate()
+            self.asked_attributes += "x-amz-optional-object-attributes" in request.headers
             return await self._list(request, bucket)
         return await super()._handle(request)
 
