@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,6 +48,13 @@ from s3bulk._stores.s3xml import ObjectInfo, epoch_seconds, listing_problem
 from s3bulk._stores.storage import Storage
 from s3bulk._text import NOT_UTF8
 from s3bulk._urls import LocalLocation, Location, S3Location, is_directory_bucket, local_target_path
+
+# An Entry from a tuple of all its fields, without NamedTuple's __new__ (keywords, defaults): the
+# per-key cost of a listing entry halved
+_new_entry = functools.partial(tuple.__new__, Entry)
+assert Entry._fields[5:] == ("problem", "refused", "unlisted", "checksum", "outside"), (
+    "as _entries makes them"
+)
 
 ACTIONS_PER_BATCH = 1000
 LISTING_CONCURRENCY = 16  # list requests in flight per side, when key ranges are listed in parallel
@@ -266,9 +274,21 @@ class Sides:
                         why = MARKER_DATA % info.size
                         entries.append(Entry(relative, 0, 0.0, "", info.key, why, outside=outside))
                     continue
-                size, etag, checksum = info.size, info.etag, info.checksum_algorithm
-                entries.append(
-                    Entry(relative, size, modified, etag, info.key, checksum=checksum, outside=outside)
+                entries.append(  # as Entry(...) with its defaults: a fifth of sync's CPU went to its keywords
+                    _new_entry(
+                        (
+                            relative,
+                            info.size,
+                            modified,
+                            info.etag,
+                            info.key,
+                            "",
+                            False,
+                            False,
+                            info.checksum_algorithm,
+                            outside,
+                        )
+                    )
                 )
             yield entries
 
