@@ -42,17 +42,27 @@ demo:
 	wait $$minio && exit $$synced
 	$(DEMO_PY) scripts/demo.py
 
-# The unit tier first (tests/unit: no server, seconds), then tests/integration against real servers.
+# The unit tier (tests/unit: no server, one process, ~1 min of CPU); `make test` runs it alongside
+# tests/integration (against real servers), whose workers leave part of a core idle while they
+# wait: the two together should end sooner than one after the other (not yet measured on a quiet machine). The unit tier's
+# output comes after the integration tier's (all of it if it failed).
 test-unit: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit
 
-# The integration tier mostly waits (on servers, on jobs' processes), so it runs over TEST_WORKERS
-# pytest-xdist workers, each with its own servers; tests sharing a module's fixture stay together
-# (conftest.py). `make test TEST_WORKERS=0` runs it in one process.
+# The integration tier runs over TEST_WORKERS pytest-xdist workers, each with its own servers;
+# tests sharing a module's fixture stay together (conftest.py). `make test TEST_WORKERS=0` runs
+# it in one process.
 TEST_WORKERS ?= 3
-test: test-unit tools
+test: setup tools
+	@unit_log=$$(mktemp); \
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit >$$unit_log 2>&1 & unit=$$!; \
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15 \
-		-m "not campaign and not servers" tests/integration
+		-m "not campaign and not servers" tests/integration; integration=$$?; \
+	wait $$unit; unit_code=$$?; \
+	echo "--- tests/unit (run alongside):"; \
+	if [ $$unit_code -eq 0 ]; then tail -n 1 $$unit_log; else cat $$unit_log; fi; \
+	rm -f $$unit_log; \
+	[ $$unit_code -eq 0 ] || exit $$unit_code; exit $$integration
 
 # The compatibility matrix: the end-to-end checks of tests/integration/test_servers.py against each S3 server
 # (docs/compatibility.md is its table); and s3fs's own test suite against s3bulk:// on moto

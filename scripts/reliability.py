@@ -483,6 +483,8 @@ def main() -> int:
     env = os.environ | {
         "S3BULK_RELIABILITY_OUT": str(figures),
         "S3BULK_CRASH_TRIALS": str(args.trials),
+        "S3BULK_CRASH_FILES": "1200",  # make test's jobs are a third of these
+        "S3BULK_CRASH_VECTORS": "20000",
         "S3BULK_PROPERTY_EXAMPLES": str(args.examples),
         "S3BULK_MEMORY_EXAMPLES": str(args.memory_examples),
         "S3BULK_WRITER_EXAMPLES": str(args.writer_examples),

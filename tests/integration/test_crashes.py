@@ -8,7 +8,9 @@ within the first 3 answers (start-up, listing: before the journal holds anything
 anywhere up to 90% of the job. Half kill the whole process group (a crashed machine), half
 only the driver (its workers must notice and exit). S3BULK_CRASH_TRIALS sets the trials per kind:
 `make test` runs 2 (the first two of the seeds), `make reliability` 10 (early, mid-way and late
-kills, both kinds of kill).
+kills, both kinds of kill). S3BULK_CRASH_FILES and S3BULK_CRASH_VECTORS set the size of each job:
+`make test` 400 files and 8,000 vectors (a job still mid-way at every kill point, at a third of
+the CPU), `make reliability` 1,200 and 20,000.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from test_vectors_load import embeddings, new_index, stored, vectors_env, write_
 from s3bulk.testing.throttle import LoopbackProxy, S3ThrottlingProxy, ThrottlingProxy
 
 TRIALS = int(os.environ.get("S3BULK_CRASH_TRIALS", "2"))
-FILES = 1200
-ROWS, BATCH = 20_000, 500
+FILES = int(os.environ.get("S3BULK_CRASH_FILES", "400"))
+ROWS, BATCH = int(os.environ.get("S3BULK_CRASH_VECTORS", "8000")), 500
+STALE = len(range(0, FILES, 7))  # the files a sync --delete finds stale: every seventh
 
 
 @dataclass
@@ -151,7 +154,11 @@ def test_cp_upload_killed_and_resumed_is_exact(
             crashes.append(crash)
             duplicated.append(proxy.log.accepted["PUT"] - puts_before - FILES)
     _record(
-        reliability, "cp upload", "SIGKILL mid `cp` of 1,200 files, then `cp --resume`", crashes, duplicated
+        reliability,
+        "cp upload",
+        f"SIGKILL mid `cp` of {FILES:,} files, then `cp --resume`",
+        crashes,
+        duplicated,
     )
 
 
@@ -176,7 +183,7 @@ def test_sync_download_killed_and_resumed_is_exact(
     _record(
         reliability,
         "sync download",
-        "SIGKILL mid `sync` of 1,200 objects, then `sync --resume`",
+        f"SIGKILL mid `sync` of {FILES:,} objects, then `sync --resume`",
         crashes,
         duplicated,
     )
@@ -206,7 +213,7 @@ def test_vectors_put_killed_and_resumed_is_exact(
     _record(
         reliability,
         "vectors put",
-        "SIGKILL mid `vectors put` of 20,000 vectors, then `--resume`",
+        f"SIGKILL mid `vectors put` of {ROWS:,} vectors, then `--resume`",
         crashes,
         duplicated,
         each=ROWS,
@@ -271,7 +278,7 @@ def test_cp_download_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "cp download",
-        "SIGKILL mid `cp` of 1,200 objects to a directory, then `cp --resume`",
+        f"SIGKILL mid `cp` of {FILES:,} objects to a directory, then `cp --resume`",
         lambda trial: ["cp", f"s3://{bucket}/src/", f"{tmp_path}/down{trial}/", "--concurrency", "8"],
         lambda trial: tree_problems(tmp_path / f"down{trial}", files),
         seed=300,
@@ -294,8 +301,8 @@ def test_sync_delete_upload_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "sync --delete upload",
-        "SIGKILL mid `sync --delete` of 1,200 files over a prefix holding 60 extra and 172 stale objects, "
-        "then `sync --resume`",
+        f"SIGKILL mid `sync --delete` of {FILES:,} files over a prefix holding 60 extra and {STALE} stale "
+        "objects, then `sync --resume`",
         arrange,
         lambda trial: bucket_problems(minio, bucket, f"t{trial}/", files),
         seed=400,
@@ -319,8 +326,8 @@ def test_sync_delete_download_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "sync --delete download",
-        "SIGKILL mid `sync --delete` of 1,200 objects over a directory holding 60 extra and 172 stale "
-        "files, then `sync --resume`",
+        f"SIGKILL mid `sync --delete` of {FILES:,} objects over a directory holding 60 extra and "
+        f"{STALE} stale files, then `sync --resume`",
         arrange,
         lambda trial: tree_problems(tmp_path / f"down{trial}", files),
         seed=500,
@@ -346,7 +353,7 @@ def test_mv_upload_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "mv upload",
-        "SIGKILL mid `mv` of 1,200 files, then `mv --resume`",
+        f"SIGKILL mid `mv` of {FILES:,} files, then `mv --resume`",
         arrange,
         check,
         seed=600,
@@ -374,7 +381,7 @@ def test_mv_download_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "mv download",
-        "SIGKILL mid `mv` of 1,200 objects to a directory, then `mv --resume`",
+        f"SIGKILL mid `mv` of {FILES:,} objects to a directory, then `mv --resume`",
         arrange,
         check,
         seed=700,
@@ -397,7 +404,7 @@ def test_map_to_killed_and_resumed_is_exact(
         tmp_path,
         reliability,
         "map --to",
-        "SIGKILL mid `map mapfns:compress --to` of 1,200 objects, then `map --resume`",
+        f"SIGKILL mid `map mapfns:compress --to` of {FILES:,} objects, then `map --resume`",
         lambda trial: ["map", "mapfns:compress", f"s3://{bucket}/src/", "--to", f"s3://{bucket}/out{trial}/"],
         lambda trial: bucket_problems(minio, bucket, f"out{trial}/", compressed),
         seed=800,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, make_tree, new_bucket, peak_group_rss, sha256
+from conftest import Endpoint, as_text, cli, make_tree, new_bucket, peak_group_rss, sha256
 
 from s3bulk.testing.servers import ROOT_PASSWORD, ROOT_USER
 from s3bulk.testing.throttle import S3ThrottlingProxy
@@ -38,13 +38,23 @@ class Person:
     def run(
         self, *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
     ) -> subprocess.CompletedProcess[str]:
+        """`python -m s3bulk ARGS` in `cwd`: a process of its own, forked from one that has the CLI
+        imported (conftest.cli), so a test pays for its job, not for an interpreter's start-up."""
+        done = cli(env or self.env, *args, cwd=cwd, timeout=timeout)
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, as_text(done.stdout), as_text(done.stderr)
+        )
+
+    def run_fresh(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """`python -m s3bulk ARGS` in a fresh interpreter, as the person's shell starts it: the
+        tests here about the process itself (its start, pipes, signals, memory) start it this way."""
         return subprocess.run(
             [sys.executable, "-m", "s3bulk", *args],
             cwd=cwd,
-            env=env or self.env,
+            env=self.env,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=300,
             stdin=subprocess.DEVNULL,
         )
 
@@ -607,7 +617,7 @@ def test_copies_that_cannot_work_are_refused_before_any_request(
 def test_version_and_the_help_a_mistake_points_to(person: Person, here: Path) -> None:
     from s3bulk import __version__
 
-    version = person.run("--version", cwd=here)
+    version = person.run_fresh("--version", cwd=here)
     assert (version.returncode, version.stdout) == (0, f"s3bulk {__version__} (native part {__version__})\n")
     assert (
         __version__

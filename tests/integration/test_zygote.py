@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, cli, new_bucket
+from conftest import S3BULK, Endpoint, cli, cli_on_path, new_bucket
 
 
 def fresh(
@@ -89,3 +89,30 @@ def test_startup_variables_take_a_fresh_interpreter(minio: Endpoint) -> None:
     env = minio.env | {"PYTHONIOENCODING": "latin-1"}
     forked, alone = cli(env, "--help"), fresh(env, "--help")
     assert (forked.returncode, forked.stdout) == (alone.returncode, alone.stdout)
+
+
+def test_the_s3bulk_on_a_shell_s_path_says_what_the_real_one_says(minio: Endpoint, tmp_path: Path) -> None:
+    """cli_on_path's `s3bulk` (the docs' examples run it): a shell script that runs it gets the
+    same output, exit codes (a pipe's too), standard input and working directory as with the real
+    one; a variable that changes the start-up makes it run the real one."""
+    bucket = new_bucket(minio)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "a.txt").write_bytes(b"a")
+    script = (
+        "s3bulk --version; s3bulk no-such-command; echo exit=$?\n"
+        f"echo piped | s3bulk pipe s3://{bucket}/piped && s3bulk cp -q here/ s3://{bucket}/up/\n"
+        f"s3bulk ls -r s3://{bucket}/ | head -1 | wc -l; echo pipe=${{PIPESTATUS[0]}}\n"
+        f"s3bulk cat s3://{bucket}/piped > /dev/full; echo full=$?\n"
+        f"LANG=C.UTF-8 s3bulk cat s3://{bucket}/up/a.txt; echo\n"
+    )
+    outputs = []
+    for path in (cli_on_path(), str(Path(sys.executable).parent)):
+        env = minio.env | {"PATH": f"{path}:{minio.env['PATH']}"}
+        found = subprocess.run(["bash", "-c", "command -v s3bulk"], env=env, capture_output=True, text=True)
+        assert found.stdout.strip() == f"{path}/s3bulk"
+        outputs.append(subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True))
+    forked, real = outputs
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert b"exit=2\n" in real.stdout and b"pipe=0\n" in real.stdout and b"full=1\n" in real.stdout
+    assert real.stdout.endswith(b"a\n"), real.stdout
+    assert minio.client().get_object(Bucket=bucket, Key="piped")["Body"].read() == b"piped\n"  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -268,28 +269,33 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-            os.rmdir(self.directory)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def serves(self, env: dict[str, str]) -> bool:
         """Whether a forked child would start as a fresh interpreter given `env` would."""
-        if self.fresh or startup_environment(env) != self.startup:
-            return False
-        return not any(self._shadows(entry) for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry)
+        return not self.fresh and serves(env, self.startup, self.loaded)
 
-    def _shadows(self, entry: str) -> bool:
-        """Whether a PYTHONPATH directory changes the start-up (a sitecustomize, a .pth) or holds
-        a module the server imported already (a fresh interpreter would import this one)."""
-        try:
-            names = os.listdir(entry)
-        except OSError:
-            return False
-        for name in names:
-            stem = name.partition(".")[0]
-            if stem in ("sitecustomize", "usercustomize") or name.endswith(".pth") or stem in self.loaded:
-                return True
-        return False
+    def command(self) -> str:
+        """A directory holding an `s3bulk` executable that runs its command through this server
+        (`s3bulk` on a shell's PATH: forward() below), made once."""
+        if self.fresh:
+            return os.path.dirname(sys.executable)
+        directory = os.path.join(self.directory, "bin")
+        if not os.path.isdir(directory):
+            os.mkdir(directory)
+            with open(os.path.join(self.directory, "startup.json"), "w") as info:
+                json.dump({"startup": self.startup, "loaded": sorted(self.loaded)}, info)
+            script = os.path.join(directory, "s3bulk")
+            with open(script, "w") as out:
+                out.write(
+                    f"#!{os.path.abspath(sys.executable)} -IS\n"
+                    "import sys\n"
+                    f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+                    "from zygote import forward\n"
+                    f"forward({self.path!r}, {os.path.join(os.path.dirname(sys.executable), 's3bulk')!r})\n"
+                )
+            os.chmod(script, 0o755)
+        return directory
 
     def run(
         self,
@@ -348,6 +354,58 @@ class Zygote:
         return subprocess.CompletedProcess(
             command, os.waitstatus_to_exitcode(status), outputs.stdout, outputs.stderr
         )
+
+
+def serves(env: dict[str, str], startup: dict[str, str], loaded: frozenset[str]) -> bool:
+    """Whether a child forked from a server started with `startup` (and having imported
+    `loaded`) would start as a fresh interpreter given `env` would."""
+    if startup_environment(env) != startup:
+        return False
+    return not any(_shadows(entry, loaded) for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry)
+
+
+def _shadows(entry: str, loaded: frozenset[str]) -> bool:
+    """Whether a PYTHONPATH directory changes the start-up (a sitecustomize, a .pth) or holds
+    a module the server imported already (a fresh interpreter would import this one)."""
+    try:
+        names = os.listdir(entry)
+    except OSError:
+        return False
+    for name in names:
+        stem = name.partition(".")[0]
+        if stem in ("sitecustomize", "usercustomize") or name.endswith(".pth") or stem in loaded:
+            return True
+    return False
+
+
+def forward(path: str, real: str) -> None:
+    """The `s3bulk` of Zygote.command(): this process's command (argv, environment, working
+    directory and standard streams) run by the server at `path`, and its exit status made this
+    process's; SIGINT, SIGTERM and SIGHUP are passed on. The real `s3bulk` (exec'd) where a fork
+    cannot be the same."""
+    args = sys.argv[1:]
+    env = dict(os.environ)
+    with open(os.path.join(os.path.dirname(path), "startup.json")) as info:
+        known = json.load(info)
+    if not serves(env, known["startup"], frozenset(known["loaded"])):
+        os.execv(real, [real, *args])
+    request = json.dumps({"args": args, "env": env, "cwd": os.getcwd()}).encode()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(path)
+    conn.sendmsg(
+        [struct.pack("!I", len(request))],
+        [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))],
+    )
+    conn.sendall(request)
+    (pid,) = struct.unpack("!i", _exactly(conn, 4))
+    for each in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, lambda number, _frame: os.kill(pid, number))
+    (status,) = struct.unpack("!i", _exactly(conn, 4))
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # killed by a signal: so is this process, as the shell would see it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 def _exactly(conn: socket.socket, size: int) -> bytes:
