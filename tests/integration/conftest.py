@@ -41,7 +41,7 @@ _counter = itertools.count()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test`: `--dist loadgroup`), a test that uses a module- or
     class-scoped fixture (a data set, a server of its module) runs on the worker that has it: all
     such tests of a module form one group, so the fixture is set up once, not once per worker.
@@ -53,6 +53,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         definitions = info.name2fixturedefs.values() if info is not None else ()
         if any(defs and defs[-1].scope in ("module", "class", "package") for defs in definitions):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if getattr(config.option, "loadgroup", False):
+        name_the_groups(items)
+
+
+def name_the_groups(items: list[pytest.Item]) -> None:
+    """What pytest-xdist's worker does for `--dist loadgroup` (the group's name after an `@` in
+    each test's id, which its scheduler reads), where pytest keeps the id as a structured
+    `_id` (pytest 9): xdist 3.8 still sets `_nodeid`, which that pytest never reads, so every
+    group was silently spread over the workers and each module's fixtures (test_map's 20,000
+    objects, test_listing's 11,000 keys) were made once per worker."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest: xdist's own renaming works
+        return
+    for item in items:
+        groups = sorted(
+            {
+                str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                for mark in item.iter_markers("xdist_group")
+            }
+        )
+        if groups and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @dataclass
