@@ -18,7 +18,7 @@ NATIVE := src/s3bulk_native/__init__.pyi native/Cargo.toml native/Cargo.lock $(s
 # The demo's environment: s3bulk's core as a user installs it (no extras, no dev group; ~80 MB
 # against the development environment's ~1.8 GB), apart from .venv so `make test` keeps its own.
 # native/ built with cargo's `demo` profile (native/Cargo.toml: the release one without LTO over a
-# single codegen unit, which is most of a fresh build's CPU time and shows in nothing the demo does).
+# single codegen unit, a single-core step at the end of a fresh build that shows in nothing the demo does).
 .venv-demo/.synced: pyproject.toml uv.lock $(NATIVE)
 	python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	UV_PROJECT_ENVIRONMENT=.venv-demo $(UV) sync --frozen --no-dev --config-setting maturin.build-args=--profile=demo
