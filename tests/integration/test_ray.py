@@ -109,11 +109,14 @@ def test_vectors_put_on_ray_shares_the_index_limit(
 ) -> None:
     """Two workers load one index through a proxy that refuses anything above 2,000 vectors/s:
     their shares of --vectors-per-second 1,900 add up to it, so nothing is ever refused (two
-    workers with the whole budget each would go at 3,800/s)."""
+    workers with the whole budget each would go at 3,800/s). The proxy's bucket holds 1.5 s of
+    its rate, so requests paced right but bunched on the way by a busy machine (its CPU shared by
+    the workers, the driver and the server) pass, while 3,800/s empties it in under 2 s of the
+    ~3 s such a load would take."""
     rows = 12_000
     source = write_parquet(tmp_path / "docs.parquet", embeddings(rows, 8), row_group_size=2000)
     bucket, index = new_index(moto, 8)
-    with ThrottlingProxy(moto.server.endpoint, vectors_per_second=2000) as proxy:
+    with ThrottlingProxy(moto.server.endpoint, vectors_per_second=2000, burst=3000) as proxy:
         env = ray_env(vectors_env(moto, proxy.endpoint), cluster, tmp_path / "state")
         put = run_cli(
             env, "vectors", "put", str(source), "--bucket", bucket, "--index", index,
