@@ -317,7 +317,12 @@ MEMORY = [
 
 
 def run_pytest(nodes: list[str], env: dict[str, str], junit: Path) -> int:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *nodes]
+    # make test's 300 s a test is for its sizes: 10 SIGKILL trials of 1,200 files, or 100 cases of a
+    # property that shrinks, take longer on a busy machine (2026-11-29: five such timed out, none failed)
+    command = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "timeout=3600",
+        f"--junitxml={junit}", *nodes,
+    ]  # fmt: skip
     print("+", " ".join(command[3:6]), f"... ({len(nodes)} test ids)", flush=True)
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 
