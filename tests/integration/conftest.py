@@ -12,6 +12,7 @@ import locale
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -373,6 +374,33 @@ def held_at(
             yield job
     finally:
         proxy.release()
+
+
+def job_journal(state: Path) -> Path | None:
+    """The journal a job under S3BULK_STATE_DIR=`state` keeps, once it has made one."""
+    journals = sorted(state.glob("*.db"))
+    return journals[0] if journals else None
+
+
+def journal_items_done(journal: Path | None) -> int:
+    if journal is None:
+        return 0
+    try:
+        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
+            return int(db.execute("SELECT count(*) FROM items WHERE state = 'done'").fetchone()[0])
+    except sqlite3.Error:  # not created yet
+        return 0
+
+
+def wait_for_journaled_items(job: RunningJob, state: Path, within: float = 60) -> int:
+    """Items the journal holds as done, waiting for its next flush (a few a second) if it holds
+    none yet: a test of what a resume skips must kill a job that has journaled something."""
+    started = time.monotonic()
+    while (done := journal_items_done(job_journal(state))) == 0:
+        assert job.poll() is None, f"the job ended before journaling an item: {job.output()}"
+        assert time.monotonic() - started < within, "the job journaled nothing"
+        time.sleep(0.05)
+    return done
 
 
 def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None) -> tuple[int, int, str]:

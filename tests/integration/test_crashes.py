@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,8 @@ from conftest import (
     Endpoint,
     bucket_problems,
     held_at,
+    job_journal,
+    journal_items_done,
     make_tree,
     new_bucket,
     run_cli,
@@ -52,21 +53,6 @@ class Crash:
     resumed: bool  # False: no journal yet, so the command was simply run again
     exit_code: int
     summary: dict[str, int]
-
-
-def _journal(state: Path) -> Path | None:
-    journals = sorted(state.glob("*.db"))
-    return journals[0] if journals else None
-
-
-def _done(journal: Path | None) -> int:
-    if journal is None:
-        return 0
-    try:
-        with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
-            return int(db.execute("SELECT count(*) FROM items WHERE state = 'done'").fetchone()[0])
-    except sqlite3.Error:  # not created yet
-        return 0
 
 
 def crash_and_resume(
@@ -92,8 +78,8 @@ def crash_and_resume(
         process.wait()
         _, alive = psutil.wait_procs(workers, timeout=30)
         assert not alive, "worker processes outlived their killed driver"
-    journal = _journal(state)
-    done_at_kill = _done(journal)
+    journal = job_journal(state)
+    done_at_kill = journal_items_done(journal)
     when = f"{answers} answers, {done_at_kill} items done"
     if journal is not None:
         verb = command[:2] if command[0] == "vectors" else command[:1]

@@ -13,7 +13,7 @@ from typing import Any
 
 import mapfns
 import pytest
-from conftest import Endpoint, held_at, new_bucket, run_cli
+from conftest import Endpoint, held_at, new_bucket, run_cli, wait_for_journaled_items
 
 from s3bulk.testing import write_inventory
 from s3bulk.testing.inventory import listed_rows
@@ -196,6 +196,7 @@ def test_cp_from_an_inventory_killed_and_resumed_is_exact(minio: Endpoint, tmp_p
         env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint, "S3BULK_STATE_DIR": str(state)}
         command = ["cp", "--inventory", manifest, "--workers", "2", f"s3://{bucket}/", f"s3://{destination}/"]
         with held_at(proxy, 150, [*S3BULK, *command], env, tmp_path / "killed.log") as job:
+            wait_for_journaled_items(job, state)  # copies answered and held are flushed a few times a second
             job.kill_group()
             job.wait()
         jobs = run_cli(env, "jobs", "--json")
