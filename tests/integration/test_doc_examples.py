@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint
+from conftest import Endpoint, cli_on_path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -167,10 +167,12 @@ def arrange(example: Example, endpoint: Endpoint, where: Path) -> None:
 
 def environment(endpoint: Endpoint, where: Path, vectors: str | None) -> dict[str, str]:
     """MinIO through the AWS variables, no profile and a home of the block's own; s3bulk and
-    python are this environment's."""
+    python are this environment's, its `s3bulk` forked from the session's zygote (conftest's
+    cli_on_path: each of the ~80 commands skips the interpreter's start-up; test_zygote checks it
+    says what the real one says)."""
     env = endpoint.env | {
         "HOME": str(where),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PATH": f"{cli_on_path()}:{Path(sys.executable).parent}:{os.environ['PATH']}",
         "DOCFILES": str(DOCFILES),
     }
     env.pop("PYTHONPATH", None)

@@ -47,16 +47,44 @@ _STARTUP_NAMES = ("TERMINAL_WIDTH", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS"
 _NOT_STARTUP = ("PYTHONPATH",)
 
 # Imported in the server beforehand, so that children inherit them: the CLI and what its commands
-# import lazily when they run (none of them starts a thread at import: a fork keeps one thread).
+# import lazily when they run (none of them starts a Python thread at import: a fork keeps one
+# thread; numpy's OpenBLAS pool, its one native thread, is stopped and restarted around a fork by
+# OpenBLAS itself). The vectors commands' aiohttp, botocore's request classes and numpy were
+# ~0.6 s of each vectors command's start (the docs' vectors example runs 28); the commands' own
+# modules and uvloop ~50-100 ms of every command. pyarrow and pandas (ls --output .parquet) are
+# left out: they start native threads of their own at import.
 PRELOAD = (
     "s3bulk._cli",
+    "s3bulk._cli.jobrun",
+    "s3bulk._main",
+    "s3bulk._runner",
+    "s3bulk._commands.check",
     "s3bulk._commands.copy",
+    "s3bulk._commands.copy_vectors",
+    "s3bulk._commands.delete_vectors",
+    "s3bulk._commands.export_vectors",
+    "s3bulk._commands.head",
+    "s3bulk._commands.put_vectors",
+    "s3bulk._commands.query_vectors",
+    "s3bulk._commands.remove",
+    "s3bulk._commands.sides",
+    "s3bulk._commands.sync",
+    "s3bulk._commands.sync_vectors",
     "s3bulk._commands.transfer",
+    "s3bulk._commands.vectorspecs",
     "s3bulk._engine.worker",
     "s3bulk._engine.driver",
     "s3bulk._engine.launch",
     "s3bulk._stores.s3",
     "s3bulk._stores.storage",
+    "s3bulk._stores.vectors",
+    "s3bulk._vectors.verify",
+    "aiohttp",
+    "botocore.awsrequest",
+    "botocore.auth",
+    "configparser",
+    "numpy",
+    "uvloop",
 )
 
 
