@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import itertools
 import json
 import locale
@@ -15,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
@@ -497,3 +499,26 @@ def tree_problems(root: Path, bodies: dict[str, bytes]) -> list[str]:
         f"different {key}" for key in bodies.keys() & found.keys() if found[key].read_bytes() != bodies[key]
     ]
     return problems
+
+
+def put_objects(endpoint: Endpoint, bucket: str, bodies: dict[str, bytes]) -> None:
+    """`bodies` put into `bucket` (a MinIO's) in one request: a tar sent with MinIO's
+    snowball-auto-extract header, which MinIO stores as one plain object per member (its key and
+    bytes, an MD5 ETag, no metadata) and not the tar itself. For a fixture's thousands of small
+    objects: one PUT each costs ~2.4x the CPU (MinIO's and the client's: 6.8 s against 2.9 s for
+    5,000, load 15). Each key's ETag is checked after."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for key, body in bodies.items():
+            member = tarfile.TarInfo(key)
+            member.size = len(body)
+            tar.addfile(member, io.BytesIO(body))
+    client = endpoint.client()
+    client.put_object(  # type: ignore[attr-defined]
+        Bucket=bucket, Key="objects.tar", Body=archive.getvalue(), Metadata={"snowball-auto-extract": "true"}
+    )
+    stored: dict[str, str] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):  # type: ignore[attr-defined]
+        stored.update((entry["Key"], entry["ETag"].strip('"')) for entry in page.get("Contents", []))
+    wrong = [key for key, body in bodies.items() if stored.get(key) != _md5(body)]
+    assert not wrong, f"{len(wrong)} objects not stored as sent by the tar, e.g. {wrong[:3]}"
