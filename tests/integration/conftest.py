@@ -457,6 +457,13 @@ def bucket_digests(endpoint: Endpoint, bucket: str, prefix: str = "") -> dict[st
     return digests
 
 
+def bucket_keys(endpoint: Endpoint, bucket: str, prefix: str = "") -> list[str]:
+    """The keys under `prefix` (without it), in listing order: a listing, where a test asks what
+    is there and not what it holds (bucket_digests reads every object, one GET each)."""
+    pages = endpoint.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [entry["Key"][len(prefix) :] for page in pages for entry in page.get("Contents", [])]
+
+
 def make_tree(root: Path, files: dict[str, bytes]) -> Path:
     for relative, data in files.items():
         path = root / relative
