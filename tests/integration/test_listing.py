@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import Endpoint, run_cli
+from conftest import Endpoint, put_objects, run_cli
 
 from s3bulk._config import AwsSettings
 from s3bulk._sources.listing import list_prefix, list_sequential
@@ -18,15 +17,9 @@ from s3bulk._stores.storage import Storage
 
 
 def put_empty(endpoint: Endpoint, bucket: str, keys: list[str]) -> None:
-    """Objects of one byte at `keys`, uploaded by s3bulk from a tree of files: boto3 one PUT
-    at a time took 29 s of `make test` for 11,000 of them."""
-    with tempfile.TemporaryDirectory() as directory:
-        for key in keys:
-            path = Path(directory, key)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(b"x")
-        done = run_cli(endpoint.env, "cp", "--no-guess-mime-type", f"{directory}/", f"s3://{bucket}/")
-        assert done.returncode == 0, done.stderr[-2000:]
+    """Objects of one byte at `keys`, in one request (conftest's put_objects): boto3 one PUT at a
+    time took 29 s of `make test` for 11,000 of them, s3bulk's cp of a tree of files 17 s of CPU."""
+    put_objects(endpoint, bucket, dict.fromkeys(keys, b"x"))
 
 
 async def _list_all(endpoint: Endpoint, bucket: str, prefix: str, **options: int) -> tuple[list[str], int]:

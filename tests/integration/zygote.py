@@ -39,11 +39,11 @@ from pathlib import Path
 
 # Variables read while Python starts (sys.flags, the locale, the standard streams' encoding, the
 # hash seed) or while the preloaded modules are imported (typer's and rich's terminal settings,
-# the engine's debug switch): a child forked from the server would keep the server's, so a
-# command whose environment differs in any of them runs in a fresh interpreter instead.
-# PYTHONPATH is not one: the child's sys.path is rebuilt from it.
+# the engine's debug switch, progress's stats interval): a child forked from the server would
+# keep the server's, so a command whose environment differs in any of them runs in a fresh
+# interpreter instead. PYTHONPATH is not one: the child's sys.path is rebuilt from it.
 _STARTUP = ("PYTHON", "LC_", "LANG", "LANGUAGE", "TZ", "TYPER_", "_TYPER_", "S3BULK_DEBUG")
-_STARTUP_NAMES = ("TERMINAL_WIDTH", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS")
+_STARTUP_NAMES = ("TERMINAL_WIDTH", "GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS", "S3BULK_STATS_INTERVAL")
 _NOT_STARTUP = ("PYTHONPATH",)
 
 # Imported in the server beforehand, so that children inherit them: the CLI and what its commands

@@ -132,17 +132,23 @@ class Index:
         return [int(each) for each in slots], None
 
     def query(self, vector: np.ndarray, top: int, allowed: np.ndarray) -> list[tuple[int, float]]:
-        live = np.flatnonzero(self.alive[: len(self.keys)] & allowed)
+        """The `top` nearest live, allowed slots, exactly. Every slot's distance is computed in
+        place (a copy of the live rows cost 3 ms a query at 3,000 x 256) by einsum, not `@`:
+        OpenBLAS's threads spin on a busy machine (a matrix-vector product took ~3 ms of CPU
+        where one thread takes 0.1 ms)."""
+        count = len(self.keys)
+        live = np.flatnonzero(self.alive[:count] & allowed)
         if not len(live):
             return []
-        rows = self.data[live]
+        rows = self.data[:count]
         if self.metric == "cosine":
-            norms = np.linalg.norm(rows, axis=1) * (np.linalg.norm(vector) or 1.0)
-            distances = 1.0 - rows @ vector / np.where(norms == 0, 1.0, norms)
+            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows)) * (np.linalg.norm(vector) or 1.0)
+            distances = 1.0 - np.einsum("ij,j->i", rows, vector) / np.where(norms == 0, 1.0, norms)
         else:
-            distances = np.sqrt(((rows - vector) ** 2).sum(axis=1))
-        order = np.argsort(distances, kind="stable")[:top]
-        return [(int(live[each]), float(distances[each])) for each in order]
+            apart = rows - vector
+            distances = np.sqrt(np.einsum("ij,ij->i", apart, apart))
+        order = np.argsort(distances[live], kind="stable")[:top]
+        return [(int(live[each]), float(distances[live[each]])) for each in order]
 
 
 def matches(metadata: Any, condition: dict[str, Any]) -> bool:
