@@ -31,6 +31,7 @@ from zygote import Zygote
 
 from s3bulk.testing import MinioServer, MotoServer, Server
 from s3bulk.testing.hostile import Fault, HostileS3, Rule
+from s3bulk.testing.raycluster import RayCluster
 from s3bulk.testing.throttle import LoopbackProxy
 from s3bulk.testing.vectorstandin import VectorsStandInServer
 
@@ -50,6 +51,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     such tests of a module form one group, so the fixture is set up once, not once per worker.
     Every other test goes wherever a worker is free; session fixtures (MinIO...) are per worker."""
     for item in items:
+        if (
+            "ray_cluster" in getattr(item, "fixturenames", ())
+            and item.get_closest_marker("xdist_group") is None
+        ):
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))  # one cluster for all of them
         if item.get_closest_marker("xdist_group") is not None:
             continue
         info = getattr(item, "_fixtureinfo", None)
@@ -276,6 +282,42 @@ def bucket(minio: Endpoint) -> str:
     return new_bucket(minio)
 
 
+# ---- one Ray cluster for the tests that join one ------------------------------------------------
+# Its start-up costs ~10 s of CPU (GCS, raylet, worker processes) and it idles at ~0.05 CPU/s: the
+# tests that use it (those asking for `ray_cluster`, and test_engines' ray case) form one xdist
+# group, so one worker starts it once, and it stops as soon as the next test is not one of them.
+RAY_GROUP = "ray"
+_ray: RayCluster | None = None
+
+
+def in_ray_group(item: pytest.Item | None) -> bool:
+    marker = item.get_closest_marker("xdist_group") if item is not None else None
+    return marker is not None and marker.args[:1] == (RAY_GROUP,)
+
+
+@pytest.fixture
+def ray_cluster(minio: Endpoint) -> RayCluster:
+    """A Ray cluster of one node (2 CPUs) on loopback whose workers have MinIO's credentials;
+    jobs join it with --ray-address and its client_env()."""
+    global _ray
+    if _ray is None:
+        _ray = RayCluster(cpus=2, env=minio.env).__enter__()
+    return _ray
+
+
+def stop_ray_cluster() -> None:
+    global _ray
+    if _ray is not None:
+        cluster, _ray = _ray, None
+        cluster.__exit__(None, None, None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _ray is not None and not in_ray_group(nextitem):
+        stop_ray_cluster()
+
+
 _zygote: Zygote | None = None
 
 
@@ -283,6 +325,7 @@ _zygote: Zygote | None = None
 def cli_zygote() -> Iterator[None]:
     """The CLI's forking server (zygote.py) of this session, started on first use, always stopped."""
     yield
+    stop_ray_cluster()  # a run that stopped early (-x, Ctrl-C) leaves no cluster behind
     global _zygote
     if _zygote is not None:
         _zygote.close()

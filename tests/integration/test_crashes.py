@@ -152,9 +152,8 @@ def test_sync_download_killed_and_resumed_is_exact(
     minio: Endpoint, tmp_path: Path, files: dict[str, bytes], reliability: Callable[..., None]
 ) -> None:
     bucket = new_bucket(minio, "crash-sync")
-    client = minio.client()
-    for key, data in files.items():
-        client.put_object(Bucket=bucket, Key=f"src/{key}", Body=data)
+    tree = make_tree(tmp_path / "src", files)  # uploaded as one job, not a PUT at a time from here
+    assert run_cli(minio.env, "cp", f"{tree}/", f"s3://{bucket}/src/").returncode == 0
     crashes, duplicated = [], []
     with S3ThrottlingProxy(minio.server.endpoint) as proxy:
         env = minio.env | {"AWS_ENDPOINT_URL": proxy.endpoint}

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Endpoint, bucket_digests, make_tree, new_bucket, run_cli, tree_digests
+from conftest import RAY_GROUP, Endpoint, bucket_digests, make_tree, new_bucket, run_cli, tree_digests
 
 import s3bulk
 from s3bulk._engine.strategies import ENGINES
+from s3bulk.testing.raycluster import RayCluster
 
 MiB = 1024**2
 FILES = {f"p{i % 4}/f{i:04d}.bin": os.urandom(i % 5000) for i in range(240)} | {
@@ -20,14 +22,45 @@ FILES = {f"p{i % 4}/f{i:04d}.bin": os.urandom(i % 5000) for i in range(240)} | {
 }
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.fixture
+def engine_options(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> Iterator[dict[str, Any]]:
+    """The options of one engine: ray joins the session's cluster (conftest.ray_cluster, which
+    test_ray's jobs join too) rather than start a local instance in this process, where it would
+    stay until the session ends (its start-up alone: test_ray's own-local-instance test)."""
+    options: dict[str, Any] = {"engine": engine, "multipart_threshold": 5 * MiB, "part_size": 5 * MiB}
+    if engine != "ray":
+        yield options
+        return
+    cluster: RayCluster = request.getfixturevalue("ray_cluster")
+    for name, value in cluster.client_env().items():  # its token, which Ray reads once per process
+        monkeypatch.setenv(name, value)
+    import ray
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")  # read again, should this process have loaded Ray before
+    AuthenticationTokenLoader.instance().reset_cache()
+    try:
+        yield options | {"ray_address": cluster.address}
+    finally:
+        ray.shutdown()  # this process leaves the cluster, which stops after the last test that joins it
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        pytest.param(engine, marks=pytest.mark.xdist_group(RAY_GROUP)) if engine == "ray" else engine
+        for engine in ENGINES
+    ],
+)
 def test_every_engine_gives_identical_results(
-    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, engine: str
+    minio: Endpoint, aws_env: dict[str, str], tmp_path: Path, engine: str, engine_options: dict[str, Any]
 ) -> None:
     source = make_tree(tmp_path / "src", FILES)
     expected = tree_digests(source)
     bucket = new_bucket(minio)
-    options: dict[str, Any] = {"engine": engine, "multipart_threshold": 5 * MiB, "part_size": 5 * MiB}
+    options = engine_options
 
     up = s3bulk.copy(f"{source}/", f"s3://{bucket}/up/", **options)
     copied = s3bulk.copy(f"s3://{bucket}/up/", f"s3://{bucket}/copy/", **options)

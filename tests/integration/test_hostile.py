@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from conftest import (
     bucket_digests,
     bucket_keys,
     make_tree,
+    new_bucket,
     peak_group_rss,
     run_cli,
     tree_digests,
@@ -141,20 +143,26 @@ def test_a_source_root_it_cannot_read_is_one_line_and_nothing_is_deleted(
 
 
 # ---- 2 and 8: a listing that breaks, ends without a way on, or loops ------------------------------
-def _listed_tree(minio: Endpoint, bucket: str, tmp_path: Path, count: int = 1100) -> dict[str, str]:
-    """`count` objects under p/ (two listing pages) and the same files in tmp_path/d."""
-    tree = make_tree(tmp_path / "d", {f"k{i:05d}": b"%d" % i for i in range(count)})
+@pytest.fixture(scope="module")
+def listed(minio: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """A bucket holding 1,100 objects under p/ (two listing pages), and the same files on disk,
+    made once for the tests of this section: each reads p/ and writes elsewhere (its own
+    destination, its own directory), and the ones that might delete check that p/ is whole."""
+    tree = make_tree(tmp_path_factory.mktemp("listed") / "d", {f"k{i:05d}": b"%d" % i for i in range(1100)})
+    bucket = new_bucket(minio, "listed")
     assert run_cli(minio.env, "cp", f"{tree}/", f"s3://{bucket}/p/").returncode == 0
-    return tree_digests(tree)
+    return bucket, tree
 
 
 @pytest.mark.parametrize(
     "fault", [ErrorIn200(), NotXml(), TruncatedWithoutToken()], ids=["error-in-200", "not-xml", "no-token"]
 )
 def test_sync_delete_after_a_listing_that_broke_on_page_two_deletes_nothing(
-    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, fault: object
+    hostile: Hostile, minio: Endpoint, listed: tuple[str, Path], tmp_path: Path, fault: object
 ) -> None:
-    files = _listed_tree(minio, bucket, tmp_path)
+    bucket = listed[0]
+    shutil.copytree(listed[1], tmp_path / "d")
+    files = tree_digests(tmp_path / "d")
     (tmp_path / "d" / "only-local").write_bytes(b"not in the bucket")
     if isinstance(fault, TruncatedWithoutToken):  # the first page says more follows, and no token
         hostile.misbehave(
@@ -165,8 +173,10 @@ def test_sync_delete_after_a_listing_that_broke_on_page_two_deletes_nothing(
         )
     else:
         hostile.misbehave(fault, operation="ListObjectsV2", bucket=bucket, when=continued)
-    for places in ("s3://{bucket}/p/ {tree}/", "s3://{bucket}/p/ s3://{bucket}/copy/"):
-        source, destination = places.format(bucket=bucket, tree=tmp_path / "d").split()
+    for places in ("s3://{bucket}/p/ {tree}/", "s3://{bucket}/p/ s3://{bucket}/copy-{fault}/"):
+        source, destination = places.format(
+            bucket=bucket, tree=tmp_path / "d", fault=type(fault).__name__
+        ).split()
         result = run_cli(hostile.env | FEW_ATTEMPTS, "sync", "--delete", source, destination)
         output = result.stdout + result.stderr
         assert result.returncode != 0, output
@@ -176,9 +186,9 @@ def test_sync_delete_after_a_listing_that_broke_on_page_two_deletes_nothing(
 
 
 def test_a_listing_page_answered_200_with_an_error_is_retried_not_taken_as_the_end(
-    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path
+    hostile: Hostile, listed: tuple[str, Path]
 ) -> None:
-    _listed_tree(minio, bucket, tmp_path)
+    bucket = listed[0]
     rule = hostile.misbehave(ErrorIn200(), operation="ListObjectsV2", bucket=bucket, when=continued, times=2)
     result = run_cli(hostile.env, "ls", "-r", "--summarize", f"s3://{bucket}/p/")
     assert result.returncode == 0, result.stderr
@@ -195,9 +205,9 @@ def test_ls_of_a_listing_whose_first_page_is_an_error_fails(hostile: Hostile, bu
 
 @pytest.mark.parametrize("command", ["ls -r", "cp", "du"])
 def test_a_continuation_token_that_comes_round_again_stops_the_listing(
-    hostile: Hostile, minio: Endpoint, bucket: str, tmp_path: Path, command: str
+    hostile: Hostile, listed: tuple[str, Path], tmp_path: Path, command: str
 ) -> None:
-    _listed_tree(minio, bucket, tmp_path)
+    bucket = listed[0]
     hostile.misbehave(RepeatToken(), operation="ListObjectsV2", bucket=bucket, when=continued)
     verb, *flags = command.split()
     target = [str(tmp_path / "down") + "/"] if verb == "cp" else []

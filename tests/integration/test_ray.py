@@ -1,15 +1,16 @@
 """--engine ray on a Ray cluster of one node (2 CPUs) on loopback, with MinIO and moto.
 
-The cluster is started once for the module; every job joins it with --ray-address, as jobs on a
-real cluster would. Results are compared with the hybrid engine's, a worker and the driver are
-killed mid-job, and a shared rate limit is checked from the service's side (a proxy).
+The cluster is started once for the tests that join it (conftest.ray_cluster: they run one after
+the other on one worker, test_engines' ray case too); every job joins it with --ray-address, as
+jobs on a real cluster would. Results are compared with the hybrid engine's, a worker and the
+driver are killed mid-job, and a shared rate limit is checked from the service's side (a proxy).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,10 +34,10 @@ from s3bulk.testing.throttle import S3ThrottlingProxy, ThrottlingProxy
 FILES = 800
 
 
-@pytest.fixture(scope="module")
-def cluster(minio: Endpoint) -> Iterator[RayCluster]:
-    with RayCluster(cpus=2, env=minio.env) as running:  # workers get MinIO's credentials
-        yield running
+@pytest.fixture
+def cluster(ray_cluster: RayCluster) -> RayCluster:
+    """The session's cluster (conftest.ray_cluster), shared with test_engines' ray case."""
+    return ray_cluster
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +222,37 @@ def test_a_killed_driver_resumes_from_the_object_store_on_another_machine(
     )
 
 
+def test_map_on_ray_gives_every_result_and_transforms(
+    minio: Endpoint, cluster: RayCluster, tmp_path: Path
+) -> None:
+    """`s3bulk map` of a function in the user's own module (not installed: it travels by value)
+    on Ray: a row per object with the serial loop's result, and a --to transform of each."""
+    import hashlib
+    import zlib
+
+    bucket = new_bucket(minio, "ray-map")
+    client = minio.client()
+    bodies = {f"in/k{n:03d}": f"ray map {n}\n".encode() * (n % 30 + 1) for n in range(120)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    tests = Path(__file__).resolve().parent
+    env = ray_env(minio.env, cluster, tmp_path / "state") | {"PYTHONPATH": str(tests)}
+    ray = ["--engine", "ray", "--ray-address", cluster.address]
+    rows_file = tmp_path / "rows.jsonl"
+    done = run_cli(env, "map", "mapfns:digest", f"s3://{bucket}/in/", "--output", str(rows_file), *ray)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {row["key"]: row["result"] for row in map(json.loads, rows_file.read_text().splitlines())}
+    expected = {
+        key: f"{key}:{len(body)}:{hashlib.sha256(body).hexdigest()[:16]}" for key, body in bodies.items()
+    }
+    assert rows == expected
+    moved = run_cli(env, "map", "mapfns:compress", f"s3://{bucket}/in/", "--to", f"s3://{bucket}/gz/", *ray)
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    assert (
+        zlib.decompress(client.get_object(Bucket=bucket, Key="gz/k077")["Body"].read()) == bodies["in/k077"]
+    )
+
+
 def test_ray_engine_on_its_own_local_instance(minio: Endpoint, tmp_path: Path) -> None:
     """Without --ray-address the engine starts a local Ray instance with this machine's CPUs."""
     source = make_tree(tmp_path / "src", {f"f{i}.txt": b"x" * i for i in range(50)})
@@ -270,34 +302,3 @@ def test_gather_refuses_the_ray_engine(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "--engine ray does not apply" in result.stderr
-
-
-def test_map_on_ray_gives_every_result_and_transforms(
-    minio: Endpoint, cluster: RayCluster, tmp_path: Path
-) -> None:
-    """`s3bulk map` of a function in the user's own module (not installed: it travels by value)
-    on Ray: a row per object with the serial loop's result, and a --to transform of each."""
-    import hashlib
-    import zlib
-
-    bucket = new_bucket(minio, "ray-map")
-    client = minio.client()
-    bodies = {f"in/k{n:03d}": f"ray map {n}\n".encode() * (n % 30 + 1) for n in range(120)}
-    for key, body in bodies.items():
-        client.put_object(Bucket=bucket, Key=key, Body=body)
-    tests = Path(__file__).resolve().parent
-    env = ray_env(minio.env, cluster, tmp_path / "state") | {"PYTHONPATH": str(tests)}
-    ray = ["--engine", "ray", "--ray-address", cluster.address]
-    rows_file = tmp_path / "rows.jsonl"
-    done = run_cli(env, "map", "mapfns:digest", f"s3://{bucket}/in/", "--output", str(rows_file), *ray)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = {row["key"]: row["result"] for row in map(json.loads, rows_file.read_text().splitlines())}
-    expected = {
-        key: f"{key}:{len(body)}:{hashlib.sha256(body).hexdigest()[:16]}" for key, body in bodies.items()
-    }
-    assert rows == expected
-    moved = run_cli(env, "map", "mapfns:compress", f"s3://{bucket}/in/", "--to", f"s3://{bucket}/gz/", *ray)
-    assert moved.returncode == 0, moved.stderr[-2000:]
-    assert (
-        zlib.decompress(client.get_object(Bucket=bucket, Key="gz/k077")["Body"].read()) == bodies["in/k077"]
-    )
