@@ -143,6 +143,13 @@ def test_a_source_root_it_cannot_read_is_one_line_and_nothing_is_deleted(
 
 
 # ---- 2 and 8: a listing that breaks, ends without a way on, or loops ------------------------------
+def _listed_tree(minio: Endpoint, bucket: str, tmp_path: Path, count: int = 1100) -> dict[str, str]:
+    """`count` objects under p/ (two listing pages) and the same files in tmp_path/d (test_fsspec's)."""
+    tree = make_tree(tmp_path / "d", {f"k{i:05d}": b"%d" % i for i in range(count)})
+    assert run_cli(minio.env, "cp", f"{tree}/", f"s3://{bucket}/p/").returncode == 0
+    return tree_digests(tree)
+
+
 @pytest.fixture(scope="module")
 def listed(minio: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """A bucket holding 1,100 objects under p/ (two listing pages), and the same files on disk,
