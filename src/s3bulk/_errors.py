@@ -322,8 +322,23 @@ def classify(exc: BaseException, what: str = "") -> ItemError:
 _UNREACHABLE = ("kind: connect", "cannot connect to host", "connection refused", "connect call failed")
 
 
+# How TLS says the endpoint's certificate is not one it trusts: rustls (the native part, obstore's
+# reqwest) and OpenSSL (aiohttp).
+_UNTRUSTED = ("invalid peer certificate", "certificate verify failed")
+
+
 def transient(message: str, text: str, refused: bool = False) -> ItemError:
-    """A network failure: retryable, and marked unreachable when no connection was made at all."""
+    """A network failure: retryable, and marked unreachable when no connection was made at all.
+    But a certificate TLS does not trust is no failure of the network: every attempt meets the
+    same certificate (each refusal retried cost the user seconds of back-off), and no other
+    request of the job can pass either, so it stops the job at once, saying how to trust it."""
+    if any(marker in text.lower() for marker in _UNTRUSTED):
+        untrusted = ItemError(
+            f"{message} (trust its certificate authority with AWS_CA_BUNDLE or the profile's ca_bundle)",
+            retryable=False,
+        )
+        untrusted.job_wide = True
+        return untrusted
     error = ItemError(message, retryable=True)
     error.unreachable = refused or any(marker in text.lower() for marker in _UNREACHABLE)
     return error

@@ -278,5 +278,6 @@ def test_a_ca_bundle_named_by_the_profile_or_aws_ca_bundle_is_trusted_on_every_p
     for name, settings in (("none", env(None)), ("the wrong one", env(trusted, other))):
         refused = run_cli(settings, "ls", f"s3://{bucket}/p/", timeout=120)
         assert refused.returncode == 1 and "certificate" in refused.stderr.lower(), (name, refused.stderr)
+        assert "trust its certificate authority with AWS_CA_BUNDLE" in refused.stderr, refused.stderr
     missing = run_cli(env(tmp_path / "no-such.pem"), "ls", f"s3://{bucket}/p/")
     assert missing.returncode == 2 and "is not a file" in missing.stderr, missing.stderr

@@ -31,3 +31,26 @@ def test_only_statuses_a_second_attempt_may_cure_are_retried() -> None:
     )
     assert unsupported.job_wide and "the service does not implement this request" in str(unsupported)
     assert S3Error(400, "NotImplemented", "").job_wide  # whatever status it comes with
+
+
+def test_a_certificate_tls_does_not_trust_stops_the_job_at_once_saying_how_to_trust_it() -> None:
+    """Every attempt meets the same certificate: retried, a refusal cost seconds of back-off for
+    nothing. In the words of rustls (the native part, obstore) and of OpenSSL (aiohttp)."""
+    from s3bulk._errors import classify, transient
+
+    for said in (
+        "cannot connect to 127.0.0.1:9000: invalid peer certificate: UnknownIssuer",
+        "Cannot connect to host h:443 ssl:True [SSLCertVerificationError: certificate verify failed]",
+    ):
+        untrusted = transient(f"list s3://b/: {said}", said, refused=True)
+        assert (untrusted.retryable, untrusted.job_wide) == (False, True)
+        assert "AWS_CA_BUNDLE or the profile's ca_bundle" in str(untrusted)
+    through_obstore = classify(
+        Exception(
+            "Error performing GET http://h/b/k - error sending request: "
+            "invalid peer certificate: UnknownIssuer"
+        )
+    )
+    assert not through_obstore.retryable
+    refused = transient("list s3://b/: connection refused", "connection refused", refused=True)
+    assert refused.retryable and refused.unreachable and not refused.job_wide
