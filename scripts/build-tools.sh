@@ -28,7 +28,8 @@ build() {  # build NAME MODULE/PACKAGE@VERSION (the binary is renamed NAME if go
   echo "building $name from $module (first time only)..." >&2
   local package=${module%@*}
   local built=${package##*/}
-  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags="-s -w" "$module"
+  # -dwarf=false: no debug information compiled that -ldflags=-w would drop at the link anyway
+  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" "$module"
   [[ "$built" == "$name" ]] || mv -f "$BIN_DIR/$built" "$BIN_DIR/$name"
   echo "$module" > "$stamp"
 }
