@@ -459,11 +459,23 @@ def wait_for_journaled_items(job: RunningJob, state: Path, within: float = 60) -
     return done
 
 
+def group_rss(group: int) -> int:
+    """The RSS summed over the processes of process group `group` now."""
+    import psutil
+
+    total = 0
+    for each in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(each.pid) == group:
+                total += each.memory_info().rss
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return total
+
+
 def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None) -> tuple[int, int, str]:
     """Run the CLI in its own process group; (exit code, peak RSS summed over the group, stderr):
     what a Lambda's or a container's memory limit counts."""
-    import psutil
-
     with tempfile.TemporaryFile(mode="w+") as errors:  # a pipe nobody reads would stall the job
         process = subprocess.Popen(
             [*S3BULK, *args],
@@ -476,14 +488,7 @@ def peak_group_rss(env: dict[str, str], args: list[str], cwd: Path | None = None
         )
         peak = 0
         while process.poll() is None:
-            total = 0
-            for each in psutil.process_iter(["pid"]):
-                try:
-                    if os.getpgid(each.pid) == process.pid:
-                        total += each.memory_info().rss
-                except (psutil.Error, ProcessLookupError):
-                    continue
-            peak = max(peak, total)
+            peak = max(peak, group_rss(process.pid))
             time.sleep(0.005)
         errors.seek(0)
         return process.returncode, peak, errors.read()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S3BULK, Endpoint, Hostile, RunningJob, held_at, new_bucket, run_cli
+from conftest import S3BULK, Endpoint, Hostile, RunningJob, group_rss, held_at, new_bucket, run_cli
 
 from s3bulk._stores.s3 import OPTIONAL_ATTRIBUTES
 from s3bulk.testing.hostile import Status
@@ -310,20 +310,9 @@ def _archive(moto: Endpoint, bucket: str, keys: list[str]) -> None:
 
 def _sampled_peak(job: RunningJob, stop: Callable[[], bool]) -> int:
     """The peak RSS summed over the job's process group, sampled until `stop()`."""
-    import os
-
-    import psutil
-
     peak = 0
     while not stop():
-        total = 0
-        for each in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(each.pid) == job.pid:
-                    total += each.memory_info().rss
-            except (psutil.Error, ProcessLookupError):
-                continue
-        peak = max(peak, total)
+        peak = max(peak, group_rss(job.pid))
         time.sleep(0.02)
     return peak
 

@@ -36,7 +36,6 @@ class ListedRestores:
         self.storage = storage
         self.bucket = bucket
         self.listed: bool | None = None  # whether the service lists restores (None: not known yet)
-        self.heads = 0
         self._limit = asyncio.Semaphore(concurrency)
 
     async def filled(self, objects: list[ObjectInfo]) -> list[ObjectInfo]:
@@ -47,16 +46,15 @@ class ListedRestores:
             self.listed = True
             return objects
         cold = [index for index, info in enumerate(objects) if info.storage_class in ARCHIVED]
+        objects = list(objects)
         if self.listed is None:
             probe = await self._state(objects[cold[0]])
             if probe is None:  # cold as listed: nothing learned of the service
                 return objects
             self.listed = False
-            objects = list(objects)
             objects[cold[0]] = objects[cold[0]]._replace(restore=probe)
             cold = cold[1:]
         found = await asyncio.gather(*(self._state(objects[index]) for index in cold))
-        objects = list(objects)
         for index, state in zip(cold, found, strict=True):
             if state is not None:
                 objects[index] = objects[index]._replace(restore=state)
@@ -70,7 +68,6 @@ class ListedRestores:
                 if error.status == 404:  # deleted since it was listed: it has no restore now
                     return None
                 raise
-        self.heads += 1
         state = restore_state(headers.get("x-amz-restore", ""))
         if state is None or not state.ready_until:
             return state

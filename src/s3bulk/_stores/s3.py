@@ -317,23 +317,23 @@ class S3Client(SignedHttp):
         service that refuses the request with the header (a 400 or 501) is asked again without
         it, and never again in this job: `ls` lists as it did. A directory bucket is not asked
         (S3 Express keeps no archive, and its ListObjectsV2 takes no RestoreStatus)."""
-        if self.restore_status and not sessions.takes_session(self.settings, bucket, "", "GET"):
-            try:
-                _, _, body = await self.request(
-                    "LIST",
-                    "GET",
-                    bucket,
-                    params=params,
-                    headers={OPTIONAL_ATTRIBUTES: "RestoreStatus"},
-                    what=what,
-                )
-            except S3Error as error:
-                if not _refused_attributes(error):
-                    raise
-                self.restore_status = False
-            else:
-                s3xml.expect(body, "ListBucketResult", what)
-                return body
+        wanted = self.restore_status and not sessions.takes_session(self.settings, bucket, "", "GET")
+        try:
+            _, _, body = await self.request(
+                "LIST",
+                "GET",
+                bucket,
+                params=params,
+                headers={OPTIONAL_ATTRIBUTES: "RestoreStatus"} if wanted else None,
+                what=what,
+            )
+        except S3Error as error:
+            if not (wanted and _refused_attributes(error)):
+                raise
+            self.restore_status = False
+            _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
+        s3xml.expect(body, "ListBucketResult", what)
+        return body
         _, _, body = await self.request("LIST", "GET", bucket, params=params, what=what)
         s3xml.expect(body, "ListBucketResult", what)
         return body
